@@ -1,0 +1,64 @@
+import type { JsonValue } from '../core/codec.js'
+import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
+import { errorResult, type AgentState, type Tool } from '../tools/tool.js'
+import type { ToolCallOutcome } from '../tools/tool-executor.js'
+import { fireHook, type AgentHooks } from './hooks.js'
+import { interruptFunction, InterruptSignal } from './interrupts.js'
+import type { AgentMetrics } from './result.js'
+import type { AgentStreamEvent } from './events.js'
+
+/** What running one tool call needs from the invocation. */
+export interface ToolCallScope {
+  tools: ReadonlyMap<string, Tool>
+  hooks: readonly AgentHooks[]
+  signal: AbortSignal
+  requestState: Record<string, unknown>
+  agentState: AgentState
+  responses: Record<string, JsonValue>
+  metrics: AgentMetrics
+  emit: (event: AgentStreamEvent) => void
+  /** The idempotency key of a call (default: its tool-use id). */
+  idempotencyKey?: ((toolUse: ToolUseBlock['toolUse']) => string) | undefined
+}
+
+/**
+ * Run one tool call and turn whatever happens into an outcome: an unknown tool, invalid input
+ * or a thrown error becomes an error result the model sees; `ctx.interrupt` becomes an
+ * interrupt; a call cut short by cancellation becomes a "cancelled" error result.
+ */
+export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['toolUse']): Promise<ToolCallOutcome> {
+  const tool = scope.tools.get(toolUse.name)
+  scope.emit({ type: 'toolStarted', toolUse })
+  let result: ToolResultBlock['toolResult']
+  if (!tool) {
+    result = errorResult(toolUse.toolUseId, `Tool ${toolUse.name} does not exist; available tools: ${[...scope.tools.keys()].join(', ') || 'none'}`)
+  } else if (scope.signal.aborted) {
+    result = cancelledResult(toolUse.toolUseId)
+  } else {
+    await fireHook(scope.hooks, 'beforeToolCall', { toolUse })
+    try {
+      result = await tool.run(toolUse, {
+        toolUse,
+        signal: scope.signal,
+        idempotencyKey: scope.idempotencyKey?.(toolUse) ?? toolUse.toolUseId,
+        requestState: scope.requestState,
+        agentState: scope.agentState,
+        interrupt: interruptFunction(toolUse, scope.responses),
+      })
+    } catch (err) {
+      if (err instanceof InterruptSignal) return { type: 'interrupt', interrupt: err.interrupt }
+      result = scope.signal.aborted ? cancelledResult(toolUse.toolUseId) : errorResult(toolUse.toolUseId, `Error: ${(err as Error)?.message ?? String(err)}`)
+    }
+  }
+  const counts = (scope.metrics.toolCalls[toolUse.name] ??= { calls: 0, errors: 0 })
+  counts.calls++
+  if (result.status === 'error') counts.errors++
+  await fireHook(scope.hooks, 'afterToolCall', { toolUse, result })
+  scope.emit({ type: 'toolFinished', toolUse, result })
+  return { type: 'result', result }
+}
+
+/** The error result given to a tool use that was cancelled before or while running. */
+export function cancelledResult(toolUseId: string): ToolResultBlock['toolResult'] {
+  return errorResult(toolUseId, 'Tool use cancelled: the invocation was cancelled before this tool finished')
+}

@@ -1,0 +1,164 @@
+/**
+ * Every error Cairn throws on purpose is a {@link CairnError} with a stable string `code`, so
+ * callers can branch on `err.code` without parsing messages.
+ */
+export type CairnErrorCode =
+  | 'checkpoint_invalid'
+  | 'unserializable'
+  | 'checkpoint_corrupt'
+  | 'checkpoint_not_found'
+  | 'run_not_found'
+  | 'run_exists'
+  | 'seq_conflict'
+  | 'schema_version'
+  | 'config_mismatch'
+  | 'store_failure'
+  | 'store_closed'
+  | 'invalid_argument'
+  | 'missing_checkpoint'
+  | 'checkpointing_disabled'
+  | 'schema_mismatch'
+  | 'agent_busy'
+  | 'structured_output'
+  | 'max_supersteps'
+  | 'executor_failed'
+  | 'workflow_busy'
+  | 'unknown_request'
+  | 'invalid_response'
+  | 'executor_hook_failed'
+  | 'checkpoint_save_failed'
+  | 'lease_lost'
+  | 'result_timeout'
+
+/** Options shared by every Cairn error. */
+export interface CairnErrorOptions {
+  /** The underlying error, kept for diagnosis. */
+  cause?: unknown
+}
+
+/**
+ * Base class of every error Cairn throws on purpose.
+ *
+ * @example
+ * ```ts
+ * try { await store.load(id) } catch (err) {
+ *   if (err instanceof CairnError && err.code === 'checkpoint_not_found') { ... }
+ * }
+ * ```
+ */
+export class CairnError extends Error {
+  /** A stable, machine-readable reason. */
+  readonly code: CairnErrorCode
+
+  constructor(code: CairnErrorCode, message: string, options: CairnErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause })
+    this.name = new.target.name
+    this.code = code
+  }
+}
+
+/** Context carried by checkpoint errors. */
+export interface CheckpointErrorOptions extends CairnErrorOptions {
+  runId?: string | undefined
+  checkpointId?: string | undefined
+  /** The dotted path inside the value that is wrong, when there is one. */
+  path?: string | undefined
+}
+
+/** A checkpoint cannot be written or used as asked (bad input, unserializable value, stale seq). */
+export class CheckpointError extends CairnError {
+  readonly runId: string | undefined
+  readonly checkpointId: string | undefined
+  readonly path: string | undefined
+
+  constructor(code: CairnErrorCode, message: string, options: CheckpointErrorOptions = {}) {
+    super(code, message, options)
+    this.runId = options.runId
+    this.checkpointId = options.checkpointId
+    this.path = options.path
+  }
+}
+
+/**
+ * A stored checkpoint is truncated, garbled, hand-edited or otherwise not what Cairn wrote.
+ * Cairn never recovers partially from one and never silently starts fresh.
+ */
+export class CheckpointCorruptionError extends CheckpointError {
+  constructor(message: string, options: CheckpointErrorOptions = {}) {
+    super('checkpoint_corrupt', message, options)
+  }
+}
+
+/** No checkpoint (or run) exists with the given id. */
+export class CheckpointNotFoundError extends CheckpointError {
+  constructor(message: string, options: CheckpointErrorOptions & { code?: 'checkpoint_not_found' | 'run_not_found' } = {}) {
+    super(options.code ?? 'checkpoint_not_found', message, options)
+  }
+}
+
+/** A record's schema version is one this code cannot read (newer than it knows, or no migration path). */
+export class SchemaVersionError extends CairnError {
+  readonly kind: string
+  readonly found: number
+  readonly supported: number
+
+  constructor(params: { kind: string; found: number; supported: number; message?: string; cause?: unknown }) {
+    super(
+      'schema_version',
+      params.message ??
+        `${params.kind} record has schema version ${params.found}, but this version of Cairn reads up to ${params.supported}; upgrade Cairn to load it`,
+      { cause: params.cause },
+    )
+    this.kind = params.kind
+    this.found = params.found
+    this.supported = params.supported
+  }
+}
+
+/** The configuration resuming a run differs from the one that wrote its checkpoint. */
+export class ConfigMismatchError extends CairnError {
+  readonly expected: string
+  readonly actual: string
+
+  constructor(params: { message: string; expected: string; actual: string; cause?: unknown }) {
+    super('config_mismatch', params.message, { cause: params.cause })
+    this.expected = params.expected
+    this.actual = params.actual
+  }
+}
+
+/** A storage backend failed; the original error is the `cause`. */
+export class StoreError extends CairnError {
+  readonly runId: string | undefined
+
+  constructor(
+    message: string,
+    options: CairnErrorOptions & { runId?: string | undefined; code?: CairnErrorCode } = {},
+  ) {
+    super(options.code ?? 'store_failure', message, options)
+    this.runId = options.runId
+  }
+}
+
+/**
+ * A worker no longer holds the run it was writing to: its lease lapsed and another worker claimed
+ * the run (a higher epoch), the run was cancelled, or the worker gave it up. The write was
+ * rejected and nothing of it was stored; the worker stops executing the run.
+ */
+export class LeaseLostError extends CairnError {
+  readonly runId: string
+  readonly owner: string
+  readonly epoch: number
+
+  constructor(params: { runId: string; owner: string; epoch: number; message?: string; cause?: unknown }) {
+    super(
+      'lease_lost',
+      params.message ??
+        `worker ${params.owner} no longer holds run ${params.runId} (epoch ${params.epoch}): another worker claimed it after the lease lapsed; the write was rejected`,
+      { cause: params.cause },
+    )
+    this.runId = params.runId
+    this.owner = params.owner
+    this.epoch = params.epoch
+  }
+}

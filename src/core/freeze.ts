@@ -1,0 +1,44 @@
+import { isPlainObject } from './codec.js'
+
+const deeplyFrozen = new WeakSet<object>()
+
+/**
+ * Freeze a value and everything inside it, and remember that it is deeply frozen. Stores use
+ * this to serialize a frozen message once and reuse its JSON on every later checkpoint, so the
+ * cost of a save follows what changed rather than the whole conversation. The agent loop freezes
+ * every message it adds.
+ *
+ * @example
+ * ```ts
+ * messages.push(freezeDeep({ role: 'user', content: [{ text: 'hi' }] }))
+ * ```
+ */
+export function freezeDeep<T>(value: T): T {
+  return freezeWithin(value, new Set())
+}
+
+function freezeWithin<T>(value: T, visiting: Set<object>): T {
+  if (typeof value !== 'object' || value === null || deeplyFrozen.has(value) || visiting.has(value)) return value
+  // Typed arrays, Dates, Maps and Sets keep mutable internal state even when frozen: a value
+  // holding one is frozen as far as possible but never marked, so it is always re-serialized.
+  if (!Array.isArray(value) && !isPlainObject(value)) return value
+  visiting.add(value)
+  for (const key of Reflect.ownKeys(value)) freezeWithin((value as Record<PropertyKey, unknown>)[key], visiting)
+  visiting.delete(value)
+  Object.freeze(value)
+  if (isFrozenTree(value)) deeplyFrozen.add(value)
+  return value
+}
+
+/** True when `value` was deeply frozen by {@link freezeDeep}, so it can never change. */
+export function isDeepFrozen(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && deeplyFrozen.has(value)
+}
+
+function isFrozenTree(value: object): boolean {
+  for (const key of Reflect.ownKeys(value)) {
+    const child = (value as Record<PropertyKey, unknown>)[key]
+    if (typeof child === 'object' && child !== null && !deeplyFrozen.has(child)) return false
+  }
+  return true
+}

@@ -1,0 +1,35 @@
+import { createHash } from 'node:crypto'
+import { encodeValue, type JsonValue } from './codec.js'
+
+/**
+ * Canonical JSON: the codec's encoding with object keys sorted at every level and no
+ * whitespace, so equal values always produce the same text whatever their key order.
+ *
+ * @example
+ * ```ts
+ * canonicalJson({ b: 1, a: [true, null] }) // '{"a":[true,null],"b":1}'
+ * ```
+ */
+export function canonicalJson(value: unknown): string {
+  return writeCanonical(encodeValue(value, 'value'))
+}
+
+/**
+ * SHA-256 (hex) of {@link canonicalJson}: the input hash of a tool call, the signature of a
+ * configuration. Values that differ only in key order hash the same.
+ */
+export function hashValue(value: unknown): string {
+  return sha256(canonicalJson(value))
+}
+
+/** SHA-256 of a string, as lowercase hex. */
+export function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex')
+}
+
+function writeCanonical(value: JsonValue): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value)
+  if (Array.isArray(value)) return `[${value.map(writeCanonical).join(',')}]`
+  const keys = Object.keys(value).sort()
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${writeCanonical(value[k] as JsonValue)}`).join(',')}}`
+}

@@ -1,0 +1,17 @@
+export { decodeValue, deserialize, encodeValue, isPlainObject, parseJson, serialize, TAG, type DecodeContext, type JsonObject, type JsonValue } from './codec.js'
+export {
+  CairnError,
+  CheckpointCorruptionError,
+  CheckpointError,
+  CheckpointNotFoundError,
+  ConfigMismatchError,
+  SchemaVersionError,
+  StoreError,
+  type CairnErrorCode,
+  type CairnErrorOptions,
+  type CheckpointErrorOptions,
+} from './errors.js'
+export { canonicalJson, hashValue, sha256 } from './hash.js'
+export { idTimestamp, newId } from './ids.js'
+export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } from './schema.js'
+export { freezeDeep, isDeepFrozen } from './freeze.js'

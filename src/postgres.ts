@@ -1,0 +1,23 @@
+/**
+ * `cairn/postgres`: the PostgreSQL backend, for many workers on many machines. Opening a store by
+ * connection string needs the optional peer dependency `pg`; over an embedded PGlite database
+ * (`PGliteClient`) it needs `@electric-sql/pglite` instead. The core `cairn` entry imports neither.
+ *
+ * @example
+ * ```ts
+ * import { PostgresStore } from 'cairn/postgres'
+ * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL! })
+ * ```
+ */
+export { PostgresStore, type PostgresConnection, type PostgresStoreOptions } from './store/postgres/postgres-store.js'
+export {
+  PostgresEngine,
+  type PostgresEngineOptions,
+  type PostgresPool,
+  type PostgresPoolClient,
+  type PostgresQueryable,
+  type PostgresQueryResult,
+} from './store/postgres/postgres-engine.js'
+export { PGliteClient, type PGliteDatabase } from './store/postgres/pglite-client.js'
+export { POSTGRES_MIGRATIONS, migratePostgres, type PostgresMigration } from './store/postgres/migrations.js'
+export { DEFAULT_SCHEMA, assertSchemaName } from './store/postgres/sql.js'

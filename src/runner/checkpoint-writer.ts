@@ -1,0 +1,152 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { StoreError } from '../core/errors.js'
+import type { CheckpointInput, CheckpointStore, EffectCompletion, EffectIntent } from '../store/checkpoint-store.js'
+
+/** Most checkpoints the async writer lets wait for a turn of the event loop before it writes them anyway. */
+const MAX_LAG_RECORDS = 32
+
+/** How checkpoints reach the store. */
+export interface WriterOptions {
+  /**
+   * `async` (default): checkpoints are written behind the loop by one background writer, in
+   * order; `sync`: they are written at the durability points (before tools run, after the tool
+   * batch, at the end), and the loop waits for each.
+   */
+  durability: 'async' | 'sync'
+  /** Most checkpoints waiting to be written before the loop waits for the writer (async). */
+  queueMaxSize: number
+  /** Longest wait for the final flush before a result is returned. */
+  flushTimeoutMs: number
+  /** Drop the runtime snapshot of a waiting checkpoint when a newer one arrives (async). */
+  coalesceRuntimeState: boolean
+}
+
+/**
+ * The one writer of a run's checkpoints. Records are staged in order; `commit` makes everything
+ * staged durable together with effect intents or outcomes, in one store commit. In async mode a
+ * background loop writes what is staged as it goes. A failed write is never swallowed: the
+ * error is kept and thrown by every later call, so the run fails instead of claiming durability.
+ */
+export class CheckpointWriter {
+  /** How many durable commits were made. */
+  commits = 0
+  readonly #store: CheckpointStore
+  readonly #runId: string
+  readonly #options: WriterOptions
+  #queue: CheckpointInput[] = []
+  #completions: EffectCompletion[] = []
+  #intents: EffectIntent[] = []
+  #chain: Promise<void> = Promise.resolve()
+  #inFlight = false
+  #kickScheduled = false
+  #failure: Error | undefined
+
+  constructor(store: CheckpointStore, runId: string, options: WriterOptions) {
+    this.#store = store
+    this.#runId = runId
+    this.#options = options
+  }
+
+  /** Queue a checkpoint. In async mode it is written soon; a full queue makes this wait. */
+  async stage(record: CheckpointInput): Promise<void> {
+    this.#throwIfFailed()
+    if (this.#options.coalesceRuntimeState && this.#options.durability === 'async' && hasRuntime(record)) {
+      for (const [i, queued] of this.#queue.entries()) if (hasRuntime(queued)) this.#queue[i] = withoutRuntime(queued)
+    }
+    this.#queue.push(record)
+    if (this.#options.durability === 'async') {
+      if (this.#queue.length >= this.#options.queueMaxSize) await this.#chain
+      // A loop that never waits on I/O (a scripted model) never lets the scheduled write start:
+      // bound how far the store may lag behind it.
+      if (this.#queue.length >= MAX_LAG_RECORDS && !this.#inFlight) void this.#enqueue({})
+      else this.#kick()
+    }
+  }
+
+  /** Queue effect intents to go with the next write (only for calls that are safe to run before it lands). */
+  stageIntents(intents: readonly EffectIntent[]): void {
+    this.#throwIfFailed()
+    this.#intents.push(...intents)
+    if (this.#options.durability === 'async' && intents.length > 0) this.#kick()
+  }
+
+  /** Queue effect outcomes to go with the next write. */
+  stageCompletions(completions: readonly EffectCompletion[]): void {
+    this.#throwIfFailed()
+    this.#completions.push(...completions)
+    if (this.#options.durability === 'async' && completions.length > 0) this.#kick()
+  }
+
+  /** Write everything staged, with `extra` effect entries, in one durable commit, and wait for it. */
+  async commit(extra: { intents?: readonly EffectIntent[]; completions?: readonly EffectCompletion[] } = {}): Promise<void> {
+    this.#throwIfFailed()
+    const done = this.#enqueue(extra)
+    await done
+    this.#throwIfFailed()
+  }
+
+  /** `commit`, bounded by `flushTimeoutMs`: a flush that cannot finish in time is an error. */
+  async flush(): Promise<void> {
+    const timeout = sleep(this.#options.flushTimeoutMs, 'timeout' as const, { ref: false })
+    const outcome = await Promise.race([this.commit().then(() => 'done' as const), timeout])
+    if (outcome === 'timeout') {
+      throw new StoreError(`run ${this.#runId}: checkpoints could not be flushed within ${this.#options.flushTimeoutMs} ms`, { runId: this.#runId })
+    }
+  }
+
+  #kick(): void {
+    if (this.#inFlight || this.#kickScheduled) return
+    // Start the background write on the next turn, so the records staged in this turn (and a
+    // synchronous driver's commit) go together in one commit instead of one each.
+    this.#kickScheduled = true
+    setImmediate(() => {
+      this.#kickScheduled = false
+      void this.#enqueue({})
+    })
+  }
+
+  #enqueue(extra: { intents?: readonly EffectIntent[]; completions?: readonly EffectCompletion[] }): Promise<void> {
+    const next = this.#chain.then(async () => {
+      if (this.#failure) return
+      const checkpoints = this.#queue
+      const completions = [...this.#completions, ...(extra.completions ?? [])]
+      const intents = [...this.#intents, ...(extra.intents ?? [])]
+      if (checkpoints.length === 0 && completions.length === 0 && intents.length === 0) return
+      this.#queue = []
+      this.#completions = []
+      this.#intents = []
+      this.#inFlight = true
+      try {
+        await this.#store.write({ runId: this.#runId, checkpoints, intents, completions })
+        this.commits++
+      } catch (err) {
+        this.#failure =
+          err instanceof Error ? err : new StoreError(`run ${this.#runId}: a checkpoint write failed: ${String(err)}`, { runId: this.#runId })
+      } finally {
+        this.#inFlight = false
+      }
+      // Async: anything staged while this write was in flight goes next.
+      if (this.#options.durability === 'async' && (this.#queue.length > 0 || this.#completions.length > 0 || this.#intents.length > 0)) this.#kick()
+    })
+    this.#chain = next
+    return next
+  }
+
+  #throwIfFailed(): void {
+    if (this.#failure) {
+      throw new StoreError(`run ${this.#runId}: a checkpoint write failed, so the run cannot continue durably: ${this.#failure.message}`, {
+        runId: this.#runId,
+        cause: this.#failure,
+      })
+    }
+  }
+}
+
+function hasRuntime(record: CheckpointInput): boolean {
+  return record.metadata?.snapshot === true
+}
+
+function withoutRuntime(record: CheckpointInput): CheckpointInput {
+  const payload = { ...(record.payload as Record<string, unknown>), runtime: null }
+  return { ...record, payload, metadata: { ...record.metadata, snapshot: false, coalesced: true } }
+}

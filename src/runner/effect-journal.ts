@@ -1,0 +1,163 @@
+import type { JsonValue } from '../core/codec.js'
+import { CheckpointCorruptionError } from '../core/errors.js'
+import { hashValue } from '../core/hash.js'
+import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
+import type { EffectCompletion, EffectIntent, EffectRecord, CheckpointStore } from '../store/checkpoint-store.js'
+import type { Tool } from '../tools/tool.js'
+import type { RunToolCall, ToolCallOutcome, ToolExecutor } from '../tools/tool-executor.js'
+
+type ToolUse = ToolUseBlock['toolUse']
+type ToolResult = ToolResultBlock['toolResult']
+
+/** The interrupt raised for a call that started but recorded no outcome. */
+export const OUTCOME_UNKNOWN = 'effect_outcome_unknown'
+
+/**
+ * Journals every tool call of a run on its own: a write-ahead intent before the batch starts,
+ * a durable "started" mark just before a non-idempotent callback runs, and the outcome after.
+ * On resume a completed call is replayed from the journal; a call whose outcome is unknown is
+ * re-run with the same idempotency key when its tool is idempotent, and otherwise raised as an
+ * `effect_outcome_unknown` interrupt for a human to answer `'retry'` or `'skip'`.
+ */
+export class EffectJournal {
+  /** Calls satisfied from the journal instead of running. */
+  replayed = 0
+  /** Outcomes of idempotent calls, written with the batch's checkpoint. */
+  pendingCompletions: EffectCompletion[] = []
+  readonly #store: CheckpointStore
+  readonly #runId: string
+  readonly #tools: ReadonlyMap<string, Tool>
+  readonly #effects: Map<string, EffectRecord>
+  /** Calls that stopped at `ctx.interrupt` (not a crash): they may run again. */
+  readonly #interrupted: Set<string>
+  readonly #responses: Record<string, JsonValue>
+  readonly #replayedIds = new Set<string>()
+
+  constructor(params: {
+    store: CheckpointStore
+    runId: string
+    tools: ReadonlyMap<string, Tool>
+    effects: readonly EffectRecord[]
+    interruptedCalls: readonly string[]
+    responses: Record<string, JsonValue>
+  }) {
+    this.#store = params.store
+    this.#runId = params.runId
+    this.#tools = params.tools
+    this.#effects = new Map(params.effects.map((effect) => [effect.callId, effect]))
+    this.#interrupted = new Set(params.interruptedCalls)
+    this.#responses = params.responses
+  }
+
+  /** The idempotency key of a call: stable across every attempt of it. */
+  keyOf(toolUse: ToolUse): string {
+    return `${this.#runId}:${toolUse.toolUseId}`
+  }
+
+  /** Whether a call's result came from the journal. */
+  wasReplayed(toolUseId: string): boolean {
+    return this.#replayedIds.has(toolUseId)
+  }
+
+  /** Intents for the calls of a batch that have none yet (a completed call needs none). */
+  intentsFor(toolUses: readonly ToolUse[]): EffectIntent[] {
+    return toolUses
+      .filter((use) => !this.#effects.has(use.toolUseId))
+      .map((use) => ({ runId: this.#runId, callId: use.toolUseId, name: use.name, inputHash: inputHash(use), idempotencyKey: this.keyOf(use) }))
+  }
+
+  /** Remember intents that were just committed. */
+  noteIntents(intents: readonly EffectIntent[]): void {
+    for (const intent of intents) {
+      this.#effects.set(intent.callId, { ...intent, status: 'pending', output: undefined, outputHash: null, attempts: 1, startedAt: Date.now(), completedAt: null })
+    }
+  }
+
+  /** Wrap an executor so every call goes through the journal. */
+  wrap(inner: ToolExecutor): ToolExecutor {
+    return {
+      execute: (calls, runOne) => {
+        // Check the whole batch against the journal before any call of it runs.
+        for (const use of calls) this.#assertSameInput(use)
+        return inner.execute(calls, (use) => this.#call(use, runOne))
+      },
+    }
+  }
+
+  #assertSameInput(use: ToolUse): void {
+    const existing = this.#effects.get(use.toolUseId)
+    if (existing && existing.inputHash !== inputHash(use)) {
+      throw new CheckpointCorruptionError(
+        `run ${this.#runId}: tool call ${use.toolUseId} (${use.name}) was journaled with other input than the checkpoint holds now; the journal and the checkpoint disagree`,
+        { runId: this.#runId },
+      )
+    }
+  }
+
+  async #call(use: ToolUse, runOne: RunToolCall): Promise<ToolCallOutcome> {
+    const existing = this.#effects.get(use.toolUseId)
+    if (existing && (existing.status === 'succeeded' || existing.status === 'failed')) return this.#replay(use, existing)
+    const idempotent = this.#tools.get(use.name)?.idempotent === true
+    if (existing?.status === 'started' && !idempotent && !this.#interrupted.has(use.toolUseId)) {
+      const answer = this.#responses[`${use.toolUseId}:${OUTCOME_UNKNOWN}`]
+      if (answer === 'skip') return this.#complete(use, skippedResult(use), true)
+      if (answer !== 'retry') return unknownOutcome(use, this.keyOf(use))
+    }
+    if (!idempotent) await this.#store.startEffect(this.#runId, use.toolUseId)
+    const outcome = await runOne(use)
+    if (outcome.type === 'interrupt') {
+      this.#interrupted.add(use.toolUseId)
+      return outcome
+    }
+    return this.#complete(use, outcome.result, !idempotent)
+  }
+
+  async #complete(use: ToolUse, result: ToolResult, durableNow: boolean): Promise<ToolCallOutcome> {
+    const completion: EffectCompletion = { runId: this.#runId, callId: use.toolUseId, status: result.status === 'success' ? 'succeeded' : 'failed', output: result }
+    if (durableNow) await this.#store.completeEffect(completion)
+    else this.pendingCompletions.push(completion)
+    const known = this.#effects.get(use.toolUseId)
+    if (known) this.#effects.set(use.toolUseId, { ...known, status: completion.status, output: result })
+    return { type: 'result', result }
+  }
+
+  #replay(use: ToolUse, effect: EffectRecord): ToolCallOutcome {
+    this.replayed++
+    this.#replayedIds.add(use.toolUseId)
+    const result = effect.output as ToolResult | undefined
+    if (!result || typeof result !== 'object' || result.toolUseId !== use.toolUseId || !Array.isArray(result.content)) {
+      throw new CheckpointCorruptionError(`run ${this.#runId}: the journaled outcome of tool call ${use.toolUseId} is not a tool result`, { runId: this.#runId })
+    }
+    return { type: 'result', result }
+  }
+}
+
+/** Hash of a tool call's name and canonical input. */
+export function inputHash(use: ToolUse): string {
+  return hashValue({ name: use.name, input: use.input })
+}
+
+function unknownOutcome(use: ToolUse, idempotencyKey: string): ToolCallOutcome {
+  return {
+    type: 'interrupt',
+    interrupt: {
+      id: `${use.toolUseId}:${OUTCOME_UNKNOWN}`,
+      name: OUTCOME_UNKNOWN,
+      toolUseId: use.toolUseId,
+      reason: {
+        message: `tool ${use.name} started before the process died and recorded no outcome; it is not idempotent, so Cairn will not run it again on its own. Answer 'retry' to run it again (idempotency key ${idempotencyKey}) or 'skip' to give the model an error result.`,
+        tool: use.name,
+        input: use.input,
+        idempotencyKey,
+      },
+    },
+  }
+}
+
+function skippedResult(use: ToolUse): ToolResult {
+  return {
+    toolUseId: use.toolUseId,
+    status: 'error',
+    content: [{ text: `The outcome of this ${use.name} call is unknown (the process running it died); an operator chose not to run it again.` }],
+  }
+}

@@ -1,0 +1,85 @@
+import { CheckpointCorruptionError } from '../core/errors.js'
+import { toolUsesOf, type Message } from '../model/messages.js'
+import type { CheckpointRecord, CheckpointStore } from '../store/checkpoint-store.js'
+import { RUNNER_KIND, RUNNER_PHASES, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
+
+/** What a resume found in the store. */
+export type StoredRunState =
+  | { kind: 'terminal'; record: CheckpointRecord<Record<string, unknown>> }
+  | { kind: 'resumable'; latest: CheckpointRecord<Record<string, unknown>>; runtime: RuntimeSnapshot; snapshotId: string }
+
+/**
+ * The seed's resume steps 1–4: load the latest checkpoint (none is a corruption error);
+ * validate its shape; stop at a terminal one; otherwise find the newest runtime snapshot and
+ * validate it, including a pending model response, which must decode — it is never replaced by
+ * a fresh model call.
+ */
+export async function loadRunState(store: CheckpointStore, runId: string): Promise<StoredRunState> {
+  const latest = await store.getLatest<Record<string, unknown>>({ runId })
+  if (!latest) {
+    throw new CheckpointCorruptionError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted`, { runId })
+  }
+  assertRunnerRecord(latest)
+  if (latest.phase === 'run_terminal') {
+    if (typeof latest.payload.state !== 'string') throw corrupt(latest, 'is a terminal checkpoint without a state')
+    return { kind: 'terminal', record: latest }
+  }
+  const source = latest.metadata.snapshot === true ? latest : await newestSnapshot(store, latest)
+  const runtime = (source.payload as { runtime?: unknown }).runtime
+  assertRuntime(runtime, source)
+  return { kind: 'resumable', latest, runtime, snapshotId: source.id }
+}
+
+async function newestSnapshot(store: CheckpointStore, latest: CheckpointRecord): Promise<CheckpointRecord<Record<string, unknown>>> {
+  let before: string | undefined = latest.id
+  for (;;) {
+    const page = await store.listCheckpoints({ runId: latest.runId, limit: 16, ...(before === undefined ? {} : { before }) })
+    const found = page.find((info) => info.metadata.snapshot === true)
+    if (found) {
+      const record = await store.load<Record<string, unknown>>(found.id)
+      assertRunnerRecord(record)
+      return record
+    }
+    if (page.length < 16) throw corrupt(latest, 'has no runtime snapshot before it to resume from')
+    before = page[page.length - 1]?.id
+  }
+}
+
+function assertRunnerRecord(record: CheckpointRecord): asserts record is CheckpointRecord<Record<string, unknown>> {
+  if (record.kind !== RUNNER_KIND) throw corrupt(record, `is a ${record.kind} checkpoint, not a runner checkpoint`)
+  if (!RUNNER_PHASES.includes(record.phase as RunnerPhase)) throw corrupt(record, `has an unknown phase ${JSON.stringify(record.phase)}`)
+  if (typeof record.payload !== 'object' || record.payload === null || Array.isArray(record.payload)) throw corrupt(record, 'has no payload object')
+}
+
+function assertRuntime(runtime: unknown, record: CheckpointRecord): asserts runtime is RuntimeSnapshot {
+  if (typeof runtime !== 'object' || runtime === null) throw corrupt(record, 'lost its runtime snapshot')
+  const rt = runtime as Partial<RuntimeSnapshot>
+  const ok =
+    Array.isArray(rt.messages) &&
+    Number.isInteger(rt.step) &&
+    (rt.next === 'model' || rt.next === 'tools') &&
+    typeof rt.agent === 'object' &&
+    rt.agent !== null &&
+    typeof rt.agent.config?.hash === 'string' &&
+    Array.isArray(rt.tool_executions)
+  if (!ok) throw corrupt(record, 'has a malformed runtime snapshot (messages, step, next, agent or tool_executions)')
+  if (rt.pending_llm_response !== null && rt.pending_llm_response !== undefined && !isToolUseMessage(rt.pending_llm_response)) {
+    throw corrupt(record, 'holds a pending model response that cannot be decoded; refusing to call the model again for it')
+  }
+  if (rt.next === 'tools' && !rt.pending_llm_response) throw corrupt(record, 'expects tool calls but holds no pending model response')
+}
+
+function isToolUseMessage(value: unknown): value is Message {
+  if (typeof value !== 'object' || value === null) return false
+  const message = value as Partial<Message>
+  if (message.role !== 'assistant' || !Array.isArray(message.content)) return false
+  try {
+    return toolUsesOf(message as Message).every((use) => typeof use.toolUseId === 'string' && typeof use.name === 'string') && toolUsesOf(message as Message).length > 0
+  } catch {
+    return false
+  }
+}
+
+function corrupt(record: CheckpointRecord, problem: string): CheckpointCorruptionError {
+  return new CheckpointCorruptionError(`checkpoint ${record.id} of run ${record.runId} ${problem}`, { runId: record.runId, checkpointId: record.id })
+}

@@ -1,0 +1,69 @@
+import type { JsonObject } from '../core/codec.js'
+import { AgentResult, type AgentResultJSON } from '../agent/result.js'
+import type { Interrupt } from '../agent/interrupts.js'
+import type { CheckpointRecord } from '../store/checkpoint-store.js'
+
+/** How a managed run stands when `run` or `resume` returns. */
+export type RunState = 'completed' | 'failed' | 'cancelled' | 'interrupted'
+
+/** What `runner.run` and `runner.resume` return. */
+export interface RunResult {
+  runId: string
+  threadId: string
+  state: RunState
+  /** The agent's result (for `completed`, `cancelled`, `interrupted`). */
+  result: AgentResult | undefined
+  /** Waiting for `runner.resume(agent, { runId, responses })`. */
+  interrupts: Interrupt[]
+  /** Why a `failed` run failed: the error that ended it (the process did not just die). */
+  error: { name: string; message: string; code?: string } | undefined
+  /** Tool calls satisfied from the effect journal instead of running again. */
+  replayedEffectCount: number
+  /** Model calls made by this call of run/resume. */
+  llmCalls: number
+  /** Tool calls finished by this call of run/resume (run or replayed). */
+  toolCalls: number
+  /** Durable commits this call of run/resume made. */
+  commits: number
+  /** True when the run had already finished and its stored result was returned. */
+  fromTerminalCheckpoint: boolean
+}
+
+/** The terminal checkpoint's payload: the seed's fields and the serialized result. */
+export function terminalPayload(params: {
+  state: 'completed' | 'failed' | 'cancelled'
+  result: AgentResult | undefined
+  error: RunResult['error']
+  finalText: string
+  requestedModel: string
+  providerAdapter: string
+}): JsonObject {
+  return {
+    state: params.state,
+    final_text: params.finalText,
+    requested_model: params.requestedModel,
+    normalized_model: params.requestedModel,
+    provider_adapter: params.providerAdapter,
+    terminal_result: params.result ? (params.result.toJSON() as unknown as JsonObject) : null,
+    error: params.error ?? null,
+  }
+}
+
+/** Rebuild the result of a finished run from its terminal checkpoint, without running anything. */
+export function resultFromTerminal(record: CheckpointRecord<Record<string, unknown>>, threadId: string): RunResult {
+  const payload = record.payload
+  const stored = payload.terminal_result as AgentResultJSON | null | undefined
+  return {
+    runId: record.runId,
+    threadId,
+    state: payload.state as RunState,
+    result: stored ? AgentResult.fromJSON(stored) : undefined,
+    interrupts: [],
+    error: (payload.error as RunResult['error'] | null) ?? undefined,
+    replayedEffectCount: 0,
+    llmCalls: 0,
+    toolCalls: 0,
+    commits: 0,
+    fromTerminalCheckpoint: true,
+  }
+}

@@ -1,0 +1,168 @@
+import type { JsonObject } from '../core/codec.js'
+import { freezeDeep } from '../core/freeze.js'
+import type { Agent } from '../agent/agent.js'
+import type { LoopObserver } from '../agent/event-loop.js'
+import { textOf, toolUsesOf, type Message, type ToolResultBlock, type ToolUseBlock } from '../model/messages.js'
+import type { ModelResponse } from '../model/model.js'
+import type { CheckpointInput } from '../store/checkpoint-store.js'
+import type { CheckpointWriter } from './checkpoint-writer.js'
+import type { EffectJournal } from './effect-journal.js'
+import { RUNNER_KIND, RUNNER_SCHEMA_VERSION, type RunnerPhase, type RuntimeSnapshot, type SubagentExecutionRecord } from './phases.js'
+
+/**
+ * One process's drive of one run: observes the agent loop's boundaries, keeps the runtime
+ * snapshot, and stages a checkpoint at every phase. Durability points: before a tool batch
+ * starts (its intents, with everything staged, in one commit) and after it (its outcomes).
+ */
+export class RunSession implements LoopObserver {
+  readonly runtime: RuntimeSnapshot
+  readonly runId: string
+  readonly #agent: Agent
+  readonly #writer: CheckpointWriter
+  readonly #journal: EffectJournal
+  readonly #sync: boolean
+
+  constructor(params: { agent: Agent; runId: string; writer: CheckpointWriter; journal: EffectJournal; runtime: RuntimeSnapshot; sync: boolean }) {
+    this.#agent = params.agent
+    this.runId = params.runId
+    this.#writer = params.writer
+    this.#journal = params.journal
+    this.runtime = params.runtime
+    this.#sync = params.sync
+  }
+
+  async stepStarted(cycleIndex: number): Promise<void> {
+    this.runtime.step = cycleIndex
+    this.runtime.next = 'model'
+    await this.stage('step_started', { state: this.runtime.state, message_count: this.#agent.messages.length }, true)
+  }
+
+  async beforeModel(): Promise<void> {
+    await this.stage('pre_llm', { model: this.runtime.requested_model, provider: this.runtime.provider_adapter, message_count: this.#agent.messages.length })
+  }
+
+  async afterModel(_cycleIndex: number, response: ModelResponse): Promise<void> {
+    const rt = this.runtime
+    rt.llm_calls++
+    rt.usage.inputTokens += response.usage.inputTokens
+    rt.usage.outputTokens += response.usage.outputTokens
+    rt.usage.totalTokens += response.usage.totalTokens
+    rt.session_token = this.#agent.providerTokens.sessionToken ?? rt.session_token
+    rt.checkpoint_token = this.#agent.providerTokens.checkpointToken ?? rt.checkpoint_token
+    const toolCalls = toolUsesOf(response.message).length
+    rt.pending_llm_response = response.stopReason === 'tool_use' && toolCalls > 0 ? response.message : null
+    rt.next = rt.pending_llm_response ? 'tools' : 'model'
+    rt.final_text = textOf(response.message)
+    await this.stage(
+      'post_llm',
+      {
+        model: rt.normalized_model,
+        provider: rt.provider_adapter,
+        finish_reason: response.stopReason,
+        tool_call_count: toolCalls,
+        session_token: rt.session_token,
+        checkpoint_token: rt.checkpoint_token,
+        total_cost_usd: rt.total_cost_usd,
+      },
+      true,
+    )
+  }
+
+  async beforeTools(cycleIndex: number, toolUses: ToolUseBlock['toolUse'][]): Promise<void> {
+    this.runtime.step = cycleIndex
+    await this.stage('pre_tool_batch', { tool_call_count: toolUses.length })
+    const subagents = toolUses.filter((use) => this.#agent.tools.get(use.name)?.subagent === true)
+    if (subagents.length > 0) await this.stage('pre_subagent_batch', { subagent_call_count: subagents.length, tool_call_ids: subagents.map((u) => u.toolUseId) })
+    const intents = this.#journal.intentsFor(toolUses)
+    const allIdempotent = toolUses.every((use) => this.#agent.tools.get(use.name)?.idempotent === true)
+    if (!this.#sync && allIdempotent) {
+      // Async and every call safe to repeat: the intents go with the next background commit,
+      // atomically with the model response. A crash before it lands re-runs the calls with the
+      // same keys, which is what an unknown outcome of an idempotent call gets anyway.
+      this.#writer.stageIntents(intents)
+    } else {
+      // Write-ahead: the intents, with everything staged so far, are durable before any tool starts.
+      await this.#writer.commit({ intents })
+    }
+    this.#journal.noteIntents(intents)
+  }
+
+  async afterTools(cycleIndex: number, results: ToolResultBlock['toolResult'][]): Promise<void> {
+    const rt = this.runtime
+    const uses = new Map(toolUsesOf(rt.pending_llm_response ?? { role: 'assistant', content: [] }).map((use) => [use.toolUseId, use]))
+    for (const result of results) {
+      const use = uses.get(result.toolUseId)
+      rt.tool_executions.push(freezeDeep({
+        tool_call_id: result.toolUseId,
+        tool_name: use?.name ?? 'unknown',
+        step: cycleIndex,
+        status: result.status,
+        replayed: this.#journal.wasReplayed(result.toolUseId),
+      }))
+    }
+    rt.tool_calls += results.length
+    rt.replayed_effect_count = this.#journal.replayed
+    const subagentIds = [...uses.values()].filter((use) => this.#agent.tools.get(use.name)?.subagent === true).map((use) => use.toolUseId)
+    rt.pending_llm_response = null
+    rt.next = 'model'
+    for (const id of subagentIds) {
+      const use = uses.get(id)!
+      const result = results.find((r) => r.toolUseId === id)
+      this.noteSubagent({ tool_call_id: id, child_run_id: this.#journal.keyOf(use).replace(/[^A-Za-z0-9_.:@-]/g, '_'), agent_name: use.name, step: cycleIndex, state: result?.status === 'success' ? 'completed' : 'failed' })
+    }
+    if (subagentIds.length > 0) await this.stage('post_subagent_batch', { subagent_call_count: subagentIds.length, tool_call_ids: subagentIds })
+    this.#writer.stageCompletions(this.#journal.pendingCompletions.splice(0))
+    const failures = results.filter((result) => result.status === 'error').length
+    // The snapshot resumes at the next step; the record belongs to this one.
+    rt.step = cycleIndex + 1
+    await this.stage('post_tool_batch', { tool_calls_total: rt.tool_calls, tool_failures: failures }, true, {}, cycleIndex)
+    if (this.#sync) await this.#writer.commit()
+  }
+
+  /** Record a child run started by a subagent tool. */
+  noteSubagent(record: SubagentExecutionRecord): void {
+    this.runtime.subagent_executions.push(freezeDeep(record))
+  }
+
+  /** Stage a checkpoint of `phase`; with `withRuntime`, it carries the full runtime snapshot. */
+  async stage(phase: RunnerPhase, payload: JsonObject, withRuntime = false, extra: Partial<CheckpointInput> = {}, step = this.runtime.step): Promise<void> {
+    if (withRuntime) this.refreshAgentState()
+    await this.#writer.stage({
+      runId: this.runId,
+      kind: RUNNER_KIND,
+      phase,
+      schemaVersion: RUNNER_SCHEMA_VERSION,
+      metadata: { step, snapshot: withRuntime },
+      payload: withRuntime ? { ...payload, runtime: snapshotOf(this.runtime) } : payload,
+      ...extra,
+    })
+  }
+
+  /** Copy the agent's current messages and state into the runtime snapshot. */
+  refreshAgentState(): void {
+    const snapshot = this.#agent.takeSnapshot({ exclude: ['messages'] })
+    this.runtime.messages = [...this.#agent.messages] as Message[]
+    this.runtime.agent = {
+      state: snapshot.data.state ?? {},
+      conversation_manager: snapshot.data.conversationManager ?? {},
+      interrupts: snapshot.data.interrupts ?? { pending: [], completed: [], responses: {}, cycleIndex: 0 },
+      config: snapshot.data.config,
+    }
+  }
+}
+
+/**
+ * The runtime snapshot as staged. Messages and execution records are deeply frozen, so they are
+ * shared, not copied (the store serializes each once); the small mutable parts are copied.
+ */
+function snapshotOf(runtime: RuntimeSnapshot): RuntimeSnapshot {
+  return {
+    ...runtime,
+    messages: [...runtime.messages],
+    usage: { ...runtime.usage },
+    tool_executions: [...runtime.tool_executions],
+    subagent_executions: [...runtime.subagent_executions],
+    agent: structuredClone(runtime.agent),
+    context: structuredClone(runtime.context),
+  }
+}

@@ -1,0 +1,330 @@
+import type { JsonObject, JsonValue } from '../core/codec.js'
+import { CairnError, CheckpointCorruptionError, StoreError } from '../core/errors.js'
+import { freezeDeep } from '../core/freeze.js'
+import { newId } from '../core/ids.js'
+import type { Agent } from '../agent/agent.js'
+import type { LoopStart } from '../agent/event-loop.js'
+import { AgentResult, newMetrics } from '../agent/result.js'
+import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
+import type { CheckpointStore, EffectRecord, ListRunsQuery, RunRecord } from '../store/checkpoint-store.js'
+import { assertId } from '../store/rows.js'
+import type { Tool } from '../tools/tool.js'
+import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
+import { EffectJournal, OUTCOME_UNKNOWN } from './effect-journal.js'
+import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
+import { loadRunState } from './resume-state.js'
+import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
+import { RunSession } from './run-session.js'
+import { newRuntime, ownerIsDead, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
+import { subagentTool } from './subagent-tool.js'
+
+/** How to build a {@link Runner}. */
+export interface RunnerOptions extends Partial<WriterOptions> {
+  store: CheckpointStore
+}
+
+/** What `runner.run` takes. */
+export interface RunOptions {
+  input: string | ContentBlock[]
+  /** A stable id makes the run findable after a crash; a fresh one by default. */
+  runId?: string
+  threadId?: string
+  /** Caller context kept in the runtime snapshot (JSON). */
+  context?: JsonObject
+  signal?: AbortSignal
+  /** Set by subagent tools: the run this one is a child of. */
+  parentRunId?: string
+}
+
+/** What `runner.resume` takes. */
+export interface ResumeOptions {
+  runId: string
+  threadId?: string
+  /** Answers to pending interrupts, by interrupt id. */
+  responses?: Record<string, JsonValue>
+  /** Laid over the restored context. */
+  context?: JsonObject
+  signal?: AbortSignal
+  allowConfigChange?: boolean
+}
+
+/**
+ * Durable managed runs (seed 003). The runner drives an agent's loop and persists a checkpoint
+ * at every phase to a `CheckpointStore`, journals every tool call on its own, and resumes a run
+ * in a fresh process from where it stopped: a checkpointed model response is never requested
+ * again and a completed tool call never runs again.
+ *
+ * @example
+ * ```ts
+ * const runner = new Runner({ store: new SqliteStore({ path: '.cairn/cairn.db' }) })
+ * const run = await runner.run(agent, { input: 'Analyze Q4 revenue trends', runId: 'q4' })
+ * // after a crash, in a fresh process:
+ * const again = await runner.resume(buildAgent(), { runId: 'q4' })
+ * ```
+ */
+export class Runner {
+  readonly store: CheckpointStore
+  readonly #writer: WriterOptions
+  readonly #active = new Set<string>()
+
+  constructor(options: RunnerOptions) {
+    if (!options?.store) throw new TypeError('Runner needs a store: new Runner({ store })')
+    this.store = options.store
+    this.#writer = {
+      durability: options.durability ?? 'async',
+      queueMaxSize: options.queueMaxSize ?? 1000,
+      flushTimeoutMs: options.flushTimeoutMs ?? 10_000,
+      coalesceRuntimeState: options.coalesceRuntimeState ?? true,
+    }
+    if (this.#writer.durability !== 'async' && this.#writer.durability !== 'sync') {
+      throw new TypeError(`durability must be 'async' or 'sync', got ${JSON.stringify(options.durability)}`)
+    }
+  }
+
+  /**
+   * Start a new run of `agent` on `input` and drive it to the end (or an interrupt). The first
+   * commit holds the input, so a run is resumable from the start; a run id whose process died
+   * before that commit may be started again.
+   */
+  async run(agent: Agent, options: RunOptions): Promise<RunResult> {
+    const runId = options.runId ?? newId()
+    assertId(runId, 'runId')
+    const existing = await this.store.getRun(runId)
+    if (existing && existing.lastSeq > 0) {
+      throw new CairnError('run_exists', `run ${runId} already exists; continue it with runner.resume(agent, { runId: '${runId}' })`)
+    }
+    const threadId = options.threadId ?? runId
+    if (!existing) await this.store.createRun({
+      runId,
+      threadId,
+      name: agent.name,
+      configSignature: agent.configSignature.hash,
+      metadata: { ...ownerMetadata(), ...(options.parentRunId === undefined ? {} : { parentRunId: options.parentRunId }) },
+    })
+    const message: Message = { role: 'user', content: typeof options.input === 'string' ? [{ text: options.input }] : options.input }
+    const runtime = newRuntime(agent, options.context ?? {})
+    const start: LoopStart = { phase: 'model', cycleIndex: 0, responses: {} }
+    agent.messages.push(freezeDeep(message))
+    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects: [], responses: {}, resumed: false, signal: options.signal })
+  }
+
+  /**
+   * Continue a run from its latest checkpoint, in this or a fresh process. A finished run
+   * returns its stored result without running anything; a paused one needs `responses`.
+   */
+  async resume(agent: Agent, options: ResumeOptions): Promise<RunResult> {
+    const { runId } = options
+    assertId(runId, 'runId')
+    const stored = await loadRunState(this.store, runId)
+    const run = await this.store.getRun(runId)
+    const threadId = options.threadId ?? run?.threadId ?? runId
+    if (stored.kind === 'terminal') {
+      const state = stored.record.payload.state as 'completed' | 'failed' | 'cancelled'
+      if (run && run.status !== state) await this.store.updateRun(runId, { status: state })
+      return resultFromTerminal(stored.record, threadId)
+    }
+    const runtime = structuredClone({ ...stored.runtime, messages: [] }) as RuntimeSnapshot
+    runtime.messages = stored.runtime.messages
+    runtime.context = { ...runtime.context, ...(options.context ?? {}) }
+    restoreAgent(agent, runtime, options.allowConfigChange === true)
+    const pending = agent.pendingInterrupts
+    const responses = options.responses ?? {}
+    let start: LoopStart
+    if (pending.length > 0) {
+      const unknown = Object.keys(responses).filter((id) => !pending.some((i) => i.id === id))
+      if (unknown.length > 0) {
+        throw new CairnError('invalid_argument', `run ${runId} has no pending interrupt ${unknown.join(', ')}; pending: ${pending.map((i) => i.id).join(', ')}`)
+      }
+      if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending)
+      start = { phase: 'tools', cycleIndex: runtime.agent.interrupts.cycleIndex, responses }
+    } else if (Object.keys(responses).length > 0) {
+      throw new CairnError('invalid_argument', `run ${runId} is not waiting for any response; resume it without responses`)
+    } else {
+      start = { phase: runtime.next, cycleIndex: runtime.step, responses: {} }
+    }
+    const lastMessage = agent.messages[agent.messages.length - 1]
+    const finalAnswer = start.phase === 'model' && lastMessage?.role === 'assistant' && toolUsesOf(lastMessage).length === 0 ? lastMessage : undefined
+    const repaired = start.phase === 'model' && repairDanglingToolUses(agent)
+    const effects = await this.store.listEffects(runId)
+    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, resumed: true, signal: options.signal, repaired, finalAnswer })
+  }
+
+  /** The run's checkpoints, oldest first, with the seed's field names: its audit log. */
+  async history(runId: string): Promise<RunnerCheckpoint[]> {
+    const run = await this.store.getRun(runId)
+    const infos = []
+    let before: string | undefined
+    for (;;) {
+      const page = await this.store.listCheckpoints({ runId, limit: 500, ...(before === undefined ? {} : { before }) })
+      infos.push(...page)
+      if (page.length < 500) break
+      before = page[page.length - 1]?.id
+    }
+    const records = await Promise.all(infos.filter((info) => info.kind === RUNNER_KIND).map((info) => this.store.load<Record<string, unknown>>(info.id)))
+    return records.reverse().map((record) => ({
+      checkpoint_id: record.id,
+      run_id: record.runId,
+      thread_id: run?.threadId ?? null,
+      schema_version: record.schemaVersion,
+      phase: record.phase as RunnerPhase,
+      step: typeof record.metadata.step === 'number' ? record.metadata.step : 0,
+      payload: record.payload,
+      timestamp_ms: record.createdAt,
+    }))
+  }
+
+  /** Runs in the store, newest first. */
+  listRuns(query: ListRunsQuery = {}): Promise<RunRecord[]> {
+    return this.store.listRuns(query)
+  }
+
+  /**
+   * Resume every run a dead process on this machine left `running`: its owner pid is gone.
+   * `resolveAgent` builds the agent for a run (by its name, say).
+   */
+  async recoverAll(resolveAgent: (run: RunRecord) => Agent | Promise<Agent>): Promise<RunResult[]> {
+    const results: RunResult[] = []
+    for (const run of await this.store.listRuns({ status: 'running' })) {
+      // A run with no checkpoint died before its first commit: there is nothing to resume; start
+      // it again with runner.run and the same runId.
+      if (this.#active.has(run.runId) || run.lastSeq === 0 || !ownerIsDead(run)) continue
+      results.push(await this.resume(await resolveAgent(run), { runId: run.runId }))
+    }
+    return results
+  }
+
+  /**
+   * An agent as a tool of another: each call is a child run (its own run id, derived from the
+   * call's idempotency key, with the parent's id recorded), resumable on its own.
+   */
+  asTool(buildAgent: () => Agent, options: { name: string; description: string }): Tool {
+    return subagentTool(this, buildAgent, options)
+  }
+
+  async #drive(params: DriveParams): Promise<RunResult> {
+    const { agent, runId, threadId, runtime } = params
+    if (this.#active.has(runId)) throw new CairnError('agent_busy', `run ${runId} is already being driven by this process`)
+    this.#active.add(runId)
+    const writer = new CheckpointWriter(this.store, runId, this.#writer)
+    const journal = new EffectJournal({
+      store: this.store,
+      runId,
+      tools: agent.tools,
+      effects: params.effects,
+      // Calls that stopped at ctx.interrupt may run again; an unknown outcome is not one of them.
+      interruptedCalls: agent.pendingInterrupts.filter((i) => i.name !== OUTCOME_UNKNOWN).map((i) => i.toolUseId),
+      responses: params.responses,
+    })
+    const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync' })
+    const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
+    try {
+      if (params.resumed) await this.store.updateRun(runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
+      await session.stage('run_started', { agent_name: agent.name, resumed: params.resumed }, !params.resumed)
+      // The input is durable before the model is first asked (bounded like every final flush).
+      if (!params.resumed) await writer.flush()
+      if (params.finalAnswer) {
+        const result = new AgentResult({ stopReason: 'end_turn', message: params.finalAnswer, metrics: newMetrics() })
+        await this.#finish(session, writer, runtime, { state: 'completed', result, error: undefined })
+        return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => writer.commits }), state: 'completed', result }
+      }
+      if (params.repaired) await session.stage('post_tool_batch', { tool_calls_total: runtime.tool_calls, tool_failures: 0, repaired_dangling_tool_uses: true }, true)
+      const events = agent.streamManaged({
+        start: params.start,
+        message: params.message,
+        resumed: params.resumed,
+        observer: session,
+        executor: (inner) => journal.wrap(inner),
+        idempotencyKey: (use) => journal.keyOf(use),
+        options: params.signal ? { signal: params.signal } : {},
+      })
+      let next = await events.next()
+      while (!next.done) next = await events.next()
+      const result = next.value
+      const counts = { replayed: journal.replayed, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits }
+      if (result.stopReason === 'interrupt') {
+        writer.stageCompletions(journal.pendingCompletions.splice(0))
+        await session.stage('run_paused', { interrupts: result.interrupts as unknown as JsonValue }, true)
+        await writer.flush()
+        await this.store.updateRun(runId, { status: 'paused' })
+        return { ...base(runId, threadId, counts), state: 'interrupted', result, interrupts: result.interrupts }
+      }
+      const state = result.stopReason === 'cancelled' ? 'cancelled' : 'completed'
+      await this.#finish(session, writer, runtime, { state, result, error: undefined })
+      return { ...base(runId, threadId, counts), state, result }
+    } catch (err) {
+      return this.#fail(err, { session, writer, runtime, runId, threadId, replayed: journal.replayed })
+    } finally {
+      this.#active.delete(runId)
+    }
+  }
+
+  async #finish(session: RunSession, writer: CheckpointWriter, runtime: RuntimeSnapshot, outcome: { state: 'completed' | 'failed' | 'cancelled'; result: AgentResult | undefined; error: RunResult['error'] }) {
+    const payload = terminalPayload({ ...outcome, finalText: textOf(outcome.result?.message) || runtime.final_text, requestedModel: runtime.requested_model, providerAdapter: runtime.provider_adapter })
+    await session.stage('run_terminal', payload, false, { terminal: true })
+    await writer.flush()
+    await this.store.updateRun(session.runId, { status: outcome.state })
+  }
+
+  async #fail(err: unknown, ctx: { session: RunSession; writer: CheckpointWriter; runtime: RuntimeSnapshot; runId: string; threadId: string; replayed: number }): Promise<RunResult> {
+    const error = describeError(err)
+    const integrity = err instanceof StoreError || err instanceof CheckpointCorruptionError
+    try {
+      // Record the failure, so it is told apart from a process that died.
+      await this.#finish(ctx.session, ctx.writer, ctx.runtime, { state: 'failed', result: undefined, error })
+    } catch {
+      if (!integrity) throw err
+    }
+    if (integrity) throw err
+    return {
+      ...base(ctx.runId, ctx.threadId, { replayed: ctx.replayed, llm: 0, tools: 0, commits: () => ctx.writer.commits }),
+      state: 'failed',
+      result: undefined,
+      error,
+    }
+  }
+
+  async #metadataOf(runId: string): Promise<JsonObject> {
+    return (await this.store.getRun(runId))?.metadata ?? {}
+  }
+}
+
+interface DriveParams {
+  agent: Agent
+  runId: string
+  threadId: string
+  runtime: RuntimeSnapshot
+  start: LoopStart
+  message: Message | undefined
+  effects: readonly EffectRecord[]
+  responses: Record<string, JsonValue>
+  resumed: boolean
+  signal: AbortSignal | undefined
+  repaired?: boolean
+  finalAnswer?: Message | undefined
+}
+
+function base(runId: string, threadId: string, counts: { replayed: number; llm: number; tools: number; commits: () => number }) {
+  return {
+    runId,
+    threadId,
+    interrupts: [],
+    error: undefined,
+    replayedEffectCount: counts.replayed,
+    llmCalls: counts.llm,
+    toolCalls: counts.tools,
+    commits: counts.commits(),
+    fromTerminalCheckpoint: false,
+  }
+}
+
+function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts']): RunResult {
+  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0 }), state: 'interrupted', result: undefined, interrupts }
+}
+
+function describeError(err: unknown): { name: string; message: string; code?: string } {
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code
+    return { name: err.name, message: err.message, ...(typeof code === 'string' ? { code } : {}) }
+  }
+  return { name: 'Error', message: String(err) }
+}

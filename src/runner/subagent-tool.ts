@@ -1,0 +1,35 @@
+import type { Agent } from '../agent/agent.js'
+import { tool, type Tool } from '../tools/tool.js'
+import type { Runner } from './runner.js'
+
+/**
+ * A tool that runs another agent as a child run of the runner. The child's run id is the call's
+ * idempotency key (`<parent run>:<tool use id>`), so a resumed parent finds the child again and
+ * resumes it — or takes its stored result — instead of starting it over.
+ */
+export function subagentTool(runner: Runner, buildAgent: () => Agent, options: { name: string; description: string }): Tool {
+  const base = tool({
+    name: options.name,
+    description: options.description,
+    idempotent: true,
+    inputSchema: { type: 'object', properties: { prompt: { type: 'string', description: 'What to ask the agent.' } }, required: ['prompt'] },
+    callback: async (input, ctx) => {
+      const { prompt } = input as { prompt: string }
+      const childRunId = ctx.idempotencyKey.replace(/[^A-Za-z0-9_.:@-]/g, '_')
+      const parentRunId = childRunId.split(':')[0] ?? childRunId
+      const exists = await runner.store.getRun(childRunId)
+      let run = exists && exists.lastSeq > 0
+        ? await runner.resume(buildAgent(), { runId: childRunId })
+        : await runner.run(buildAgent(), { input: prompt, runId: childRunId, parentRunId, signal: ctx.signal })
+      for (let i = 0; i < 4 && run.state === 'interrupted'; i++) {
+        const responses = Object.fromEntries(run.interrupts.map((pending) => [pending.id, ctx.interrupt({ name: pending.name, ...(pending.reason === undefined ? {} : { reason: pending.reason }) })]))
+        run = await runner.resume(buildAgent(), { runId: childRunId, responses })
+      }
+      if (run.state !== 'completed') {
+        throw new Error(`subagent run ${childRunId} ended ${run.state}${run.error ? `: ${run.error.message}` : ''}`)
+      }
+      return String(run.result ?? '')
+    },
+  })
+  return { ...base, subagent: true }
+}

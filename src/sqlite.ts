@@ -1,0 +1,20 @@
+/**
+ * `cairn/sqlite`: the SQLite backend, the embedded default. Needs the optional peer dependency
+ * `better-sqlite3`; the core `cairn` entry never imports it.
+ *
+ * @example
+ * ```ts
+ * import { SqliteStore } from 'cairn/sqlite'
+ * const store = new SqliteStore({ path: '.cairn/cairn.db' })
+ * ```
+ */
+export { SqliteStore, type SqliteStoreOptions } from './store/sqlite/sqlite-store.js'
+export {
+  SqliteEngine,
+  type SqliteConnectionOptions,
+  type SqliteDatabase,
+  type SqliteEngineOptions,
+  type SqliteStatement,
+  type SqliteTransaction,
+} from './store/sqlite/sqlite-engine.js'
+export { SQLITE_MIGRATIONS, migrateSqlite, type SqliteMigration } from './store/sqlite/migrations.js'

@@ -1,0 +1,239 @@
+import type { JsonObject } from '../core/codec.js'
+
+/** Where a run stands; `queued` is a run enqueued for workers that none has started yet. */
+export type RunStatus = 'queued' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled'
+
+/** The statuses after which a run never runs again. */
+export const FINISHED_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled']
+
+/** One durable run: an agent run or a workflow run. */
+export interface RunRecord {
+  runId: string
+  status: RunStatus
+  name: string | null
+  threadId: string | null
+  workflowName: string | null
+  /** Hash of the configuration that started the run (see `hashValue`). */
+  configSignature: string | null
+  /** Highest checkpoint seq ever saved in this run (0 before the first). Never decreases. */
+  lastSeq: number
+  /** Unix milliseconds. */
+  createdAt: number
+  updatedAt: number
+  metadata: JsonObject
+}
+
+/** What `createRun` takes; everything but the id is optional. */
+export interface CreateRunInput {
+  runId?: string
+  status?: RunStatus
+  name?: string | null
+  threadId?: string | null
+  workflowName?: string | null
+  configSignature?: string | null
+  metadata?: JsonObject
+}
+
+/** A partial update of a run. `metadata` replaces the stored metadata whole. */
+export interface UpdateRunInput {
+  status?: RunStatus
+  name?: string | null
+  threadId?: string | null
+  workflowName?: string | null
+  configSignature?: string | null
+  metadata?: JsonObject
+}
+
+/** Filters for `listRuns`, newest first. `before` is a run id (exclusive cursor). */
+export interface ListRunsQuery {
+  status?: RunStatus | readonly RunStatus[]
+  workflowName?: string
+  threadId?: string
+  limit?: number
+  before?: string
+}
+
+/** Everything about a checkpoint except its payload: what history listings return. */
+export interface CheckpointInfo {
+  id: string
+  /** The same as `id`, under the name workflow code uses (`latest.checkpointId`). */
+  checkpointId: string
+  runId: string
+  /** The checkpoint this one continues from, in this run or (for a fork) another. */
+  parentId: string | null
+  /** Position in the run, strictly increasing. */
+  seq: number
+  /** Which layer wrote it: `agent`, `runner`, `workflow`, or your own. */
+  kind: string
+  /** The boundary it was written at (`after_model`, `post_llm`, `superstep`, …). */
+  phase: string
+  /** Version of the payload format of `kind`; migrations upgrade older ones on load. */
+  schemaVersion: number
+  /** Unix milliseconds. */
+  createdAt: number
+  workflowName: string | null
+  /** A terminal checkpoint holds a finished run's result; prune always keeps it. */
+  terminal: boolean
+  metadata: JsonObject
+}
+
+/** A stored checkpoint with its payload, as `load` and `getLatest` return it. */
+export interface CheckpointRecord<P = unknown> extends CheckpointInfo {
+  payload: P
+}
+
+/**
+ * What `save` takes. `id` and `createdAt` default to a fresh id and now; `seq` defaults to one
+ * above the run's latest, and when given must be above it. The run is created (status
+ * `running`) when it does not exist yet.
+ */
+export interface CheckpointInput<P = unknown> {
+  id?: string
+  runId: string
+  parentId?: string | null
+  seq?: number
+  kind: string
+  phase: string
+  /** Defaults to the current version of `kind` in the store's schema registry, else 1. */
+  schemaVersion?: number
+  createdAt?: number
+  workflowName?: string | null
+  terminal?: boolean
+  metadata?: JsonObject
+  payload: P
+}
+
+/** Which latest checkpoint to fetch. */
+export type LatestQuery = { runId: string; workflowName?: never } | { workflowName: string; runId?: never }
+
+/** Filters for `listCheckpoints`, newest first. `before` is a checkpoint id (exclusive cursor). */
+export interface ListCheckpointsQuery {
+  runId?: string
+  workflowName?: string
+  limit?: number
+  before?: string
+}
+
+/**
+ * Where a side effect stands: `pending` (intent recorded), `started` (its callback was about to
+ * run: without an outcome this is an unknown outcome), `succeeded` or `failed`.
+ */
+export type EffectStatus = 'pending' | 'started' | 'succeeded' | 'failed'
+
+/** The write-ahead record of one side effect, written before it starts. */
+export interface EffectIntent {
+  runId: string
+  /** Unique within the run, stable across attempts (a tool-use id). */
+  callId: string
+  /** What runs (a tool name). */
+  name: string
+  /** `hashValue` of the name and canonical input. */
+  inputHash: string
+  /** Passed to the effect so the outside world can deduplicate retries. */
+  idempotencyKey: string
+}
+
+/** A journaled effect. */
+export interface EffectRecord extends EffectIntent {
+  status: EffectStatus
+  /** The result (status `succeeded`) or error description (status `failed`). */
+  output: unknown
+  outputHash: string | null
+  /** How many times an intent was recorded for this call (1 on the first attempt). */
+  attempts: number
+  startedAt: number
+  completedAt: number | null
+}
+
+/** The outcome written after an effect finishes. */
+export interface EffectCompletion {
+  runId: string
+  callId: string
+  status: 'succeeded' | 'failed'
+  output: unknown
+}
+
+/** Result of `completeEffect`: `recorded` is false when another writer's outcome was first. */
+export interface EffectCompletionResult {
+  recorded: boolean
+  effect: EffectRecord
+}
+
+/**
+ * Several writes to one run committed atomically: checkpoints (in order, each continuing the
+ * one before), effect intents and effect outcomes. The runner commits a model response together
+ * with the intents of the tool calls it asks for, so one durable commit covers both.
+ */
+export interface WriteBatch {
+  runId: string
+  checkpoints?: readonly CheckpointInput<unknown>[]
+  intents?: readonly EffectIntent[]
+  completions?: readonly EffectCompletion[]
+}
+
+/** What `prune` may remove. Without `runId`, every run is considered. */
+export interface PruneOptions {
+  runId?: string
+  /** Keep this many newest checkpoints of each run (at least the latest is always kept). */
+  keepLast?: number
+  /** Only remove checkpoints (and finished runs' effects) created before this time. */
+  olderThan?: Date | number
+}
+
+/** What `prune` removed. */
+export interface PruneResult {
+  checkpointsDeleted: number
+  effectsDeleted: number
+}
+
+/** Fork a run: a new run whose first checkpoint continues from `checkpointId`. */
+export interface ForkOptions {
+  checkpointId: string
+  /** Id of the new run; a fresh id by default. */
+  runId?: string
+  metadata?: JsonObject
+}
+
+/**
+ * Durable storage for runs, checkpoints and the effect journal. One interface serves the agent
+ * loop, the runner and the workflow engine; Cairn ships memory, file and SQLite backends, and
+ * `runStoreConformance` from `cairn/testing` checks any other implementation.
+ *
+ * Contracts: `save` is atomic (a crash leaves the previous or the new checkpoint, never a torn
+ * one); a run's latest checkpoint never moves backwards; payloads go through the codec, so what
+ * `load` returns equals what was saved (Date, Map, Set, bytes and BigInt included); storage of
+ * a run whose payload grows by appending is linear in its number of checkpoints.
+ */
+export interface CheckpointStore {
+  createRun(input?: CreateRunInput): Promise<RunRecord>
+  getRun(runId: string): Promise<RunRecord | undefined>
+  listRuns(query?: ListRunsQuery): Promise<RunRecord[]>
+  /** Throws `CheckpointNotFoundError` (code `run_not_found`) for an unknown run. */
+  updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord>
+
+  /** Persist a checkpoint atomically; returns its id. */
+  save<P>(record: CheckpointInput<P>): Promise<string>
+  /** Commit checkpoints and effect journal entries of one run atomically; returns the checkpoint ids. */
+  write(batch: WriteBatch): Promise<string[]>
+  /** Throws `CheckpointNotFoundError` when absent, `CheckpointCorruptionError` when unreadable. */
+  load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>>
+  getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
+  listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
+  /** Returns false when there was nothing to delete. The run's `lastSeq` is unchanged. */
+  delete(checkpointId: string): Promise<boolean>
+  /** Removes the run, its checkpoints and its effects. Returns false for an unknown run. */
+  deleteRun(runId: string): Promise<boolean>
+  fork(options: ForkOptions): Promise<CheckpointRecord>
+
+  /** Record an intent; if one exists for (runId, callId), count the attempt and return it. */
+  recordEffectIntent(intent: EffectIntent): Promise<EffectRecord>
+  /** Mark an effect `started` just before its callback runs (so a crash leaves an unknown outcome, not a silent retry). */
+  startEffect(runId: string, callId: string): Promise<EffectRecord>
+  /** Record an outcome; the first outcome recorded for a call wins. */
+  completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult>
+  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
+  listEffects(runId: string): Promise<EffectRecord[]>
+
+  prune(options?: PruneOptions): Promise<PruneResult>
+  close(): Promise<void>
+}

@@ -1,0 +1,90 @@
+import type {
+  CheckpointInfo,
+  CheckpointInput,
+  CheckpointRecord,
+  CheckpointStore,
+  CreateRunInput,
+  EffectCompletion,
+  EffectCompletionResult,
+  EffectIntent,
+  EffectRecord,
+  ForkOptions,
+  LatestQuery,
+  ListCheckpointsQuery,
+  ListRunsQuery,
+  PruneOptions,
+  PruneResult,
+  RunRecord,
+  UpdateRunInput,
+  WriteBatch,
+} from './checkpoint-store.js'
+
+/**
+ * A `CheckpointStore` that forwards every call to `inner`. Extend it to change a few methods of
+ * a store (intercept run creation, add a kill point to writes) and inherit the rest.
+ */
+export class DelegatingStore implements CheckpointStore {
+  protected readonly inner: CheckpointStore
+
+  constructor(inner: CheckpointStore) {
+    this.inner = inner
+  }
+
+  createRun(input?: CreateRunInput): Promise<RunRecord> {
+    return this.inner.createRun(input)
+  }
+  getRun(runId: string): Promise<RunRecord | undefined> {
+    return this.inner.getRun(runId)
+  }
+  listRuns(query?: ListRunsQuery): Promise<RunRecord[]> {
+    return this.inner.listRuns(query)
+  }
+  updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
+    return this.inner.updateRun(runId, patch)
+  }
+  save<P>(record: CheckpointInput<P>): Promise<string> {
+    return this.inner.save(record)
+  }
+  write(batch: WriteBatch): Promise<string[]> {
+    return this.inner.write(batch)
+  }
+  load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
+    return this.inner.load<P>(checkpointId)
+  }
+  getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
+    return this.inner.getLatest<P>(query)
+  }
+  listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
+    return this.inner.listCheckpoints(query)
+  }
+  delete(checkpointId: string): Promise<boolean> {
+    return this.inner.delete(checkpointId)
+  }
+  deleteRun(runId: string): Promise<boolean> {
+    return this.inner.deleteRun(runId)
+  }
+  fork(options: ForkOptions): Promise<CheckpointRecord> {
+    return this.inner.fork(options)
+  }
+  recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
+    return this.inner.recordEffectIntent(intent)
+  }
+  startEffect(runId: string, callId: string): Promise<EffectRecord> {
+    return this.inner.startEffect(runId, callId)
+  }
+  completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
+    return this.inner.completeEffect(completion)
+  }
+  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    return this.inner.getEffect(runId, callId)
+  }
+  listEffects(runId: string): Promise<EffectRecord[]> {
+    return this.inner.listEffects(runId)
+  }
+  prune(options?: PruneOptions): Promise<PruneResult> {
+    return this.inner.prune(options)
+  }
+  close(): Promise<void> {
+    return this.inner.close()
+  }
+}

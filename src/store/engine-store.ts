@@ -1,0 +1,435 @@
+import { setTimeout as sleep } from 'node:timers/promises'
+import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError, StoreError } from '../core/errors.js'
+import { newId } from '../core/ids.js'
+import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
+import type {
+  CheckpointInfo,
+  CheckpointInput,
+  CheckpointRecord,
+  CheckpointStore,
+  CreateRunInput,
+  EffectCompletion,
+  EffectCompletionResult,
+  EffectIntent,
+  EffectRecord,
+  ForkOptions,
+  LatestQuery,
+  ListCheckpointsQuery,
+  ListRunsQuery,
+  PruneOptions,
+  PruneResult,
+  RunRecord,
+  UpdateRunInput,
+  WriteBatch,
+} from './checkpoint-store.js'
+import { encodeBatch } from './batch.js'
+import { completionRow, intentRow } from './effect-rows.js'
+import type { CheckpointRow, CommitRequest, StorageEngine } from './engine.js'
+import { FencedStore, type FenceHooks, type FencedCommit } from './fenced-store.js'
+import type { Fence } from './lease-engine.js'
+import { ListCacheLru } from './list-cache.js'
+import { pruneRun } from './prune.js'
+import { RunLeases } from './run-leases.js'
+import {
+  assertCheckpointInput,
+  assertId,
+  assertRunPatch,
+  decodeEffectRow,
+  decodeHeader,
+  decodeRunRow,
+  encodeMetadata,
+  listCacheOf,
+  readStoredCheckpoint,
+  toRecord,
+  toRunPatch,
+} from './rows.js'
+
+/** Options every engine-backed store accepts. */
+export interface EngineStoreOptions {
+  /** Schema registry used to upgrade records on load. Defaults to `defaultSchemas`. */
+  schemas?: SchemaRegistry
+  /** Memory the writer may keep of recently saved lists, to append without reading back. Default 64 MiB. */
+  listCacheBytes?: number
+  /** Where warnings go (a corrupt record skipped while listing). Defaults to `process.emitWarning`. */
+  onWarning?: (message: string) => void
+}
+
+const MAX_SAVE_ATTEMPTS = 12
+
+/**
+ * A {@link CheckpointStore} over any {@link StorageEngine}: the one place where payloads are
+ * encoded, split into append-only lists, hashed, validated and migrated. `MemoryStore`,
+ * `FileStore` and `SqliteStore` are this class over their engines.
+ */
+export class EngineStore implements CheckpointStore {
+  readonly #engine: StorageEngine
+  readonly #schemas: SchemaRegistry
+  readonly #cache: ListCacheLru
+  readonly #warn: (message: string) => void
+  readonly #runLocks = new Map<string, Promise<unknown>>()
+  #closed = false
+  #leases: RunLeases | undefined
+
+  constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
+    this.#engine = engine
+    this.#schemas = options.schemas ?? defaultSchemas
+    this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
+    this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
+  }
+
+  async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
+    const runId = input.runId ?? newId()
+    assertId(runId, 'runId')
+    const now = Date.now()
+    const row = {
+      runId,
+      status: input.status ?? 'running',
+      name: input.name ?? null,
+      threadId: input.threadId ?? null,
+      workflowName: input.workflowName ?? null,
+      configSignature: input.configSignature ?? null,
+      lastSeq: 0,
+      createdAt: now,
+      updatedAt: now,
+      metadata: encodeMetadata(input.metadata),
+    }
+    assertRunPatch(row)
+    const inserted = await this.#call(runId, 'create run', () => this.#engine.insertRun(row))
+    if (!inserted) {
+      throw new CheckpointError('run_exists', `run ${runId} already exists; pick another runId or resume the existing run`, { runId })
+    }
+    return decodeRunRow(row)
+  }
+
+  async getRun(runId: string): Promise<RunRecord | undefined> {
+    assertId(runId, 'runId')
+    const row = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    return row && decodeRunRow(row)
+  }
+
+  async listRuns(query: ListRunsQuery = {}): Promise<RunRecord[]> {
+    assertLimit(query.limit)
+    const rows = await this.#call(undefined, 'list runs', () => this.#engine.listRuns(query))
+    return rows.map(decodeRunRow)
+  }
+
+  async updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
+    assertId(runId, 'runId')
+    const rowPatch = toRunPatch(patch)
+    const row = await this.#call(runId, 'update run', () => this.#engine.updateRun(runId, rowPatch))
+    if (!row) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    return decodeRunRow(row)
+  }
+
+  async save<P>(input: CheckpointInput<P>): Promise<string> {
+    assertCheckpointInput(input)
+    const [id] = await this.write({ runId: input.runId, checkpoints: [input] })
+    return id!
+  }
+
+  async write(batch: WriteBatch): Promise<string[]> {
+    return (await this.#write(batch, undefined)).ids
+  }
+
+  /**
+   * The queue and lease protocol of this store's backend, for the worker layer
+   * (`CairnClient`, `Worker`); undefined when the backend has none.
+   */
+  get leases(): RunLeases | undefined {
+    const engine = this.#engine.leases
+    if (!engine) return undefined
+    this.#leases ??= new RunLeases(engine, (runId) => this.getRun(runId), (runId, what, fn) => this.#call(runId, what, fn))
+    return this.#leases
+  }
+
+  /**
+   * A view of this store whose every write carries `fence`: it is stored only while the fenced
+   * run is still held by `fence.owner` at `fence.epoch`, checked under the same lock as the
+   * write. A rejected write throws {@link LeaseLostError}, and the view then refuses every later
+   * write without trying. Reads go straight to the store. The worker layer hands this view to the
+   * runner of a claimed run.
+   *
+   * @example
+   * ```ts
+   * const [claimed] = await store.leases!.claim({ owner: 'w1', limit: 1, leaseMs: 30_000 })
+   * const view = store.fenced(claimed.fence, { onLost: () => controller.abort() })
+   * await view.save({ runId: claimed.run.runId, kind: 'demo', phase: 'p', payload: 1 }) // throws LeaseLostError once taken over
+   * ```
+   */
+  fenced(fence: Fence, hooks: FenceHooks = {}): FencedStore {
+    assertId(fence.runId, 'runId')
+    if (typeof fence.owner !== 'string' || fence.owner === '' || !Number.isSafeInteger(fence.epoch)) {
+      throw new CheckpointError('invalid_argument', 'a fence needs a run id, a non-empty owner and an integer epoch', { runId: fence.runId })
+    }
+    const commit: FencedCommit = {
+      write: (batch) => this.#write(batch, fence),
+      effects: async (runId, parts) => {
+        const run = newRunRow(runId, null, Date.now())
+        const request: CommitRequest = { rows: [], appends: [], run, fence, ...parts }
+        const result = await this.#withRunLock(runId, () => this.#call(runId, 'write under a lease', () => this.#engine.commit(request)))
+        if (result.ok) return { cancelRequested: result.cancelRequested === true }
+        if (result.reason === 'fenced') throw new LeaseLostError(fence)
+        throw new StoreError(`run ${runId}: an effects-only write was refused (${result.reason})`, { runId })
+      },
+    }
+    return new FencedStore(this, fence, commit, hooks)
+  }
+
+  async #write(batch: WriteBatch, fence: Fence | undefined): Promise<{ ids: string[]; cancelRequested: boolean }> {
+    const { runId } = batch
+    assertId(runId, 'runId')
+    const inputs = batch.checkpoints ?? []
+    for (const input of inputs) {
+      assertCheckpointInput(input)
+      if (input.runId !== runId) throw new CheckpointError('invalid_argument', `a write to run ${runId} holds a checkpoint of run ${input.runId}`, { runId })
+    }
+    const effects = {
+      intents: (batch.intents ?? []).map((intent) => intentRow(intent, runId)),
+      completions: (batch.completions ?? []).map((completion) => completionRow(completion, runId)),
+    }
+    return this.#withRunLock(runId, async () => {
+      for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt++) {
+        const state = await this.#writerState(runId)
+        const { rows, appends, next } = encodeBatch(inputs, state, this.#schemas)
+        const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now())
+        const request: CommitRequest = fence ? { rows, appends, run, effects, fence } : { rows, appends, run, effects }
+        const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
+        if (result.ok) {
+          if (rows.length > 0) this.#cache.set(runId, next)
+          return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
+        }
+        this.#cache.delete(runId)
+        if (result.reason === 'fenced') throw new LeaseLostError(fence!)
+        const explicitSeq = inputs[0]?.seq !== undefined
+        if (result.reason === 'duplicate_id') {
+          throw new CheckpointError('invalid_argument', `a checkpoint id of this write already exists; omit id to get a fresh one`, { runId })
+        }
+        if (result.reason === 'stale_seq' && explicitSeq) {
+          throw new CheckpointError(
+            'seq_conflict',
+            `run ${runId} is already at seq ${result.lastSeq}; a checkpoint with seq ${inputs[0]?.seq} would move its latest backwards (omit seq to append)`,
+            { runId, checkpointId: rows[0]?.id },
+          )
+        }
+        // Another writer got in first: back off with jitter so one warm writer cannot starve the other.
+        await sleep(Math.random() * 2 ** attempt)
+      }
+      throw new StoreError(`run ${runId}: save kept conflicting with concurrent writers after ${MAX_SAVE_ATTEMPTS} attempts`, { runId })
+    })
+  }
+
+  async startEffect(runId: string, callId: string): Promise<EffectRecord> {
+    assertId(runId, 'runId')
+    const row = await this.#call(runId, `mark effect ${callId} started`, () => this.#engine.startEffect(runId, callId))
+    if (!row) {
+      throw new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
+    }
+    return decodeEffectRow(row)
+  }
+
+  async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
+    assertId(checkpointId, 'checkpointId')
+    const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+    if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+    return (await this.#decode(row)) as CheckpointRecord<P>
+  }
+
+  async getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
+    if (query.runId !== undefined) assertId(query.runId, 'runId')
+    else if (typeof query.workflowName !== 'string' || query.workflowName === '') {
+      throw new CheckpointError('invalid_argument', 'getLatest needs { runId } or { workflowName }')
+    }
+    const engineQuery = query.runId !== undefined ? { runId: query.runId } : { workflowName: query.workflowName }
+    const row = await this.#call(query.runId, 'read latest checkpoint', () => this.#engine.getLatest(engineQuery))
+    return row && ((await this.#decode(row)) as CheckpointRecord<P>)
+  }
+
+  async listCheckpoints(query: ListCheckpointsQuery = {}): Promise<CheckpointInfo[]> {
+    assertLimit(query.limit)
+    if (query.runId !== undefined) assertId(query.runId, 'runId')
+    if (query.before !== undefined) assertId(query.before, 'before')
+    const rows = await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(query))
+    const infos: CheckpointInfo[] = []
+    for (const row of rows) {
+      try {
+        infos.push(decodeHeader(row))
+      } catch (err) {
+        this.#warn(`skipped an unreadable checkpoint while listing: ${(err as Error).message}`)
+      }
+    }
+    return infos
+  }
+
+  async delete(checkpointId: string): Promise<boolean> {
+    assertId(checkpointId, 'checkpointId')
+    const row = await this.#call(undefined, `read checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+    if (!row) return false
+    return this.#withRunLock(row.runId, async () => {
+      this.#cache.delete(row.runId)
+      const deleted = await this.#call(row.runId, 'delete checkpoint', () => this.#engine.deleteCheckpoints(row.runId, [checkpointId]))
+      return deleted > 0
+    })
+  }
+
+  async deleteRun(runId: string): Promise<boolean> {
+    assertId(runId, 'runId')
+    return this.#withRunLock(runId, async () => {
+      this.#cache.delete(runId)
+      return this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
+    })
+  }
+
+  async fork(options: ForkOptions): Promise<CheckpointRecord> {
+    const source = await this.load(options.checkpointId)
+    const sourceRun = await this.getRun(source.runId)
+    const forkedFrom = { runId: source.runId, checkpointId: source.id }
+    const run = await this.createRun({
+      ...(options.runId === undefined ? {} : { runId: options.runId }),
+      name: sourceRun?.name ?? null,
+      threadId: sourceRun?.threadId ?? null,
+      workflowName: source.workflowName,
+      configSignature: sourceRun?.configSignature ?? null,
+      metadata: { ...(options.metadata ?? {}), forkedFrom },
+    })
+    const id = await this.save({
+      runId: run.runId,
+      parentId: source.id,
+      kind: source.kind,
+      phase: source.phase,
+      schemaVersion: source.schemaVersion,
+      workflowName: source.workflowName,
+      metadata: { ...source.metadata, forkedFrom },
+      payload: source.payload,
+    })
+    return this.load(id)
+  }
+
+  async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
+    const row = intentRow(intent, intent.runId)
+    const stored = await this.#call(intent.runId, `record intent of ${intent.callId}`, () => this.#engine.recordEffectIntent(row))
+    return decodeEffectRow(stored)
+  }
+
+  async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
+    const row = completionRow(completion, completion.runId)
+    const result = await this.#call(completion.runId, `complete effect ${completion.callId}`, () => this.#engine.completeEffect(row))
+    if (!result.row) {
+      throw new CheckpointError(
+        'invalid_argument',
+        `run ${completion.runId} has no intent for effect ${completion.callId}; record the intent before the effect starts`,
+        { runId: completion.runId },
+      )
+    }
+    return { recorded: result.recorded, effect: decodeEffectRow(result.row) }
+  }
+
+  async getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    assertId(runId, 'runId')
+    const row = await this.#call(runId, `read effect ${callId}`, () => this.#engine.getEffect(runId, callId))
+    return row && decodeEffectRow(row)
+  }
+
+  async listEffects(runId: string): Promise<EffectRecord[]> {
+    assertId(runId, 'runId')
+    const rows = await this.#call(runId, 'list effects', () => this.#engine.listEffects(runId))
+    return rows.map(decodeEffectRow)
+  }
+
+  async prune(options: PruneOptions = {}): Promise<PruneResult> {
+    const keepLast = Math.max(1, options.keepLast ?? 1)
+    if (!Number.isInteger(keepLast)) throw new CheckpointError('invalid_argument', `keepLast must be an integer, got ${String(options.keepLast)}`)
+    const olderThan = options.olderThan === undefined ? undefined : Number(options.olderThan)
+    if (olderThan !== undefined && Number.isNaN(olderThan)) throw new CheckpointError('invalid_argument', 'olderThan must be a Date or Unix milliseconds')
+    const runIds = options.runId !== undefined ? [options.runId] : await this.#allRunIds()
+    const total: PruneResult = { checkpointsDeleted: 0, effectsDeleted: 0 }
+    for (const runId of runIds) {
+      assertId(runId, 'runId')
+      const result = await this.#withRunLock(runId, async () => {
+        this.#cache.delete(runId)
+        return this.#call(runId, 'prune', () => pruneRun(this.#engine, { runId, keepLast, olderThan }))
+      })
+      total.checkpointsDeleted += result.checkpointsDeleted
+      total.effectsDeleted += result.effectsDeleted
+    }
+    return total
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    await Promise.allSettled([...this.#runLocks.values()])
+    await this.#engine.close()
+  }
+
+  async #allRunIds(): Promise<string[]> {
+    const ids: string[] = []
+    let before: string | undefined
+    for (;;) {
+      const page = await this.#call(undefined, 'list runs', () => this.#engine.listRuns({ limit: 500, ...(before === undefined ? {} : { before }) }))
+      ids.push(...page.map((run) => run.runId))
+      if (page.length < 500) return ids
+      before = page[page.length - 1]?.runId
+    }
+  }
+
+  async #writerState(runId: string) {
+    const cached = this.#cache.get(runId)
+    if (cached) return cached
+    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
+    const lists = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map()
+    return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
+  }
+
+  async #decode(row: CheckpointRow): Promise<CheckpointRecord> {
+    const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine))
+    return toRecord(stored, this.#schemas)
+  }
+
+  async #withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#runLocks.get(runId) ?? Promise.resolve()
+    const next = previous.then(fn, fn)
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.#runLocks.set(runId, settled)
+    try {
+      return await next
+    } finally {
+      if (this.#runLocks.get(runId) === settled) this.#runLocks.delete(runId)
+    }
+  }
+
+  async #call<T>(runId: string | undefined, what: string, fn: () => Promise<T>): Promise<T> {
+    if (this.#closed) throw new StoreError(`cannot ${what}: the store is closed`, { runId, code: 'store_closed' })
+    try {
+      return await fn()
+    } catch (err) {
+      if (err instanceof CairnError) throw err
+      const where = runId === undefined ? '' : ` (run ${runId})`
+      throw new StoreError(`failed to ${what}${where}: ${(err as Error).message ?? String(err)}`, { runId, cause: err })
+    }
+  }
+}
+
+function newRunRow(runId: string, workflowName: string | null, now: number) {
+  return {
+    runId,
+    status: 'running' as const,
+    name: null,
+    threadId: null,
+    workflowName,
+    configSignature: null,
+    lastSeq: 0,
+    createdAt: now,
+    updatedAt: now,
+    metadata: '{}',
+  }
+}
+
+function assertLimit(limit: number | undefined): void {
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
+    throw new CheckpointError('invalid_argument', `limit must be a positive integer, got ${String(limit)}`)
+  }
+}

@@ -1,0 +1,8 @@
+/**
+ * Test helpers for Cairn users: the store conformance suite (vitest) and in-memory fakes.
+ */
+export { MemoryStore } from './store/memory/memory-store.js'
+export { runStoreConformance } from './testing/conformance/lazy.js'
+export type { CorruptionKind, StoreFactory } from './testing/conformance/store-factory.js'
+export { conversation } from './testing/conformance/fixtures.js'
+export { ScriptedModel, type ScriptedResponse, type ScriptedTurn } from './testing/scripted-model.js'

@@ -1,0 +1,55 @@
+import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { EngineStoreOptions } from '../store/engine-store.js'
+import { FileStore } from '../store/file/file-store.js'
+import { MemoryStore } from '../store/memory/memory-store.js'
+
+/**
+ * Where a workflow writes its checkpoints: any `CheckpointStore` (`MemoryStore`, `FileStore`,
+ * `SqliteStore`, …), or your own object with the five methods the engine needs. With `prune`
+ * it is used for retention; with `updateRun` the run's status follows the workflow (`paused`
+ * while requests wait, `completed`, `failed`).
+ */
+export type CheckpointStorage = Pick<CheckpointStore, 'save' | 'load' | 'listCheckpoints' | 'delete' | 'getLatest'> &
+  Partial<Pick<CheckpointStore, 'prune' | 'updateRun'>>
+
+/**
+ * In-memory checkpoint storage, for tests and development: a `MemoryStore` (everything is
+ * encoded on save and decoded on load, so nothing is shared by reference). Lost when the
+ * process ends.
+ *
+ * @example
+ * ```ts
+ * const storage = new InMemoryCheckpointStorage()
+ * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, checkpointStorage: storage }).addEdge(start, worker).build()
+ * ```
+ */
+export class InMemoryCheckpointStorage extends MemoryStore {}
+
+/** Options of {@link FileCheckpointStorage}. */
+export interface FileCheckpointStorageOptions extends EngineStoreOptions {
+  /** The directory holding the checkpoints; created if missing. */
+  storagePath: string
+}
+
+/**
+ * Checkpoint storage in a directory: a `FileStore` (atomic writes, path traversal refused,
+ * unreadable files skipped with a warning when listing). For one process at a time; use
+ * `SqliteStore` from `cairn/sqlite` when several processes share the storage.
+ *
+ * @example
+ * ```ts
+ * const storage = new FileCheckpointStorage({ storagePath: './checkpoints' })
+ * const latest = await storage.getLatest<WorkflowCheckpoint>({ workflowName: 'squares' })
+ * ```
+ */
+export class FileCheckpointStorage extends FileStore {
+  /** The directory holding the checkpoints. */
+  readonly storagePath: string
+
+  constructor(options: FileCheckpointStorageOptions | string) {
+    const { storagePath, ...rest } = typeof options === 'string' ? { storagePath: options } : options
+    if (typeof storagePath !== 'string' || storagePath === '') throw new TypeError('FileCheckpointStorage needs a storagePath')
+    super({ ...rest, directory: storagePath })
+    this.storagePath = storagePath
+  }
+}

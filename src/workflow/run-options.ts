@@ -1,0 +1,57 @@
+import { isPlainObject } from '../core/codec.js'
+import { CairnError } from '../core/errors.js'
+import type { CheckpointStorage } from './checkpoint-storage.js'
+
+/**
+ * How to run a workflow: a fresh run from `message`; a resume from `checkpointId`; answers to
+ * pending requests in `responses` (with `checkpointId`: restore that checkpoint, then answer;
+ * alone: answer the requests of this instance's last run).
+ */
+export interface WorkflowRunOptions<TIn = unknown> {
+  /** The input of a fresh run, delivered to the start executor. Not with `checkpointId` or `responses`. */
+  message?: TIn
+  /** Resume from this checkpoint, in this process or a fresh one. */
+  checkpointId?: string
+  /** Answers to pending requests, by request id. */
+  responses?: Record<string, unknown>
+  /** Storage for this run only, overriding the workflow's (also where `checkpointId` is loaded from). */
+  checkpointStorage?: CheckpointStorage
+  /** Fail when the run would go past this many super steps (counted from the run's start, across resumes). */
+  maxSupersteps?: number
+}
+
+/** What a run does, once its options are checked. */
+export type RunPlan =
+  | { kind: 'fresh'; message: unknown }
+  | { kind: 'resume'; checkpointId: string; responses: Record<string, unknown> | undefined }
+  | { kind: 'respond'; responses: Record<string, unknown> }
+
+/**
+ * Check the run-parameter rules: `message` excludes `checkpointId` and `responses`, and at least
+ * one of the three is needed.
+ */
+export function planRun(options: WorkflowRunOptions): RunPlan {
+  if (typeof options !== 'object' || options === null) throw invalid('run needs an options object: { message } or { checkpointId } or { responses }')
+  const { message, checkpointId, responses, maxSupersteps } = options
+  if (maxSupersteps !== undefined && (!Number.isSafeInteger(maxSupersteps) || maxSupersteps < 1)) {
+    throw invalid(`maxSupersteps must be a positive integer, got ${String(maxSupersteps)}`)
+  }
+  if (responses !== undefined && (!isPlainObject(responses) || Object.keys(responses).length === 0)) {
+    throw invalid('responses must be a non-empty object of answers by request id')
+  }
+  if (message !== undefined) {
+    if (checkpointId !== undefined) throw invalid('pass either message (a fresh run) or checkpointId (a resume), not both')
+    if (responses !== undefined) throw invalid('pass either message (a fresh run) or responses (answers to pending requests), not both')
+    return { kind: 'fresh', message }
+  }
+  if (checkpointId !== undefined) {
+    if (typeof checkpointId !== 'string' || checkpointId === '') throw invalid('checkpointId must be a non-empty string')
+    return { kind: 'resume', checkpointId, responses }
+  }
+  if (responses !== undefined) return { kind: 'respond', responses }
+  throw invalid('run needs message (a fresh run), checkpointId (a resume) or responses (answers to pending requests)')
+}
+
+function invalid(message: string): CairnError {
+  return new CairnError('invalid_argument', message)
+}

@@ -1,0 +1,141 @@
+import { CairnError } from '../core/errors.js'
+import { newId } from '../core/ids.js'
+import type { RunStatus } from '../store/checkpoint-store.js'
+import { INPUT_SOURCE, type WorkflowCheckpointPhase } from './checkpoint.js'
+import type { CheckpointStorage } from './checkpoint-storage.js'
+import { WorkflowCheckpointError, WorkflowError } from './errors.js'
+import { EventChannel, pump } from './event-channel.js'
+import type { WorkflowEvent, WorkflowRunStatus } from './events.js'
+import type { WorkflowGraph } from './graph.js'
+import { restoreCheckpoint, saveCheckpoint, type RunState } from './persistence.js'
+import { acceptResponses } from './responses.js'
+import type { RunPlan } from './run-options.js'
+import { SharedState } from './shared-state.js'
+import { deliver, runSuperstep } from './superstep.js'
+
+/** What a run needs besides its plan. */
+export interface RunSettings {
+  graph: WorkflowGraph
+  storage: CheckpointStorage | undefined
+  maxSupersteps: number
+  /** The instance's last run, for `{ responses }` without a checkpoint. */
+  current: RunState | undefined
+  /** Told the run state as soon as it exists. */
+  onRun(run: RunState): void
+}
+
+/**
+ * Run a workflow in super steps until no message is left to deliver: write the entry (or
+ * responses) checkpoint, then per super step deliver, run the executors concurrently, commit
+ * the staged state, collect the requests, write a checkpoint and report it. A failure emits
+ * `workflow_failed` and is thrown.
+ */
+export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGenerator<WorkflowEvent> {
+  const { graph } = settings
+  const run = await prepare(settings, plan)
+  settings.onRun(run)
+  const resumedFrom = plan.kind === 'resume' ? plan.checkpointId : undefined
+  yield { type: 'workflow_started', workflowName: graph.name, runId: run.runId, resumedFrom, iteration: run.iteration }
+  try {
+    yield* begin(settings, run, plan)
+    while (deliver(graph, run.queue).inboxes.size > 0) yield* superstep(settings, run)
+    const status: WorkflowRunStatus = run.pending.size > 0 ? 'idle_with_pending_requests' : 'idle'
+    await setRunStatus(settings.storage, run, status === 'idle' ? 'completed' : 'paused')
+    yield {
+      type: 'workflow_completed',
+      runId: run.runId,
+      status,
+      iteration: run.iteration,
+      checkpointId: run.lastCheckpointId ?? undefined,
+      pendingRequestIds: [...run.pending.keys()],
+    }
+  } catch (error) {
+    // Best effort: the run's own error is the one to report, not a second store failure.
+    await setRunStatus(settings.storage, run, 'failed').catch(() => undefined)
+    const err = error instanceof Error ? error : new Error(String(error))
+    const where = error instanceof WorkflowError || error instanceof WorkflowCheckpointError ? error : undefined
+    yield { type: 'workflow_failed', error: err, iteration: where?.superstep ?? run.iteration, executorId: where?.executorId }
+    throw error
+  }
+}
+
+/** The run a plan starts from: fresh, restored from a checkpoint, or this instance's last. */
+async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> {
+  const { graph, storage } = settings
+  let run: RunState
+  if (plan.kind === 'fresh') {
+    const input = { kind: 'message' as const, sourceId: INPUT_SOURCE, targetId: graph.startId, data: plan.message }
+    return { runId: newId(), iteration: 0, queue: [input], pending: new Map(), state: new SharedState(), lastCheckpointId: null }
+  }
+  if (plan.kind === 'resume') {
+    if (storage === undefined) {
+      throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no checkpointStorage; build it with one or pass checkpointStorage to run`)
+    }
+    run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
+  } else {
+    if (settings.current === undefined) {
+      throw new CairnError('invalid_argument', `workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)
+    }
+    run = settings.current
+  }
+  if (plan.responses !== undefined) acceptResponses({ workflowName: graph.name, runId: run.runId, pending: run.pending, responses: plan.responses })
+  return run
+}
+
+/** Before the first super step: the entry checkpoint; or re-emit what is still pending and record the responses. */
+async function* begin(settings: RunSettings, run: RunState, plan: RunPlan): AsyncGenerator<WorkflowEvent> {
+  if (plan.kind === 'fresh') {
+    await checkpoint(settings, run, 'entry')
+    return
+  }
+  await setRunStatus(settings.storage, run, 'running')
+  const responses = plan.responses ?? {}
+  for (const request of run.pending.values()) if (!(request.requestId in responses)) yield request
+  if (plan.responses === undefined) return
+  const messages = acceptResponses({ workflowName: settings.graph.name, runId: run.runId, pending: run.pending, responses })
+  run.queue = [...run.queue, ...messages]
+  for (const requestId of Object.keys(responses)) run.pending.delete(requestId)
+  await checkpoint(settings, run, 'responses')
+}
+
+async function* superstep(settings: RunSettings, run: RunState): AsyncGenerator<WorkflowEvent> {
+  const { graph } = settings
+  const iteration = run.iteration + 1
+  if (iteration > settings.maxSupersteps) {
+    throw new WorkflowError(
+      'max_supersteps',
+      `workflow ${graph.name} exceeded maxSupersteps (${settings.maxSupersteps}): messages are still in flight after superstep ${run.iteration}; raise maxSupersteps, or look for a cycle that never ends`,
+      { workflowName: graph.name, runId: run.runId, superstep: run.iteration },
+    )
+  }
+  yield { type: 'superstep_started', iteration }
+  const channel = new EventChannel<WorkflowEvent>()
+  const abort = new AbortController()
+  const step = runSuperstep({
+    graph,
+    runId: run.runId,
+    iteration,
+    deliveries: deliver(graph, run.queue),
+    state: run.state,
+    signal: abort.signal,
+    emit: (event) => channel.push(event),
+  })
+  yield* pump(channel, step, () => abort.abort(new CairnError('invalid_argument', 'the caller stopped consuming the workflow run')))
+  const outcome = await step
+  run.state.commit(outcome.writes)
+  run.queue = outcome.queue
+  for (const request of outcome.requests) run.pending.set(request.requestId, request)
+  run.iteration = iteration
+  const checkpointId = await checkpoint(settings, run, 'superstep')
+  yield { type: 'superstep_completed', iteration, checkpointId }
+}
+
+async function checkpoint(settings: RunSettings, run: RunState, phase: WorkflowCheckpointPhase): Promise<string | undefined> {
+  if (settings.storage === undefined) return undefined
+  return saveCheckpoint({ storage: settings.storage, graph: settings.graph, run, phase })
+}
+
+async function setRunStatus(storage: CheckpointStorage | undefined, run: RunState, status: RunStatus): Promise<void> {
+  if (storage?.updateRun === undefined || run.lastCheckpointId === null) return
+  await storage.updateRun(run.runId, { status })
+}

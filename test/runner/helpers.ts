@@ -1,0 +1,106 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach } from 'vitest'
+import { Agent, tool, type CheckpointStore, type ContentBlock, type Message, type Tool } from '../../src/index.js'
+import { SqliteStore } from '../../src/sqlite.js'
+import { ScriptedModel } from '../../src/testing.js'
+
+const dirs: string[] = []
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
+})
+
+/** A fresh SQLite store file; `reopen` gives a new handle on it, as a fresh process would. */
+export async function sqliteStore(): Promise<{ store: SqliteStore; reopen: () => SqliteStore; path: string }> {
+  const dir = await mkdtemp(join(tmpdir(), 'cairn-runner-'))
+  dirs.push(dir)
+  const path = join(dir, 'cairn.db')
+  return { store: new SqliteStore({ path }), reopen: () => new SqliteStore({ path }), path }
+}
+
+/** Side effects as the outside world sees them: one entry per real execution. */
+export class World {
+  readonly effects: string[] = []
+  count(key: string): number {
+    return this.effects.filter((effect) => effect === key).length
+  }
+}
+
+/**
+ * A research script decided from the conversation, so a resumed process continues it: cycle 0
+ * asks for two lookups at once, cycle 1 for a note, then the answer.
+ */
+export function researchTurns(): (request: { messages: Message[] }) => ContentBlock[] {
+  return (request) => {
+    const results = request.messages.flatMap((m) => m.content.filter((b) => 'toolResult' in b)).length
+    if (results === 0) {
+      return [
+        { toolUse: { toolUseId: 'lookup-a', name: 'lookup', input: { key: 'a' } } },
+        { toolUse: { toolUseId: 'lookup-b', name: 'lookup', input: { key: 'b' } } },
+      ]
+    }
+    if (results === 2) return [{ toolUse: { toolUseId: 'note-1', name: 'save_note', input: { text: 'a and b' } } }]
+    return [{ text: `Done after ${results} tool results.` }]
+  }
+}
+
+/** Tools writing to `world`: `lookup` is idempotent, `save_note` is not. */
+export function researchTools(world: World, hooks: { onNote?: () => Promise<void>; onLookup?: (key: string) => Promise<void> } = {}): Tool[] {
+  return [
+    tool({
+      name: 'lookup',
+      description: 'Look a key up.',
+      idempotent: true,
+      inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+      callback: async (input) => {
+        const { key } = input as { key: string }
+        world.effects.push(`lookup:${key}`)
+        await hooks.onLookup?.(key)
+        return `value of ${key}`
+      },
+    }),
+    tool({
+      name: 'save_note',
+      description: 'Save a note (not idempotent).',
+      inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      callback: async (input) => {
+        world.effects.push(`note:${(input as { text: string }).text}`)
+        await hooks.onNote?.()
+        return 'saved'
+      },
+    }),
+  ]
+}
+
+/** A research agent with a fresh model (as a fresh process builds it). */
+export function researchAgent(world: World, hooks: Parameters<typeof researchTools>[1] = {}) {
+  const model = new ScriptedModel(Array.from({ length: 10 }, () => researchTurns()))
+  return { model, agent: new Agent({ name: 'researcher', model, tools: researchTools(world, hooks), systemPrompt: 'Research.' }) }
+}
+
+/** A promise that never settles: what a process that died leaves behind. */
+export const forever = () => new Promise<never>(() => {})
+
+/**
+ * A store that "dies" after `writes` calls of `write`: from then on every call hangs, as if the
+ * process had been killed. Everything before the death is in the real store.
+ */
+export function dyingStore(store: CheckpointStore, writes: number): CheckpointStore {
+  let left = writes
+  let dead = false
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver) as unknown
+      if (typeof value !== 'function') return value
+      return (...args: unknown[]) => {
+        if (dead) return forever()
+        if (property === 'write' && left-- <= 0) {
+          dead = true
+          return forever()
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args)
+      }
+    },
+  })
+}

@@ -1,0 +1,352 @@
+import Database from 'better-sqlite3'
+import { describe, expect, it } from 'vitest'
+import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, tool } from '../../src/index.js'
+import { ScriptedModel } from '../../src/testing.js'
+import { dyingStore, forever, researchAgent, researchTools, sqliteStore, World } from './helpers.js'
+
+const RUNTIME_FIELDS = [
+  'messages', 'step', 'state', 'context', 'llm_calls', 'tool_calls', 'started_at_s', 'usage', 'total_cost_usd', 'session_token',
+  'checkpoint_token', 'pending_llm_response', 'tool_executions', 'subagent_executions', 'requested_model', 'normalized_model',
+  'provider_adapter', 'final_text', 'final_structured', 'replayed_effect_count',
+]
+
+describe('managed runner (rules 35-48)', () => {
+  for (const durability of ['sync', 'async'] as const) {
+    it(`rules 35-37 (${durability}): every phase is a checkpoint with the seed's fields, and step_started/post_llm carry the full runtime snapshot`, async () => {
+      const { store } = await sqliteStore()
+      const world = new World()
+      const runner = new Runner({ store, durability })
+      const run = await runner.run(researchAgent(world).agent, { input: 'research', runId: 'r35', context: { team: 'ops' } })
+      expect(run).toMatchObject({ runId: 'r35', threadId: 'r35', state: 'completed' })
+      expect(String(run.result)).toBe('Done after 3 tool results.')
+      const history = await runner.history('r35')
+      expect(history.map((c) => c.phase)).toEqual([
+        'run_started',
+        ...['step_started', 'pre_llm', 'post_llm', 'pre_tool_batch', 'post_tool_batch'],
+        ...['step_started', 'pre_llm', 'post_llm', 'pre_tool_batch', 'post_tool_batch'],
+        ...['step_started', 'pre_llm', 'post_llm'],
+        'run_terminal',
+      ])
+      for (const record of history) {
+        expect(Object.keys(record).sort()).toEqual(['checkpoint_id', 'payload', 'phase', 'run_id', 'schema_version', 'step', 'thread_id', 'timestamp_ms'])
+        expect(RUNNER_PHASES).toContain(record.phase)
+      }
+      const byPhase = (phase: string) => history.filter((c) => c.phase === phase)
+      expect(byPhase('run_started')[0]!.payload).toMatchObject({ agent_name: 'researcher', resumed: false })
+      // The first commit holds the input, so the run is resumable before the model answers.
+      expect((byPhase('run_started')[0]!.payload.runtime as { messages: unknown[] }).messages).toHaveLength(1)
+      expect(byPhase('pre_llm')[0]!.payload).toMatchObject({ model: 'scripted', message_count: 1 })
+      expect(byPhase('post_llm')[0]!.payload).toMatchObject({ finish_reason: 'tool_use', tool_call_count: 2, session_token: null })
+      expect(byPhase('pre_tool_batch')[0]!.payload).toEqual({ tool_call_count: 2 })
+      expect(byPhase('post_tool_batch')[1]!.payload).toMatchObject({ tool_calls_total: 3, tool_failures: 0 })
+      expect(byPhase('run_terminal')[0]!.payload).toMatchObject({ state: 'completed', final_text: 'Done after 3 tool results.', requested_model: 'scripted' })
+      for (const phase of ['step_started', 'post_llm']) {
+        for (const record of byPhase(phase)) {
+          const runtime = record.payload.runtime as Record<string, unknown> | null
+          if (runtime === null) continue // coalesced by the async writer; a newer snapshot superseded it
+          for (const field of RUNTIME_FIELDS) expect(runtime, `${phase}.${field}`).toHaveProperty(field)
+          expect(runtime.context).toEqual({ team: 'ops' })
+        }
+      }
+      const lastPostLlm = byPhase('post_llm').at(-1)!.payload.runtime as Record<string, unknown>
+      expect(lastPostLlm).toMatchObject({ llm_calls: 3, tool_calls: 3, pending_llm_response: null })
+      expect(world.effects.sort()).toEqual(['lookup:a', 'lookup:b', 'note:a and b'])
+    })
+  }
+
+  it('sync durability costs at most two durable commits per cycle of idempotent tools (plus the input and the end)', async () => {
+    const { store } = await sqliteStore()
+    const lookup = researchTools(new World())[0]!
+    const turns = Array.from({ length: 5 }, (_, i) => [{ toolUse: { toolUseId: `l${i}`, name: 'lookup', input: { key: `k${i}` } } }])
+    const agent = new Agent({ model: new ScriptedModel([...turns, [{ text: 'done' }]]), tools: [lookup] })
+    const run = await new Runner({ store, durability: 'sync' }).run(agent, { input: 'go', runId: 'commits' })
+    expect(run.commits).toBeLessThanOrEqual(2 * 5 + 2)
+    expect(run.commits).toBe(12)
+  })
+
+  for (const durability of ['sync', 'async'] as const) {
+    it(`stores a run of many cycles in linear space (${durability}): each message is written about once`, async () => {
+      const { store, path } = await sqliteStore()
+      const lookup = researchTools(new World())[0]!
+      const turn = (request: { messages: { content: object[] }[] }) => {
+        const results = request.messages.flatMap((m) => m.content.filter((b) => 'toolResult' in b)).length
+        return results < 40 ? [{ text: `thinking ${results} `.padEnd(1000, '.') }, { toolUse: { toolUseId: `l${results}`, name: 'lookup', input: { key: `k${results}` } } }] : [{ text: 'done' }]
+      }
+      const agent = new Agent({ model: new ScriptedModel(Array.from({ length: 41 }, () => turn)), tools: [lookup] })
+      await new Runner({ store, durability }).run(agent, { input: 'go', runId: 'linear' })
+      await store.close()
+      const finalBytes = JSON.stringify(agent.messages).length
+      const db = new Database(path, { readonly: true })
+      const stored = db.prepare('SELECT sum(length(item)) AS bytes FROM list_items').get() as { bytes: number }
+      db.close()
+      expect(stored.bytes).toBeLessThan(3 * finalBytes)
+    })
+  }
+
+  it('rule 38: resume needs a valid run id and a checkpoint', async () => {
+    const { store } = await sqliteStore()
+    const runner = new Runner({ store })
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: '../x' })).rejects.toMatchObject({ code: 'invalid_argument' })
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+  })
+
+  it('rule 39: a malformed or too-new latest checkpoint is refused with no partial recovery', async () => {
+    const { store } = await sqliteStore()
+    const runner = new Runner({ store })
+    await store.save({ runId: 'odd', kind: 'workflow', phase: 'superstep', payload: {} })
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'odd' })).rejects.toThrow(/not a runner checkpoint/)
+    await store.save({ runId: 'bad', kind: 'runner', phase: 'post_llm', metadata: { snapshot: true }, payload: { runtime: { messages: 'nope' } } })
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'bad' })).rejects.toThrow(/malformed runtime snapshot/)
+    await store.save({ runId: 'future', kind: 'runner', phase: 'run_started', schemaVersion: 9, payload: {} })
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'future' })).rejects.toBeInstanceOf(SchemaVersionError)
+  })
+
+  it('rule 40: a finished run returns its stored result without running anything', async () => {
+    const { store, reopen } = await sqliteStore()
+    const world = new World()
+    await new Runner({ store }).run(researchAgent(world).agent, { input: 'research', runId: 'done' })
+    const fresh = researchAgent(world)
+    const again = await new Runner({ store: reopen() }).resume(fresh.agent, { runId: 'done' })
+    expect(again).toMatchObject({ state: 'completed', fromTerminalCheckpoint: true, llmCalls: 0 })
+    expect(String(again.result)).toBe('Done after 3 tool results.')
+    expect(fresh.model.calls).toHaveLength(0)
+    expect(world.effects).toHaveLength(3)
+  })
+
+  it('rules 41-42: a crash after the model answered resumes at its tool calls without calling the model again', async () => {
+    const { store, reopen } = await sqliteStore()
+    const world = new World()
+    // The first commit holds step_started, pre_llm, post_llm, pre_tool_batch and the intents; the
+    // lookups then hang: the process "dies" with the model's answer checkpointed and no outcome.
+    const first = researchAgent(world, { onLookup: () => forever() })
+    void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'skip-llm' })
+    await waitFor(() => world.effects.length === 2)
+    await sleep(20)
+    expect(first.model.calls).toHaveLength(1)
+    const fresh = researchAgent(world)
+    const resumed = await new Runner({ store: reopen(), durability: 'sync' }).resume(fresh.agent, { runId: 'skip-llm', context: { extra: 1 } })
+    expect(resumed.state).toBe('completed')
+    expect(fresh.model.calls).toHaveLength(2) // cycles 1 and 2: cycle 0's answer came from the checkpoint
+    // The lookups are idempotent and had no outcome: re-run with the same keys; the note once.
+    expect(world.effects.sort()).toEqual(['lookup:a', 'lookup:a', 'lookup:b', 'lookup:b', 'note:a and b'])
+    const history = await new Runner({ store: reopen() }).history('skip-llm')
+    const restarted = history.filter((c) => c.phase === 'run_started')
+    expect(restarted.map((c) => c.payload.resumed)).toEqual([false, true])
+    expect(history.filter((c) => c.phase === 'run_terminal')).toHaveLength(1)
+  })
+
+  it('rule 42: an undecodable pending model response is a corruption error, never a fresh model call', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    await new Runner({ store }).run(researchAgent(world).agent, { input: 'research', runId: 'ok' })
+    const latestSnapshot = (await store.listCheckpoints({ runId: 'ok' })).find((c) => c.phase === 'post_llm')!
+    const record = await store.load<{ runtime: Record<string, unknown> }>(latestSnapshot.id)
+    await store.save({
+      runId: 'broken-pending',
+      kind: 'runner',
+      phase: 'post_llm',
+      metadata: { snapshot: true, step: 0 },
+      payload: { runtime: { ...record.payload.runtime, next: 'tools', pending_llm_response: { role: 'assistant', content: 'garbled' } } },
+    })
+    const fresh = researchAgent(world)
+    await expect(new Runner({ store }).resume(fresh.agent, { runId: 'broken-pending' })).rejects.toThrow(/pending model response that cannot be decoded/)
+    expect(fresh.model.calls).toHaveLength(0)
+  })
+
+  it('rule 43: completed calls are replayed from the journal; a crash mid-batch re-runs only the unfinished call', async () => {
+    const { store, reopen } = await sqliteStore()
+    const world = new World()
+    const first = researchAgent(world, { onLookup: async (key) => (key === 'b' ? forever() : undefined) })
+    void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'mid-batch' })
+    await waitFor(() => world.effects.length === 2)
+    // lookup:a finished (its outcome waits for the batch commit: idempotent), lookup:b hangs: the process "dies".
+    const fresh = researchAgent(world)
+    const resumed = await new Runner({ store: reopen(), durability: 'sync' }).resume(fresh.agent, { runId: 'mid-batch' })
+    expect(resumed.state).toBe('completed')
+    expect(world.count('lookup:b')).toBe(2) // idempotent: re-run with the same key
+    expect(world.count('note:a and b')).toBe(1)
+    const keys = (await reopen().listEffects('mid-batch')).map((e) => e.idempotencyKey)
+    expect(keys).toEqual(['mid-batch:lookup-a', 'mid-batch:lookup-b', 'mid-batch:note-1'])
+  })
+
+  it('rule 43: a journaled outcome is replayed and counted, and an input mismatch is corruption', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    const first = researchAgent(world, { onNote: () => forever() })
+    void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'replay' })
+    await waitFor(() => world.count('note:a and b') === 1)
+    await sleep(20)
+    // The note started and hangs: complete it by hand as if its outcome had been written before the crash.
+    await store.completeEffect({ runId: 'replay', callId: 'note-1', status: 'succeeded', output: { toolUseId: 'note-1', status: 'success', content: [{ text: 'saved' }] } })
+    const fresh = researchAgent(world)
+    const resumed = await new Runner({ store, durability: 'sync' }).resume(fresh.agent, { runId: 'replay' })
+    expect(resumed).toMatchObject({ state: 'completed', replayedEffectCount: 1 })
+    expect(world.count('note:a and b')).toBe(1)
+
+  })
+
+  it('rule 43: a journaled input that differs from the checkpoint is a corruption error', async () => {
+    const { store, reopen } = await sqliteStore()
+    await store.recordEffectIntent({ runId: 'mismatch', callId: 'lookup-a', name: 'lookup', inputHash: 'not-the-real-hash', idempotencyKey: 'k' })
+    const world = new World()
+    void new Runner({ store: dyingStore(store, 2), durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'mismatch' })
+    await waitFor(() => world.effects.length === 2)
+    await sleep(20)
+    const before = world.effects.length
+    await expect(new Runner({ store: reopen() }).resume(researchAgent(world).agent, { runId: 'mismatch' })).rejects.toThrow(/journaled with other input/)
+    expect(world.effects).toHaveLength(before)
+  })
+
+  it('an unknown outcome of a non-idempotent call is surfaced, never silently re-run; retry and skip are honoured', async () => {
+    for (const answer of ['retry', 'skip'] as const) {
+      const { store, reopen } = await sqliteStore()
+      const world = new World()
+      void new Runner({ store, durability: 'async' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'r', runId: `unknown-${answer}` })
+      await waitFor(() => world.count('note:a and b') === 1)
+      await sleep(20)
+      const runner = new Runner({ store: reopen() })
+      const paused = await runner.resume(researchAgent(world).agent, { runId: `unknown-${answer}` })
+      expect(paused.state).toBe('interrupted')
+      expect(paused.interrupts).toMatchObject([{ id: 'note-1:effect_outcome_unknown', name: 'effect_outcome_unknown' }])
+      expect(world.count('note:a and b')).toBe(1)
+      expect((await reopen().getRun(`unknown-${answer}`))?.status).toBe('paused')
+      const done = await new Runner({ store: reopen() }).resume(researchAgent(world).agent, {
+        runId: `unknown-${answer}`,
+        responses: { 'note-1:effect_outcome_unknown': answer },
+      })
+      expect(done.state).toBe('completed')
+      expect(world.count('note:a and b')).toBe(answer === 'retry' ? 2 : 1)
+    }
+  })
+
+  it('rule 44: a failed write is surfaced and fails the run; the final flush is bounded', async () => {
+    const { store } = await sqliteStore()
+    const failing = new Proxy(store, {
+      get(target, property, receiver) {
+        if (property === 'write') return async () => Promise.reject(new Error('disk full'))
+        const value = Reflect.get(target, property, receiver) as unknown
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+      },
+    })
+    await expect(new Runner({ store: failing }).run(researchAgent(new World()).agent, { input: 'x', runId: 'fails' })).rejects.toThrow(/disk full/)
+    const slow = new Proxy(store, {
+      get(target, property, receiver) {
+        if (property === 'write') return () => forever()
+        const value = Reflect.get(target, property, receiver) as unknown
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+      },
+    })
+    const agent = new Agent({ model: new ScriptedModel([[{ text: 'hi' }]]) })
+    await expect(new Runner({ store: slow, flushTimeoutMs: 50 }).run(agent, { input: 'x', runId: 'slow' })).rejects.toThrow(/could not be flushed within 50 ms/)
+  })
+
+  it('rule 44: async writes coalesce superseded runtime snapshots but keep every phase record', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    const runner = new Runner({ store, durability: 'async' })
+    await runner.run(researchAgent(world).agent, { input: 'research', runId: 'coalesce' })
+    const history = await runner.history('coalesce')
+    expect(history).toHaveLength(15)
+    const seqs = (await store.listCheckpoints({ runId: 'coalesce' })).map((c) => c.seq)
+    expect(seqs).toEqual([...seqs].sort((a, b) => b - a))
+  })
+
+  it('rule 45: provider tokens are stored and passed back on resume', async () => {
+    const { store, reopen } = await sqliteStore()
+    const first = new StatefulModel()
+    void new Runner({ store, durability: 'sync' }).run(new Agent({ model: first, tools: [waitTool(true)] }), { input: 'x', runId: 'tokens' })
+    await waitFor(() => first.requests.length === 1)
+    await sleep(30)
+    const second = new StatefulModel(1)
+    const resumed = await new Runner({ store: reopen() }).resume(new Agent({ model: second, tools: [waitTool(false)] }), { runId: 'tokens' })
+    expect(resumed.state).toBe('completed')
+    expect(second.requests).toEqual([{ sessionToken: 's1' }])
+    const terminal = (await new Runner({ store: reopen() }).history('tokens')).filter((c) => c.phase === 'post_llm').at(-1)!
+    expect(terminal.payload.session_token).toBe('s2')
+  })
+
+  it('rule 46: an interrupt pauses the run with its state; a fresh process answers it hours later', async () => {
+    const { store, reopen } = await sqliteStore()
+    const approve = tool({
+      name: 'approve',
+      description: 'Ask a human.',
+      inputSchema: { type: 'object' },
+      callback: (_input, ctx) => `approved: ${ctx.interrupt<string>({ name: 'approval', reason: 'pay $40?' })}`,
+    })
+    // The script is decided from the conversation, so a fresh process continues it.
+    const turn = (request: { messages: { content: object[] }[] }) =>
+      request.messages.some((m) => m.content.some((b) => 'toolResult' in b)) ? [{ text: 'paid' }] : [{ toolUse: { toolUseId: 'p', name: 'approve', input: {} } }]
+    const build = () => new Agent({ model: new ScriptedModel([turn, turn]), tools: [approve] })
+    const paused = await new Runner({ store }).run(build(), { input: 'pay', runId: 'hitl' })
+    expect(paused).toMatchObject({ state: 'interrupted', interrupts: [{ id: 'p:approval', reason: 'pay $40?' }] })
+    expect((await store.getRun('hitl'))?.status).toBe('paused')
+    const again = await new Runner({ store: reopen() }).resume(build(), { runId: 'hitl' })
+    expect(again.state).toBe('interrupted')
+    await expect(new Runner({ store: reopen() }).resume(build(), { runId: 'hitl', responses: { nope: 1 } })).rejects.toThrow(/no pending interrupt nope/)
+    const fresh = build()
+    const done = await new Runner({ store: reopen() }).resume(fresh, { runId: 'hitl', responses: { 'p:approval': 'yes' } })
+    expect(done.state).toBe('completed')
+    expect(String(done.result)).toBe('paid')
+    const transcript = fresh.messages.flatMap((m) => m.content.flatMap((b) => ('toolResult' in b ? [JSON.stringify(b.toolResult.content)] : [])))
+    expect(transcript).toEqual(['[{"text":"approved: yes"}]'])
+  })
+
+  it('rule 48: a run that failed with an exception is told apart from one whose process died', async () => {
+    const { store, reopen } = await sqliteStore()
+    const boom = { modelId: 'boom', async *stream() { yield* []; throw new Error('provider exploded') } }
+    const failed = await new Runner({ store }).run(new Agent({ model: boom }), { input: 'x', runId: 'failed' })
+    expect(failed).toMatchObject({ state: 'failed', error: { message: 'provider exploded' } })
+    expect((await store.getRun('failed'))?.status).toBe('failed')
+    const stored = await new Runner({ store: reopen() }).resume(new Agent({ model: boom }), { runId: 'failed' })
+    expect(stored).toMatchObject({ state: 'failed', fromTerminalCheckpoint: true, error: { message: 'provider exploded' } })
+    const world = new World()
+    void new Runner({ store: dyingStore(store, 2), durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'died' })
+    await waitFor(() => world.effects.length > 0)
+    expect((await reopen().getRun('died'))?.status).toBe('running')
+  })
+
+  it('rule 16 for runs: resuming with a different agent configuration is refused', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'config' })
+    await waitFor(() => world.count('note:a and b') === 1)
+    const other = new Agent({ model: new ScriptedModel([]), systemPrompt: 'Something else.' })
+    await expect(new Runner({ store }).resume(other, { runId: 'config' })).rejects.toBeInstanceOf(ConfigMismatchError)
+  })
+})
+
+/** A model that returns a session token each call and records the tokens it is given. */
+class StatefulModel {
+  readonly modelId = 'stateful'
+  readonly requests: unknown[] = []
+  constructor(private calls = 0) {}
+  async *stream(request: { providerTokens?: unknown }) {
+    this.requests.push(request.providerTokens)
+    this.calls++
+    yield { type: 'messageStart' as const }
+    yield { type: 'providerTokens' as const, tokens: { sessionToken: `s${this.calls}` } }
+    if (this.calls === 1) {
+      yield { type: 'toolUseStart' as const, toolUseId: 'w', name: 'wait' }
+      yield { type: 'messageStop' as const, stopReason: 'tool_use' }
+    } else {
+      yield { type: 'textDelta' as const, text: 'ok' }
+      yield { type: 'messageStop' as const, stopReason: 'end_turn' }
+    }
+  }
+}
+
+function waitTool(hang: boolean) {
+  return tool({ name: 'wait', description: 'Wait.', idempotent: true, inputSchema: { type: 'object' }, callback: () => (hang ? forever() : 'waited') })
+}
+
+async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const started = Date.now()
+  while (!condition()) {
+    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time')
+    await sleep(5)
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}

@@ -1,0 +1,145 @@
+import { spawnSync } from 'node:child_process'
+import { describe, expect, it } from 'vitest'
+import { Agent, Runner, tool } from '../../src/index.js'
+import { ScriptedModel } from '../../src/testing.js'
+import { forever, researchAgent, sqliteStore, World } from './helpers.js'
+
+describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
+  it('rule 41: the context is the restored one with the caller overlay on top', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, {
+      input: 'x',
+      runId: 'ctx',
+      context: { team: 'ops', region: 'eu' },
+    })
+    await waitFor(() => world.count('note:a and b') === 1)
+    await sleep(20)
+    const runner = new Runner({ store })
+    await runner.resume(researchAgent(world).agent, { runId: 'ctx', context: { region: 'us' } })
+    await runner.resume(researchAgent(world).agent, { runId: 'ctx', responses: { 'note-1:effect_outcome_unknown': 'skip' }, context: { region: 'us' } })
+    const snapshots = (await runner.history('ctx')).filter((c) => (c.payload.runtime as { context?: unknown } | null | undefined)?.context)
+    expect((snapshots.at(-1)!.payload.runtime as { context: unknown }).context).toEqual({ team: 'ops', region: 'us' })
+  })
+
+  it('rule 47: pruning a finished run keeps its terminal checkpoint, so resume still returns its result', async () => {
+    const { store } = await sqliteStore()
+    const runner = new Runner({ store })
+    await runner.run(researchAgent(new World()).agent, { input: 'x', runId: 'pruned' })
+    const result = await store.prune({ runId: 'pruned', keepLast: 1 })
+    expect(result.checkpointsDeleted).toBe(14)
+    expect(result.effectsDeleted).toBe(3)
+    const again = await runner.resume(researchAgent(new World()).agent, { runId: 'pruned' })
+    expect(again).toMatchObject({ state: 'completed', fromTerminalCheckpoint: true })
+  })
+
+  it('rule 48: a resume never moves the latest checkpoint backwards or restarts the step count', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'mono' })
+    await waitFor(() => world.count('note:a and b') === 1)
+    await sleep(20)
+    const before = await store.getLatest({ runId: 'mono' })
+    const runner = new Runner({ store })
+    await runner.resume(researchAgent(world).agent, { runId: 'mono' })
+    const after = (await runner.history('mono')).slice((before?.seq ?? 0))
+    expect(after[0]!.phase).toBe('run_started')
+    expect(Math.min(...after.map((c) => c.step))).toBeGreaterThanOrEqual(1)
+  })
+
+  it('rule 51: dangling tool uses are repaired with error results and the repair is persisted', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    const runner = new Runner({ store })
+    await runner.run(researchAgent(world).agent, { input: 'x', runId: 'source' })
+    // A snapshot whose history ends with tool uses that never got results (written elsewhere).
+    const snapshot = (await runner.history('source')).filter((c) => (c.payload.runtime as { next?: string } | null)?.next === 'model')[0]!
+    const runtime = structuredClone(snapshot.payload.runtime) as Record<string, unknown> & { messages: unknown[] }
+    runtime.messages = [...runtime.messages, { role: 'assistant', content: [{ toolUse: { toolUseId: 'lost', name: 'lookup', input: { key: 'z' } } }] }]
+    await store.save({ runId: 'dangling', kind: 'runner', phase: 'post_tool_batch', metadata: { snapshot: true, step: 0 }, payload: { runtime } })
+    const fresh = researchAgent(world)
+    const done = await runner.resume(fresh.agent, { runId: 'dangling' })
+    expect(done.state).toBe('completed')
+    expect(world.count('lookup:z')).toBe(0)
+    const repaired = (await runner.history('dangling')).find((c) => c.payload.repaired_dangling_tool_uses === true)
+    expect(repaired).toBeDefined()
+    const seen = fresh.model.calls[0]!.messages.at(-1)!.content[0]
+    expect(seen).toMatchObject({ toolResult: { toolUseId: 'lost', status: 'error' } })
+  })
+
+  it('rule 51: recoverAll resumes the runs a dead process on this machine left running', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
+    await waitFor(() => world.count('note:a and b') === 1)
+    await sleep(20)
+    const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
+    const run = await store.getRun('orphan')
+    await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
+    await store.createRun({ runId: 'alive', metadata: { host: run!.metadata.host!, pid: process.pid } })
+    const recovered = await new Runner({ store }).recoverAll(() => researchAgent(world).agent)
+    expect(recovered.map((r) => [r.runId, r.state])).toEqual([['orphan', 'interrupted']])
+    expect(recovered[0]!.interrupts[0]!.name).toBe('effect_outcome_unknown')
+  })
+
+  it('rule 49: a fresh worker resumes a run by its stable id and repeats no completed work', async () => {
+    const { store, reopen } = await sqliteStore()
+    const world = new World()
+    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'stable' })
+    await waitFor(() => world.count('note:a and b') === 1)
+    await sleep(20)
+    const fresh = researchAgent(world)
+    const paused = await new Runner({ store: reopen() }).resume(fresh.agent, { runId: 'stable' })
+    expect(paused.state).toBe('interrupted')
+    expect(fresh.model.calls).toHaveLength(0)
+    expect(world.count('lookup:a')).toBe(1)
+  })
+
+  it('runs an agent used as a tool as a child run, inside subagent phases, resumable on its own', async () => {
+    const { store } = await sqliteStore()
+    const runner = new Runner({ store, durability: 'sync' })
+    const buildChild = () => new Agent({ name: 'summarizer', model: new ScriptedModel([[{ text: 'summary: fine' }]]) })
+    const summarize = runner.asTool(buildChild, { name: 'summarize', description: 'Summarize with a child agent.' })
+    const parent = new Agent({
+      name: 'lead',
+      model: new ScriptedModel([[{ toolUse: { toolUseId: 'sub-1', name: 'summarize', input: { prompt: 'sum it up' } } }], [{ text: 'Reported.' }]]),
+      tools: [summarize],
+    })
+    const run = await runner.run(parent, { input: 'go', runId: 'parent' })
+    expect(run.state).toBe('completed')
+    const phases = (await runner.history('parent')).map((c) => c.phase)
+    expect(phases).toContain('pre_subagent_batch')
+    expect(phases).toContain('post_subagent_batch')
+    const child = await store.getRun('parent:sub-1')
+    expect(child).toMatchObject({ status: 'completed', metadata: { parentRunId: 'parent' } })
+    const again = await runner.resume(buildChild(), { runId: 'parent:sub-1' })
+    expect(again).toMatchObject({ state: 'completed', fromTerminalCheckpoint: true })
+    expect(String(again.result)).toBe('summary: fine')
+    const last = (await runner.history('parent')).filter((c) => c.phase === 'post_tool_batch').at(-1)!
+    expect((last.payload.runtime as { subagent_executions: unknown[] }).subagent_executions).toEqual([
+      { tool_call_id: 'sub-1', child_run_id: 'parent:sub-1', agent_name: 'summarize', step: 0, state: 'completed' },
+    ])
+  })
+
+  it('refuses to start a run whose id exists', async () => {
+    const { store } = await sqliteStore()
+    const runner = new Runner({ store })
+    const agent = new Agent({ model: new ScriptedModel([[{ text: 'a' }]]) })
+    await runner.run(agent, { input: 'x', runId: 'once' })
+    await expect(runner.run(agent, { input: 'x', runId: 'once' })).rejects.toThrow(/already exists; continue it with runner.resume/)
+    const idle = tool({ name: 'idle', description: 'x', inputSchema: { type: 'object' }, callback: () => 'x' })
+    expect(idle.idempotent).toBe(false)
+  })
+})
+
+async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
+  const started = Date.now()
+  while (!condition()) {
+    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time')
+    await sleep(5)
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
