@@ -34,7 +34,7 @@ export interface LoopTrial {
  * Run `cycles` tool cycles: with `mode: 'none'` the agent's own `invoke` with checkpointing off;
  * otherwise a Runner of that durability over a fresh SqliteStore in a temporary directory.
  */
-export async function runLoop(mode: Mode, cycles: number): Promise<LoopTrial> {
+export async function runLoop(mode: Mode, cycles: number, options: { history?: boolean } = {}): Promise<LoopTrial> {
   const agent = benchAgent(cycles)
   if (mode === 'none') {
     const start = process.hrtime.bigint()
@@ -58,7 +58,7 @@ export async function runLoop(mode: Mode, cycles: number): Promise<LoopTrial> {
     const sqlite = { ...clock }
     if (run.state !== 'completed') throw new Error(`the ${mode} run ended ${run.state}: ${run.error?.message ?? ''}`)
     assertFinished(run.llmCalls, cycles, mode)
-    const checkpoints = (await runner.history('bench-run')).length
+    const checkpoints = options.history === false ? 0 : (await runner.history('bench-run')).length
     const listItemBytes = database.prepare('SELECT coalesce(sum(length(item)), 0) FROM list_items').pluck().get() as number
     return {
       mode,
@@ -73,7 +73,8 @@ export async function runLoop(mode: Mode, cycles: number): Promise<LoopTrial> {
     }
   } finally {
     await store.close()
-    await rm(location, { recursive: true, force: true })
+    if (process.env.CAIRN_BENCH_KEEP) console.error(`kept ${location}`)
+    else await rm(location, { recursive: true, force: true })
   }
 }
 

@@ -1,7 +1,22 @@
-import { randomBytes } from 'node:crypto'
+import { randomFillSync } from 'node:crypto'
 
 let lastMs = -1
 let counter = 0
+
+/** Random bytes drawn from the OS in blocks: one system call per 512 ids instead of two per id. */
+const POOL_BYTES = 5120
+const pool = Buffer.alloc(POOL_BYTES)
+let poolOffset = POOL_BYTES
+
+function randomBytes(n: number): Buffer {
+  if (poolOffset + n > POOL_BYTES) {
+    randomFillSync(pool)
+    poolOffset = 0
+  }
+  const bytes = Buffer.from(pool.subarray(poolOffset, poolOffset + n))
+  poolOffset += n
+  return bytes
+}
 
 /**
  * A new UUIDv7: 48 bits of Unix milliseconds, then a 12-bit counter that keeps ids created in

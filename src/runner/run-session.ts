@@ -11,8 +11,9 @@ import { RUNNER_KIND, RUNNER_SCHEMA_VERSION, type RunnerPhase, type RuntimeSnaps
 
 /**
  * One process's drive of one run: observes the agent loop's boundaries, keeps the runtime
- * snapshot, and stages a checkpoint at every phase. Durability points: before a tool batch
- * starts (its intents, with everything staged, in one commit) and after it (its outcomes).
+ * snapshot, and stages a checkpoint at every phase. Durability points in sync mode: before a
+ * tool batch starts (the model's response and the batch's intents, with everything staged, in
+ * one commit) and when the next step starts (the batch's outcomes, before the model sees them).
  */
 export class RunSession implements LoopObserver {
   readonly runtime: RuntimeSnapshot
@@ -21,6 +22,8 @@ export class RunSession implements LoopObserver {
   readonly #writer: CheckpointWriter
   readonly #journal: EffectJournal
   readonly #sync: boolean
+  /** A tool batch ended since the last sync commit. */
+  #batchUncommitted = false
 
   constructor(params: { agent: Agent; runId: string; writer: CheckpointWriter; journal: EffectJournal; runtime: RuntimeSnapshot; sync: boolean }) {
     this.#agent = params.agent
@@ -35,6 +38,9 @@ export class RunSession implements LoopObserver {
     this.runtime.step = cycleIndex
     this.runtime.next = 'model'
     await this.stage('step_started', { state: this.runtime.state, message_count: this.#agent.messages.length }, true)
+    // Sync: the last tool batch's outcomes and records are durable before the model sees them.
+    if (this.#sync && this.#batchUncommitted) await this.#writer.commit()
+    this.#batchUncommitted = false
   }
 
   async beforeModel(): Promise<void> {
@@ -113,10 +119,13 @@ export class RunSession implements LoopObserver {
     if (subagentIds.length > 0) await this.stage('post_subagent_batch', { subagent_call_count: subagentIds.length, tool_call_ids: subagentIds })
     this.#writer.stageCompletions(this.#journal.pendingCompletions.splice(0))
     const failures = results.filter((result) => result.status === 'error').length
-    // The snapshot resumes at the next step; the record belongs to this one.
+    // The runtime now resumes at the next step; the record belongs to this one. It carries no
+    // snapshot: the next step's `step_started` (staged next, in the same commit) holds the same
+    // runtime. Should the run stop here, the post_llm snapshot before it resumes the batch, and
+    // the journal replays every call whose outcome it holds.
     rt.step = cycleIndex + 1
-    await this.stage('post_tool_batch', { tool_calls_total: rt.tool_calls, tool_failures: failures }, true, {}, cycleIndex)
-    if (this.#sync) await this.#writer.commit()
+    await this.stage('post_tool_batch', { tool_calls_total: rt.tool_calls, tool_failures: failures }, false, {}, cycleIndex)
+    this.#batchUncommitted = true
   }
 
   /** Record a child run started by a subagent tool. */

@@ -31,7 +31,7 @@ export class ListCacheLru {
   set(runId: string, state: WriterState): void {
     this.delete(runId)
     let bytes = 0
-    for (const list of state.lists.values()) for (const item of list.items) bytes += item.length
+    for (const list of state.lists.values()) bytes += list.bytes
     this.#entries.set(runId, { state, bytes })
     this.#bytes += bytes
     for (const [key, entry] of this.#entries) {

@@ -115,7 +115,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     const again = await runner.resume(buildChild(), { runId: 'parent:sub-1' })
     expect(again).toMatchObject({ state: 'completed', fromTerminalCheckpoint: true })
     expect(String(again.result)).toBe('summary: fine')
-    const last = (await runner.history('parent')).filter((c) => c.phase === 'post_tool_batch').at(-1)!
+    const last = (await runner.history('parent')).filter((c) => (c.payload as { runtime?: unknown }).runtime).at(-1)!
     expect((last.payload.runtime as { subagent_executions: unknown[] }).subagent_executions).toEqual([
       { tool_call_id: 'sub-1', child_run_id: 'parent:sub-1', agent_name: 'summarize', step: 0, state: 'completed' },
     ])
