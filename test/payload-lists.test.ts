@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { freezeDeep, isDeepFrozen, MemoryStore } from '../src/index.js'
+import { CheckpointCorruptionError, freezeDeep, isDeepFrozen, MemoryStore } from '../src/index.js'
 import { conversation } from '../src/testing.js'
+import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/payload-lists.js'
+
+let listIds = 0
+const newListId = () => `list-${++listIds}`
 
 describe('payload list encoding', () => {
   it('captures an in-place edit of a message that is not frozen', async () => {
@@ -39,5 +43,60 @@ describe('payload list encoding', () => {
     cyclic.self = cyclic
     expect(() => freezeDeep(cyclic)).not.toThrow()
     expect(isDeepFrozen(cyclic)).toBe(false)
+  })
+
+  it('stores a value the conversation already holds once, as an item ref, and loads it back equal', async () => {
+    const messages = conversation(10).map(freezeDeep)
+    const last = messages[9]!
+    const payload = { messages, pending: last, finalText: last.content[0]!.text, other: { text: 'y'.repeat(500) } }
+    const encoded = encodePayload(payload, undefined, newListId)
+    const body = JSON.parse(encoded.body) as Record<string, unknown>
+    expect(body.pending).toEqual({ '~': 'item', i: 0, n: 9 })
+    expect(body.finalText).toEqual({ '~': 'item', i: 0, n: 9, p: ['content', 0, 'text'] })
+    expect(body.other).toEqual({ text: 'y'.repeat(500) })
+    expect(encoded.body.length).toBeLessThan(700)
+
+    const store = new MemoryStore()
+    const id = await store.save({ runId: 'refs', kind: 'k', phase: 'p', payload })
+    expect((await store.load(id)).payload).toEqual(JSON.parse(JSON.stringify(payload)))
+  })
+
+  it('refuses an item ref that points past its list or at a text that is not there', () => {
+    const items = conversation(2).map((message) => JSON.stringify(message))
+    const refs = [{ id: 'l', n: 2, h: chainHash('', items) }]
+    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], runId: 'r', checkpointId: 'c' })
+    expect(decode({ '~': 'item', i: 0, n: 1, p: ['content', 0, 'text'] })).toMatchObject({ x: conversation(2)[1]!.content[0]!.text })
+    expect(() => decode({ '~': 'item', i: 0, n: 2 })).toThrow(CheckpointCorruptionError)
+    expect(() => decode({ '~': 'item', i: 0, n: -1 })).toThrow(/item -1 of list #0/)
+    expect(() => decode({ '~': 'item', i: 3, n: 0 })).toThrow(/list #3, which it does not have/)
+    expect(() => decode({ '~': 'item', i: 0, n: 0, p: ['content', 5, 'text'] })).toThrow(/a text inside item 0 of list #0 that is not there/)
+  })
+
+  it('extends a list by what was appended, re-serializes items that are not frozen, and starts a new list when the head changes', () => {
+    const frozen = conversation(4).map(freezeDeep)
+    const mutable = { role: 'user', content: [{ text: 'mutable '.repeat(40) }] }
+    let cache: ListCache | undefined
+    const save = (messages: unknown[]) => {
+      const encoded = encodePayload({ messages }, cache, newListId)
+      cache = encoded.lists
+      return encoded
+    }
+    const first = save([...frozen.slice(0, 2), mutable])
+    expect(first.appends).toHaveLength(1)
+    const listId = first.appends[0]!.listId
+    // The same frozen head, the mutable item edited in place, one more frozen item.
+    mutable.content[0]!.text = 'edited '.repeat(40)
+    const second = save([...frozen.slice(0, 2), mutable, frozen[2]])
+    // The edited item no longer matches what the list holds at its place: a new list.
+    expect(second.appends).toMatchObject([{ expectedLength: 0, items: { length: 4 } }])
+    expect(second.appends[0]!.listId).not.toBe(listId)
+    expect(JSON.parse(second.appends[0]!.items[2]!)).toEqual(mutable)
+    // Appending after an unchanged head only appends.
+    const third = save([...frozen.slice(0, 2), mutable, frozen[2], frozen[3]])
+    expect(third.appends).toMatchObject([{ listId: second.appends[0]!.listId, expectedLength: 4, items: { length: 1 } }])
+    expect(third.refs[0]!.h).toBe(chainHash('', [...frozen.slice(0, 2), mutable, frozen[2], frozen[3]].map((m) => JSON.stringify(m))))
+    // Dropping the head (a trimmed conversation) starts a new list.
+    const fourth = save(frozen.slice(1))
+    expect(fourth.appends).toMatchObject([{ expectedLength: 0, items: { length: 3 } }])
   })
 })
