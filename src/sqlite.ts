@@ -9,6 +9,7 @@
  * ```
  */
 export { SqliteStore, type SqliteStoreOptions } from './store/sqlite/sqlite-store.js'
+export { SqliteWriter, type CommitWriter, type WriterStats } from './store/sqlite/sqlite-writer.js'
 export {
   SqliteEngine,
   type SqliteConnectionOptions,

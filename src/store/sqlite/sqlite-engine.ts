@@ -14,7 +14,9 @@ import type {
 import { retainedListLengths } from '../engine-util.js'
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
-import { SQL, listCheckpointsSql, listRunsSql } from './sql.js'
+import { commitInTransaction, configureConnection, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { listCheckpointsSql, listRunsSql } from './sql.js'
+import type { CommitWriter } from './sqlite-writer.js'
 
 /**
  * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
@@ -56,6 +58,11 @@ export interface SqliteConnectionOptions {
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
 export interface SqliteEngineOptions extends SqliteConnectionOptions {
   database: SqliteDatabase
+  /**
+   * Where commits run: by default on `database` itself; a {@link SqliteWriter} runs them on a
+   * worker thread with its own connection to the same file.
+   */
+  writer?: CommitWriter
 }
 
 /**
@@ -72,6 +79,7 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
  */
 export class SqliteEngine implements StorageEngine {
   readonly #db: SqliteDatabase
+  readonly #writer: CommitWriter | undefined
   readonly #statements: Statements
   /** Statements of list queries, by SQL text (one per filter shape). */
   readonly #listStatements = new Map<string, SqliteStatement>()
@@ -86,17 +94,18 @@ export class SqliteEngine implements StorageEngine {
   constructor(options: SqliteEngineOptions) {
     const db = options.database
     this.#db = db
+    this.#writer = options.writer
     configureConnection(db, options)
     migrateSqlite(db)
     this.#statements = prepareStatements(db)
-    this.#commit = db.transaction((request: CommitRequest) => this.#commitNow(request))
+    this.#commit = db.transaction((request: CommitRequest) => commitInTransaction(this.#statements, request))
     this.#deleteCheckpoints = db.transaction((runId: string, ids: readonly string[]) => this.#deleteCheckpointsNow(runId, ids))
     this.#deleteRun = db.transaction((runId: string) => this.#deleteRunNow(runId))
     this.#inTransaction = db.transaction((fn: () => unknown) => fn())
     this.#readLists = db.transaction((runId: string, refs: readonly ListRef[]) =>
       refs.map((ref) => this.#statements.readList.all(runId, ref.id, ref.n) as string[]),
     )
-    this.leases = new SqliteLeases(db, (runId, patch) => this.#patchRun(runId, patch))
+    this.leases = new SqliteLeases(db, (runId, patch) => patchRun(this.#statements, runId, patch))
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
@@ -123,7 +132,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
-    return this.#write(() => this.#patchRun(runId, patch))
+    return this.#write(() => patchRun(this.#statements, runId, patch))
   }
 
   async deleteRun(runId: string): Promise<boolean> {
@@ -131,7 +140,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async commit(request: CommitRequest): Promise<CommitResult> {
-    return this.#commit.immediate(request)
+    return this.#writer ? this.#writer.commit(request) : this.#commit.immediate(request)
   }
 
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
@@ -195,64 +204,11 @@ export class SqliteEngine implements StorageEngine {
 
   /** Closing the last connection checkpoints the WAL into the database file. */
   async close(): Promise<void> {
-    this.#db.close()
-  }
-
-  #commitNow({ rows, appends, run, effects, runPatch, fence }: CommitRequest): CommitResult {
-    const s = this.#statements
-    let cancelRequested = false
-    if (fence) {
-      // Inside BEGIN IMMEDIATE: no other connection can claim the run until this commit ends.
-      const lease = s.fenceOf.get(fence.runId) as { owner: string | null; epoch: number; cancelRequested: number } | undefined
-      if (!lease || lease.owner !== fence.owner || lease.epoch !== fence.epoch) return { ok: false, reason: 'fenced' }
-      cancelRequested = lease.cancelRequested === 1
+    try {
+      await this.#writer?.close()
+    } finally {
+      this.#db.close()
     }
-    if (rows.some((row) => s.checkpointExists.get(row.id) !== undefined)) return { ok: false, reason: 'duplicate_id' }
-    const lastSeq = (s.runLastSeq.get(run.runId) as number | undefined) ?? 0
-    const first = rows[0]
-    if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
-    for (const append of appends) {
-      if (s.listLength.get(run.runId, append.listId) !== append.expectedLength) return { ok: false, reason: 'list_conflict' }
-    }
-    for (const append of appends) {
-      append.items.forEach((item, i) => s.insertItem.run(run.runId, append.listId, append.expectedLength + i, item))
-    }
-    const last = rows[rows.length - 1]
-    s.upsertRunForCommit.run({
-      runId: run.runId,
-      status: run.status,
-      name: run.name,
-      threadId: run.threadId,
-      workflowName: run.workflowName,
-      configSignature: run.configSignature,
-      createdAt: run.createdAt,
-      updatedAt: run.updatedAt,
-      metadata: run.metadata,
-      seq: last?.seq ?? lastSeq,
-      // The newest checkpoint's time (0 for an effects-only commit: updated_at stays).
-      checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
-    })
-    for (const row of rows) s.insertCheckpoint.run({ ...row, terminal: row.terminal ? 1 : 0 })
-    for (const intent of effects?.intents ?? []) s.recordEffectIntent.get(intent)
-    for (const callId of effects?.starts ?? []) s.startEffect.get(run.runId, callId)
-    for (const completion of effects?.completions ?? []) s.completeEffect.get(completion)
-    if (runPatch) this.#patchRun(run.runId, runPatch)
-    return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
-  }
-
-  /** Apply a run patch (inside the caller's transaction). */
-  #patchRun(runId: string, patch: RunPatch): RunRow | undefined {
-    const params = {
-      runId,
-      updatedAt: patch.updatedAt,
-      ...field('status', patch.status),
-      ...field('name', patch.name),
-      ...field('threadId', patch.threadId),
-      ...field('workflowName', patch.workflowName),
-      ...field('configSignature', patch.configSignature),
-      ...field('metadata', patch.metadata),
-    }
-    return this.#statements.updateRun.get(params) as RunRow | undefined
   }
 
   #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
@@ -291,42 +247,6 @@ export class SqliteEngine implements StorageEngine {
   }
 }
 
-/** 8 KiB pages pack ~1-2 KB list items with far less slack than SQLite's default 4 KiB. */
-const PAGE_SIZE = 8192
-/**
- * A save appends ~7 pages to the WAL. Checkpointing every 16 pages (every ~3rd save) keeps the
- * WAL near 200 KB instead of SQLite's default 1000 pages (8 MB here), which would dwarf a run's
- * data; the size limit shrinks it back after a burst (a checkpoint held up by a reader).
- */
-const WAL_AUTOCHECKPOINT_PAGES = 16
-const JOURNAL_SIZE_LIMIT_BYTES = 1024 * 1024
-
-function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
-  const { synchronous = 'full', busyTimeoutMs = 5000 } = options
-  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a non-negative integer, got ${busyTimeoutMs}`)
-  if (synchronous !== 'full' && synchronous !== 'normal') throw new RangeError(`synchronous must be 'full' or 'normal', got ${String(synchronous)}`)
-  // The busy timeout first, so switching to WAL and migrating wait for other processes.
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-  db.pragma(`page_size = ${PAGE_SIZE}`) // only takes effect on a new, empty file
-  db.pragma('journal_mode = WAL')
-  db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`)
-  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`)
-  db.pragma(`synchronous = ${synchronous.toUpperCase()}`)
-}
-
-type Statements = { [K in keyof typeof SQL]: SqliteStatement }
-
-/** Statements whose result is a single column return that value (`pluck`). */
-const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
-
-function prepareStatements(db: SqliteDatabase): Statements {
-  const entries = Object.entries(SQL).map(([key, sql]) => {
-    const statement = db.prepare(sql)
-    return [key, PLUCKED.has(key as keyof typeof SQL) ? statement.pluck() : statement] as const
-  })
-  return Object.fromEntries(entries) as Statements
-}
-
 /** A header as stored: `terminal` is 0 or 1. */
 type StoredHeader = Omit<CheckpointHeaderRow, 'terminal'> & { terminal: unknown }
 
@@ -338,10 +258,4 @@ function headerRow<T extends StoredHeader>(row: T): Omit<T, 'terminal'> & { term
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
   return row === undefined ? undefined : headerRow(row as Omit<CheckpointRow, 'terminal'> & { terminal: unknown })
-}
-
-/** Named parameters that set one field of `updateRun` only when the patch has it. */
-function field(name: string, value: string | null | undefined): Record<string, string | number | null> {
-  const flag = `set${name[0]?.toUpperCase() ?? ''}${name.slice(1)}`
-  return value === undefined ? { [flag]: 0, [name]: null } : { [flag]: 1, [name]: value }
 }

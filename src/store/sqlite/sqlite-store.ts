@@ -4,6 +4,7 @@ import Database from 'better-sqlite3'
 import { CairnError, StoreError } from '../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../engine-store.js'
 import { SqliteEngine, type SqliteConnectionOptions, type SqliteDatabase } from './sqlite-engine.js'
+import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
 
 /**
  * Where a {@link SqliteStore} keeps its data: a database file `path` (its directory is created
@@ -11,8 +12,14 @@ import { SqliteEngine, type SqliteConnectionOptions, type SqliteDatabase } from 
  * closes on `close()`.
  */
 export type SqliteStoreOptions = EngineStoreOptions &
-  SqliteConnectionOptions &
-  ({ path: string; database?: never } | { database: SqliteDatabase; path?: never })
+  SqliteConnectionOptions & {
+    /**
+     * Commit on a worker thread with its own connection (default `true` for a database file):
+     * writing and syncing a commit then never blocks the event loop. `false` commits on the
+     * store's one connection. A store over an open `database` always commits on it.
+     */
+    writerThread?: boolean
+  } & ({ path: string; database?: never } | { database: SqliteDatabase; path?: never })
 
 /**
  * The embedded default {@link CheckpointStore}: one SQLite file (better-sqlite3, WAL mode).
@@ -31,32 +38,44 @@ export type SqliteStoreOptions = EngineStoreOptions &
  * ```
  */
 export class SqliteStore extends EngineStore {
+  readonly #writer: SqliteWriter | undefined
+
   constructor(options: SqliteStoreOptions) {
-    super(openEngine(options), options)
+    const { engine, writer } = openEngine(options)
+    super(engine, options)
+    this.#writer = writer
+  }
+
+  /** Commits made on the writer thread and the time they took; undefined without one. */
+  get writerStats(): Readonly<WriterStats> | undefined {
+    return this.#writer?.stats
   }
 }
 
-function openEngine(options: SqliteStoreOptions): SqliteEngine {
+function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer?: SqliteWriter } {
   const connection = {
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
     ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
   }
   const { database } = options
-  if (database !== undefined) return wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection }))
+  if (database !== undefined) return { engine: wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection })) }
   const { path } = options
   if (typeof path !== 'string' || path === '') {
     throw new CairnError('invalid_argument', 'SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
   }
-  return wrapOpenError(`the SQLite database at ${path}`, () => {
-    if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true })
+  const onDisk = path !== ':memory:' && !path.startsWith('file:')
+  const writer = onDisk && options.writerThread !== false ? new SqliteWriter(path, connection) : undefined
+  const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
+    if (onDisk) mkdirSync(dirname(path), { recursive: true })
     const database: SqliteDatabase = new Database(path)
     try {
-      return new SqliteEngine({ database, ...connection })
+      return new SqliteEngine({ database, ...connection, ...(writer ? { writer } : {}) })
     } catch (err) {
       database.close()
       throw err
     }
   })
+  return writer ? { engine, writer } : { engine }
 }
 
 /** Report a failure to open as a StoreError naming the database (Cairn errors pass through). */
