@@ -1,5 +1,7 @@
 import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { StoreError } from '../../core/errors.js'
 import type { CommitRequest, CommitResult } from '../engine.js'
@@ -143,6 +145,9 @@ function spawnWriterThread(data: WriterThreadData): Worker {
   const compiled = new URL('./writer-thread.js', import.meta.url)
   if (existsSync(fileURLToPath(compiled))) return new Worker(compiled, { workerData: data })
   const source = new URL('./writer-thread.ts', import.meta.url)
-  const bootstrap = `import('tsx/esm/api').then((tsx) => { tsx.register(); return import(${JSON.stringify(source.href)}) })`
+  // Resolved here, beside the sources, so the thread finds tsx whatever the working directory.
+  const tsxRoot = dirname(createRequire(import.meta.url).resolve('tsx/package.json'))
+  const tsx = pathToFileURL(join(tsxRoot, 'dist', 'esm', 'api', 'index.mjs')).href
+  const bootstrap = `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(source.href)}) })`
   return new Worker(bootstrap, { eval: true, workerData: data })
 }
