@@ -162,3 +162,18 @@ export class LeaseLostError extends CairnError {
     this.epoch = params.epoch
   }
 }
+
+/**
+ * Whether `err`, or an error it wraps, reports the store being unavailable (`store_failure`,
+ * `store_closed`) rather than a lost lease or a bad record: the run did not fail, its persistence
+ * did, and it can be resumed from its last checkpoint once the store is back.
+ */
+export function isStoreOutage(err: unknown): boolean {
+  let outage = false
+  for (let cause = err, depth = 0; cause instanceof Error && depth < 8; cause = cause.cause, depth++) {
+    if (!(cause instanceof CairnError)) continue
+    if (cause.code === 'lease_lost') return false
+    if (cause.code === 'store_failure' || cause.code === 'store_closed') outage = true
+  }
+  return outage
+}

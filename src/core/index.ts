@@ -7,6 +7,7 @@ export {
   ConfigMismatchError,
   SchemaVersionError,
   StoreError,
+  isStoreOutage,
   type CairnErrorCode,
   type CairnErrorOptions,
   type CheckpointErrorOptions,

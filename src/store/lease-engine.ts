@@ -45,6 +45,14 @@ export interface LeaseEngine {
    * next fenced write or heartbeat. Undefined for an unknown run.
    */
   cancel(runId: string): Promise<CancelOutcome | undefined>
+  /**
+   * Queue a `paused` run again, in one atomic step: only while the run is still `paused`, was
+   * enqueued, and no live lease holds it (its worker has handed it back), set it `queued` with
+   * the metadata `request.metadata` computes from the run as it is at that instant, clear a
+   * lapsed holder (fenced out by a raised epoch) and wake idle workers as `enqueue` does.
+   * Otherwise change nothing and say why. Undefined for an unknown run.
+   */
+  requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined>
   /** The lease columns of a run; undefined for an unknown run. */
   getLease(runId: string): Promise<LeaseRow | undefined>
   /**
@@ -121,6 +129,29 @@ export interface CancelOutcome {
   outcome: 'cancelled' | 'requested' | 'unchanged'
   status: RunStatus
 }
+
+/** What `requeuePaused` takes. */
+export interface RequeueRequest {
+  runId: string
+  /**
+   * The run's new metadata (encoded), from the run as stored when the requeue happens (under the
+   * backend's lock). Called only when the run is requeued; synchronous, so nothing interleaves.
+   */
+  metadata: (run: RunRow) => string
+  /** Unix ms: the run's `updatedAt` becomes at least this. */
+  now: number
+}
+
+/**
+ * What `requeuePaused` did: `queued`; or nothing, because the run is not `paused` (`status` is
+ * what it is), a live lease still holds it (`owner`, for about `leaseLeftMs` more unless renewed),
+ * or it was never enqueued (a run of a `Runner` of its own, which no worker would claim).
+ */
+export type RequeueOutcome =
+  | { outcome: 'queued' }
+  | { outcome: 'not_paused'; status: RunStatus }
+  | { outcome: 'held'; owner: string; leaseLeftMs: number }
+  | { outcome: 'not_enqueued' }
 
 /** A live `subscribe`; `close` stops it. */
 export interface LeaseSubscription {

@@ -6,6 +6,7 @@ import {
   type HeartbeatRequest,
   type HeartbeatRow,
   type LeaseRow,
+  type RequeueOutcome,
 } from './lease-engine.js'
 
 /** One enqueued run's lease state, as the in-process engines keep it. */
@@ -115,6 +116,31 @@ export class LeaseTable {
       entry.cancelRequested = true
     }
     return 'cancelled'
+  }
+
+  /**
+   * Why a paused run cannot be queued again now (see `LeaseEngine.requeuePaused`): it was never
+   * enqueued, or a live lease holds it. Undefined when it can.
+   */
+  blocksRequeue(runId: string, now = Date.now()): Exclude<RequeueOutcome, { outcome: 'queued' | 'not_paused' }> | undefined {
+    const entry = this.#entries.get(runId)
+    if (!entry) return { outcome: 'not_enqueued' }
+    if (entry.owner !== null && entry.expiresAt !== null && entry.expiresAt >= now) {
+      return { outcome: 'held', owner: entry.owner, leaseLeftMs: entry.expiresAt - now }
+    }
+    return undefined
+  }
+
+  /**
+   * Clear the holder of a paused run being queued again (a lapsed one is fenced out by a raised
+   * epoch); the engine sets the status, then calls `wake`.
+   */
+  requeue(runId: string): void {
+    const entry = this.#entries.get(runId)
+    if (!entry) return
+    if (entry.owner !== null) entry.epoch++
+    entry.owner = null
+    entry.expiresAt = null
   }
 
   get(runId: string): LeaseRow | undefined {

@@ -3,7 +3,17 @@ import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../cor
 import { newId } from '../core/ids.js'
 import type { RunRecord, RunStatus } from './checkpoint-store.js'
 import type { RunRow } from './engine.js'
-import type { CancelOutcome, ClaimRequest, Fence, HeartbeatRequest, HeartbeatRow, LeaseEngine, LeaseRow, LeaseSubscription } from './lease-engine.js'
+import type {
+  CancelOutcome,
+  ClaimRequest,
+  Fence,
+  HeartbeatRequest,
+  HeartbeatRow,
+  LeaseEngine,
+  LeaseRow,
+  LeaseSubscription,
+  RequeueOutcome,
+} from './lease-engine.js'
 import { assertId, assertRunPatch, decodeRunRow, encodeMetadata, toRunPatch } from './rows.js'
 
 /** What `enqueue` takes. */
@@ -119,6 +129,22 @@ export class RunLeases {
   async cancel(runId: string): Promise<CancelOutcome> {
     assertId(runId, 'runId')
     const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId))
+    if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    return outcome
+  }
+
+  /**
+   * Queue a `paused` run again for the workers, with its metadata rewritten by `metadata` from the
+   * run as stored at that instant, in one atomic step: it happens only while the run is still
+   * paused, was enqueued, and no live lease holds it (see {@link LeaseEngine.requeuePaused}).
+   * Two concurrent calls never both succeed, and a cancel is never undone. Otherwise nothing
+   * changes and the outcome says why; an unknown run is a `run_not_found` error.
+   */
+  async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
+    assertId(runId, 'runId')
+    const outcome = await this.#call(runId, 'queue paused run again', () =>
+      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))) }),
+    )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     return outcome
   }

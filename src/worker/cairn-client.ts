@@ -2,9 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { JsonObject, JsonValue } from '../core/codec.js'
 import { CairnError, CheckpointNotFoundError } from '../core/errors.js'
 import type { ContentBlock } from '../model/messages.js'
+import type { RunStatus } from '../store/checkpoint-store.js'
 import type { CancelOutcome } from '../store/lease-engine.js'
 import { JOB_KEY, SETTLED_STATUSES, outcomeOf, withJob, type RunOutcome } from './job.js'
 import { requireLeases, type WorkerStore } from './worker-store.js'
+
+/** How long, past the lease of the worker holding a just-paused run, `respond` waits for it to be handed back. */
+const HAND_BACK_GRACE_MS = 5000
 
 /** What `CairnClient.enqueue` takes. */
 export interface EnqueueOptions {
@@ -28,6 +32,22 @@ export interface ResultOptions {
   /** How often to look. Default 200 ms. */
   pollMs?: number
   signal?: AbortSignal
+}
+
+/**
+ * `CairnClient.respond` found the run not `paused`: already answered (it is `queued` or
+ * `running` again: another `respond` came first), or finished, or cancelled. Nothing was changed.
+ */
+export class RunNotPausedError extends CairnError {
+  readonly runId: string
+  /** The run's status when the answers were refused. */
+  readonly status: RunStatus
+
+  constructor(runId: string, status: RunStatus) {
+    super('invalid_argument', `run ${runId} is ${status}, not paused: only a paused run takes responses (${notPausedHint(status)})`)
+    this.runId = runId
+    this.status = status
+  }
 }
 
 /**
@@ -92,16 +112,45 @@ export class CairnClient {
   /**
    * Answer a `paused` run (an agent's interrupts, a workflow's pending requests, by id; see
    * `outcome.interrupts`) and queue it again: the next worker to claim it resumes it with them.
+   *
+   * The answers are stored and the run queued in one atomic step of the store, taken only while
+   * the run is still paused: of two concurrent `respond` calls exactly one succeeds, and a run
+   * cancelled meanwhile stays cancelled. Otherwise it throws {@link RunNotPausedError} with the
+   * run's status. A run that has just paused may still be held by its worker for a moment (it is
+   * handing the run back); `respond` waits for that.
+   *
    * Do not resume a worker's run with a runner of your own: workers would claim it as well.
    */
   async respond(runId: string, responses: Record<string, JsonValue>): Promise<void> {
-    const run = await this.store.getRun(runId)
-    if (!run) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
-    if (run.status !== 'paused') throw new CairnError('invalid_argument', `run ${runId} is ${run.status}, not paused: only a paused run takes responses`)
-    if (typeof responses !== 'object' || responses === null || Object.keys(responses).length === 0) {
+    if (typeof responses !== 'object' || responses === null || Array.isArray(responses) || Object.keys(responses).length === 0) {
       throw new CairnError('invalid_argument', `respond('${runId}') needs the answers by interrupt or request id`)
     }
-    await this.store.updateRun(runId, { status: 'queued', metadata: withJob(run, { responses }) })
+    const leases = requireLeases(this.store)
+    let waitUntil: number | undefined
+    for (let delayMs = 10; ; delayMs = Math.min(delayMs * 2, 250)) {
+      const requeue = await leases.requeuePaused(runId, (run) => withJob(run, { responses }))
+      switch (requeue.outcome) {
+        case 'queued':
+          return
+        case 'not_paused':
+          throw new RunNotPausedError(runId, requeue.status)
+        case 'not_enqueued':
+          throw new CairnError(
+            'invalid_argument',
+            `run ${runId} was not enqueued for workers (it was started by a Runner of its own), so no worker would resume it: answer it with runner.resume(agent, { runId: '${runId}', responses })`,
+          )
+        case 'held':
+          // Its worker has paused it and is handing it back; a dead worker's lease lapses instead.
+          waitUntil ??= Date.now() + requeue.leaseLeftMs + HAND_BACK_GRACE_MS
+          if (Date.now() >= waitUntil) {
+            throw new CairnError(
+              'invalid_argument',
+              `run ${runId} is paused, but worker ${requeue.owner} still holds it and has not handed it back; nothing was changed: call respond again later`,
+            )
+          }
+          await sleep(delayMs)
+      }
+    }
   }
 
   /**
@@ -112,4 +161,11 @@ export class CairnClient {
   async cancel(runId: string): Promise<CancelOutcome> {
     return requireLeases(this.store).cancel(runId)
   }
+}
+
+function notPausedHint(status: RunStatus): string {
+  if (status === 'queued' || status === 'running') {
+    return `it was answered already, perhaps by another respond(), and is ${status} again; wait with result() until it pauses again`
+  }
+  return 'it has ended; nothing waits for answers'
 }

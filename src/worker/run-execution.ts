@@ -10,6 +10,7 @@ import type { FencedStore } from '../store/fenced-store.js'
 import type { ClaimedLease, ReleaseOptions, RunLeases } from '../store/run-leases.js'
 import type { Workflow } from '../workflow/workflow.js'
 import { AdoptedRunStore } from './adopted-store.js'
+import { FailStopStore } from './fail-stop-store.js'
 import { describeFailure, isStoreFailure, jobOf, withJob, type RunFailure } from './job.js'
 import { driveWorkflow, WorkflowJobCancelled } from './workflow-job.js'
 import type { WorkerEvent } from './worker-events.js'
@@ -45,6 +46,8 @@ export class RunExecution {
   readonly #ctx: ExecutionContext
   readonly #controller = new AbortController()
   readonly #view: FencedStore
+  /** What the runner and workflows write through: the fenced view, stopped at the first store failure. */
+  readonly #store: FailStopStore
   #suspended = false
   #cancelled = false
 
@@ -57,6 +60,7 @@ export class RunExecution {
       onLost: (error) => this.#controller.abort(error),
       onCancelRequested: () => this.cancel(),
     })
+    this.#store = new FailStopStore(this.#view)
   }
 
   get epoch(): number {
@@ -109,6 +113,8 @@ export class RunExecution {
       const responses = await this.#takeResponses()
       if (agent) {
         const result = await this.#drive(await agent(), job.input as string | ContentBlock[], responses)
+        // Belt and braces: an execution the store failed under hands the run back, never releases it with a status.
+        if (this.#store.failure) throw this.#store.failure
         await this.#release({ status: statusOf(result) }, 'finished')
       } else {
         await this.#driveWorkflow(await workflow!(), job.input, responses)
@@ -131,11 +137,11 @@ export class RunExecution {
 
   async #driveWorkflow(workflow: Workflow, input: unknown, responses: Record<string, JsonValue> | undefined): Promise<void> {
     try {
-      const result = await driveWorkflow({ store: this.#view, run: this.claimed.run, workflow, input, responses, cancelled: () => this.#cancelled })
+      const result = await driveWorkflow({ store: this.#store, run: this.claimed.run, workflow, input, responses, cancelled: () => this.#cancelled })
       const metadata = withJob(await this.#currentRun(), { workflowRunId: result.workflowRunId, outputs: result.outputs })
       await this.#release({ status: result.status, metadata }, 'finished')
     } catch (err) {
-      if (this.#view.lost || isStoreFailure(err)) throw err
+      if (this.#view.lost || this.#store.failure || isStoreFailure(err)) throw err
       if (this.#cancelled && causedBy(err, WorkflowJobCancelled)) {
         await this.#release({ status: 'cancelled' }, 'finished')
         return
@@ -149,11 +155,11 @@ export class RunExecution {
     const signal = this.#controller.signal
     const threadId = this.claimed.run.threadId ?? this.runId
     if (await hasRunnerSnapshot(this.#view, this.runId)) {
-      const runner = new Runner({ store: this.#view, durability: this.#ctx.durability })
+      const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
       return runner.resume(agent, { runId: this.runId, threadId, signal, ...(responses === undefined ? {} : { responses }) })
     }
     // Never started, or stopped before its first runtime snapshot: start over.
-    const runner = new Runner({ store: new AdoptedRunStore(this.#view, this.claimed.run), durability: this.#ctx.durability })
+    const runner = new Runner({ store: new AdoptedRunStore(this.#store, this.claimed.run), durability: this.#ctx.durability })
     return runner.run(agent, { runId: this.runId, input, threadId, signal })
   }
 
@@ -167,8 +173,10 @@ export class RunExecution {
       await this.#release({}, 'suspended')
       return
     }
-    // The execution failed without finishing the run (the store failed under the runner, the
-    // agent could not be restored): give the run back, counted, with the error on record.
+    // The execution failed without finishing the run (the store failed under the runner, which
+    // then could not record the run as failed: see FailStopStore; the agent could not be
+    // restored): give the run back, counted, with the error on record. After maxRecoveryAttempts
+    // such hand-backs the next claim fails the run, naming this error.
     this.#ctx.emit({ type: 'error', runId: this.runId, error: err as Error })
     const run = await this.#currentRun()
     await this.#release({ failed: true, metadata: withJob(run, { lastError: describeFailure(err) }) }, 'failed_attempt')

@@ -2,7 +2,8 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
-import { CairnClient, Worker, type WorkerEvent } from '../../src/index.js'
+import { Agent, CairnClient, tool, Worker, type WorkerEvent, type WorkerOptions } from '../../src/index.js'
+import { ScriptedModel } from '../../src/testing.js'
 import { postgresTarget } from '../fixtures/postgres-target.js'
 import { jobAgent } from './fixtures/job-agent.js'
 
@@ -26,9 +27,10 @@ async function setup() {
     cleanups.push(() => store.close())
     return store
   }
-  const startWorker = async (options: { id: string; pollMs: number }) => {
+  const startWorker = async (options: { id: string; pollMs: number; agents?: WorkerOptions['agents'] }) => {
     const events: WorkerEvent[] = []
-    const worker = new Worker({ store: open(), agents: { job: () => jobAgent({ effectsDir: dir, cycles: 2 }) }, ...options, onEvent: (e) => events.push(e) })
+    const agents = options.agents ?? { job: () => jobAgent({ effectsDir: dir, cycles: 2 }) }
+    const worker = new Worker({ store: open(), ...options, agents, onEvent: (e) => events.push(e) })
     cleanups.push(() => worker.stop({ timeoutMs: 0 }))
     await worker.start()
     return { worker, events }
@@ -56,6 +58,22 @@ describe('workers on Postgres', () => {
     expect(Date.now() - enqueuedAt).toBeLessThan(5000)
   }, 30_000)
 
+  it.skipIf(noNotifications !== undefined)('an idle worker is woken by NOTIFY when a paused run is answered, not by polling', async () => {
+    const { client, startWorker } = await setup()
+    // The worker would not look for runs again on its own for ten minutes.
+    const { events } = await startWorker({ id: 'idle', pollMs: 600_000, agents: { approve: approvalAgent } })
+    await client.enqueue('approve', { input: 'pay the invoice', runId: 'r1' })
+    expect(await client.result('r1', { timeoutMs: 20_000, pollMs: 20 })).toMatchObject({ status: 'paused', interrupts: [{ id: 'p:approval' }] })
+    await client.respond('r1', { 'p:approval': 'approved' })
+    const done = await client.result('r1', { timeoutMs: 20_000, pollMs: 20 })
+    expect(done).toMatchObject({ status: 'completed' })
+    expect(done.result?.result?.toString()).toBe('paid')
+    expect(events.flatMap((e) => (e.type === 'claimed' ? [[e.runId, e.epoch]] : []))).toEqual([
+      ['r1', 1],
+      ['r1', 2],
+    ])
+  }, 60_000)
+
   it.skipIf(noNotifications !== undefined)('the listening connection is re-established when the server ends it', async () => {
     const { client, startWorker, schema } = await setup()
     await startWorker({ id: 'idle', pollMs: 60_000 })
@@ -71,3 +89,15 @@ describe('workers on Postgres', () => {
     expect((await client.result('after', { timeoutMs: 10_000, pollMs: 20 })).status).toBe('completed')
   }, 30_000)
 })
+
+/** An agent whose one tool asks a human before it pays, then answers `paid`. */
+function approvalAgent(): Agent {
+  const model = new ScriptedModel([[{ toolUse: { toolUseId: 'p', name: 'pay', input: { amount: 40 } } }], [{ text: 'paid' }]])
+  const pay = tool({
+    name: 'pay',
+    description: 'Pay, once a human approves.',
+    inputSchema: { type: 'object', properties: { amount: { type: 'number' } }, required: ['amount'] },
+    callback: (_input, ctx) => `payment ${ctx.interrupt<string>({ name: 'approval', reason: 'pay $40?' })}`,
+  })
+  return new Agent({ name: 'payer', model, tools: [pay] })
+}

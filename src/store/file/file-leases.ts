@@ -1,6 +1,14 @@
 import { join } from 'node:path'
 import type { RunRow } from '../engine.js'
-import { CLAIMABLE_STATUSES, type CancelOutcome, type ClaimedRun, type LeaseEngine, type LeaseSubscription } from '../lease-engine.js'
+import {
+  CLAIMABLE_STATUSES,
+  type CancelOutcome,
+  type ClaimedRun,
+  type LeaseEngine,
+  type LeaseSubscription,
+  type RequeueOutcome,
+  type RequeueRequest,
+} from '../lease-engine.js'
 import { LeaseTable, unleased, type LeaseEntry } from '../lease-table.js'
 import type { DirectoryState, RunState } from './directory-state.js'
 import { readJsonFile, writeFileAtomic } from './file-io.js'
@@ -101,6 +109,26 @@ export class FileLeases implements LeaseEngine {
       }
       return { outcome, status: state.row.status }
     })
+  }
+
+  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    const table = await this.table()
+    const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
+      if (state.error) throw state.error
+      if (!state.row) return undefined
+      if (state.row.status !== 'paused') return { outcome: 'not_paused', status: state.row.status }
+      const blocked = table.blocksRequeue(runId, now)
+      if (blocked) return blocked
+      const updated = { ...state.row, status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now) }
+      table.requeue(runId)
+      await this.#persist(table)
+      await this.#runs.writeRunFile(updated, false)
+      state.row = updated
+      return { outcome: 'queued' }
+    })
+    // Once the run's write lock is released: a claim skips a run that is being written.
+    if (outcome?.outcome === 'queued') table.wake()
+    return outcome
   }
 
   async getLease(runId: string) {

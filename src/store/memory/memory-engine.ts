@@ -55,6 +55,18 @@ export class MemoryEngine implements StorageEngine {
       if (outcome === 'cancelled') Object.assign(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()) })
       return { outcome, status: run.status }
     },
+    requeuePaused: async ({ runId, metadata, now }) => {
+      const run = this.#runs.get(runId)
+      if (!run) return undefined
+      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      const blocked = this.#leases.blocksRequeue(runId, now)
+      if (blocked) return blocked
+      const updated = metadata({ ...run })
+      this.#leases.requeue(runId)
+      Object.assign(run, { status: 'queued', metadata: updated, updatedAt: Math.max(run.updatedAt, now) })
+      this.#leases.wake()
+      return { outcome: 'queued' }
+    },
     getLease: async (runId) => (this.#runs.has(runId) ? (this.#leases.get(runId) ?? unleased(runId)) : undefined),
     subscribe: async (onWake) => {
       const unsubscribe = this.#leases.subscribe(onWake)

@@ -11,6 +11,8 @@ import type {
   LeaseRow,
   LeaseSubscription,
   ReleaseRequest,
+  RequeueOutcome,
+  RequeueRequest,
 } from '../lease-engine.js'
 import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './postgres-engine.js'
 import { PostgresListener } from './postgres-listener.js'
@@ -31,9 +33,9 @@ export interface PostgresLeaseAccess {
  * The lease protocol on PostgreSQL, for workers on many machines. A claim is one statement
  * (`FOR UPDATE SKIP LOCKED`: no two workers ever take the same row, and a run whose commit is in
  * progress is skipped until it ends); under per-queue limits it runs in a transaction holding an
- * advisory lock per limited queue, so the limit holds across workers. Enqueues and releases
- * `NOTIFY` a channel of the schema; `subscribe` `LISTEN`s on it. Lease times are the server's
- * clock.
+ * advisory lock per limited queue, so the limit holds across workers. Enqueues, releases and
+ * requeues of paused runs `NOTIFY` a channel of the schema; `subscribe` `LISTEN`s on it. Lease
+ * times are the server's clock.
  */
 export class PostgresLeases implements LeaseEngine {
   readonly #db: PostgresLeaseAccess
@@ -114,6 +116,19 @@ export class PostgresLeases implements LeaseEngine {
     })
   }
 
+  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    return this.#db.transaction(async (db) => {
+      const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
+      if (!row) return undefined
+      const run = runRowOf(row)
+      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (row.queue === null) return { outcome: 'not_enqueued' }
+      if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
+      await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
+      return { outcome: 'queued' }
+    })
+  }
+
   async getLease(runId: string): Promise<LeaseRow | undefined> {
     const { rows } = await this.#db.query(this.#sql.getLease, [runId])
     return rows[0] && leaseRow(rows[0])
@@ -138,22 +153,24 @@ export function wakeChannel(schema: string): string {
 
 function claimedRows(rows: Record<string, unknown>[]): ClaimedRun[] {
   return rows
-    .map((row) => ({
-      run: {
-        runId: row.runId as string,
-        status: row.status as RunRow['status'],
-        name: row.name as string | null,
-        threadId: row.threadId as string | null,
-        workflowName: row.workflowName as string | null,
-        configSignature: row.configSignature as string | null,
-        lastSeq: Number(row.lastSeq),
-        createdAt: Number(row.createdAt),
-        updatedAt: Number(row.updatedAt),
-        metadata: row.metadata as string,
-      },
-      lease: leaseRow(row),
-    }))
+    .map((row) => ({ run: runRowOf(row), lease: leaseRow(row) }))
     .sort((a, b) => b.lease.priority - a.lease.priority || a.run.createdAt - b.run.createdAt || (a.run.runId < b.run.runId ? -1 : 1))
+}
+
+/** The run columns of a selected row (`bigint` columns arrive as strings). */
+function runRowOf(row: Record<string, unknown>): RunRow {
+  return {
+    runId: row.runId as string,
+    status: row.status as RunRow['status'],
+    name: row.name as string | null,
+    threadId: row.threadId as string | null,
+    workflowName: row.workflowName as string | null,
+    configSignature: row.configSignature as string | null,
+    lastSeq: Number(row.lastSeq),
+    createdAt: Number(row.createdAt),
+    updatedAt: Number(row.updatedAt),
+    metadata: row.metadata as string,
+  }
 }
 
 function leaseRow(row: Record<string, unknown>): LeaseRow {

@@ -235,6 +235,20 @@ export function leaseStatements(schema: string) {
         lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
       WHERE run_id = $1`,
     getLease: `SELECT ${LEASE_COLUMNS} FROM ${s}.runs WHERE run_id = $1`,
+    /** The run `$1` and its lease state (ms left of a live lease, on the server's clock), locked for a requeue. */
+    lockForRequeue: `SELECT ${RUN_COLUMNS}, queue, owner, owner IS NOT NULL AND lease_expires_at >= now() AS live,
+        greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000) AS "leaseLeftMs"
+      FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
+    /**
+     * Queue the paused run `$1` again with metadata `$2` (`updated_at` at least `$3`), fence out a
+     * lapsed holder by a raised epoch, and wake workers on channel `$4` (delivered at commit).
+     */
+    requeuePaused: `WITH requeued AS (
+        UPDATE ${s}.runs SET status = 'queued', metadata = $2, updated_at = greatest(updated_at, $3),
+          lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
+        WHERE run_id = $1 AND status = 'paused' RETURNING queue
+      )
+      SELECT pg_notify($4, queue) FROM requeued`,
     wake: `SELECT pg_notify($1, $2)`,
   }
 }

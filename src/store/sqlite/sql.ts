@@ -109,6 +109,10 @@ export const LEASE_SQL = {
       lease_epoch = lease_epoch + (owner IS NOT NULL), owner = NULL, lease_expires_at = NULL
     WHERE run_id = :runId`,
   requestCancel: `UPDATE runs SET cancel_requested = 1 WHERE run_id = :runId`,
+  /** Queue a paused run again with new metadata; a lapsed holder is fenced out by a raised epoch. */
+  requeuePaused: `UPDATE runs SET status = 'queued', metadata = :metadata, updated_at = max(updated_at, :now),
+      lease_epoch = lease_epoch + (owner IS NOT NULL), owner = NULL, lease_expires_at = NULL
+    WHERE run_id = :runId AND status = 'paused'`,
   getLease: `SELECT ${LEASE_COLUMNS}, status FROM runs WHERE run_id = ?`,
 } as const
 

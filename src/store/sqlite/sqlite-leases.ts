@@ -9,6 +9,8 @@ import type {
   LeaseEngine,
   LeaseRow,
   ReleaseRequest,
+  RequeueOutcome,
+  RequeueRequest,
 } from '../lease-engine.js'
 import type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './sqlite-engine.js'
 import { LEASE_SQL, SQL } from './sql.js'
@@ -96,6 +98,21 @@ export class SqliteLeases implements LeaseEngine {
       }
       this.#s.cancelNow.run({ runId, now })
       return { outcome: 'cancelled', status: 'cancelled' }
+    })
+  }
+
+  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    return this.#write(() => {
+      const run = this.#getRun.get(runId) as RunRow | undefined
+      const lease = this.#s.getLease.get(runId) as StoredLease | undefined
+      if (!run || !lease) return undefined
+      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (lease.queue === null) return { outcome: 'not_enqueued' }
+      if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
+        return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
+      }
+      this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
+      return { outcome: 'queued' }
     })
   }
 
