@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, isStoreOutage, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
@@ -267,6 +267,11 @@ export class Runner {
 
   async #fail(err: unknown, ctx: { session: RunSession; writer: CheckpointWriter; runtime: RuntimeSnapshot; runId: string; threadId: string; replayed: number }): Promise<RunResult> {
     const error = describeError(err)
+    // The store failed (a disk error, a dropped connection, a write that could not be flushed): the
+    // run did not fail, its persistence did. Like a process that died, it stays resumable from
+    // its last checkpoint; recording it `failed` through a store that is back a moment later
+    // would end a run that any process could continue.
+    if (isStoreOutage(err)) throw err
     const integrity = err instanceof StoreError || err instanceof CheckpointCorruptionError
     try {
       // Record the failure, so it is told apart from a process that died.
@@ -328,3 +333,4 @@ function describeError(err: unknown): { name: string; message: string; code?: st
   }
   return { name: 'Error', message: String(err) }
 }
+

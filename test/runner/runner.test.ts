@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, tool } from '../../src/index.js'
+import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { dyingStore, forever, researchAgent, researchTools, sqliteStore, World } from './helpers.js'
 
@@ -303,6 +303,33 @@ describe('managed runner (rules 35-48)', () => {
     void new Runner({ store: dyingStore(store, 2), durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'died' })
     await waitFor(() => world.effects.length > 0)
     expect((await reopen().getRun('died'))?.status).toBe('running')
+  })
+
+  it('a store outage in the middle of a run is thrown, not recorded as the run failing: the run stays resumable', async () => {
+    const { store, reopen } = await sqliteStore()
+    const world = new World()
+    // The journal's "started" mark before the non-idempotent note fails as a dropped connection
+    // would (not a checkpoint write: the writer's own failures already stop the run); the store
+    // works again right after.
+    let marks = 0
+    const flaky = new Proxy(store, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver) as unknown
+        if (property === 'startEffect') {
+          return async (...args: unknown[]) => {
+            if (++marks === 1) throw new StoreError('failed to mark effect note-1 started (run outage): Connection terminated unexpectedly')
+            return (value as (...a: unknown[]) => unknown).apply(target, args)
+          }
+        }
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+      },
+    })
+    await expect(new Runner({ store: flaky, durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'outage' })).rejects.toThrow(/Connection terminated/)
+    expect((await store.getRun('outage'))?.status).toBe('running')
+    expect((await store.getLatest({ runId: 'outage' }))?.phase).not.toBe('run_terminal')
+    const resumed = await new Runner({ store: reopen() }).resume(researchAgent(world).agent, { runId: 'outage' })
+    expect(resumed.state).toBe('completed')
+    expect((await reopen().getRun('outage'))?.status).toBe('completed')
   })
 
   it('rule 16 for runs: resuming with a different agent configuration is refused', async () => {
