@@ -19,7 +19,7 @@ const FLOOR_COMMITS = 200
 const WARMUP_CYCLES = 40
 const TARGETS = { asyncMicrosPerCheckpoint: 50, syncOverFloor: 2.5 }
 const RESULTS_FILE = new URL('./results/runner.json', import.meta.url)
-const MODES: readonly Mode[] = ['none', 'async', 'sync', 'async-inline', 'sync-inline']
+const MODES: readonly Mode[] = ['none', 'async', 'sync', 'async-thread', 'sync-thread']
 
 interface Trial {
   loops: Record<Mode, LoopTrial>
@@ -63,9 +63,9 @@ console.log(modeTable(summary))
 console.log(`\nfloor: one small-row INSERT + COMMIT on bare better-sqlite3 (WAL, synchronous=FULL): ${formatNumber(summary.floorMicros)} µs (median of ${FLOOR_COMMITS} × ${TRIALS})`)
 console.log('overhead: the mode\'s time minus the no-persistence loop\'s in the same trial; checkpoints: runner.history(runId).length;')
 console.log('commits: RunResult.commits (the checkpoint writer\'s durable commits); SQLite txns and µs: write transactions timed inside')
-console.log('SQLite (fsync included): on the store\'s writer thread (the default), or on the loop\'s thread for the inline rows (every write');
-console.log('transaction); other: the overhead the loop spent outside SQLite (snapshots, encoding, the writer), i.e. minus SQLite\'s time')
-console.log('when the loop ran it (inline) or waited for it (sync)')
+console.log('SQLite (fsync included): on the loop\'s thread (the default: every write transaction), or on the store\'s writer thread for')
+console.log('the writer-thread rows (its commits); other: the overhead the loop spent outside SQLite (snapshots, encoding, the writer), i.e.')
+console.log('minus SQLite\'s time when the loop ran it (inline) or waited for it (sync)')
 const last = trials[trials.length - 1]!.loops
 console.log(
   `storage: list items stored for a ${formatBytes(last.none.conversationBytes)} conversation: ${formatBytes(last.async.listItemBytes)} (async), ` +
@@ -121,8 +121,8 @@ function summarize(all: readonly Trial[]): Record<Mode, ModeSummary> & { floorMi
     none: of('none'),
     async: of('async'),
     sync: of('sync'),
-    'async-inline': of('async-inline'),
-    'sync-inline': of('sync-inline'),
+    'async-thread': of('async-thread'),
+    'sync-thread': of('sync-thread'),
     floorMicros: median(all.map((trial) => trial.floorMicros)),
     syncOverFloor: median(all.map((trial) => (trial.loops.sync.micros - trial.loops.none.micros) / CYCLES / trial.floorMicros)),
   }
@@ -146,8 +146,8 @@ function modeTable(summary: Record<Mode, ModeSummary>): string {
     none: 'no persistence',
     async: 'runner async',
     sync: 'runner sync',
-    'async-inline': 'async, inline writes',
-    'sync-inline': 'sync, inline writes',
+    'async-thread': 'async, writer thread',
+    'sync-thread': 'sync, writer thread',
   }
   const rows = MODES.map((mode) => {
     const s = summary[mode]
@@ -171,7 +171,7 @@ function modeTable(summary: Record<Mode, ModeSummary>): string {
 
 /** Whether the loop's time includes SQLite's: it ran the transactions itself, or (sync) waited for each. */
 function waitsForSqlite(mode: Mode): boolean {
-  return mode !== 'none' && (mode.endsWith('-inline') || mode.startsWith('sync'))
+  return mode !== 'none' && (!mode.endsWith('-thread') || mode.startsWith('sync'))
 }
 
 function progress(message: string): void {

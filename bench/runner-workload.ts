@@ -10,11 +10,11 @@ import { microsSince } from './stats.js'
 /** Characters of the assistant text of each turn and of each tool result: ~2 KB a cycle. */
 export const TURN_CHARS = 1000
 
-export type Mode = 'none' | 'async' | 'sync' | 'async-inline' | 'sync-inline'
+export type Mode = 'none' | 'async' | 'sync' | 'async-thread' | 'sync-thread'
 
-/** The runner's durability of a mode, and whether SQLite commits on its writer thread (the default) or inline. */
+/** The runner's durability of a mode, and whether SQLite commits inline (the default) or on its writer thread. */
 export function modeSettings(mode: Exclude<Mode, 'none'>): { durability: 'async' | 'sync'; writerThread: boolean } {
-  return { durability: mode.startsWith('async') ? 'async' : 'sync', writerThread: !mode.endsWith('-inline') }
+  return { durability: mode.startsWith('async') ? 'async' : 'sync', writerThread: mode.endsWith('-thread') }
 }
 
 /** One measured run of one mode. */
@@ -58,15 +58,20 @@ export async function runLoop(mode: Mode, cycles: number, options: { history?: b
   const location = await mkdtemp(join(tmpdir(), 'cairn-bench-runner-'))
   const path = join(location, 'runner.db')
   const clock = { transactions: 0, micros: 0 }
-  const store = writerThread ? new SqliteStore({ path }) : new SqliteStore({ database: timedDatabase(new Database(path), clock) })
+  const store = writerThread ? new SqliteStore({ path, writerThread: true }) : new SqliteStore({ database: timedDatabase(new Database(path), clock) })
   try {
     // Steady state: the writer thread is up and the file's tables are warm before the clock starts.
     await store.save({ runId: 'warm-up', kind: 'bench', phase: 'warm-up', payload: {} })
     const runner = new Runner({ store, durability })
     const before = { ...clock, ...(store.writerStats ? { transactions: store.writerStats.commits, micros: store.writerStats.micros } : {}) }
+    const elu = performance.eventLoopUtilization()
     const start = process.hrtime.bigint()
     const run = await runner.run(agent, { input: 'Work through the cycles.', runId: 'bench-run' })
     const micros = microsSince(start)
+    if (process.env.CAIRN_BENCH_ELU) {
+      const used = performance.eventLoopUtilization(elu)
+      console.error(`${mode}: loop idle ${(used.idle / 1000).toFixed(1)} ms, active ${(used.active / 1000).toFixed(1)} ms, wall ${(micros / 1000).toFixed(1)} ms`)
+    }
     const after = store.writerStats ? { transactions: store.writerStats.commits, micros: store.writerStats.micros } : { ...clock }
     const sqlite = { transactions: after.transactions - before.transactions, micros: after.micros - before.micros }
     if (run.state !== 'completed') throw new Error(`the ${mode} run ended ${run.state}: ${run.error?.message ?? ''}`)

@@ -46,7 +46,7 @@ function request(runId: string, seq: number): CommitRequest {
 describe('SQLite writer thread', () => {
   it('commits a file store on a thread of its own, which the store reports, and reads see each commit once it resolves', async () => {
     const path = join(dir, 'cairn.db')
-    const store = new SqliteStore({ path })
+    const store = new SqliteStore({ path, writerThread: true })
     cleanups.push(() => store.close())
     expect(store.writerStats).toEqual({ commits: 0, micros: 0 })
     for (let i = 1; i <= 5; i++) {
@@ -57,11 +57,12 @@ describe('SQLite writer thread', () => {
     expect(store.writerStats?.micros).toBeGreaterThan(0)
   })
 
-  it('commits inline with writerThread: false, and over an open database', async () => {
-    const inline = new SqliteStore({ path: join(dir, 'inline.db'), writerThread: false })
+  it('commits inline by default, and over an open database; a writer thread needs a file', async () => {
+    const inline = new SqliteStore({ path: join(dir, 'inline.db') })
     cleanups.push(() => inline.close())
     await inline.save({ runId: 'r', kind: 'k', phase: 'p', payload: 1 })
     expect(inline.writerStats).toBeUndefined()
+    expect(() => new SqliteStore({ path: ':memory:', writerThread: true })).toThrow(/writerThread needs a database file/)
     const opened = new SqliteStore({ database: new Database(join(dir, 'opened.db')) })
     cleanups.push(() => opened.close())
     await opened.save({ runId: 'r', kind: 'k', phase: 'p', payload: 1 })

@@ -14,9 +14,11 @@ import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
 export type SqliteStoreOptions = EngineStoreOptions &
   SqliteConnectionOptions & {
     /**
-     * Commit on a worker thread with its own connection (default `true` for a database file):
-     * writing and syncing a commit then never blocks the event loop. `false` commits on the
-     * store's one connection. A store over an open `database` always commits on it.
+     * Commit on a worker thread with its own connection to the file (default `false`: commit on
+     * the store's one connection). Writing and syncing then never block the event loop, which
+     * helps a process that drives many runs at once, and `async` durability; each commit the
+     * loop waits for (`sync` durability) costs a round trip to the thread (bench:runner shows
+     * both). Not for `:memory:`; a store over an open `database` always commits on it.
      */
     writerThread?: boolean
   } & ({ path: string; database?: never } | { database: SqliteDatabase; path?: never })
@@ -64,7 +66,10 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
     throw new CairnError('invalid_argument', 'SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
   }
   const onDisk = path !== ':memory:' && !path.startsWith('file:')
-  const writer = onDisk && options.writerThread !== false ? new SqliteWriter(path, connection) : undefined
+  if (options.writerThread === true && !onDisk) {
+    throw new CairnError('invalid_argument', `writerThread needs a database file; ${path} is not one (drop writerThread, or give a file path)`)
+  }
+  const writer = options.writerThread === true ? new SqliteWriter(path, connection) : undefined
   const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
     if (onDisk) mkdirSync(dirname(path), { recursive: true })
     const database: SqliteDatabase = new Database(path)
