@@ -1,3 +1,4 @@
+import * as crypto from 'node:crypto'
 import { createHash } from 'node:crypto'
 import { encodeValue, type JsonValue } from './codec.js'
 
@@ -24,8 +25,14 @@ export function hashValue(value: unknown): string {
 
 /** SHA-256 of a string, as lowercase hex. */
 export function sha256(text: string): string {
-  return createHash('sha256').update(text).digest('hex')
+  return oneShot ? oneShot('sha256', text, 'hex') : createHash('sha256').update(text).digest('hex')
 }
+
+/**
+ * `crypto.hash` (Node ≥ 20.12): a one-shot digest without a Hash object, about a third faster
+ * for the short texts hashed at every checkpoint. Older Node 20 releases use `createHash`.
+ */
+const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash
 
 function writeCanonical(value: JsonValue): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value)

@@ -1,5 +1,6 @@
 import type { JsonValue } from '../core/codec.js'
 import { CheckpointCorruptionError } from '../core/errors.js'
+import { isDeepFrozen } from '../core/freeze.js'
 import { hashValue } from '../core/hash.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
 import type { EffectCompletion, EffectIntent, EffectRecord, CheckpointStore } from '../store/checkpoint-store.js'
@@ -132,9 +133,16 @@ export class EffectJournal {
   }
 }
 
+/** Input hashes of tool uses that are deeply frozen (a model response's), computed once. */
+const frozenInputHashes = new WeakMap<object, string>()
+
 /** Hash of a tool call's name and canonical input. */
 export function inputHash(use: ToolUse): string {
-  return hashValue({ name: use.name, input: use.input })
+  const known = frozenInputHashes.get(use)
+  if (known !== undefined) return known
+  const hash = hashValue({ name: use.name, input: use.input })
+  if (isDeepFrozen(use)) frozenInputHashes.set(use, hash)
+  return hash
 }
 
 function unknownOutcome(use: ToolUse, idempotencyKey: string): ToolCallOutcome {

@@ -162,7 +162,9 @@ export class RunSession implements LoopObserver {
 
 /**
  * The runtime snapshot as staged. Messages and execution records are deeply frozen, so they are
- * shared, not copied (the store serializes each once); the small mutable parts are copied.
+ * shared, not copied (the store serializes each once); the small mutable parts are copied. The
+ * agent part is not: `refreshAgentState` made it afresh for this snapshot and replaces it, never
+ * changes it.
  */
 function snapshotOf(runtime: RuntimeSnapshot): RuntimeSnapshot {
   return {
@@ -171,7 +173,6 @@ function snapshotOf(runtime: RuntimeSnapshot): RuntimeSnapshot {
     usage: { ...runtime.usage },
     tool_executions: [...runtime.tool_executions],
     subagent_executions: [...runtime.subagent_executions],
-    agent: structuredClone(runtime.agent),
     context: structuredClone(runtime.context),
   }
 }

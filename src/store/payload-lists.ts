@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { sha256 } from '../core/hash.js'
 import { encodeNested, isPlainObject, TAG, type JsonObject, type JsonValue } from '../core/codec.js'
 import { isDeepFrozen } from '../core/freeze.js'
 import { CheckpointCorruptionError } from '../core/errors.js'
@@ -136,7 +136,7 @@ export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: 
 /** Chain hash: h(k) = sha256(h(k-1) + "\n" + item(k)), starting from `from`. */
 export function chainHash(from: string, items: readonly string[]): string {
   let h = from
-  for (const item of items) h = createHash('sha256').update(h).update('\n').update(item).digest('hex')
+  for (const item of items) h = sha256(`${h}\n${item}`)
   return h
 }
 
