@@ -36,12 +36,25 @@ export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 /** Statements whose result is a single column return that value (`pluck`). */
 const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
 
+/**
+ * The engine's statements, each prepared on first use: opening a store (a fresh process about to
+ * resume one run) prepares only what it runs.
+ */
 export function prepareStatements(db: SqliteDatabase): Statements {
-  const entries = Object.entries(SQL).map(([key, sql]) => {
-    const statement = db.prepare(sql)
-    return [key, PLUCKED.has(key as keyof typeof SQL) ? statement.pluck() : statement] as const
-  })
-  return Object.fromEntries(entries) as Statements
+  const statements = {} as Statements
+  for (const key of Object.keys(SQL) as (keyof typeof SQL)[]) {
+    Object.defineProperty(statements, key, {
+      enumerable: true,
+      configurable: true,
+      get() {
+        const statement = db.prepare(SQL[key])
+        const prepared = PLUCKED.has(key) ? statement.pluck() : statement
+        Object.defineProperty(statements, key, { value: prepared, enumerable: true })
+        return prepared
+      },
+    })
+  }
+  return statements
 }
 
 /**

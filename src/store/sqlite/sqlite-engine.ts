@@ -88,8 +88,7 @@ export class SqliteEngine implements StorageEngine {
   readonly #deleteRun: SqliteTransaction<[runId: string], boolean>
   readonly #readLists: SqliteTransaction<[runId: string, refs: readonly ListRef[]], string[][]>
   readonly #inTransaction: SqliteTransaction<[fn: () => unknown], unknown>
-  /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
-  readonly leases: SqliteLeases
+  #leases: SqliteLeases | undefined
 
   constructor(options: SqliteEngineOptions) {
     const db = options.database
@@ -105,7 +104,12 @@ export class SqliteEngine implements StorageEngine {
     this.#readLists = db.transaction((runId: string, refs: readonly ListRef[]) =>
       refs.map((ref) => this.#statements.readList.all(runId, ref.id, ref.n) as string[]),
     )
-    this.leases = new SqliteLeases(db, (runId, patch) => patchRun(this.#statements, runId, patch))
+  }
+
+  /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
+  get leases(): SqliteLeases {
+    this.#leases ??= new SqliteLeases(this.#db, (runId, patch) => patchRun(this.#statements, runId, patch))
+    return this.#leases
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
