@@ -7,6 +7,7 @@ import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
 import type { CheckpointStore, EffectRecord, ListRunsQuery, RunRecord } from '../store/checkpoint-store.js'
+import { loadMany } from '../store/delegating-store.js'
 import { assertId } from '../store/rows.js'
 import type { Tool } from '../tools/tool.js'
 import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
@@ -160,7 +161,7 @@ export class Runner {
       if (page.length < 500) break
       before = page[page.length - 1]?.id
     }
-    const records = await Promise.all(infos.filter((info) => info.kind === RUNNER_KIND).map((info) => this.store.load<Record<string, unknown>>(info.id)))
+    const records = await loadMany<Record<string, unknown>>(this.store, infos.filter((info) => info.kind === RUNNER_KIND).map((info) => info.id))
     return records.reverse().map((record) => ({
       checkpoint_id: record.id,
       run_id: record.runId,

@@ -217,6 +217,13 @@ export interface CheckpointStore {
   write(batch: WriteBatch): Promise<string[]>
   /** Throws `CheckpointNotFoundError` when absent, `CheckpointCorruptionError` when unreadable. */
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>>
+  /**
+   * `load` for many checkpoints at once, in the order given (a run's whole history): a store may
+   * read each list once for all of them, so the cost follows what the run stored rather than its
+   * square. The records may share their list items (deeply frozen): treat them as read-only.
+   * Optional; without it, callers load one by one.
+   */
+  loadMany?<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]>
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   /** Returns false when there was nothing to delete. The run's `lastSeq` is unchanged. */

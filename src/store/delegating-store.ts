@@ -51,6 +51,9 @@ export class DelegatingStore implements CheckpointStore {
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
     return this.inner.load<P>(checkpointId)
   }
+  loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+    return loadMany<P>(this.inner, checkpointIds)
+  }
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     return this.inner.getLatest<P>(query)
   }
@@ -87,4 +90,9 @@ export class DelegatingStore implements CheckpointStore {
   close(): Promise<void> {
     return this.inner.close()
   }
+}
+
+/** `store.loadMany` when the store has it, else its records loaded one by one. */
+export function loadMany<P = unknown>(store: CheckpointStore, checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+  return store.loadMany ? store.loadMany<P>(checkpointIds) : Promise.all(checkpointIds.map((id) => store.load<P>(id)))
 }

@@ -28,6 +28,7 @@ import type { CheckpointRow, CommitRequest, StorageEngine } from './engine.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './fenced-store.js'
 import type { Fence } from './lease-engine.js'
 import { ListCacheLru } from './list-cache.js'
+import { decodeMany } from './load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './run-leases.js'
 import {
@@ -232,6 +233,18 @@ export class EngineStore implements CheckpointStore {
     const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
     if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
     return (await this.#decode(row)) as CheckpointRecord<P>
+  }
+
+  async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+    if (!Array.isArray(checkpointIds)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
+    const rows: CheckpointRow[] = []
+    for (const checkpointId of checkpointIds) {
+      assertId(checkpointId, 'checkpointId')
+      const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+      rows.push(row)
+    }
+    return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
   }
 
   async getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {

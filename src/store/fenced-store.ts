@@ -20,6 +20,7 @@ import type {
 import { completionRow, intentRow } from './effect-rows.js'
 import type { CommitRequest } from './engine.js'
 import type { Fence } from './lease-engine.js'
+import { loadMany } from './delegating-store.js'
 import { assertCheckpointInput, assertId, toRunPatch } from './rows.js'
 
 /** What a {@link FencedStore} calls when its lease is lost or a cancel of its run was requested. */
@@ -131,6 +132,10 @@ export class FencedStore implements CheckpointStore {
 
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
     return this.#store.load<P>(checkpointId)
+  }
+
+  loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+    return loadMany<P>(this.#store, checkpointIds)
   }
 
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {

@@ -300,7 +300,7 @@ function collectStrings(node: unknown, path: (string | number)[], into: Map<stri
 }
 
 /** The value at `path` inside a parsed item, or undefined. */
-function at(node: unknown, path: readonly unknown[]): unknown {
+export function at(node: unknown, path: readonly unknown[]): unknown {
   let current = node
   for (const key of path) {
     if (typeof current !== 'object' || current === null || (typeof key !== 'string' && typeof key !== 'number')) return undefined
@@ -322,7 +322,7 @@ function itemJson(item: unknown, codecPath: string, ancestors: Set<object>): str
 }
 
 /** Replace each list or item ref in a parsed body with what `resolve` returns; the same walk as `splitValue`. */
-function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
+export function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
   const obj = node as Record<string, unknown>
   if (obj[TAG] === 'list' || obj[TAG] === 'item') return resolve(obj)
@@ -345,12 +345,12 @@ function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) 
   for (const key of Object.keys(fields)) walkRefs(fields[key], `${path}/${key}`, onRef)
 }
 
-function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
+export function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
   const i = ref[key]
   return typeof i === 'number' && Number.isInteger(i) && i >= 0 ? i : -1
 }
 
-function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed

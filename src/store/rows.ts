@@ -114,6 +114,13 @@ export interface StoredCheckpoint {
 
 /** Check a row's shape and digest and fetch its lists' items; any flaw is a corruption error. */
 export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEngine): Promise<StoredCheckpoint> {
+  const refs = checkRow(row)
+  const items = refs.length === 0 ? [] : await engine.readLists(row.runId, refs)
+  return { row, refs, items }
+}
+
+/** Check a row's shape and digest and return its list refs; any flaw is a corruption error. */
+export function checkRow(row: CheckpointRow): ListRef[] {
   const ids = { runId: stringOr(row.runId), checkpointId: stringOr(row.id) }
   assertHeader(row)
   if (typeof row.body !== 'string' || typeof row.lists !== 'string' || typeof row.digest !== 'string') {
@@ -124,8 +131,7 @@ export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEn
   }
   const refs = parseJson(row.lists, { ...ids, what: 'list refs' })
   if (!Array.isArray(refs) || !refs.every(isListRef)) throw corrupt(ids, 'has malformed list refs')
-  const items = refs.length === 0 ? [] : await engine.readLists(row.runId, refs)
-  return { row, refs, items }
+  return refs
 }
 
 /** The writer cache for a stored checkpoint, after verifying its lists. */

@@ -20,7 +20,9 @@ export function corruptionCases(ctx: SuiteContext): void {
         await corrupt!({ location: ctx.location(), store, runId: 'broken', checkpointId: target, kind })
         if (persistent !== false) store = await ctx.reopen()
 
-        for (const attempt of [() => store.load(target), () => store.getLatest({ runId: 'broken' })]) {
+        const attempts = [() => store.load(target), () => store.getLatest({ runId: 'broken' })]
+        if (store.loadMany) attempts.push(() => store.loadMany!([target, ids[0]!]).then((records) => records[0]))
+        for (const attempt of attempts) {
           const error = await attempt().then(
             () => undefined,
             (err: unknown) => err,
