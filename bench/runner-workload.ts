@@ -64,14 +64,9 @@ export async function runLoop(mode: Mode, cycles: number, options: { history?: b
     await store.save({ runId: 'warm-up', kind: 'bench', phase: 'warm-up', payload: {} })
     const runner = new Runner({ store, durability })
     const before = { ...clock, ...(store.writerStats ? { transactions: store.writerStats.commits, micros: store.writerStats.micros } : {}) }
-    const elu = performance.eventLoopUtilization()
     const start = process.hrtime.bigint()
     const run = await runner.run(agent, { input: 'Work through the cycles.', runId: 'bench-run' })
     const micros = microsSince(start)
-    if (process.env.CAIRN_BENCH_ELU) {
-      const used = performance.eventLoopUtilization(elu)
-      console.error(`${mode}: loop idle ${(used.idle / 1000).toFixed(1)} ms, active ${(used.active / 1000).toFixed(1)} ms, wall ${(micros / 1000).toFixed(1)} ms`)
-    }
     const after = store.writerStats ? { transactions: store.writerStats.commits, micros: store.writerStats.micros } : { ...clock }
     const sqlite = { transactions: after.transactions - before.transactions, micros: after.micros - before.micros }
     if (run.state !== 'completed') throw new Error(`the ${mode} run ended ${run.state}: ${run.error?.message ?? ''}`)
