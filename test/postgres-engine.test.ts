@@ -262,6 +262,7 @@ describe('PostgresStore', () => {
       ['lockRunForCommit', s.lockRunForCommit, ['run-1', ['x']]],
       ['listLengths', s.listLengths, ['run-1', ['a', 'b']]],
       ['getCheckpoint', s.getCheckpoint, ['x']],
+      ['getCheckpoints', s.getCheckpoints, [['x', 'y']]],
       ['latestOfRun', s.latestOfRun, ['run-1']],
       ['latestOfWorkflow', s.latestOfWorkflow, ['wf']],
       ['readLists', s.readLists, ['run-1', ['a', 'b'], [3, 4]]],

@@ -236,14 +236,25 @@ export class EngineStore implements CheckpointStore {
   }
 
   async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
-    if (!Array.isArray(checkpointIds)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
-    const rows: CheckpointRow[] = []
-    for (const checkpointId of checkpointIds) {
-      assertId(checkpointId, 'checkpointId')
-      const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
-      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
-      rows.push(row)
+    const given: unknown = checkpointIds
+    if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
+    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
+    const engine = this.#engine
+    const found = new Map<string, CheckpointRow>()
+    if (engine.getCheckpoints) {
+      const fetched = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => engine.getCheckpoints!(checkpointIds))
+      for (const row of fetched) found.set(row.id, row)
+    } else {
+      for (const checkpointId of checkpointIds) {
+        const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => engine.getCheckpoint(checkpointId))
+        if (row) found.set(checkpointId, row)
+      }
     }
+    const rows = checkpointIds.map((checkpointId) => {
+      const row = found.get(checkpointId)
+      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+      return row
+    })
     return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
   }
 

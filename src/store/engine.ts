@@ -36,6 +36,11 @@ export interface StorageEngine {
    */
   commit(request: CommitRequest): Promise<CommitResult>
   getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined>
+  /**
+   * Many checkpoints in one round trip, in any order, the unknown ids left out. Optional: an
+   * engine without it is asked for each id on its own.
+   */
+  getCheckpoints?(checkpointIds: readonly string[]): Promise<CheckpointRow[]>
   /** The run's checkpoint with the highest seq, or the workflow's newest (by createdAt, seq). */
   getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined>
   /**

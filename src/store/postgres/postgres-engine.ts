@@ -178,6 +178,16 @@ export class PostgresEngine implements StorageEngine {
     return rows[0] && checkpointRow(rows[0])
   }
 
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    const rows: CheckpointRow[] = []
+    // Bounded batches: one round trip per thousand ids rather than one per id.
+    for (let start = 0; start < checkpointIds.length; start += 1000) {
+      const batch = await this.#query(this.#sql.getCheckpoints, [checkpointIds.slice(start, start + 1000)])
+      for (const row of batch.rows) rows.push(checkpointRow(row))
+    }
+    return rows
+  }
+
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const { rows } =
       'runId' in query ? await this.#query(this.#sql.latestOfRun, [query.runId]) : await this.#query(this.#sql.latestOfWorkflow, [query.workflowName])
