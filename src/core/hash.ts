@@ -1,5 +1,4 @@
 import * as crypto from 'node:crypto'
-import { createHash } from 'node:crypto'
 import { encodeValue, type JsonValue } from './codec.js'
 
 /**
@@ -25,7 +24,7 @@ export function hashValue(value: unknown): string {
 
 /** SHA-256 of a string, as lowercase hex. */
 export function sha256(text: string): string {
-  return oneShot ? oneShot('sha256', text, 'hex') : createHash('sha256').update(text).digest('hex')
+  return oneShot ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex')
 }
 
 /**

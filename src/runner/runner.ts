@@ -334,4 +334,3 @@ function describeError(err: unknown): { name: string; message: string; code?: st
   }
   return { name: 'Error', message: String(err) }
 }
-

@@ -28,7 +28,7 @@ import type { CheckpointRow, CommitRequest, StorageEngine } from './engine.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './fenced-store.js'
 import type { Fence } from './lease-engine.js'
 import { ListCacheLru } from './list-cache.js'
-import { decodeMany } from './load-many.js'
+import { decodeMany, readRows } from './load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './run-leases.js'
 import {
@@ -239,22 +239,7 @@ export class EngineStore implements CheckpointStore {
     const given: unknown = checkpointIds
     if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
     for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
-    const engine = this.#engine
-    const found = new Map<string, CheckpointRow>()
-    if (engine.getCheckpoints) {
-      const fetched = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => engine.getCheckpoints!(checkpointIds))
-      for (const row of fetched) found.set(row.id, row)
-    } else {
-      for (const checkpointId of checkpointIds) {
-        const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => engine.getCheckpoint(checkpointId))
-        if (row) found.set(checkpointId, row)
-      }
-    }
-    const rows = checkpointIds.map((checkpointId) => {
-      const row = found.get(checkpointId)
-      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
-      return row
-    })
+    const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
     return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
   }
 

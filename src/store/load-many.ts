@@ -1,11 +1,11 @@
 import { decodeValue, parseJson } from '../core/codec.js'
-import { CheckpointCorruptionError } from '../core/errors.js'
+import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { sha256 } from '../core/hash.js'
 import type { SchemaRegistry } from '../core/schema.js'
 import type { CheckpointRecord } from './checkpoint-store.js'
 import type { CheckpointRow, ListRef, StorageEngine } from './engine.js'
-import { at, parseItems, refIndex, visitRefs } from './payload-lists.js'
+import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
 import { checkRow, decodeHeader, toRecord } from './rows.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
@@ -41,25 +41,38 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
     }
     const context = { runId: row.runId, checkpointId: row.id }
     const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
-    const shared = refs.map((ref) => verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt))
-    const body = parseJson(row.body, { ...context, what: 'checkpoint body' })
-    const spliced = visitRefs(body, (ref) => {
-      const i = refIndex(ref, 'i')
-      const list = shared[i]
-      if (list === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
-      const n = refs[i]!.n
-      const decoded = decodedItems(list, { ...context, listId: refs[i]!.id })
-      if (ref['~'] === 'list') return { [SPLICE]: decoded.slice(0, n) }
-      const k = refIndex(ref, 'n')
-      if (k < 0 || k >= n) throw corrupt(`its body refers to item ${k} of list #${i}, which holds ${n}`)
-      if (ref.p === undefined) return { [SPLICE]: decoded[k] }
-      const found = Array.isArray(ref.p) ? at(JSON.parse(list.items[k]!) as unknown, ref.p) : undefined
-      if (typeof found !== 'string') throw corrupt(`its body refers to a text inside item ${k} of list #${i} that is not there`)
-      return found
+    const views = refs.map((ref): ListView => {
+      const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
+      const decoded = () => decodedItems(list, { ...context, listId: ref.id })
+      return {
+        length: ref.n,
+        whole: () => ({ [SPLICE]: decoded().slice(0, ref.n) }),
+        item: (n) => ({ [SPLICE]: decoded()[n] }),
+        stored: (n) => JSON.parse(list.items[n]!) as unknown,
+      }
     })
+    const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
     const payload = splice(decodeValue(spliced, { ...context, what: 'payload' }))
     const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
     return { ...decodeHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }
+  })
+}
+
+/** The rows of `checkpointIds`, in that order, in one engine call when it can; an unknown id is a `CheckpointNotFoundError`. */
+export async function readRows(engine: StorageEngine, checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+  const found = new Map<string, CheckpointRow>()
+  if (engine.getCheckpoints) {
+    for (const row of await engine.getCheckpoints(checkpointIds)) found.set(row.id, row)
+  } else {
+    for (const checkpointId of checkpointIds) {
+      const row = await engine.getCheckpoint(checkpointId)
+      if (row) found.set(checkpointId, row)
+    }
+  }
+  return checkpointIds.map((checkpointId) => {
+    const row = found.get(checkpointId)
+    if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+    return row
   })
 }
 
@@ -87,7 +100,7 @@ function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => 
     for (let k = list.hashes.length; k <= ref.n; k++) list.hashes[k] = sha256(`${list.hashes[k - 1]!}\n${list.items[k - 1]!}`)
     if (list.hashes[ref.n] === ref.h) return list
   }
-  throw corrupt(`list ${ref.id} should hold ${ref.n} items with hash ${ref.h.slice(0, 12)}…, but the store returned items that do not match`)
+  throw corrupt(unmatchedList(ref, Math.min(list.items.length, ref.n)))
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {

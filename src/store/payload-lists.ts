@@ -93,30 +93,46 @@ export function decodePayload(params: {
   checkpointId: string
 }): unknown {
   const { refs, items, runId, checkpointId } = params
-  const arrays = refs.map((ref, k) => {
-    const listItems = items[k] ?? []
-    if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) {
-      throw new CheckpointCorruptionError(
-        `checkpoint ${checkpointId} of run ${runId}: list ${ref.id} should hold ${ref.n} items with hash ${ref.h.slice(0, 12)}…, but the store returned ${listItems.length} items that do not match`,
-        { runId, checkpointId },
-      )
-    }
-    const parsed = parseItems(listItems, { runId, checkpointId, listId: ref.id })
-    return parsed
-  })
   const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: ${problem}`, { runId, checkpointId })
-  return visitRefs(params.body, (ref) => {
+  const lists = refs.map((ref, k): ListView => {
+    const listItems = items[k] ?? []
+    if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) throw corrupt(unmatchedList(ref, listItems.length))
+    const parsed = parseItems(listItems, { runId, checkpointId, listId: ref.id })
+    return { length: parsed.length, whole: () => parsed, item: (n) => parsed[n], stored: (n) => parsed[n] }
+  })
+  return replaceRefs(params.body, lists, corrupt)
+}
+
+/** How a body's refs reach one of its lists: its length, the whole list, an item, and an item as stored (parsed JSON). */
+export interface ListView {
+  length: number
+  whole(): unknown
+  item(n: number): unknown
+  stored(n: number): unknown
+}
+
+/**
+ * Replace every list and item ref of a parsed body by what `lists` (one view per list ref)
+ * gives for it; a ref to a list, an item or a text the record does not have is a corruption error.
+ */
+export function replaceRefs(body: unknown, lists: readonly ListView[], corrupt: (problem: string) => Error): unknown {
+  return visitRefs(body, (ref) => {
     const i = refIndex(ref, 'i')
-    const array = arrays[i]
-    if (array === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
-    if (ref[TAG] === 'list') return array
+    const list = lists[i]
+    if (list === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
+    if (ref[TAG] === 'list') return list.whole()
     const n = refIndex(ref, 'n')
-    if (n < 0 || n >= array.length) throw corrupt(`its body refers to item ${n} of list #${i}, which holds ${array.length}`)
-    if (ref.p === undefined) return array[n]
-    const found = Array.isArray(ref.p) ? at(array[n], ref.p) : undefined
+    if (n < 0 || n >= list.length) throw corrupt(`its body refers to item ${n} of list #${i}, which holds ${list.length}`)
+    if (ref.p === undefined) return list.item(n)
+    const found = Array.isArray(ref.p) ? at(list.stored(n), ref.p) : undefined
     if (typeof found !== 'string') throw corrupt(`its body refers to a text inside item ${n} of list #${i} that is not there`)
     return found
   })
+}
+
+/** The problem with a list whose items do not match the ref to it. */
+export function unmatchedList(ref: ListRef, returned: number): string {
+  return `list ${ref.id} should hold ${ref.n} items with hash ${ref.h.slice(0, 12)}…, but the store returned ${returned} items that do not match`
 }
 
 /**
@@ -186,7 +202,7 @@ function splitArray(array: unknown[], where: Where, ancestors: Set<object>, prev
   let bytes = 0
   if (previous && reused === previous.items.length) bytes = previous.bytes
   else for (const item of items) bytes += item.length
-  let frozenRun = sources.length === reused
+  let frozenRun = true
   for (let i = reused; i < array.length; i++) {
     const value = array[i]
     const item = i in array ? itemJson(value, `${where.codecPath}[${i}]`, ancestors) : UNDEFINED_JSON
@@ -300,7 +316,7 @@ function collectStrings(node: unknown, path: (string | number)[], into: Map<stri
 }
 
 /** The value at `path` inside a parsed item, or undefined. */
-export function at(node: unknown, path: readonly unknown[]): unknown {
+function at(node: unknown, path: readonly unknown[]): unknown {
   let current = node
   for (const key of path) {
     if (typeof current !== 'object' || current === null || (typeof key !== 'string' && typeof key !== 'number')) return undefined
@@ -322,7 +338,7 @@ function itemJson(item: unknown, codecPath: string, ancestors: Set<object>): str
 }
 
 /** Replace each list or item ref in a parsed body with what `resolve` returns; the same walk as `splitValue`. */
-export function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
+function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
   const obj = node as Record<string, unknown>
   if (obj[TAG] === 'list' || obj[TAG] === 'item') return resolve(obj)
@@ -345,7 +361,7 @@ function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) 
   for (const key of Object.keys(fields)) walkRefs(fields[key], `${path}/${key}`, onRef)
 }
 
-export function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
+function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
   const i = ref[key]
   return typeof i === 'number' && Number.isInteger(i) && i >= 0 ? i : -1
 }

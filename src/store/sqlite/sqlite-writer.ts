@@ -37,6 +37,8 @@ export class SqliteWriter implements CommitWriter {
   readonly stats: WriterStats = { commits: 0, micros: 0 }
   readonly #data: WriterThreadData
   readonly #pending = new Map<number, { resolve: (result: CommitResult) => void; reject: (err: Error) => void }>()
+  /** Commits posted and not yet answered, for `close` to wait on. */
+  readonly #inFlight = new Set<Promise<CommitResult>>()
   #worker: Worker | undefined
   #nextId = 1
   #failure: Error | undefined
@@ -51,11 +53,15 @@ export class SqliteWriter implements CommitWriter {
     if (this.#closing) return Promise.reject(new StoreError(`the SQLite writer for ${this.#data.path} is closed`, { code: 'store_closed' }))
     const worker = this.#start()
     const id = this.#nextId++
-    return new Promise<CommitResult>((resolve, reject) => {
+    const committed = new Promise<CommitResult>((resolve, reject) => {
       if (this.#pending.size === 0) worker.ref()
       this.#pending.set(id, { resolve, reject })
       worker.postMessage({ type: 'commit', id, request } satisfies WriterRequest)
     })
+    this.#inFlight.add(committed)
+    const settled = () => this.#inFlight.delete(committed)
+    committed.then(settled, settled)
+    return committed
   }
 
   /** Wait for the commits in flight, then stop the thread. */
@@ -67,7 +73,7 @@ export class SqliteWriter implements CommitWriter {
   async #close(): Promise<void> {
     const worker = this.#worker
     if (!worker) return
-    await Promise.allSettled([...this.#pending.keys()].map((id) => new Promise<void>((resolve) => this.#whenSettled(id, resolve))))
+    await Promise.allSettled([...this.#inFlight])
     if (this.#failure) {
       await worker.terminate()
       return
@@ -77,22 +83,6 @@ export class SqliteWriter implements CommitWriter {
       // Held until the thread has closed its connection: a process must not exit before that.
       worker.ref()
       worker.postMessage({ type: 'close' } satisfies WriterRequest)
-    })
-  }
-
-  #whenSettled(id: number, done: () => void): void {
-    const entry = this.#pending.get(id)
-    if (!entry) return done()
-    const { resolve, reject } = entry
-    this.#pending.set(id, {
-      resolve: (result) => {
-        resolve(result)
-        done()
-      },
-      reject: (err) => {
-        reject(err)
-        done()
-      },
     })
   }
 
@@ -110,7 +100,6 @@ export class SqliteWriter implements CommitWriter {
   }
 
   #onReply(reply: WriterReply): void {
-    if (reply.type === 'ready') return
     const entry = this.#pending.get(reply.id)
     if (!entry) return
     this.#pending.delete(reply.id)

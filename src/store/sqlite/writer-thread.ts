@@ -19,7 +19,6 @@ export type WriterRequest = { type: 'commit'; id: number; request: CommitRequest
 
 /** The writer thread's answer to one commit, with the time the transaction took. */
 export type WriterReply =
-  | { type: 'ready' }
   | { type: 'done'; id: number; result: CommitResult; micros: number }
   | { type: 'failed'; id: number; error: { message: string; code?: string } }
 
@@ -48,4 +47,3 @@ port.on('message', (message: WriterRequest) => {
   }
   port.postMessage(reply)
 })
-port.postMessage({ type: 'ready' } satisfies WriterReply)
