@@ -3,7 +3,7 @@
  * killed with SIGKILL halfway, and a fresh process resumes it from the latest checkpoint. Each
  * step's side effect goes through the effect journal, so none runs twice.
  *
- *   npm run build && npx tsx examples/checkpoint-tour.ts
+ *   npx tsx examples/checkpoint-tour.ts
  */
 import { spawn } from 'node:child_process'
 import { rm, stat } from 'node:fs/promises'

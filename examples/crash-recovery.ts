@@ -4,7 +4,7 @@
  * worker builds the same agent, loads the file and resumes. Every lookup the tool really makes
  * is appended to a side-effects log; at the end each key must be in it exactly once.
  *
- *   npm run build && npx tsx examples/crash-recovery.ts [--crash-after N] [--dir DIR]
+ *   npx tsx examples/crash-recovery.ts [--crash-after N] [--dir DIR]
  *
  * `--crash-after N` kills the first worker after it persisted its Nth checkpoint (default 3:
  * cycle 1, `after_model`). `--dir DIR` keeps the files in DIR instead of a temporary directory

@@ -5,7 +5,7 @@
  * summary of what was run, what was replayed from the journal and what the resume saved.
  *
  *   npm run demo                                     # files in .cairn/
- *   npm run build && npx tsx examples/research-demo.ts --dir DIR
+ *   npx tsx examples/research-demo.ts --dir DIR
  *
  * The model is scripted (no API key): each turn is decided from the conversation it is sent,
  * so a resumed process continues the same script. Of the three tools, `search_web` and

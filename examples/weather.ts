@@ -4,7 +4,7 @@
  * JSON, as if persisted, and the agent resumes from it. The model is scripted, so no API key is
  * needed.
  *
- *   npm run build && npx tsx examples/weather.ts
+ *   npx tsx examples/weather.ts
  */
 import { z } from 'zod'
 import { Agent, tool, type ModelRequest } from 'cairn'

@@ -6,7 +6,7 @@
  * request there, and answers it. A rejection sends the draft back for a revision (and a new
  * request); an approval publishes it.
  *
- *   npm run build && npx tsx examples/workflow-approval.ts [--dir DIR]
+ *   npx tsx examples/workflow-approval.ts [--dir DIR]
  *
  * Or play the human yourself, one process per step:
  *

@@ -6,7 +6,7 @@
  * attempt resumes from the latest checkpoint, and the result is the same as without them:
  * every item processed exactly once, in order.
  *
- *   npm run build && npx tsx examples/workflow-recovery.ts [--seed N] [--dir DIR]
+ *   npx tsx examples/workflow-recovery.ts [--seed N] [--dir DIR]
  *
  * `--seed N` makes the interruptions reproducible (default: a random seed, printed).
  */

@@ -5,7 +5,7 @@
  * A fresh process builds the same workflow, finds the latest checkpoint, resumes, and must print
  * the same results as an uninterrupted run in a third process.
  *
- *   npm run build && npx tsx examples/workflow-squares.ts [--kill-after N] [--store file|sqlite] [--dir DIR]
+ *   npx tsx examples/workflow-squares.ts [--kill-after N] [--store file|sqlite] [--dir DIR]
  *
  * `--kill-after N` (default 4) picks the super step after which the first worker dies.
  * `--store sqlite` keeps checkpoints in SQLite instead of files: any CheckpointStore works.
