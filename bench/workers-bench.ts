@@ -220,7 +220,7 @@ async function main(): Promise<void> {
   console.log(`\nthroughput: ${THROUGHPUT_RUNS} runs of a ${SETTINGS.cycles}-cycle scripted agent (a model turn and a no-op tool call per cycle, async durability), enqueued at once`)
   console.log(`latency: ${LATENCY_RUNS} runs enqueued ${LATENCY_SPACING_MS} ms apart onto idle workers, from enqueue() to the claim`)
   console.log(`takeover: leaseMs ${SETTINGS.leaseMs}, heartbeatMs ${SETTINGS.heartbeatMs}, pollMs ${SETTINGS.pollMs}; a lease must lapse before its run is taken over`)
-  await mkdir(new URL('./results/', import.meta.url), { recursive: true })
+  await mkdir(new URL('./results', import.meta.url), { recursive: true })
   const environment = { node: process.version, os: `${platform()} ${release()} ${arch()}`, cpu: cpus()[0]?.model ?? 'unknown', cpus: cpus().length, date: new Date().toISOString() }
   const config = { ...SETTINGS, throughputRuns: THROUGHPUT_RUNS, latencyRuns: LATENCY_RUNS, latencySpacingMs: LATENCY_SPACING_MS, slowStepMs: SLOW_STEP_MS }
   await writeFile(RESULTS_FILE, `${JSON.stringify({ environment, config, results }, null, 2)}\n`)

@@ -9,7 +9,7 @@
  * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL! })
  * ```
  */
-export { PostgresStore, type PostgresConnection, type PostgresStoreOptions } from './store/postgres/postgres-store.js'
+export { PostgresStore, type PostgresConnection, type PostgresStoreOptions } from './store/backends/postgres/postgres-store.js'
 export {
   PostgresEngine,
   type PostgresEngineOptions,
@@ -17,7 +17,7 @@ export {
   type PostgresPoolClient,
   type PostgresQueryable,
   type PostgresQueryResult,
-} from './store/postgres/postgres-engine.js'
-export { PGliteClient, type PGliteDatabase } from './store/postgres/pglite-client.js'
-export { POSTGRES_MIGRATIONS, migratePostgres, type PostgresMigration } from './store/postgres/migrations.js'
-export { DEFAULT_SCHEMA, assertSchemaName } from './store/postgres/sql.js'
+} from './store/backends/postgres/postgres-engine.js'
+export { PGliteClient, type PGliteDatabase } from './store/backends/postgres/pglite-client.js'
+export { POSTGRES_MIGRATIONS, migratePostgres, type PostgresMigration } from './store/backends/postgres/migrations.js'
+export { DEFAULT_SCHEMA, assertSchemaName } from './store/backends/postgres/sql.js'

@@ -8,8 +8,8 @@
  * const store = new SqliteStore({ path: '.cairn/cairn.db' })
  * ```
  */
-export { SqliteStore, type SqliteStoreOptions } from './store/sqlite/sqlite-store.js'
-export { SqliteWriter, type CommitWriter, type WriterStats } from './store/sqlite/sqlite-writer.js'
+export { SqliteStore, type SqliteStoreOptions } from './store/backends/sqlite/sqlite-store.js'
+export { SqliteWriter, type CommitWriter, type WriterStats } from './store/backends/sqlite/sqlite-writer.js'
 export {
   SqliteEngine,
   type SqliteConnectionOptions,
@@ -17,5 +17,5 @@ export {
   type SqliteEngineOptions,
   type SqliteStatement,
   type SqliteTransaction,
-} from './store/sqlite/sqlite-engine.js'
-export { SQLITE_MIGRATIONS, migrateSqlite, type SqliteMigration } from './store/sqlite/migrations.js'
+} from './store/backends/sqlite/sqlite-engine.js'
+export { SQLITE_MIGRATIONS, migrateSqlite, type SqliteMigration } from './store/backends/sqlite/migrations.js'

@@ -1,7 +1,7 @@
 /**
  * Test helpers for Cairn users: the store conformance suite (vitest) and in-memory fakes.
  */
-export { MemoryStore } from './store/memory/memory-store.js'
+export { MemoryStore } from './store/backends/memory/memory-store.js'
 export { runStoreConformance } from './testing/conformance/lazy.js'
 export type { CorruptionKind, StoreFactory } from './testing/conformance/store-factory.js'
 export { conversation } from './testing/conformance/fixtures.js'

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, freezeDeep, isDeepFrozen, MemoryStore } from '../src/index.js'
 import { conversation } from '../src/testing.js'
-import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/payload-lists.js'
+import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
 
 let listIds = 0
 const newListId = () => `list-${++listIds}`

@@ -25,7 +25,7 @@ interface CpuProfile {
   timeDeltas: number[]
 }
 
-const REPO = fileURLToPath(new URL('../../', import.meta.url))
+const REPO = fileURLToPath(new URL('../..', import.meta.url))
 
 /**
  * Summarize the one profile in `directory`, counting only samples inside `window` (monotonic

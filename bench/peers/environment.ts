@@ -36,7 +36,7 @@ const PEER_PACKAGES = [
 
 /** Describe this machine and read every version from the installed packages. */
 export async function describeEnvironment(): Promise<Environment> {
-  const root = new URL('../../', import.meta.url)
+  const root = new URL('../..', import.meta.url)
   const peers = new URL('./', import.meta.url)
   const peersRequire = createRequire(new URL('package.json', peers))
   const rootRequire = createRequire(new URL('package.json', root))

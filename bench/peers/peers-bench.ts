@@ -25,7 +25,7 @@ import { SIZES } from './workload.js'
 /** A run at the largest n projected to take longer than this is not started (the two minutes). */
 const RUN_LIMIT_MS = 120_000
 const RUN_MARGIN_MS = 15_000
-const ROOT = new URL('../../', import.meta.url)
+const ROOT = new URL('../..', import.meta.url)
 const RESULTS_FILE = new URL('bench/results/peers.json', ROOT)
 const DOC_FILE = new URL('docs/benchmarks.md', ROOT)
 const PLOT_NAME = 'benchmarks-storage.svg'

@@ -22,15 +22,15 @@ import type {
   UpdateRunInput,
   WriteBatch,
 } from './checkpoint-store.js'
-import { encodeBatch } from './batch.js'
-import { completionRow, intentRow } from './effect-rows.js'
-import type { CheckpointRow, CommitRequest, StorageEngine } from './engine.js'
-import { FencedStore, type FenceHooks, type FencedCommit } from './fenced-store.js'
-import type { Fence } from './lease-engine.js'
-import { ListCacheLru } from './list-cache.js'
-import { decodeMany, readRows } from './load-many.js'
+import { encodeBatch } from './encoding/batch.js'
+import { completionRow, intentRow } from './encoding/effect-rows.js'
+import type { CheckpointRow, CommitRequest, StorageEngine } from './engine/storage-engine.js'
+import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
+import type { Fence } from './engine/lease-engine.js'
+import { ListCacheLru } from './encoding/list-cache.js'
+import { decodeMany, readRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
-import { RunLeases } from './run-leases.js'
+import { RunLeases } from './leases/run-leases.js'
 import {
   assertCheckpointInput,
   assertId,
@@ -43,7 +43,7 @@ import {
   readStoredCheckpoint,
   toRecord,
   toRunPatch,
-} from './rows.js'
+} from './encoding/rows.js'
 
 /** Options every engine-backed store accepts. */
 export interface EngineStoreOptions {

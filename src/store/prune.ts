@@ -1,5 +1,5 @@
 import { FINISHED_STATUSES, type PruneResult } from './checkpoint-store.js'
-import type { StorageEngine } from './engine.js'
+import type { StorageEngine } from './engine/storage-engine.js'
 
 /**
  * Remove what a resume of `runId` cannot need: checkpoints beyond the `keepLast` newest (and,

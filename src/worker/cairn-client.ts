@@ -3,7 +3,7 @@ import type { JsonObject, JsonValue } from '../core/codec.js'
 import { CairnError, CheckpointNotFoundError } from '../core/errors.js'
 import type { ContentBlock } from '../model/messages.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
-import type { CancelOutcome } from '../store/lease-engine.js'
+import type { CancelOutcome } from '../store/engine/lease-engine.js'
 import { JOB_KEY, SETTLED_STATUSES, outcomeOf, withJob, type RunOutcome } from './job.js'
 import { requireLeases, type WorkerStore } from './worker-store.js'
 

@@ -19,7 +19,7 @@ import type {
   WriteBatch,
 } from '../store/checkpoint-store.js'
 import { DelegatingStore } from '../store/delegating-store.js'
-import type { FencedStore } from '../store/fenced-store.js'
+import type { FencedStore } from '../store/leases/fenced-store.js'
 import { RUNNER_KIND } from '../runner/phases.js'
 
 /**

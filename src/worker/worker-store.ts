@@ -1,8 +1,8 @@
 import { CairnError } from '../core/errors.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
-import type { FencedStore, FenceHooks } from '../store/fenced-store.js'
-import type { Fence } from '../store/lease-engine.js'
-import type { RunLeases } from '../store/run-leases.js'
+import type { FencedStore, FenceHooks } from '../store/leases/fenced-store.js'
+import type { Fence } from '../store/engine/lease-engine.js'
+import type { RunLeases } from '../store/leases/run-leases.js'
 
 /**
  * A store the worker layer can use: a `CheckpointStore` with the queue and lease protocol and

@@ -1,7 +1,7 @@
 import type { CheckpointStore } from '../store/checkpoint-store.js'
 import type { EngineStoreOptions } from '../store/engine-store.js'
-import { FileStore } from '../store/file/file-store.js'
-import { MemoryStore } from '../store/memory/memory-store.js'
+import { FileStore } from '../store/backends/file/file-store.js'
+import { MemoryStore } from '../store/backends/memory/memory-store.js'
 
 /**
  * Where a workflow writes its checkpoints: any `CheckpointStore` (`MemoryStore`, `FileStore`,

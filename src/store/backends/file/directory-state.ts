@@ -1,0 +1,184 @@
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { RunRow } from '../../engine/storage-engine.js'
+import type { LeaseTable } from '../../leases/lease-table.js'
+import { ensureDirectory, listDirectory } from './file-io.js'
+import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
+import { readRunFile } from './file-rows.js'
+
+/** What the store knows of one run, loaded from disk once and kept up to date by its writes. */
+export interface RunState {
+  /** run.json, with `lastSeq` raised to the highest checkpoint file's seq; undefined if absent. */
+  row: RunRow | undefined
+  /** Why run.json cannot be read: thrown by every call that needs the run. */
+  error: Error | undefined
+  /** run.json's `lastSeq` is behind a checkpoint file (a crash between the two writes). */
+  lagging: boolean
+  /** The run's checkpoint files, by ascending seq. */
+  checkpoints: CheckpointFile[]
+}
+
+/** Where a checkpoint is: the id index entry. */
+export interface IndexEntry {
+  runId: string
+  file: CheckpointFile
+}
+
+/** A list file whose first `lines` lines end at byte `bytes`, which is also its size. */
+export interface ListState {
+  lines: number
+  bytes: number
+}
+
+/**
+ * Locks and caches of one store directory, shared by every `FileEngine` this process opens on
+ * it, so two handles on one directory see each other's writes and never interleave them.
+ */
+export class DirectoryState {
+  readonly layout: FileLayout
+  /** Open engines using this state. */
+  refs = 0
+  readonly lists = new Map<string, ListState>()
+  /** The lease table (`leases.json`), loaded on first use; see `FileLeases`. */
+  leases: Promise<LeaseTable> | undefined
+  /** Writes of `leases.json`, in order. */
+  leaseWrites: Promise<void> = Promise.resolve()
+  readonly #locks = new Map<string, Promise<unknown>>()
+  readonly #runs = new Map<string, Promise<RunState>>()
+  #ready: Promise<void> | undefined
+  #index: Promise<Map<string, IndexEntry>> | undefined
+
+  constructor(root: string) {
+    this.layout = new FileLayout(root)
+  }
+
+  /** Create the directory if missing and clear what a crashed `deleteRun` left behind. */
+  async ready(): Promise<void> {
+    this.#ready ??= this.#prepare().catch((err: unknown) => {
+      this.#ready = undefined
+      throw err
+    })
+    return this.#ready
+  }
+
+  /** Run `fn` after every earlier write to `runId` has settled. */
+  async withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    const previous = this.#locks.get(runId) ?? Promise.resolve()
+    const next = previous.then(fn, fn)
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    )
+    this.#locks.set(runId, settled)
+    try {
+      return await next
+    } finally {
+      if (this.#locks.get(runId) === settled) this.#locks.delete(runId)
+    }
+  }
+
+  /** Whether a write to `runId` is in progress or waiting (a claim skips such a run). */
+  isLocked(runId: string): boolean {
+    return this.#locks.has(runId)
+  }
+
+  /** Wait for every write in progress. */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.#locks.values(), this.leaseWrites])
+  }
+
+  async runState(runId: string): Promise<RunState> {
+    let state = this.#runs.get(runId)
+    if (!state) {
+      state = this.#loadRun(runId)
+      this.#runs.set(runId, state)
+      void state.catch(() => {
+        if (this.#runs.get(runId) === state) this.#runs.delete(runId)
+      })
+    }
+    return state
+  }
+
+  /** Drop what is cached of a run (after it is deleted, or after a write failed half-way). */
+  forgetRun(runId: string): void {
+    this.#runs.delete(runId)
+    for (const key of [...this.lists.keys()]) if (key.startsWith(`${runId}\u0000`)) this.lists.delete(key)
+  }
+
+  /** Checkpoint id → where its file is, over every run. Built from file names on first use. */
+  async index(): Promise<Map<string, IndexEntry>> {
+    this.#index ??= this.#buildIndex().catch((err: unknown) => {
+      this.#index = undefined
+      throw err
+    })
+    return this.#index
+  }
+
+  /** The ids of every run directory (with or without a run.json). */
+  async runIds(): Promise<string[]> {
+    const ids: string[] = []
+    for (const name of await listDirectory(this.layout.runsDir)) {
+      const id = nameToId(name)
+      if (id !== undefined) ids.push(id)
+    }
+    return ids
+  }
+
+  async #prepare(): Promise<void> {
+    await ensureDirectory(this.layout.runsDir)
+    for (const name of await listDirectory(this.layout.runsDir)) {
+      if (name.startsWith('.deleted-')) await rm(join(this.layout.runsDir, name), { recursive: true, force: true })
+    }
+  }
+
+  async #loadRun(runId: string): Promise<RunState> {
+    const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, true)])
+    const highest = checkpoints[checkpoints.length - 1]?.seq ?? 0
+    const lagging = run.row !== undefined && run.row.lastSeq < highest
+    const row = run.row && { ...run.row, lastSeq: Math.max(run.row.lastSeq, highest) }
+    return { row, error: run.error, lagging, checkpoints }
+  }
+
+  async #buildIndex(): Promise<Map<string, IndexEntry>> {
+    const index = new Map<string, IndexEntry>()
+    for (const runId of await this.runIds()) {
+      for (const file of await this.#scanCheckpoints(runId, false)) index.set(file.id, { runId, file })
+    }
+    return index
+  }
+
+  /** A run's checkpoint files by seq; optionally removes temp files a crashed write left. */
+  async #scanCheckpoints(runId: string, clean: boolean): Promise<CheckpointFile[]> {
+    const dir = this.layout.checkpointsDir(runId)
+    const files: CheckpointFile[] = []
+    for (const name of await listDirectory(dir)) {
+      const file = parseCheckpointFileName(name)
+      if (file) files.push(file)
+      else if (clean && name.startsWith('.') && name.endsWith('.tmp')) await rm(join(dir, name), { force: true })
+    }
+    return files.sort(compareFiles)
+  }
+}
+
+const directories = new Map<string, DirectoryState>()
+
+/** The shared state of the directory at `root` (an absolute path). */
+export function acquireDirectory(root: string): DirectoryState {
+  let state = directories.get(root)
+  if (!state) {
+    state = new DirectoryState(root)
+    directories.set(root, state)
+  }
+  state.refs++
+  return state
+}
+
+/** Let go of a directory's state; the last engine to close drops it. */
+export function releaseDirectory(state: DirectoryState): void {
+  state.refs--
+  if (state.refs === 0 && directories.get(state.layout.root) === state) directories.delete(state.layout.root)
+}
+
+export function compareFiles(a: CheckpointFile, b: CheckpointFile): number {
+  return a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+}

@@ -1,0 +1,96 @@
+import { rm } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { EffectCompletionRow, EffectRow } from '../../engine/storage-engine.js'
+import type { DirectoryState } from './directory-state.js'
+import { ensureDirectory, listDirectory, syncDirectory, writeFileAtomic } from './file-io.js'
+import { isEffectFileName } from './file-names.js'
+import { effectRow, nextEffectOrder, readEffectFile, type StoredEffect } from './file-rows.js'
+
+/**
+ * The effect journal of a file store: one JSON file per (run, call) under the run's `effects/`.
+ * The writing methods expect the caller to hold the run's lock.
+ */
+export class FileEffects {
+  readonly #dir: DirectoryState
+
+  constructor(dir: DirectoryState) {
+    this.#dir = dir
+  }
+
+  /** Create the intent, or count one more attempt on the existing one. */
+  async recordIntent(row: EffectRow): Promise<EffectRow> {
+    const path = this.#dir.layout.effectFile(row.runId, row.callId)
+    const existing = await this.#read(path, row.runId, row.callId)
+    if (existing) {
+      existing.attempts++
+      await writeFileAtomic(path, JSON.stringify(existing))
+      return effectRow(existing)
+    }
+    await ensureDirectory(this.#dir.layout.effectsDir(row.runId))
+    const stored: StoredEffect = { ...row, order: nextEffectOrder() }
+    await writeFileAtomic(path, JSON.stringify(stored))
+    return effectRow(stored)
+  }
+
+  /** Mark a pending effect started (its callback is about to run). */
+  async start(runId: string, callId: string): Promise<EffectRow | undefined> {
+    const path = this.#dir.layout.effectFile(runId, callId)
+    const existing = await this.#read(path, runId, callId)
+    if (!existing || existing.status !== 'pending') return existing && effectRow(existing)
+    const updated: StoredEffect = { ...existing, status: 'started' }
+    await writeFileAtomic(path, JSON.stringify(updated))
+    return effectRow(updated)
+  }
+
+  /** Write the outcome only while the effect is pending or started: the first outcome wins. */
+  async complete(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
+    const path = this.#dir.layout.effectFile(completion.runId, completion.callId)
+    const existing = await this.#read(path, completion.runId, completion.callId)
+    if (!existing) return { recorded: false, row: undefined }
+    if (existing.status !== 'pending' && existing.status !== 'started') return { recorded: false, row: effectRow(existing) }
+    const updated: StoredEffect = {
+      ...existing,
+      status: completion.status,
+      output: completion.output,
+      outputHash: completion.outputHash,
+      completedAt: completion.completedAt,
+    }
+    await writeFileAtomic(path, JSON.stringify(updated))
+    return { recorded: true, row: effectRow(updated) }
+  }
+
+  async get(runId: string, callId: string): Promise<EffectRow | undefined> {
+    const stored = await this.#read(this.#dir.layout.effectFile(runId, callId), runId, callId)
+    return stored && effectRow(stored)
+  }
+
+  /** In `startedAt` order; intents started in the same millisecond in the order they were recorded. */
+  async list(runId: string): Promise<EffectRow[]> {
+    const dir = this.#dir.layout.effectsDir(runId)
+    const names = (await listDirectory(dir)).filter(isEffectFileName)
+    const rows = await Promise.all(names.map((name) => readEffectFile(join(dir, name))))
+    return rows
+      .filter((row): row is StoredEffect => row !== undefined && row.runId === runId)
+      .sort((a, b) => a.startedAt - b.startedAt || (Number(a.order) || 0) - (Number(b.order) || 0))
+      .map(effectRow)
+  }
+
+  async deleteAll(runId: string): Promise<number> {
+    const dir = this.#dir.layout.effectsDir(runId)
+    let deleted = 0
+    for (const name of (await listDirectory(dir)).filter(isEffectFileName)) {
+      await rm(join(dir, name), { force: true })
+      deleted++
+    }
+    if (deleted > 0) await syncDirectory(dir)
+    return deleted
+  }
+
+  async #read(path: string, runId: string, callId: string): Promise<StoredEffect | undefined> {
+    const stored = await readEffectFile(path)
+    if (stored && (stored.runId !== runId || stored.callId !== callId)) {
+      throw new Error(`effect file ${path} holds effect ${stored.callId} of run ${stored.runId}, not ${callId} of run ${runId}; restore it from a backup`)
+    }
+    return stored
+  }
+}

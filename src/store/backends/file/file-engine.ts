@@ -1,0 +1,457 @@
+import { access, rename, rm } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { CheckpointError } from '../../../core/errors.js'
+import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
+import type {
+  CheckpointHeaderRow,
+  CheckpointRow,
+  CommitRequest,
+  CommitResult,
+  EffectCompletionRow,
+  EffectRow,
+  ListRef,
+  RunPatch,
+  RunRow,
+  StorageEngine,
+} from '../../engine/storage-engine.js'
+import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, retainedListLengths, statusMatches } from '../../engine/row-order.js'
+import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
+import { FileEffects } from './file-effects.js'
+import { FileLeases } from './file-leases.js'
+import { ensureDirectory, syncDirectory, writeFileAtomic } from './file-io.js'
+import { type AppendPlan, FileLists } from './file-lists.js'
+import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
+import { readCheckpointFile } from './file-rows.js'
+
+/** Options of {@link FileEngine}. */
+export interface FileEngineOptions {
+  /** The directory holding the store; created (with its parents) if missing. */
+  directory: string
+  /** Where warnings go (an unreadable checkpoint file skipped while listing). Defaults to `process.emitWarning`. */
+  onWarning?: (message: string) => void
+}
+
+/**
+ * A {@link StorageEngine} over a directory, for a single process and no dependencies. Each run
+ * is a directory: `run.json`, one JSON file per checkpoint, one append-only `.jsonl` file per
+ * list and one JSON file per effect (see `FileLayout`). Whole files are replaced atomically
+ * (temp file, fsync, rename, directory fsync); list files only grow, and a checkpoint is written
+ * after the list lines it references are durable, so a crash leaves at most unreferenced tail
+ * lines, which the next append to that list cuts off.
+ *
+ * Writes to one run are serialized by an in-process lock shared by every engine this process
+ * opens on the same directory. Several processes must not write to one directory at once: use
+ * `SqliteStore` for that.
+ *
+ * @example
+ * ```ts
+ * const store = new EngineStore(new FileEngine({ directory: '.cairn' }))
+ * ```
+ */
+export class FileEngine implements StorageEngine {
+  readonly #dir: DirectoryState
+  readonly #layout: FileLayout
+  readonly #lists: FileLists
+  readonly #effects: FileEffects
+  readonly #warn: (message: string) => void
+  #closed = false
+  /** The lease protocol, for several workers in this process (see {@link FileLeases}). */
+  readonly leases: FileLeases
+
+  constructor(options: FileEngineOptions) {
+    this.#dir = acquireDirectory(resolve(options.directory))
+    this.#layout = this.#dir.layout
+    this.#lists = new FileLists(this.#dir)
+    this.#effects = new FileEffects(this.#dir)
+    this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
+    this.leases = new FileLeases(this.#dir, {
+      write: (runId, fn) => this.#write(runId, fn),
+      writeRunFile: (row, create) => this.#writeRunFile(row, create),
+    })
+  }
+
+  async insertRun(row: RunRow): Promise<boolean> {
+    this.#layout.runDir(row.runId)
+    return this.#write(row.runId, async (state) => {
+      if (state.error) throw state.error
+      if (state.row) return false
+      const stored = { ...row, lastSeq: Math.max(row.lastSeq, lastSeqOf(state)) }
+      await this.#writeRunFile(stored, true)
+      state.row = stored
+      state.lagging = false
+      return true
+    })
+  }
+
+  async getRun(runId: string): Promise<RunRow | undefined> {
+    this.#layout.runDir(runId)
+    await this.#begin()
+    const state = await this.#dir.runState(runId)
+    if (state.error) throw state.error
+    return state.row && { ...state.row }
+  }
+
+  async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
+    await this.#begin()
+    const states = await Promise.all((await this.#dir.runIds()).map((runId) => this.#dir.runState(runId)))
+    const rows: RunRow[] = []
+    for (const state of states) {
+      if (state.error) throw state.error
+      if (state.row) rows.push(state.row)
+    }
+    const matching = rows
+      .filter((run) => statusMatches(run.status, query.status))
+      .filter((run) => query.workflowName === undefined || run.workflowName === query.workflowName)
+      .filter((run) => query.threadId === undefined || run.threadId === query.threadId)
+      .sort(compareRunsNewestFirst)
+    return page(matching, (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
+  }
+
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+    this.#layout.runDir(runId)
+    return this.#write(runId, async (state) => {
+      if (state.error) throw state.error
+      if (!state.row) return undefined
+      const updated = { ...state.row }
+      // Only the fields a patch may change: a stray runId or lastSeq must never reach run.json.
+      for (const key of PATCHABLE) if (patch[key] !== undefined) Object.assign(updated, { [key]: patch[key] })
+      await this.#writeRunFile(updated, false)
+      state.row = updated
+      state.lagging = false
+      return { ...updated }
+    })
+  }
+
+  async deleteRun(runId: string): Promise<boolean> {
+    const runDir = this.#layout.runDir(runId)
+    return this.#write(runId, async (state) => {
+      if (!state.row && !state.error) return false
+      const index = await this.#dir.index()
+      // Move the directory out of sight in one step, so a crash never leaves half a run.
+      const doomed = join(this.#layout.runsDir, `.deleted-${randomBytes(8).toString('hex')}`)
+      await rename(runDir, doomed)
+      await syncDirectory(this.#layout.runsDir)
+      for (const [id, entry] of [...index]) if (entry.runId === runId) index.delete(id)
+      this.#dir.forgetRun(runId)
+      await this.leases.forget(runId)
+      try {
+        await rm(doomed, { recursive: true, force: true })
+      } catch (err) {
+        // The run is already gone; what is left is garbage the next open removes.
+        this.#warn(`deleted run ${runId}, but removing its files at ${doomed} failed (${(err as Error).message}); they are removed the next time the store is opened`)
+      }
+      return true
+    })
+  }
+
+  /**
+   * Files cannot change together atomically, so a commit is written in an order that keeps every
+   * prefix consistent: effect intents and starts, list lines, then each checkpoint file, then
+   * completions, then the run patch. A crash part-way leaves the first checkpoints of the batch,
+   * each whole. A fence is checked first, under the run's lock (a claim skips a locked run).
+   */
+  async commit(request: CommitRequest): Promise<CommitResult> {
+    const { rows, appends, run, effects, runPatch, fence } = request
+    assertCommit(request, this.#layout)
+    const leases = fence && (await this.leases.table())
+    return this.#write(run.runId, async (state) => {
+      if (state.error) throw state.error
+      const held = fence && leases?.check(fence)
+      if (held && !held.held) return { ok: false, reason: 'fenced' }
+      const index = await this.#dir.index()
+      if (rows.some((row) => index.has(row.id))) return { ok: false, reason: 'duplicate_id' }
+      const lastSeq = lastSeqOf(state)
+      const first = rows[0]
+      if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+      const files = rows.map((row) => ({ seq: row.seq, id: row.id, name: checkpointFileName(row.seq, row.id) }))
+      // Claim the ids before the next await, so a concurrent commit in another run cannot take them.
+      for (const file of files) index.set(file.id, { runId: run.runId, file })
+      try {
+        const plans = await this.#lists.plan(run.runId, appends)
+        if (!plans) {
+          for (const file of files) index.delete(file.id)
+          return { ok: false, reason: 'list_conflict' }
+        }
+        for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent)
+        for (const callId of effects?.starts ?? []) await this.#effects.start(run.runId, callId)
+        await this.#writeCommit({ state, rows, run, files, plans })
+        for (const completion of effects?.completions ?? []) await this.#effects.complete(completion)
+        if (runPatch && state.row) {
+          const updated = { ...state.row }
+          for (const key of PATCHABLE) if (runPatch[key] !== undefined) Object.assign(updated, { [key]: runPatch[key] })
+          await this.#writeRunFile(updated, false)
+          state.row = updated
+        }
+        return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+      } catch (err) {
+        for (const file of files) {
+          if (!(await exists(join(this.#layout.checkpointsDir(run.runId), file.name)))) index.delete(file.id)
+        }
+        throw err
+      }
+    })
+  }
+
+  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
+    assertSafeId(checkpointId, 'checkpointId')
+    await this.#begin()
+    const entry = (await this.#dir.index()).get(checkpointId)
+    if (!entry) return undefined
+    const read = await readCheckpointFile(this.#layout, entry.runId, entry.file)
+    // A corrupt file comes back as a row EngineStore rejects: it must not look absent.
+    return read.state === 'missing' ? undefined : read.row
+  }
+
+  async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
+    if ('runId' in query) {
+      this.#layout.runDir(query.runId)
+      await this.#begin()
+      const state = await this.#dir.runState(query.runId)
+      for (const file of [...state.checkpoints].reverse()) {
+        const read = await readCheckpointFile(this.#layout, query.runId, file)
+        // The highest file, even when corrupt: falling back to an older one would rewind the run.
+        if (read.state !== 'missing') return read.row
+      }
+      return undefined
+    }
+    await this.#begin()
+    const rows = (await this.#allCheckpoints()).filter((row) => row.workflowName === query.workflowName)
+    return rows.sort(compareCheckpointsNewestFirst)[0]
+  }
+
+  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+    if (query.runId !== undefined) return this.#listRunCheckpoints({ ...query, runId: query.runId })
+    await this.#begin()
+    const rows = (await this.#allCheckpoints())
+      .filter((row) => query.workflowName === undefined || row.workflowName === query.workflowName)
+      .sort(compareCheckpointsNewestFirst)
+    return page(rows, (row) => row.id, query.before, query.limit).map(header)
+  }
+
+  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+    this.#layout.runDir(runId)
+    for (const ref of refs) this.#layout.listFile(runId, ref.id)
+    await this.#begin()
+    return this.#lists.read(runId, refs)
+  }
+
+  async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
+    this.#layout.runDir(runId)
+    return this.#write(runId, async (state) => {
+      const index = await this.#dir.index()
+      if (state.row && state.lagging) {
+        // Persist the lastSeq the files imply before removing them, so it never moves back.
+        await this.#writeRunFile(state.row, false)
+        state.lagging = false
+      }
+      const doomed = new Set(checkpointIds)
+      const dir = this.#layout.checkpointsDir(runId)
+      let deleted = 0
+      for (const file of state.checkpoints.filter((cp) => doomed.has(cp.id))) {
+        await rm(join(dir, file.name), { force: true })
+        state.checkpoints = state.checkpoints.filter((cp) => cp !== file)
+        if (index.get(file.id)?.runId === runId) index.delete(file.id)
+        deleted++
+      }
+      if (deleted > 0) await syncDirectory(dir)
+      await this.#collectLists(runId, state.checkpoints)
+      return deleted
+    })
+  }
+
+  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
+    this.#layout.effectFile(row.runId, row.callId)
+    await this.#begin()
+    return this.#dir.withRunLock(row.runId, () => this.#effects.recordIntent(row))
+  }
+
+  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
+    this.#layout.effectFile(completion.runId, completion.callId)
+    await this.#begin()
+    return this.#dir.withRunLock(completion.runId, () => this.#effects.complete(completion))
+  }
+
+  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    this.#layout.effectFile(runId, callId)
+    await this.#begin()
+    return this.#dir.withRunLock(runId, () => this.#effects.start(runId, callId))
+  }
+
+  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    this.#layout.effectFile(runId, callId)
+    await this.#begin()
+    return this.#effects.get(runId, callId)
+  }
+
+  async listEffects(runId: string): Promise<EffectRow[]> {
+    this.#layout.effectsDir(runId)
+    await this.#begin()
+    return this.#effects.list(runId)
+  }
+
+  async deleteEffects(runId: string): Promise<number> {
+    this.#layout.effectsDir(runId)
+    await this.#begin()
+    return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId))
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    await this.#dir.idle()
+    releaseDirectory(this.#dir)
+  }
+
+  async #begin(): Promise<void> {
+    if (this.#closed) throw new Error(`the file engine on ${this.#layout.root} is closed`)
+    await this.#dir.ready()
+  }
+
+  /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
+  async #write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T> {
+    await this.#begin()
+    return this.#dir.withRunLock(runId, async () => {
+      const state = await this.#dir.runState(runId)
+      try {
+        return await fn(state)
+      } catch (err) {
+        this.#dir.forgetRun(runId)
+        throw err
+      }
+    })
+  }
+
+  async #writeRunFile(row: RunRow, create: boolean): Promise<void> {
+    if (create) {
+      await ensureDirectory(this.#layout.checkpointsDir(row.runId))
+      await ensureDirectory(this.#layout.listsDir(row.runId))
+    }
+    await writeFileAtomic(this.#layout.runFile(row.runId), JSON.stringify(row))
+  }
+
+  async #writeCommit(params: { state: RunState; rows: readonly CheckpointRow[]; run: RunRow; files: CheckpointFile[]; plans: AppendPlan[] }): Promise<void> {
+    const { state, rows, run, files, plans } = params
+    if (!state.row) {
+      const created = { ...run, lastSeq: lastSeqOf(state) }
+      await this.#writeRunFile(created, true)
+      state.row = created
+    }
+    await this.#lists.apply(run.runId, plans)
+    // Only now that every line they reference is durable may the checkpoints appear.
+    if (rows.length === 0) return
+    await ensureDirectory(this.#layout.checkpointsDir(run.runId))
+    for (const [i, row] of rows.entries()) {
+      const file = files[i]!
+      await writeFileAtomic(join(this.#layout.checkpointsDir(run.runId), file.name), JSON.stringify(row))
+      state.checkpoints.push(file)
+    }
+    const last = rows[rows.length - 1]!
+    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt) }
+    await this.#writeRunFile(updated, false)
+    state.row = updated
+    state.lagging = false
+  }
+
+  async #listRunCheckpoints(query: ListCheckpointsQuery & { runId: string }): Promise<CheckpointHeaderRow[]> {
+    const { runId, workflowName, before, limit } = query
+    this.#layout.runDir(runId)
+    await this.#begin()
+    const files = [...(await this.#dir.runState(runId)).checkpoints].reverse()
+    const matches = (row: CheckpointRow | undefined): row is CheckpointRow =>
+      row !== undefined && (workflowName === undefined || row.workflowName === workflowName)
+    let start = 0
+    if (before !== undefined) {
+      const at = files.findIndex((file) => file.id === before)
+      const cursor = files[at]
+      if (!cursor || !matches(await this.#readListed(runId, cursor))) return []
+      start = at + 1
+    }
+    const rows: CheckpointHeaderRow[] = []
+    for (let i = start; i < files.length && (limit === undefined || rows.length < limit); i += READ_BATCH) {
+      const batch = await Promise.all(files.slice(i, i + READ_BATCH).map((file) => this.#readListed(runId, file)))
+      for (const row of batch) if (matches(row) && (limit === undefined || rows.length < limit)) rows.push(header(row))
+    }
+    return rows
+  }
+
+  /** Every readable checkpoint of every run (what cross-run queries scan). */
+  async #allCheckpoints(): Promise<CheckpointRow[]> {
+    const rows: CheckpointRow[] = []
+    for (const runId of await this.#dir.runIds()) {
+      const state = await this.#dir.runState(runId)
+      for (let i = 0; i < state.checkpoints.length; i += READ_BATCH) {
+        const batch = await Promise.all(state.checkpoints.slice(i, i + READ_BATCH).map((file) => this.#readListed(runId, file)))
+        for (const row of batch) if (row) rows.push(row)
+      }
+    }
+    return rows
+  }
+
+  /** A checkpoint for a listing: an unreadable file is skipped, with a warning. */
+  async #readListed(runId: string, file: CheckpointFile): Promise<CheckpointRow | undefined> {
+    const read = await readCheckpointFile(this.#layout, runId, file)
+    if (read.state === 'corrupt') {
+      this.#warn(`skipped checkpoint ${file.id} of run ${runId} while listing: its file ${file.name} is ${read.reason}`)
+    }
+    return read.state === 'ok' ? read.row : undefined
+  }
+
+  /** Cut or remove list files to what the remaining checkpoints reference. */
+  async #collectLists(runId: string, remaining: readonly CheckpointFile[]): Promise<void> {
+    const rows = await Promise.all(
+      remaining.map(async (file) => {
+        const read = await readCheckpointFile(this.#layout, runId, file)
+        // An unreadable row's refs are unknown: an unparsable `lists` makes GC keep every item.
+        return read.state === 'ok' ? read.row : read.state === 'corrupt' ? { lists: '' } : undefined
+      }),
+    )
+    const keep = retainedListLengths(rows.filter((row) => row !== undefined))
+    if (keep) await this.#lists.collect(runId, keep)
+  }
+}
+
+const READ_BATCH = 32
+const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
+
+/** Validate every id and item of a commit before anything touches the disk. */
+function assertCommit({ rows, appends, run, effects }: CommitRequest, layout: FileLayout): void {
+  layout.runDir(run.runId)
+  for (const row of rows) {
+    checkpointFileName(row.seq, row.id)
+    if (!Number.isSafeInteger(row.seq) || row.seq < 1) {
+      throw new CheckpointError('invalid_argument', `checkpoint seq must be a positive integer, got ${String(row.seq)}`, { runId: row.runId })
+    }
+    if (run.runId !== row.runId) {
+      throw new CheckpointError('invalid_argument', `commit of run ${row.runId} carries a run row for ${run.runId}`, { runId: row.runId })
+    }
+  }
+  for (const append of appends) {
+    layout.listFile(run.runId, append.listId)
+    if (append.items.some((item) => item.includes('\n'))) {
+      throw new CheckpointError('invalid_argument', `list ${append.listId} of run ${run.runId}: an item contains a raw newline`, { runId: run.runId })
+    }
+  }
+  for (const effect of [...(effects?.intents ?? []), ...(effects?.completions ?? [])]) {
+    if (effect.runId !== run.runId) throw new CheckpointError('invalid_argument', `commit of run ${run.runId} carries an effect of run ${effect.runId}`)
+    layout.effectFile(effect.runId, effect.callId)
+  }
+}
+
+function lastSeqOf(state: RunState): number {
+  return Math.max(state.row?.lastSeq ?? 0, state.checkpoints[state.checkpoints.length - 1]?.seq ?? 0)
+}
+
+function header(row: CheckpointRow): CheckpointHeaderRow {
+  const { body: _body, lists: _lists, digest: _digest, ...rest } = row
+  return rest
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path)
+    return true
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,174 @@
+import { join } from 'node:path'
+import type { RunRow } from '../../engine/storage-engine.js'
+import {
+  CLAIMABLE_STATUSES,
+  type CancelOutcome,
+  type ClaimedRun,
+  type LeaseEngine,
+  type LeaseSubscription,
+  type RequeueOutcome,
+  type RequeueRequest,
+} from '../../engine/lease-engine.js'
+import { LeaseTable, unleased, type LeaseEntry } from '../../leases/lease-table.js'
+import type { DirectoryState, RunState } from './directory-state.js'
+import { readJsonFile, writeFileAtomic } from './file-io.js'
+
+/** What the leases need of their engine: a write under a run's lock, and run.json. */
+export interface FileRunAccess {
+  write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T>
+  writeRunFile(row: RunRow, create: boolean): Promise<void>
+}
+
+/**
+ * The lease protocol of a file store, for several workers inside one process (a file store is
+ * single-process). The lease state of every enqueued run lives in one `leases.json` at the
+ * store's root, rewritten atomically after each change and shared in memory by every engine the
+ * process opens on the directory. A claim skips runs with a write in progress (as `SKIP LOCKED`
+ * does), so a write checked against the old epoch always lands before the new owner starts.
+ */
+export class FileLeases implements LeaseEngine {
+  readonly #dir: DirectoryState
+  readonly #runs: FileRunAccess
+
+  constructor(dir: DirectoryState, runs: FileRunAccess) {
+    this.#dir = dir
+    this.#runs = runs
+  }
+
+  /** The shared lease table, loaded from `leases.json` on first use. */
+  table(): Promise<LeaseTable> {
+    this.#dir.leases ??= this.#load().catch((err: unknown) => {
+      this.#dir.leases = undefined
+      throw err
+    })
+    return this.#dir.leases
+  }
+
+  async enqueue(row: RunRow, job: { queue: string; priority: number }): Promise<boolean> {
+    const table = await this.table()
+    return this.#runs.write(row.runId, async (state) => {
+      if (state.error) throw state.error
+      if (state.row) return false
+      // The lease entry is durable first: an entry without its run is never claimed.
+      table.add(row.runId, { ...job, createdAt: row.createdAt })
+      await this.#persist(table)
+      await this.#runs.writeRunFile(row, true)
+      state.row = { ...row }
+      state.lagging = false
+      return true
+    })
+  }
+
+  async claim(request: Parameters<LeaseEngine['claim']>[0]): Promise<ClaimedRun[]> {
+    const table = await this.table()
+    const states = new Map<string, RunState>()
+    for (const [runId] of table.entries()) {
+      const state = await this.#dir.runState(runId).catch(() => undefined)
+      if (state) states.set(runId, state)
+    }
+    // From here to the end of the claim nothing awaits: the decision is made at one instant.
+    const claimed = table.claim(request, (runId) => (this.#dir.isLocked(runId) ? undefined : states.get(runId)?.row?.status))
+    if (claimed.length > 0) await this.#persist(table)
+    return claimed.map(({ runId, row }) => ({ run: { ...states.get(runId)!.row! }, lease: row }))
+  }
+
+  async heartbeat(request: Parameters<LeaseEngine['heartbeat']>[0]) {
+    const table = await this.table()
+    const held = table.heartbeat(request)
+    if (held.length > 0) await this.#persist(table)
+    return held
+  }
+
+  async release({ fence, patch, failed = false }: Parameters<LeaseEngine['release']>[0]): Promise<boolean> {
+    const table = await this.table()
+    return this.#runs.write(fence.runId, async (state) => {
+      if (state.error) throw state.error
+      if (!state.row || !table.check(fence).held) return false
+      if (patch) {
+        const updated = { ...state.row, ...patch }
+        await this.#runs.writeRunFile(updated, false)
+        state.row = updated
+      }
+      table.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(state.row.status) })
+      await this.#persist(table)
+      return true
+    })
+  }
+
+  async cancel(runId: string): Promise<CancelOutcome | undefined> {
+    const table = await this.table()
+    return this.#runs.write(runId, async (state) => {
+      if (state.error) throw state.error
+      if (!state.row) return undefined
+      const outcome = table.cancel(runId, state.row.status)
+      await this.#persist(table)
+      if (outcome === 'cancelled') {
+        const updated = { ...state.row, status: 'cancelled' as const, updatedAt: Math.max(state.row.updatedAt, Date.now()) }
+        await this.#runs.writeRunFile(updated, false)
+        state.row = updated
+      }
+      return { outcome, status: state.row.status }
+    })
+  }
+
+  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    const table = await this.table()
+    const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
+      if (state.error) throw state.error
+      if (!state.row) return undefined
+      if (state.row.status !== 'paused') return { outcome: 'not_paused', status: state.row.status }
+      const blocked = table.blocksRequeue(runId, now)
+      if (blocked) return blocked
+      const updated = { ...state.row, status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now) }
+      table.requeue(runId)
+      await this.#persist(table)
+      await this.#runs.writeRunFile(updated, false)
+      state.row = updated
+      return { outcome: 'queued' }
+    })
+    // Once the run's write lock is released: a claim skips a run that is being written.
+    if (outcome?.outcome === 'queued') table.wake()
+    return outcome
+  }
+
+  async getLease(runId: string) {
+    const table = await this.table()
+    const state = await this.#dir.runState(runId)
+    return state.row ? (table.get(runId) ?? unleased(runId)) : undefined
+  }
+
+  async subscribe(onWake: () => void): Promise<LeaseSubscription> {
+    const unsubscribe = (await this.table()).subscribe(onWake)
+    return { close: async () => void unsubscribe() }
+  }
+
+  /** Drop a deleted run's entry. */
+  async forget(runId: string): Promise<void> {
+    if (this.#dir.leases === undefined) return
+    const table = await this.table()
+    if (table.get(runId) === undefined) return
+    table.delete(runId)
+    await this.#persist(table)
+  }
+
+  async #load(): Promise<LeaseTable> {
+    const path = this.#path()
+    const file = await readJsonFile(path)
+    if (file.state === 'missing') return new LeaseTable()
+    if (file.state === 'invalid' || !Array.isArray(file.value)) {
+      throw new Error(`the lease file ${path} is corrupt; delete it to drop every lease (runs then start over from their queues' defaults)`)
+    }
+    return new LeaseTable(file.value as [string, LeaseEntry][])
+  }
+
+  /** Write the table as it is now, after every write queued before. */
+  async #persist(table: LeaseTable): Promise<void> {
+    const write = this.#dir.leaseWrites.then(() => writeFileAtomic(this.#path(), JSON.stringify(table.entries())))
+    this.#dir.leaseWrites = write.catch(() => undefined)
+    await write
+  }
+
+  #path(): string {
+    return join(this.#dir.layout.root, 'leases.json')
+  }
+}

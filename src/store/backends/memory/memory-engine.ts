@@ -1,0 +1,278 @@
+import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
+import type {
+  CheckpointHeaderRow,
+  CheckpointRow,
+  CommitRequest,
+  CommitResult,
+  EffectCompletionRow,
+  EffectRow,
+  ListRef,
+  RunPatch,
+  RunRow,
+  StorageEngine,
+} from '../../engine/storage-engine.js'
+import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, retainedListLengths, statusMatches } from '../../engine/row-order.js'
+import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
+import { LeaseTable, unleased } from '../../leases/lease-table.js'
+
+/**
+ * A {@link StorageEngine} in process memory. Rows hold only strings and numbers and are copied
+ * on the way in and out, so nothing is shared by reference with callers. It has the lease
+ * capability, so workers in one process can share a `MemoryStore` (in tests). Every method runs
+ * to completion without awaiting, so a fence check and the write after it are never interleaved
+ * with a claim.
+ */
+export class MemoryEngine implements StorageEngine {
+  readonly #runs = new Map<string, RunRow>()
+  readonly #checkpoints = new Map<string, CheckpointRow>()
+  /** Each run's checkpoints in seq order. */
+  readonly #byRun = new Map<string, CheckpointRow[]>()
+  readonly #lists = new Map<string, string[]>()
+  readonly #effects = new Map<string, EffectRow>()
+  readonly #leases = new LeaseTable()
+
+  /** The lease protocol over this engine's rows (see {@link LeaseEngine}). */
+  readonly leases: LeaseEngine = {
+    enqueue: async (row, job) => {
+      if (this.#runs.has(row.runId)) return false
+      this.#runs.set(row.runId, { ...row })
+      this.#leases.add(row.runId, { ...job, createdAt: row.createdAt })
+      return true
+    },
+    claim: async (request) =>
+      this.#leases.claim(request, (runId) => this.#runs.get(runId)?.status).map(({ runId, row }) => ({ run: { ...this.#runs.get(runId)! }, lease: row })),
+    heartbeat: async (request) => this.#leases.heartbeat(request),
+    release: async ({ fence, patch, failed = false }) => {
+      const run = this.#runs.get(fence.runId)
+      if (!run || !this.#leases.check(fence).held) return false
+      if (patch) Object.assign(run, patch)
+      return this.#leases.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(run.status) })
+    },
+    cancel: async (runId) => {
+      const run = this.#runs.get(runId)
+      if (!run) return undefined
+      const outcome = this.#leases.cancel(runId, run.status)
+      if (outcome === 'cancelled') Object.assign(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()) })
+      return { outcome, status: run.status }
+    },
+    requeuePaused: async ({ runId, metadata, now }) => {
+      const run = this.#runs.get(runId)
+      if (!run) return undefined
+      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      const blocked = this.#leases.blocksRequeue(runId, now)
+      if (blocked) return blocked
+      const updated = metadata({ ...run })
+      this.#leases.requeue(runId)
+      Object.assign(run, { status: 'queued', metadata: updated, updatedAt: Math.max(run.updatedAt, now) })
+      this.#leases.wake()
+      return { outcome: 'queued' }
+    },
+    getLease: async (runId) => (this.#runs.has(runId) ? (this.#leases.get(runId) ?? unleased(runId)) : undefined),
+    subscribe: async (onWake) => {
+      const unsubscribe = this.#leases.subscribe(onWake)
+      return { close: async () => void unsubscribe() }
+    },
+  }
+
+  async insertRun(row: RunRow): Promise<boolean> {
+    if (this.#runs.has(row.runId)) return false
+    this.#runs.set(row.runId, { ...row })
+    return true
+  }
+
+  async getRun(runId: string): Promise<RunRow | undefined> {
+    const row = this.#runs.get(runId)
+    return row && { ...row }
+  }
+
+  async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
+    const rows = [...this.#runs.values()]
+      .filter((run) => statusMatches(run.status, query.status))
+      .filter((run) => query.workflowName === undefined || run.workflowName === query.workflowName)
+      .filter((run) => query.threadId === undefined || run.threadId === query.threadId)
+      .sort(compareRunsNewestFirst)
+    return page(rows, (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
+  }
+
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+    const row = this.#runs.get(runId)
+    if (!row) return undefined
+    Object.assign(row, patch)
+    return { ...row }
+  }
+
+  async deleteRun(runId: string): Promise<boolean> {
+    if (!this.#runs.delete(runId)) return false
+    this.#leases.delete(runId)
+    for (const row of this.#byRun.get(runId) ?? []) this.#checkpoints.delete(row.id)
+    this.#byRun.delete(runId)
+    for (const key of [...this.#lists.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#lists.delete(key)
+    for (const key of [...this.#effects.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#effects.delete(key)
+    return true
+  }
+
+  async commit({ rows, appends, run, effects, runPatch, fence }: CommitRequest): Promise<CommitResult> {
+    const held = fence && this.#leases.check(fence)
+    if (held && !held.held) return { ok: false, reason: 'fenced' }
+    const current = this.#runs.get(run.runId)
+    const lastSeq = current?.lastSeq ?? 0
+    if (rows.some((row) => this.#checkpoints.has(row.id))) return { ok: false, reason: 'duplicate_id' }
+    const first = rows[0]
+    if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+    for (const append of appends) {
+      if ((this.#lists.get(listKey(run.runId, append.listId))?.length ?? 0) !== append.expectedLength) {
+        return { ok: false, reason: 'list_conflict' }
+      }
+    }
+    for (const append of appends) {
+      const key = listKey(run.runId, append.listId)
+      const items = this.#lists.get(key) ?? []
+      items.push(...append.items)
+      this.#lists.set(key, items)
+    }
+    const runRow = current ?? { ...run }
+    this.#runs.set(run.runId, runRow)
+    const history = this.#byRun.get(run.runId) ?? []
+    this.#byRun.set(run.runId, history)
+    for (const row of rows) {
+      runRow.lastSeq = row.seq
+      runRow.updatedAt = Math.max(runRow.updatedAt, row.createdAt)
+      const copy = { ...row }
+      this.#checkpoints.set(row.id, copy)
+      history.push(copy)
+    }
+    for (const intent of effects?.intents ?? []) this.#recordIntent(intent)
+    for (const callId of effects?.starts ?? []) this.#start(run.runId, callId)
+    for (const completion of effects?.completions ?? []) this.#complete(completion)
+    if (runPatch) Object.assign(runRow, runPatch)
+    return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+  }
+
+  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
+    const row = this.#checkpoints.get(checkpointId)
+    return row && { ...row }
+  }
+
+  async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
+    if ('runId' in query) {
+      const history = this.#byRun.get(query.runId)
+      const row = history?.[history.length - 1]
+      return row && { ...row }
+    }
+    const rows = [...this.#checkpoints.values()].filter((row) => row.workflowName === query.workflowName)
+    const row = rows.sort(compareCheckpointsNewestFirst)[0]
+    return row && { ...row }
+  }
+
+  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+    let rows: CheckpointRow[]
+    if (query.runId !== undefined) {
+      rows = [...(this.#byRun.get(query.runId) ?? [])].reverse()
+      if (query.workflowName !== undefined) rows = rows.filter((row) => row.workflowName === query.workflowName)
+    } else {
+      rows = [...this.#checkpoints.values()]
+        .filter((row) => query.workflowName === undefined || row.workflowName === query.workflowName)
+        .sort(compareCheckpointsNewestFirst)
+    }
+    return page(rows, (row) => row.id, query.before, query.limit).map(header)
+  }
+
+  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+    return refs.map((ref) => (this.#lists.get(listKey(runId, ref.id)) ?? []).slice(0, ref.n))
+  }
+
+  async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
+    const doomed = new Set(checkpointIds)
+    const history = this.#byRun.get(runId) ?? []
+    const remaining = history.filter((row) => !doomed.has(row.id))
+    const deleted = history.length - remaining.length
+    for (const row of history) if (doomed.has(row.id)) this.#checkpoints.delete(row.id)
+    this.#byRun.set(runId, remaining)
+    const keep = retainedListLengths(remaining)
+    if (keep) {
+      for (const [key, items] of [...this.#lists]) {
+        if (!key.startsWith(`${runId}\u0000`)) continue
+        const n = keep.get(key.slice(runId.length + 1)) ?? 0
+        if (n === 0) this.#lists.delete(key)
+        else items.length = Math.min(items.length, n)
+      }
+    }
+    return deleted
+  }
+
+  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
+    return this.#recordIntent(row)
+  }
+
+  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
+    return this.#complete(completion)
+  }
+
+  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    return this.#start(runId, callId)
+  }
+
+  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    const row = this.#effects.get(listKey(runId, callId))
+    return row && { ...row }
+  }
+
+  async listEffects(runId: string): Promise<EffectRow[]> {
+    return [...this.#effects.values()]
+      .filter((row) => row.runId === runId)
+      .sort((a, b) => a.startedAt - b.startedAt)
+      .map((row) => ({ ...row }))
+  }
+
+  async deleteEffects(runId: string): Promise<number> {
+    let deleted = 0
+    for (const [key, row] of [...this.#effects]) {
+      if (row.runId === runId) {
+        this.#effects.delete(key)
+        deleted++
+      }
+    }
+    return deleted
+  }
+
+  async close(): Promise<void> {}
+
+  #recordIntent(row: EffectRow): EffectRow {
+    const key = listKey(row.runId, row.callId)
+    const existing = this.#effects.get(key)
+    if (existing) {
+      existing.attempts++
+      return { ...existing }
+    }
+    this.#effects.set(key, { ...row })
+    return { ...row }
+  }
+
+  #complete(completion: EffectCompletionRow): { recorded: boolean; row: EffectRow | undefined } {
+    const existing = this.#effects.get(listKey(completion.runId, completion.callId))
+    if (!existing) return { recorded: false, row: undefined }
+    if (existing.status !== 'pending' && existing.status !== 'started') return { recorded: false, row: { ...existing } }
+    Object.assign(existing, {
+      status: completion.status,
+      output: completion.output,
+      outputHash: completion.outputHash,
+      completedAt: completion.completedAt,
+    })
+    return { recorded: true, row: { ...existing } }
+  }
+
+  #start(runId: string, callId: string): EffectRow | undefined {
+    const existing = this.#effects.get(listKey(runId, callId))
+    if (existing?.status === 'pending') existing.status = 'started'
+    return existing && { ...existing }
+  }
+}
+
+function listKey(runId: string, id: string): string {
+  return `${runId}\u0000${id}`
+}
+
+function header(row: CheckpointRow): CheckpointHeaderRow {
+  const { body: _body, lists: _lists, digest: _digest, ...rest } = row
+  return rest
+}

@@ -1,0 +1,182 @@
+import { SchemaVersionError } from '../../../core/errors.js'
+import { guardClient, type PostgresPool, type PostgresQueryable } from './postgres-engine.js'
+import { assertSchemaName, quoteIdent } from './sql.js'
+
+/** One step of the Postgres schema. Versions start at 1 and increase by one. */
+export interface PostgresMigration {
+  version: number
+  name: string
+  /** The statements of the step, run in order inside the migration transaction; `s` is the quoted schema. */
+  statements: (s: string) => readonly string[]
+}
+
+/**
+ * The Postgres schema, oldest step first. Never edit a released step: append a new one.
+ *
+ * - Ids are `COLLATE "C"`: byte order, the order the other engines sort ids in, whatever the
+ *   database's collation (and cheaper to compare).
+ * - Times the engine rows carry as Unix milliseconds are `double precision` (a JavaScript number,
+ *   exactly); seqs are `bigint`.
+ * - `runs` also carries the columns of the worker layer, which fences every write of a run on
+ *   them: `owner` (the worker holding the lease), `lease_expires_at`, `lease_epoch` (raised on
+ *   every claim), `queue` and `priority`. The store itself leaves them at their defaults.
+ * - Large bodies and items are TOASTed (compressed, out of line) by Postgres itself.
+ */
+export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
+  {
+    version: 1,
+    name: 'runs, checkpoints, list items and effects',
+    statements: (s) => [
+      `CREATE TABLE ${s}.runs (
+        run_id text COLLATE "C" NOT NULL,
+        status text NOT NULL,
+        name text,
+        thread_id text,
+        workflow_name text,
+        config_signature text,
+        last_seq bigint NOT NULL,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL,
+        metadata text NOT NULL,
+        owner text,
+        lease_expires_at timestamptz,
+        lease_epoch bigint NOT NULL DEFAULT 0,
+        queue text,
+        priority integer,
+        CONSTRAINT runs_pkey PRIMARY KEY (run_id)
+      )`,
+      `CREATE INDEX runs_created_at ON ${s}.runs (created_at, run_id)`,
+      `CREATE INDEX runs_status ON ${s}.runs (status, created_at, run_id)`,
+      `CREATE INDEX runs_workflow ON ${s}.runs (workflow_name, created_at, run_id) WHERE workflow_name IS NOT NULL`,
+      `CREATE INDEX runs_thread ON ${s}.runs (thread_id, created_at, run_id) WHERE thread_id IS NOT NULL`,
+
+      `CREATE TABLE ${s}.checkpoints (
+        id text COLLATE "C" NOT NULL,
+        run_id text COLLATE "C" NOT NULL,
+        parent_id text COLLATE "C",
+        seq bigint NOT NULL,
+        kind text NOT NULL,
+        phase text NOT NULL,
+        schema_version bigint NOT NULL,
+        created_at double precision NOT NULL,
+        workflow_name text,
+        terminal boolean NOT NULL,
+        metadata text NOT NULL,
+        body text NOT NULL,
+        lists text NOT NULL,
+        digest text NOT NULL,
+        CONSTRAINT checkpoints_pkey PRIMARY KEY (id),
+        CONSTRAINT checkpoints_run_seq UNIQUE (run_id, seq)
+      )`,
+      `CREATE INDEX checkpoints_workflow ON ${s}.checkpoints (workflow_name, created_at, seq, id) WHERE workflow_name IS NOT NULL`,
+      `CREATE INDEX checkpoints_created_at ON ${s}.checkpoints (created_at, seq, id)`,
+
+      `CREATE TABLE ${s}.list_items (
+        run_id text COLLATE "C" NOT NULL,
+        list_id text COLLATE "C" NOT NULL,
+        idx integer NOT NULL,
+        item text NOT NULL,
+        CONSTRAINT list_items_pkey PRIMARY KEY (run_id, list_id, idx)
+      )`,
+
+      `CREATE TABLE ${s}.effects (
+        run_id text COLLATE "C" NOT NULL,
+        call_id text COLLATE "C" NOT NULL,
+        name text NOT NULL,
+        input_hash text NOT NULL,
+        idempotency_key text NOT NULL,
+        status text NOT NULL,
+        output text,
+        output_hash text,
+        attempts integer NOT NULL,
+        started_at double precision NOT NULL,
+        completed_at double precision,
+        ord bigint GENERATED ALWAYS AS IDENTITY,
+        CONSTRAINT effects_pkey PRIMARY KEY (run_id, call_id)
+      )`,
+    ],
+  },
+  {
+    version: 2,
+    name: 'claiming, recoveries and cancel requests for workers',
+    // `recoveries` counts executions of a run that ended without finishing it (a lapsed lease, a
+    // failed release); `cancel_requested` is seen by the holder at its next fenced write. The
+    // partial index holds only claimable runs, in claim order (priority, then age).
+    statements: (s) => [
+      `ALTER TABLE ${s}.runs ADD COLUMN recoveries integer NOT NULL DEFAULT 0, ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
+      `CREATE INDEX runs_claim ON ${s}.runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running')`,
+    ],
+  },
+]
+
+/**
+ * Bring `schema` up to date and return the versions applied now (empty when it already was).
+ * Pending steps run in one transaction under a transaction-scoped advisory lock keyed on the
+ * schema name, so processes starting at the same time migrate it exactly once: the first applies
+ * the steps, the others wait for its commit and find nothing left to do. Creates the schema when
+ * it does not exist. A schema migrated by a newer Cairn is refused with a {@link SchemaVersionError}.
+ */
+export async function migratePostgres(pool: PostgresPool, schema: string, migrations: readonly PostgresMigration[] = POSTGRES_MIGRATIONS): Promise<number[]> {
+  assertSchemaName(schema)
+  const latest = migrations.reduce((max, step) => Math.max(max, step.version), 0)
+  // Fast path without the lock: a schema already at the latest version.
+  if ((await appliedVersions(pool, schema, latest)).at(-1) === latest) return []
+  const client = await pool.connect()
+  const unguard = guardClient(client)
+  let broken = false
+  try {
+    await client.query('BEGIN')
+    try {
+      const done = await migrateLocked(client, schema, migrations, latest)
+      await client.query('COMMIT')
+      return done
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => (broken = true))
+      throw err
+    }
+  } finally {
+    client.release(broken)
+    unguard()
+  }
+}
+
+async function migrateLocked(client: PostgresQueryable, schema: string, migrations: readonly PostgresMigration[], latest: number): Promise<number[]> {
+  const s = quoteIdent(schema)
+  await client.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`cairn.migrate:${schema}`])
+  // Checked before CREATE SCHEMA: a role without CREATE on the database may use an existing schema.
+  const exists = await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])
+  if (exists.rows.length === 0) await client.query(`CREATE SCHEMA ${s}`)
+  await client.query(`CREATE TABLE IF NOT EXISTS ${s}.cairn_migrations (
+    version integer NOT NULL PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+  )`)
+  const applied = new Set(await appliedVersions(client, schema, latest))
+  const done: number[] = []
+  for (const step of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (applied.has(step.version)) continue
+    for (const statement of step.statements(s)) await client.query(statement)
+    await client.query(`INSERT INTO ${s}.cairn_migrations (version, name) VALUES ($1, $2)`, [step.version, step.name])
+    done.push(step.version)
+  }
+  return done
+}
+
+/** The versions recorded in the schema's `cairn_migrations`, ascending; throws if one is newer than known. */
+async function appliedVersions(db: PostgresQueryable, schema: string, latest: number): Promise<number[]> {
+  const table = `${quoteIdent(schema)}.cairn_migrations`
+  const found = await db.query('SELECT to_regclass($1) IS NOT NULL AS "exists"', [table])
+  if (found.rows[0]?.exists !== true) return []
+  const rows = (await db.query(`SELECT version FROM ${table} ORDER BY version`)).rows
+  const versions = rows.map((row) => Number(row.version))
+  const newest = versions.at(-1) ?? 0
+  if (newest > latest) {
+    throw new SchemaVersionError({
+      kind: 'postgres schema',
+      found: newest,
+      supported: latest,
+      message: `the Postgres schema "${schema}" was migrated to schema version ${newest} by a newer Cairn; this version knows up to ${latest}: upgrade Cairn to open it`,
+    })
+  }
+  return versions
+}

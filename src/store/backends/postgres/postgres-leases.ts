@@ -1,0 +1,187 @@
+import { sha256 } from '../../../core/hash.js'
+import type { RunRow } from '../../engine/storage-engine.js'
+import type {
+  CancelOutcome,
+  ClaimedRun,
+  ClaimRequest,
+  EnqueueJob,
+  HeartbeatRequest,
+  HeartbeatRow,
+  LeaseEngine,
+  LeaseRow,
+  LeaseSubscription,
+  ReleaseRequest,
+  RequeueOutcome,
+  RequeueRequest,
+} from '../../engine/lease-engine.js'
+import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './postgres-engine.js'
+import { PostgresListener } from './postgres-listener.js'
+import { RUN_PARAMS, leaseStatements, releaseSql, type LeaseStatements } from './sql.js'
+
+/** What the leases need of their engine. */
+export interface PostgresLeaseAccess {
+  schema: string
+  pool: PostgresPool
+  /** One statement, once the schema is migrated. */
+  query(text: string, values: unknown[]): Promise<PostgresQueryResult>
+  /** `fn` in one transaction, once the schema is migrated. */
+  transaction<T>(fn: (db: PostgresQueryable) => Promise<T>): Promise<T>
+  warn(message: string): void
+}
+
+/**
+ * The lease protocol on PostgreSQL, for workers on many machines. A claim is one statement
+ * (`FOR UPDATE SKIP LOCKED`: no two workers ever take the same row, and a run whose commit is in
+ * progress is skipped until it ends); under per-queue limits it runs in a transaction holding an
+ * advisory lock per limited queue, so the limit holds across workers. Enqueues, releases and
+ * requeues of paused runs `NOTIFY` a channel of the schema; `subscribe` `LISTEN`s on it. Lease
+ * times are the server's clock.
+ */
+export class PostgresLeases implements LeaseEngine {
+  readonly #db: PostgresLeaseAccess
+  readonly #sql: LeaseStatements
+  readonly #channel: string
+
+  constructor(access: PostgresLeaseAccess) {
+    this.#db = access
+    this.#sql = leaseStatements(access.schema)
+    this.#channel = wakeChannel(access.schema)
+  }
+
+  async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
+    const result = await this.#db.query(this.#sql.enqueue, [...RUN_PARAMS.map((key) => row[key]), job.queue, job.priority, this.#channel])
+    return result.rows.length === 1
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
+    const queues = request.queues === undefined ? null : [...request.queues]
+    const limited = Object.keys(request.queueLimits ?? {})
+      .filter((queue) => queues === null || queues.includes(queue))
+      .sort()
+    if (limited.length === 0) {
+      const { rows } = await this.#db.query(this.#sql.claim, [request.owner, request.limit, queues, null, request.leaseMs])
+      return claimedRows(rows)
+    }
+    return this.#db.transaction(async (db) => {
+      // Locks in a fixed order, so two workers with overlapping limits never deadlock.
+      for (const queue of limited) await db.query(this.#sql.lockQueue, [`cairn.queue:${this.#db.schema}:${queue}`])
+      const budgets = new Map(limited.map((queue) => [queue, request.queueLimits![queue]!]))
+      for (const row of (await db.query(this.#sql.liveCounts, [limited])).rows) {
+        budgets.set(row.queue as string, budgets.get(row.queue as string)! - Number(row.n))
+      }
+      const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
+      const { rows: candidates } = await db.query(this.#sql.candidates, [request.limit * 4 + 16, queues, full.length === 0 ? null : full])
+      const picked: string[] = []
+      for (const { runId, queue } of candidates as { runId: string; queue: string }[]) {
+        if (picked.length >= request.limit) break
+        const left = budgets.get(queue)
+        if (left !== undefined && left <= 0) continue
+        if (left !== undefined) budgets.set(queue, left - 1)
+        picked.push(runId)
+      }
+      if (picked.length === 0) return []
+      const { rows } = await db.query(this.#sql.claimRuns, [request.owner, picked, request.leaseMs])
+      return claimedRows(rows)
+    })
+  }
+
+  async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {
+    if (request.runs.length === 0) return []
+    const { rows } = await this.#db.query(this.#sql.heartbeat, [
+      request.owner,
+      request.leaseMs,
+      request.runs.map((run) => run.runId),
+      request.runs.map((run) => run.epoch),
+    ])
+    return rows.map((row) => ({ runId: row.runId as string, cancelRequested: row.cancelRequested === true }))
+  }
+
+  async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean> {
+    const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch })
+    return (await this.#db.query(text, values)).rows.length === 1
+  }
+
+  async cancel(runId: string): Promise<CancelOutcome | undefined> {
+    return this.#db.transaction(async (db) => {
+      const run = (await db.query(this.#sql.lockForCancel, [runId])).rows[0]
+      if (!run) return undefined
+      const status = run.status as RunRow['status']
+      if (status === 'completed' || status === 'failed' || status === 'cancelled') return { outcome: 'unchanged', status }
+      if (run.live === true) {
+        await db.query(this.#sql.requestCancel, [runId])
+        return { outcome: 'requested', status }
+      }
+      await db.query(this.#sql.cancelNow, [runId, Date.now()])
+      return { outcome: 'cancelled', status: 'cancelled' }
+    })
+  }
+
+  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    return this.#db.transaction(async (db) => {
+      const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
+      if (!row) return undefined
+      const run = runRowOf(row)
+      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (row.queue === null) return { outcome: 'not_enqueued' }
+      if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
+      await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
+      return { outcome: 'queued' }
+    })
+  }
+
+  async getLease(runId: string): Promise<LeaseRow | undefined> {
+    const { rows } = await this.#db.query(this.#sql.getLease, [runId])
+    return rows[0] && leaseRow(rows[0])
+  }
+
+  /**
+   * `LISTEN` on the schema's channel over a connection of its own (re-established after a
+   * server restart). Undefined when the pool's connections cannot deliver notifications (PGlite
+   * through `PGliteClient`): workers poll instead.
+   */
+  async subscribe(onWake: () => void): Promise<LeaseSubscription | undefined> {
+    const listener = new PostgresListener({ pool: this.#db.pool, channel: this.#channel, onWake, warn: (message) => this.#db.warn(message) })
+    return (await listener.start()) ? listener : undefined
+  }
+}
+
+/** The `NOTIFY` channel of a schema: a Postgres identifier, at most 63 bytes. */
+export function wakeChannel(schema: string): string {
+  const name = `cairn_wake_${schema}`
+  return name.length <= 63 ? name : `cairn_wake_${sha256(schema).slice(0, 32)}`
+}
+
+function claimedRows(rows: Record<string, unknown>[]): ClaimedRun[] {
+  return rows
+    .map((row) => ({ run: runRowOf(row), lease: leaseRow(row) }))
+    .sort((a, b) => b.lease.priority - a.lease.priority || a.run.createdAt - b.run.createdAt || (a.run.runId < b.run.runId ? -1 : 1))
+}
+
+/** The run columns of a selected row (`bigint` columns arrive as strings). */
+function runRowOf(row: Record<string, unknown>): RunRow {
+  return {
+    runId: row.runId as string,
+    status: row.status as RunRow['status'],
+    name: row.name as string | null,
+    threadId: row.threadId as string | null,
+    workflowName: row.workflowName as string | null,
+    configSignature: row.configSignature as string | null,
+    lastSeq: Number(row.lastSeq),
+    createdAt: Number(row.createdAt),
+    updatedAt: Number(row.updatedAt),
+    metadata: row.metadata as string,
+  }
+}
+
+function leaseRow(row: Record<string, unknown>): LeaseRow {
+  return {
+    runId: row.runId as string,
+    queue: row.queue as string | null,
+    priority: Number(row.priority),
+    owner: row.owner as string | null,
+    epoch: Number(row.epoch),
+    leaseExpiresAt: row.leaseExpiresAt === null ? null : Number(row.leaseExpiresAt),
+    recoveries: Number(row.recoveries),
+    cancelRequested: row.cancelRequested === true,
+  }
+}

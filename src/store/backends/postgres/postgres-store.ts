@@ -1,0 +1,128 @@
+import { CairnError, StoreError } from '../../../core/errors.js'
+import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
+import { PostgresEngine, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from './postgres-engine.js'
+
+/**
+ * Where a {@link PostgresStore} connects: a `connectionString`, for which the store creates (and
+ * on `close()` ends) a `pg` pool; or a `pool` you own — a `pg.Pool`, or a {@link PGliteClient} —
+ * which the store uses and leaves open.
+ */
+export type PostgresConnection = { connectionString: string; pool?: never } | { pool: PostgresPool; connectionString?: never }
+
+/** Options of a {@link PostgresStore}. */
+export interface PostgresStoreOptions extends EngineStoreOptions {
+  /**
+   * The Postgres schema holding Cairn's tables, created on first use. A plain lowercase
+   * identifier (letters, digits, `_`); several independent stores may share a database under
+   * different schemas. Default `cairn`.
+   */
+  schema?: string
+}
+
+/**
+ * The production {@link CheckpointStore}: PostgreSQL through the `pg` driver (an optional peer
+ * dependency), for many processes on many machines sharing one database. Tables live in their
+ * own schema and are migrated on first use under an advisory lock, so workers starting together
+ * migrate once. Writes of one run are serialized by a row lock on the run; storage grows
+ * linearly (a growing message list is stored once, as appended rows); `getLatest` and `load`
+ * take two queries whatever the run's length.
+ *
+ * The constructor does not wait for the server: the first call does (or `await store.ready()`).
+ *
+ * @example
+ * ```ts
+ * import { PostgresStore } from 'cairn/postgres'
+ *
+ * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL! }, { schema: 'cairn' })
+ * await store.ready() // optional: fail fast when the server is unreachable
+ * await store.save({ runId: 'r1', kind: 'demo', phase: 'start', payload: { n: 1 } })
+ * await store.close()
+ * ```
+ */
+export class PostgresStore extends EngineStore {
+  readonly #engine: PostgresEngine
+
+  constructor(connection: PostgresConnection, options: PostgresStoreOptions = {}) {
+    const engine = openEngine(connection, options)
+    super(engine, options)
+    this.#engine = engine
+  }
+
+  /** The schema the store's tables live in. */
+  get schema(): string {
+    return this.#engine.schema
+  }
+
+  /** Resolves once connected and migrated; rejects with a `StoreError` saying why not. Calls wait for it anyway. */
+  ready(): Promise<void> {
+    return this.#engine.ready()
+  }
+}
+
+function openEngine(connection: PostgresConnection, options: PostgresStoreOptions): PostgresEngine {
+  const schema = options.schema === undefined ? {} : { schema: options.schema }
+  if (typeof connection !== 'object' || connection === null) throw missingConnection()
+  const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
+  if (connection.pool !== undefined) return new PostgresEngine({ pool: connection.pool, ...schema, onWarning: warn })
+  const { connectionString } = connection
+  if (typeof connectionString !== 'string' || connectionString === '') throw missingConnection()
+  const pool = new PgPool(connectionString, warn)
+  return new PostgresEngine({ pool, ...schema, onClose: () => pool.end(), onWarning: warn })
+}
+
+function missingConnection(): CairnError {
+  return new CairnError('invalid_argument', 'PostgresStore needs a connection string ({ connectionString }) or a pool ({ pool }: a pg.Pool or PGliteClient)')
+}
+
+/** The slice of the `pg` module used to create a pool. */
+interface PgModule {
+  Pool: new (config: { connectionString: string; application_name?: string }) => PostgresPool & {
+    on(event: 'error', listener: (err: Error) => void): unknown
+    end(): Promise<void>
+  }
+}
+
+type OwnedPool = InstanceType<PgModule['Pool']>
+
+/**
+ * A `pg.Pool` created on first use: `pg` is imported only when a store is opened by connection
+ * string, so `cairn/postgres` over PGlite does not need it installed.
+ */
+class PgPool implements PostgresPool {
+  readonly #pool: Promise<OwnedPool>
+
+  constructor(connectionString: string, warn: (message: string) => void) {
+    this.#pool = loadPg().then(({ Pool }) => {
+      const pool = new Pool({ connectionString, application_name: 'cairn' })
+      // An idle connection that dies (a server restart) is dropped and replaced by the pool;
+      // without a listener its error would crash the process.
+      pool.on('error', (err) => warn(`an idle Postgres connection failed and was discarded: ${err.message}`))
+      return pool
+    })
+    this.#pool.catch(() => {})
+  }
+
+  async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    return (await this.#pool).query(text, values)
+  }
+
+  async connect(): Promise<PostgresPoolClient> {
+    return (await this.#pool).connect()
+  }
+
+  async end(): Promise<void> {
+    const pool = await this.#pool.catch(() => undefined)
+    await pool?.end()
+  }
+}
+
+async function loadPg(): Promise<PgModule> {
+  try {
+    const pg = (await import('pg')) as unknown as Partial<PgModule> & { default?: PgModule }
+    const module = pg.Pool ? (pg as PgModule) : pg.default
+    if (!module?.Pool) throw new Error('the pg module has no Pool export')
+    return module
+  } catch (err) {
+    throw new StoreError(`PostgresStore with a connectionString needs the pg package (npm install pg): ${(err as Error).message}`, { cause: err })
+  }
+}

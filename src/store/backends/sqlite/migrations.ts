@@ -1,0 +1,152 @@
+import { SchemaVersionError } from '../../../core/errors.js'
+import type { SqliteDatabase } from './sqlite-engine.js'
+
+/** One step of the SQLite schema. Versions start at 1 and increase by one. */
+export interface SqliteMigration {
+  version: number
+  name: string
+  /** DDL run inside the migration transaction. */
+  sql: string
+}
+
+/**
+ * The SQLite schema, oldest step first. Never edit a released step: append a new one.
+ *
+ * Sizes matter (storage must stay linear and small): each checkpoint is one row of the
+ * `checkpoints` table plus the items it appends to `list_items`. `list_items` is a rowid table
+ * rather than `WITHOUT ROWID`: a `WITHOUT ROWID` (index b-tree) page keeps only about a quarter
+ * of a page inline, so a 1-5 KB message would spill into an overflow page of its own (2-4x its
+ * size on disk); a rowid table keeps items up to nearly a whole page inline.
+ */
+export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
+  {
+    version: 1,
+    name: 'runs, checkpoints, list items and effects',
+    sql: `
+      CREATE TABLE runs (
+        run_id TEXT NOT NULL PRIMARY KEY,
+        status TEXT NOT NULL,
+        name TEXT,
+        thread_id TEXT,
+        workflow_name TEXT,
+        config_signature TEXT,
+        last_seq INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        metadata TEXT NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX runs_created_at ON runs (created_at);
+
+      CREATE TABLE checkpoints (
+        id TEXT NOT NULL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        parent_id TEXT,
+        seq INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        schema_version INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        workflow_name TEXT,
+        terminal INTEGER NOT NULL,
+        metadata TEXT NOT NULL,
+        body TEXT NOT NULL,
+        lists TEXT NOT NULL,
+        digest TEXT NOT NULL
+      );
+      CREATE UNIQUE INDEX checkpoints_run_seq ON checkpoints (run_id, seq);
+      CREATE INDEX checkpoints_workflow ON checkpoints (workflow_name, created_at, seq) WHERE workflow_name IS NOT NULL;
+
+      CREATE TABLE list_items (
+        run_id TEXT NOT NULL,
+        list_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (run_id, list_id, idx)
+      );
+
+      CREATE TABLE effects (
+        run_id TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        input_hash TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        output TEXT,
+        output_hash TEXT,
+        attempts INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        completed_at INTEGER,
+        PRIMARY KEY (run_id, call_id)
+      );
+    `,
+  },
+  {
+    version: 2,
+    name: 'leases, queues and fencing for workers',
+    // The lease columns of the worker layer: `owner`, `lease_expires_at` (Unix ms), `lease_epoch`
+    // (raised on every claim; every fenced write checks it), `queue` (null: never enqueued, never
+    // claimed), `priority`, `recoveries` and `cancel_requested`. The partial index holds only
+    // claimable runs, in claim order.
+    sql: `
+      ALTER TABLE runs ADD COLUMN queue TEXT;
+      ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE runs ADD COLUMN owner TEXT;
+      ALTER TABLE runs ADD COLUMN lease_expires_at INTEGER;
+      ALTER TABLE runs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
+      CREATE INDEX runs_claim ON runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running');
+    `,
+  },
+]
+
+const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (
+  version INTEGER NOT NULL PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at INTEGER NOT NULL
+)`
+
+/**
+ * Bring the database's schema up to date and return the versions applied now (empty when it
+ * already was). All pending steps run in one `BEGIN IMMEDIATE` transaction, which takes the
+ * write lock before reading what is applied, so processes opening a new file at the same time
+ * migrate it exactly once. A database migrated by a newer Cairn is refused with a
+ * {@link SchemaVersionError}.
+ */
+export function migrateSqlite(db: SqliteDatabase, migrations: readonly SqliteMigration[] = SQLITE_MIGRATIONS): number[] {
+  const latest = migrations.reduce((max, step) => Math.max(max, step.version), 0)
+  // Fast path without the write lock: a database already at the latest version.
+  if (appliedVersions(db, latest).at(-1) === latest) return []
+  return db
+    .transaction(() => {
+      db.exec(CREATE_MIGRATIONS_TABLE)
+      const applied = new Set(appliedVersions(db, latest))
+      const insert = db.prepare('INSERT INTO cairn_migrations (version, name, applied_at) VALUES (?, ?, ?)')
+      const done: number[] = []
+      for (const step of [...migrations].sort((a, b) => a.version - b.version)) {
+        if (applied.has(step.version)) continue
+        db.exec(step.sql)
+        insert.run(step.version, step.name, Date.now())
+        done.push(step.version)
+      }
+      return done
+    })
+    .immediate()
+}
+
+/** The versions recorded in `cairn_migrations`, ascending; throws if one is newer than known. */
+function appliedVersions(db: SqliteDatabase, latest: number): number[] {
+  const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cairn_migrations'").get()
+  if (exists === undefined) return []
+  const versions = db.prepare('SELECT version FROM cairn_migrations ORDER BY version').pluck().all() as number[]
+  const newest = versions.at(-1) ?? 0
+  if (newest > latest) {
+    throw new SchemaVersionError({
+      kind: 'sqlite database',
+      found: newest,
+      supported: latest,
+      message: `the SQLite database was migrated to schema version ${newest} by a newer Cairn; this version knows up to ${latest}: upgrade Cairn to open it`,
+    })
+  }
+  return versions
+}

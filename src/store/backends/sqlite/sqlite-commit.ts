@@ -1,0 +1,124 @@
+/**
+ * What the SQLite engine runs inside a write transaction, and how it sets up a connection:
+ * shared by the engine's own connection and by its writer thread (see `sqlite-writer.ts`), so a
+ * commit means the same thing on either.
+ */
+import type { CommitRequest, CommitResult, RunPatch, RunRow } from '../../engine/storage-engine.js'
+import type { SqliteConnectionOptions, SqliteDatabase, SqliteStatement } from './sqlite-engine.js'
+import { SQL } from './sql.js'
+
+/** 8 KiB pages pack ~1-2 KB list items with far less slack than SQLite's default 4 KiB. */
+const PAGE_SIZE = 8192
+/**
+ * A save appends ~7 pages to the WAL. Checkpointing every 16 pages (every ~3rd save) keeps the
+ * WAL near 200 KB instead of SQLite's default 1000 pages (8 MB here), which would dwarf a run's
+ * data; the size limit shrinks it back after a burst (a checkpoint held up by a reader).
+ */
+const WAL_AUTOCHECKPOINT_PAGES = 16
+const JOURNAL_SIZE_LIMIT_BYTES = 1024 * 1024
+
+/** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
+export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
+  const { synchronous = 'full', busyTimeoutMs = 5000 } = options
+  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a non-negative integer, got ${busyTimeoutMs}`)
+  if (synchronous !== 'full' && synchronous !== 'normal') throw new RangeError(`synchronous must be 'full' or 'normal', got ${String(synchronous)}`)
+  // The busy timeout first, so switching to WAL and migrating wait for other processes.
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+  db.pragma(`page_size = ${PAGE_SIZE}`) // only takes effect on a new, empty file
+  db.pragma('journal_mode = WAL')
+  db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`)
+  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`)
+  db.pragma(`synchronous = ${synchronous.toUpperCase()}`)
+}
+
+export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
+
+/** Statements whose result is a single column return that value (`pluck`). */
+const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
+
+/**
+ * The engine's statements, each prepared on first use: opening a store (a fresh process about to
+ * resume one run) prepares only what it runs.
+ */
+export function prepareStatements(db: SqliteDatabase): Statements {
+  const statements = {} as Statements
+  for (const key of Object.keys(SQL) as (keyof typeof SQL)[]) {
+    Object.defineProperty(statements, key, {
+      enumerable: true,
+      configurable: true,
+      get() {
+        const statement = db.prepare(SQL[key])
+        const prepared = PLUCKED.has(key) ? statement.pluck() : statement
+        Object.defineProperty(statements, key, { value: prepared, enumerable: true })
+        return prepared
+      },
+    })
+  }
+  return statements
+}
+
+/**
+ * One commit, inside the caller's `BEGIN IMMEDIATE` transaction: check the fence, the ids, the
+ * seq and the list lengths it expects, then write everything or nothing.
+ */
+export function commitInTransaction(s: Statements, { rows, appends, run, effects, runPatch, fence }: CommitRequest): CommitResult {
+  let cancelRequested = false
+  if (fence) {
+    // Inside BEGIN IMMEDIATE: no other connection can claim the run until this commit ends.
+    const lease = s.fenceOf.get(fence.runId) as { owner: string | null; epoch: number; cancelRequested: number } | undefined
+    if (!lease || lease.owner !== fence.owner || lease.epoch !== fence.epoch) return { ok: false, reason: 'fenced' }
+    cancelRequested = lease.cancelRequested === 1
+  }
+  if (rows.some((row) => s.checkpointExists.get(row.id) !== undefined)) return { ok: false, reason: 'duplicate_id' }
+  const lastSeq = (s.runLastSeq.get(run.runId) as number | undefined) ?? 0
+  const first = rows[0]
+  if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+  for (const append of appends) {
+    if (s.listLength.get(run.runId, append.listId) !== append.expectedLength) return { ok: false, reason: 'list_conflict' }
+  }
+  for (const append of appends) {
+    append.items.forEach((item, i) => s.insertItem.run(run.runId, append.listId, append.expectedLength + i, item))
+  }
+  const last = rows[rows.length - 1]
+  s.upsertRunForCommit.run({
+    runId: run.runId,
+    status: run.status,
+    name: run.name,
+    threadId: run.threadId,
+    workflowName: run.workflowName,
+    configSignature: run.configSignature,
+    createdAt: run.createdAt,
+    updatedAt: run.updatedAt,
+    metadata: run.metadata,
+    seq: last?.seq ?? lastSeq,
+    // The newest checkpoint's time (0 for an effects-only commit: updated_at stays).
+    checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
+  })
+  for (const row of rows) s.insertCheckpoint.run({ ...row, terminal: row.terminal ? 1 : 0 })
+  for (const intent of effects?.intents ?? []) s.recordEffectIntent.get(intent)
+  for (const callId of effects?.starts ?? []) s.startEffect.get(run.runId, callId)
+  for (const completion of effects?.completions ?? []) s.completeEffect.get(completion)
+  if (runPatch) patchRun(s, run.runId, runPatch)
+  return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+/** Apply a run patch (inside the caller's transaction). */
+export function patchRun(s: Statements, runId: string, patch: RunPatch): RunRow | undefined {
+  const params = {
+    runId,
+    updatedAt: patch.updatedAt,
+    ...field('status', patch.status),
+    ...field('name', patch.name),
+    ...field('threadId', patch.threadId),
+    ...field('workflowName', patch.workflowName),
+    ...field('configSignature', patch.configSignature),
+    ...field('metadata', patch.metadata),
+  }
+  return s.updateRun.get(params) as RunRow | undefined
+}
+
+/** Named parameters that set one field of `updateRun` only when the patch has it. */
+function field(name: string, value: string | null | undefined): Record<string, string | number | null> {
+  const flag = `set${name[0]?.toUpperCase() ?? ''}${name.slice(1)}`
+  return value === undefined ? { [flag]: 0, [name]: null } : { [flag]: 1, [name]: value }
+}

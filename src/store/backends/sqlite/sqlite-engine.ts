@@ -1,0 +1,265 @@
+import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
+import type {
+  CheckpointHeaderRow,
+  CheckpointRow,
+  CommitRequest,
+  CommitResult,
+  EffectCompletionRow,
+  EffectRow,
+  ListRef,
+  RunPatch,
+  RunRow,
+  StorageEngine,
+} from '../../engine/storage-engine.js'
+import { retainedListLengths } from '../../engine/row-order.js'
+import { migrateSqlite } from './migrations.js'
+import { SqliteLeases } from './sqlite-leases.js'
+import { commitInTransaction, configureConnection, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { listCheckpointsSql, listRunsSql } from './sql.js'
+import type { CommitWriter } from './sqlite-writer.js'
+
+/**
+ * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
+ * not depend on the driver's types; a better-sqlite3 `Database` satisfies it.
+ */
+export interface SqliteDatabase {
+  prepare(source: string): SqliteStatement
+  exec(source: string): unknown
+  pragma(source: string, options?: { simple?: boolean }): unknown
+  transaction<A extends unknown[], R>(fn: (...args: A) => R): SqliteTransaction<A, R>
+  close(): unknown
+}
+
+/** The slice of a better-sqlite3 `Statement` the engine uses. */
+export interface SqliteStatement {
+  run(...params: unknown[]): { changes: number }
+  get(...params: unknown[]): unknown
+  all(...params: unknown[]): unknown[]
+  pluck(toggle?: boolean): SqliteStatement
+}
+
+/** A better-sqlite3 transaction function: call `immediate` to take the write lock up front. */
+export interface SqliteTransaction<A extends unknown[], R> {
+  deferred(...args: A): R
+  immediate(...args: A): R
+}
+
+/** Connection settings the engine applies when it opens. */
+export interface SqliteConnectionOptions {
+  /**
+   * `full` (the default) syncs the WAL on every commit, so a saved checkpoint survives a power
+   * loss; `normal` is faster and still never corrupts, but may lose the last commits on power loss.
+   */
+  synchronous?: 'full' | 'normal'
+  /** How long a write waits for another connection's write lock before failing. Default 5000 ms. */
+  busyTimeoutMs?: number
+}
+
+/** What {@link SqliteEngine} takes: an open database and its connection settings. */
+export interface SqliteEngineOptions extends SqliteConnectionOptions {
+  database: SqliteDatabase
+  /**
+   * Where commits run: by default on `database` itself; a {@link SqliteWriter} runs them on a
+   * worker thread with its own connection to the same file.
+   */
+  writer?: CommitWriter
+}
+
+/**
+ * A {@link StorageEngine} over one SQLite database (better-sqlite3). Opening sets WAL journal
+ * mode, the `synchronous` level and the busy timeout, then applies pending migrations. Every
+ * write runs in a `BEGIN IMMEDIATE` transaction, so several processes on one machine can share
+ * one database file. The driver is synchronous; the methods return promises to fit the interface.
+ *
+ * @example
+ * ```ts
+ * import Database from 'better-sqlite3'
+ * const store = new EngineStore(new SqliteEngine({ database: new Database('cairn.db') }))
+ * ```
+ */
+export class SqliteEngine implements StorageEngine {
+  readonly #db: SqliteDatabase
+  readonly #writer: CommitWriter | undefined
+  readonly #statements: Statements
+  /** Statements of list queries, by SQL text (one per filter shape). */
+  readonly #listStatements = new Map<string, SqliteStatement>()
+  readonly #commit: SqliteTransaction<[CommitRequest], CommitResult>
+  readonly #deleteCheckpoints: SqliteTransaction<[runId: string, ids: readonly string[]], number>
+  readonly #deleteRun: SqliteTransaction<[runId: string], boolean>
+  readonly #readLists: SqliteTransaction<[runId: string, refs: readonly ListRef[]], string[][]>
+  readonly #inTransaction: SqliteTransaction<[fn: () => unknown], unknown>
+  #leases: SqliteLeases | undefined
+
+  constructor(options: SqliteEngineOptions) {
+    const db = options.database
+    this.#db = db
+    this.#writer = options.writer
+    configureConnection(db, options)
+    migrateSqlite(db)
+    this.#statements = prepareStatements(db)
+    this.#commit = db.transaction((request: CommitRequest) => commitInTransaction(this.#statements, request))
+    this.#deleteCheckpoints = db.transaction((runId: string, ids: readonly string[]) => this.#deleteCheckpointsNow(runId, ids))
+    this.#deleteRun = db.transaction((runId: string) => this.#deleteRunNow(runId))
+    this.#inTransaction = db.transaction((fn: () => unknown) => fn())
+    this.#readLists = db.transaction((runId: string, refs: readonly ListRef[]) =>
+      refs.map((ref) => this.#statements.readList.all(runId, ref.id, ref.n) as string[]),
+    )
+  }
+
+  /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
+  get leases(): SqliteLeases {
+    this.#leases ??= new SqliteLeases(this.#db, (runId, patch) => patchRun(this.#statements, runId, patch))
+    return this.#leases
+  }
+
+  async insertRun(row: RunRow): Promise<boolean> {
+    return this.#write(() => this.#statements.insertRun.run(row).changes === 1)
+  }
+
+  async getRun(runId: string): Promise<RunRow | undefined> {
+    return this.#statements.getRun.get(runId) as RunRow | undefined
+  }
+
+  async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
+    const shape = {
+      status: query.status !== undefined,
+      workflowName: query.workflowName !== undefined,
+      threadId: query.threadId !== undefined,
+      before: query.before !== undefined,
+    }
+    const params: Record<string, unknown> = { limit: query.limit ?? -1 }
+    if (query.status !== undefined) params.statuses = JSON.stringify(typeof query.status === 'string' ? [query.status] : query.status)
+    if (query.workflowName !== undefined) params.workflowName = query.workflowName
+    if (query.threadId !== undefined) params.threadId = query.threadId
+    if (query.before !== undefined) params.before = query.before
+    return this.#listStatement(listRunsSql(shape)).all(params) as RunRow[]
+  }
+
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+    return this.#write(() => patchRun(this.#statements, runId, patch))
+  }
+
+  async deleteRun(runId: string): Promise<boolean> {
+    return this.#deleteRun.immediate(runId)
+  }
+
+  async commit(request: CommitRequest): Promise<CommitResult> {
+    return this.#writer ? this.#writer.commit(request) : this.#commit.immediate(request)
+  }
+
+  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
+    return checkpointRow(this.#statements.getCheckpoint.get(checkpointId))
+  }
+
+  async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
+    const row = 'runId' in query ? this.#statements.latestOfRun.get(query.runId) : this.#statements.latestOfWorkflow.get(query.workflowName)
+    return checkpointRow(row)
+  }
+
+  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+    const shape = { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
+    const params: Record<string, unknown> = { limit: query.limit ?? -1 }
+    if (query.runId !== undefined) params.runId = query.runId
+    if (query.workflowName !== undefined) params.workflowName = query.workflowName
+    if (query.before !== undefined) params.before = query.before
+    const rows = this.#listStatement(listCheckpointsSql(shape)).all(params) as StoredHeader[]
+    return rows.map(headerRow)
+  }
+
+  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+    // One snapshot for all refs, so a concurrent prune cannot cut a list between two reads.
+    return refs.length === 0 ? [] : this.#readLists.deferred(runId, refs)
+  }
+
+  async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
+    return this.#deleteCheckpoints.immediate(runId, checkpointIds)
+  }
+
+  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
+    return this.#write(() => this.#statements.recordEffectIntent.get(row) as EffectRow)
+  }
+
+  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
+    return this.#write(() => {
+      const updated = this.#statements.completeEffect.get(completion) as EffectRow | undefined
+      if (updated) return { recorded: true, row: updated }
+      return { recorded: false, row: this.#statements.getEffect.get(completion.runId, completion.callId) as EffectRow | undefined }
+    })
+  }
+
+  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    return this.#write(() => {
+      const started = this.#statements.startEffect.get(runId, callId) as EffectRow | undefined
+      return started ?? (this.#statements.getEffect.get(runId, callId) as EffectRow | undefined)
+    })
+  }
+
+  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    return this.#statements.getEffect.get(runId, callId) as EffectRow | undefined
+  }
+
+  async listEffects(runId: string): Promise<EffectRow[]> {
+    return this.#statements.listEffects.all(runId) as EffectRow[]
+  }
+
+  async deleteEffects(runId: string): Promise<number> {
+    return this.#write(() => this.#statements.deleteEffects.run(runId).changes)
+  }
+
+  /** Closing the last connection checkpoints the WAL into the database file. */
+  async close(): Promise<void> {
+    try {
+      await this.#writer?.close()
+    } finally {
+      this.#db.close()
+    }
+  }
+
+  #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
+    const s = this.#statements
+    let deleted = 0
+    for (const id of checkpointIds) deleted += s.deleteCheckpoint.run(id, runId).changes
+    // Drop the list items no remaining checkpoint needs; keep everything if a row is unreadable.
+    const keep = retainedListLengths(s.listRefsOfRun.all(runId) as { lists: string }[])
+    if (keep) {
+      for (const listId of s.listIdsOfRun.all(runId) as string[]) s.truncateList.run(runId, listId, keep.get(listId) ?? 0)
+    }
+    return deleted
+  }
+
+  #deleteRunNow(runId: string): boolean {
+    const s = this.#statements
+    if (s.deleteRun.run(runId).changes === 0) return false
+    s.deleteRunCheckpoints.run(runId)
+    s.deleteRunItems.run(runId)
+    s.deleteRunEffects.run(runId)
+    return true
+  }
+
+  /** Run one write in a `BEGIN IMMEDIATE` transaction. */
+  #write<T>(fn: () => T): T {
+    return this.#inTransaction.immediate(fn) as T
+  }
+
+  #listStatement(sql: string): SqliteStatement {
+    let statement = this.#listStatements.get(sql)
+    if (!statement) {
+      statement = this.#db.prepare(sql)
+      this.#listStatements.set(sql, statement)
+    }
+    return statement
+  }
+}
+
+/** A header as stored: `terminal` is 0 or 1. */
+type StoredHeader = Omit<CheckpointHeaderRow, 'terminal'> & { terminal: unknown }
+
+/** Map the stored 0/1 to a boolean; any other value is passed on for EngineStore to reject. */
+function headerRow<T extends StoredHeader>(row: T): Omit<T, 'terminal'> & { terminal: boolean } {
+  const terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
+  return { ...row, terminal: terminal as boolean }
+}
+
+function checkpointRow(row: unknown): CheckpointRow | undefined {
+  return row === undefined ? undefined : headerRow(row as Omit<CheckpointRow, 'terminal'> & { terminal: unknown })
+}

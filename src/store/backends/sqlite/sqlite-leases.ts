@@ -1,0 +1,147 @@
+import type { RunPatch, RunRow } from '../../engine/storage-engine.js'
+import type {
+  CancelOutcome,
+  ClaimedRun,
+  ClaimRequest,
+  EnqueueJob,
+  HeartbeatRequest,
+  HeartbeatRow,
+  LeaseEngine,
+  LeaseRow,
+  ReleaseRequest,
+  RequeueOutcome,
+  RequeueRequest,
+} from '../../engine/lease-engine.js'
+import type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './sqlite-engine.js'
+import { LEASE_SQL, SQL } from './sql.js'
+
+/**
+ * The lease protocol on SQLite, for workers in several processes on one machine sharing a
+ * database file. Every call is one `BEGIN IMMEDIATE` transaction, which takes the database's
+ * write lock before reading: claims never race (two processes never claim the same run at one
+ * epoch), and a fenced commit's check and write cannot interleave with a claim. Lease times are
+ * Unix milliseconds of this machine's clock. No notifications: idle workers poll.
+ */
+export class SqliteLeases implements LeaseEngine {
+  readonly #s: LeaseStatements
+  readonly #getRun: SqliteStatement
+  readonly #patchRun: (runId: string, patch: RunPatch) => unknown
+  readonly #transaction: SqliteTransaction<[fn: () => unknown], unknown>
+
+  constructor(db: SqliteDatabase, patchRun: (runId: string, patch: RunPatch) => unknown) {
+    this.#s = Object.fromEntries(Object.entries(LEASE_SQL).map(([key, sql]) => [key, db.prepare(sql)])) as LeaseStatements
+    this.#getRun = db.prepare(SQL.getRun)
+    this.#patchRun = patchRun
+    this.#transaction = db.transaction((fn: () => unknown) => fn())
+  }
+
+  async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
+    return this.#write(() => this.#s.enqueue.run({ ...row, ...job }).changes === 1)
+  }
+
+  async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
+    return this.#write(() => {
+      const now = Date.now()
+      const budgets = this.#budgets(request, now)
+      const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
+      const candidates = this.#s.candidates.all({
+        now,
+        queues: request.queues === undefined ? null : JSON.stringify(request.queues),
+        full: full.length === 0 ? null : JSON.stringify(full),
+        scan: budgets.size === 0 ? request.limit : request.limit * 4 + 16,
+      }) as { runId: string; queue: string }[]
+      const claimed: ClaimedRun[] = []
+      for (const candidate of candidates) {
+        if (claimed.length >= request.limit) break
+        const left = budgets.get(candidate.queue)
+        if (left !== undefined) {
+          if (left <= 0) continue
+          budgets.set(candidate.queue, left - 1)
+        }
+        const lease = this.#s.claimRun.get({ runId: candidate.runId, owner: request.owner, expires: now + request.leaseMs }) as StoredLease
+        claimed.push({ run: this.#getRun.get(candidate.runId) as RunRow, lease: leaseRow(lease) })
+      }
+      return claimed
+    })
+  }
+
+  async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {
+    if (request.runs.length === 0) return []
+    return this.#write(() => {
+      const expires = Date.now() + request.leaseMs
+      const held: HeartbeatRow[] = []
+      for (const { runId, epoch } of request.runs) {
+        const row = this.#s.heartbeat.get({ runId, epoch, owner: request.owner, expires }) as { runId: string; cancelRequested: number } | undefined
+        if (row) held.push({ runId: row.runId, cancelRequested: row.cancelRequested === 1 })
+      }
+      return held
+    })
+  }
+
+  async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean> {
+    return this.#write(() => {
+      const released = this.#s.release.run({ runId: fence.runId, owner: fence.owner, epoch: fence.epoch, failed: failed ? 1 : 0 }).changes === 1
+      if (released && patch) this.#patchRun(fence.runId, patch)
+      return released
+    })
+  }
+
+  async cancel(runId: string): Promise<CancelOutcome | undefined> {
+    return this.#write(() => {
+      const now = Date.now()
+      const lease = this.#s.getLease.get(runId) as (StoredLease & { status: RunRow['status'] }) | undefined
+      if (!lease) return undefined
+      if (lease.status === 'completed' || lease.status === 'failed' || lease.status === 'cancelled') return { outcome: 'unchanged', status: lease.status }
+      if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
+        this.#s.requestCancel.run({ runId })
+        return { outcome: 'requested', status: lease.status }
+      }
+      this.#s.cancelNow.run({ runId, now })
+      return { outcome: 'cancelled', status: 'cancelled' }
+    })
+  }
+
+  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    return this.#write(() => {
+      const run = this.#getRun.get(runId) as RunRow | undefined
+      const lease = this.#s.getLease.get(runId) as StoredLease | undefined
+      if (!run || !lease) return undefined
+      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (lease.queue === null) return { outcome: 'not_enqueued' }
+      if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
+        return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
+      }
+      this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
+      return { outcome: 'queued' }
+    })
+  }
+
+  async getLease(runId: string): Promise<LeaseRow | undefined> {
+    const lease = this.#s.getLease.get(runId) as StoredLease | undefined
+    return lease && leaseRow(lease)
+  }
+
+  /** What is left of each limited queue's global limit (only queues this claim may take from). */
+  #budgets(request: ClaimRequest, now: number): Map<string, number> {
+    const limits = Object.entries(request.queueLimits ?? {}).filter(([queue]) => request.queues === undefined || request.queues.includes(queue))
+    const budgets = new Map(limits)
+    if (limits.length === 0) return budgets
+    const live = this.#s.liveCounts.all({ now, queues: JSON.stringify(limits.map(([queue]) => queue)) }) as { queue: string; n: number }[]
+    for (const { queue, n } of live) budgets.set(queue, (budgets.get(queue) ?? 0) - n)
+    return budgets
+  }
+
+  #write<T>(fn: () => T): T {
+    return this.#transaction.immediate(fn) as T
+  }
+}
+
+type LeaseStatements = { [K in keyof typeof LEASE_SQL]: SqliteStatement }
+
+/** A lease as selected: `cancelRequested` is 0 or 1. */
+type StoredLease = Omit<LeaseRow, 'cancelRequested'> & { cancelRequested: number }
+
+function leaseRow(stored: StoredLease): LeaseRow {
+  const { runId, queue, priority, owner, epoch, leaseExpiresAt, recoveries, cancelRequested } = stored
+  return { runId, queue, priority, owner, epoch, leaseExpiresAt, recoveries, cancelRequested: cancelRequested === 1 }
+}

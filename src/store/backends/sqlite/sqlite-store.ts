@@ -1,0 +1,94 @@
+import { mkdirSync } from 'node:fs'
+import { dirname } from 'node:path'
+import Database from 'better-sqlite3'
+import { CairnError, StoreError } from '../../../core/errors.js'
+import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
+import { SqliteEngine, type SqliteConnectionOptions, type SqliteDatabase } from './sqlite-engine.js'
+import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
+
+/**
+ * Where a {@link SqliteStore} keeps its data: a database file `path` (its directory is created
+ * when missing), or an already-open better-sqlite3 `database`, which the store then owns and
+ * closes on `close()`.
+ */
+export type SqliteStoreOptions = EngineStoreOptions &
+  SqliteConnectionOptions & {
+    /**
+     * Commit on a worker thread with its own connection to the file (default `false`: commit on
+     * the store's one connection). Writing and syncing then never block the event loop, which
+     * helps a process that drives many runs at once, and `async` durability; each commit the
+     * loop waits for (`sync` durability) costs a round trip to the thread (bench:runner shows
+     * both). Not for `:memory:`; a store over an open `database` always commits on it.
+     */
+    writerThread?: boolean
+  } & ({ path: string; database?: never } | { database: SqliteDatabase; path?: never })
+
+/**
+ * The embedded default {@link CheckpointStore}: one SQLite file (better-sqlite3, WAL mode).
+ * Several processes on one machine may use the same file at once; every write takes SQLite's
+ * write lock up front and waits up to `busyTimeoutMs` for it. Storage grows linearly: a growing
+ * message list is stored once, as appended rows.
+ *
+ * @example
+ * ```ts
+ * import { SqliteStore } from 'cairn/sqlite'
+ *
+ * const store = new SqliteStore({ path: '.cairn/cairn.db' })
+ * await store.save({ runId: 'r1', kind: 'demo', phase: 'start', payload: { n: 1 } })
+ * const latest = await store.getLatest({ runId: 'r1' })
+ * await store.close()
+ * ```
+ */
+export class SqliteStore extends EngineStore {
+  readonly #writer: SqliteWriter | undefined
+
+  constructor(options: SqliteStoreOptions) {
+    const { engine, writer } = openEngine(options)
+    super(engine, options)
+    this.#writer = writer
+  }
+
+  /** Commits made on the writer thread and the time they took; undefined without one. */
+  get writerStats(): Readonly<WriterStats> | undefined {
+    return this.#writer?.stats
+  }
+}
+
+function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer?: SqliteWriter } {
+  const connection = {
+    ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
+    ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
+  }
+  const { database } = options
+  if (database !== undefined) return { engine: wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection })) }
+  const { path } = options
+  if (typeof path !== 'string' || path === '') {
+    throw new CairnError('invalid_argument', 'SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
+  }
+  const onDisk = path !== ':memory:' && !path.startsWith('file:')
+  if (options.writerThread === true && !onDisk) {
+    throw new CairnError('invalid_argument', `writerThread needs a database file; ${path} is not one (drop writerThread, or give a file path)`)
+  }
+  const writer = options.writerThread === true ? new SqliteWriter(path, connection) : undefined
+  const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
+    if (onDisk) mkdirSync(dirname(path), { recursive: true })
+    const database: SqliteDatabase = new Database(path)
+    try {
+      return new SqliteEngine({ database, ...connection, ...(writer ? { writer } : {}) })
+    } catch (err) {
+      database.close()
+      throw err
+    }
+  })
+  return writer ? { engine, writer } : { engine }
+}
+
+/** Report a failure to open as a StoreError naming the database (Cairn errors pass through). */
+function wrapOpenError(what: string, open: () => SqliteEngine): SqliteEngine {
+  try {
+    return open()
+  } catch (err) {
+    if (err instanceof CairnError) throw err
+    throw new StoreError(`cannot open ${what}: ${(err as Error).message}`, { cause: err })
+  }
+}

@@ -1,0 +1,131 @@
+import { decodeValue, parseJson } from '../../core/codec.js'
+import { CheckpointCorruptionError, CheckpointNotFoundError } from '../../core/errors.js'
+import { freezeDeep } from '../../core/freeze.js'
+import { sha256 } from '../../core/hash.js'
+import type { SchemaRegistry } from '../../core/schema.js'
+import type { CheckpointRecord } from '../checkpoint-store.js'
+import type { CheckpointRow, ListRef, StorageEngine } from '../engine/storage-engine.js'
+import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
+import { checkRow, decodeHeader, toRecord } from './rows.js'
+
+/** One list of a run, read once for every checkpoint that refers to a prefix of it. */
+interface SharedList {
+  items: string[]
+  /** `hashes[k]`: the chain hash of the first k items, computed as far as a ref needs. */
+  hashes: string[]
+  /** Each item decoded once and deeply frozen: the records share them. */
+  decoded?: unknown[]
+}
+
+/** Where a ref's value goes back after the codec has decoded the body around it. */
+const SPLICE = Symbol('cairn.splice')
+
+/**
+ * Decode many checkpoints in one pass: each list of a run is read once (as far as its longest
+ * ref), its chain hash checked once per prefix, and each item parsed and decoded once, shared by
+ * every record that holds it. Loading a run's whole history this way costs what the run stored,
+ * where loading its records one by one costs the square of it. Every check of `load` applies: a
+ * flaw in any record is a `CheckpointCorruptionError` naming it.
+ *
+ * The records' list items are the same deeply frozen objects: treat the payloads as read-only.
+ */
+export async function decodeMany(rows: readonly CheckpointRow[], engine: StorageEngine, schemas: SchemaRegistry): Promise<CheckpointRecord[]> {
+  const checked = rows.map((row) => ({ row, refs: checkRow(row) }))
+  const lists = await readSharedLists(checked, engine)
+  return checked.map(({ row, refs }) => {
+    const current = schemas.currentVersion(row.kind)
+    if (current !== undefined && current !== row.schemaVersion) {
+      // A migration may change the payload in place: this record gets items of its own.
+      const items = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!.items.slice(0, ref.n))
+      return toRecord({ row, refs, items }, schemas)
+    }
+    const context = { runId: row.runId, checkpointId: row.id }
+    const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
+    const views = refs.map((ref): ListView => {
+      const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
+      const decoded = () => decodedItems(list, { ...context, listId: ref.id })
+      return {
+        length: ref.n,
+        whole: () => ({ [SPLICE]: decoded().slice(0, ref.n) }),
+        item: (n) => ({ [SPLICE]: decoded()[n] }),
+        stored: (n) => JSON.parse(list.items[n]!) as unknown,
+      }
+    })
+    const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
+    const payload = splice(decodeValue(spliced, { ...context, what: 'payload' }))
+    const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
+    return { ...decodeHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }
+  })
+}
+
+/** The rows of `checkpointIds`, in that order, in one engine call when it can; an unknown id is a `CheckpointNotFoundError`. */
+export async function readRows(engine: StorageEngine, checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+  const found = new Map<string, CheckpointRow>()
+  if (engine.getCheckpoints) {
+    for (const row of await engine.getCheckpoints(checkpointIds)) found.set(row.id, row)
+  } else {
+    for (const checkpointId of checkpointIds) {
+      const row = await engine.getCheckpoint(checkpointId)
+      if (row) found.set(checkpointId, row)
+    }
+  }
+  return checkpointIds.map((checkpointId) => {
+    const row = found.get(checkpointId)
+    if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+    return row
+  })
+}
+
+/** Read each list of each run once, as far as its longest ref. */
+async function readSharedLists(checked: readonly { row: CheckpointRow; refs: ListRef[] }[], engine: StorageEngine): Promise<Map<string, SharedList>> {
+  const longest = new Map<string, Map<string, number>>()
+  for (const { row, refs } of checked) {
+    const ofRun = longest.get(row.runId) ?? new Map<string, number>()
+    longest.set(row.runId, ofRun)
+    for (const ref of refs) ofRun.set(ref.id, Math.max(ofRun.get(ref.id) ?? 0, ref.n))
+  }
+  const lists = new Map<string, SharedList>()
+  for (const [runId, ofRun] of longest) {
+    const refs = [...ofRun].map(([id, n]) => ({ id, n, h: '' }))
+    if (refs.length === 0) continue
+    const items = await engine.readLists(runId, refs)
+    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''] }))
+  }
+  return lists
+}
+
+/** The list, after checking that it holds the ref's n items with the ref's chain hash. */
+function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => Error): SharedList {
+  if (list.items.length >= ref.n) {
+    for (let k = list.hashes.length; k <= ref.n; k++) list.hashes[k] = sha256(`${list.hashes[k - 1]!}\n${list.items[k - 1]!}`)
+    if (list.hashes[ref.n] === ref.h) return list
+  }
+  throw corrupt(unmatchedList(ref, Math.min(list.items.length, ref.n)))
+}
+
+function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeDeep(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
+  return list.decoded
+}
+
+/** Put the spliced values back where their refs were (outside lists: in plain objects and arrays of the body). */
+function splice(node: unknown): unknown {
+  if (typeof node !== 'object' || node === null) return node
+  if (Object.prototype.hasOwnProperty.call(node, SPLICE)) return (node as { [SPLICE]: unknown })[SPLICE]
+  if (Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) node[i] = splice(node[i])
+    return node
+  }
+  if (Object.getPrototypeOf(node) !== Object.prototype && Object.getPrototypeOf(node) !== null) return node
+  const obj = node as Record<string, unknown>
+  for (const key of Object.keys(obj)) {
+    const value = obj[key]
+    const replaced = splice(value)
+    if (replaced !== value) Object.defineProperty(obj, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+  }
+  return obj
+}
+
+function listKey(runId: string, listId: string): string {
+  return `${runId}\u0000${listId}`
+}

@@ -1,0 +1,388 @@
+import { sha256 } from '../../core/hash.js'
+import { encodeNested, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { isDeepFrozen } from '../../core/freeze.js'
+import { CheckpointCorruptionError } from '../../core/errors.js'
+import type { ListAppend, ListRef } from '../engine/storage-engine.js'
+
+/**
+ * The append-only list encoding that keeps a run's storage linear.
+ *
+ * An agent's payload carries a message list that grows by appending. Stored whole at every
+ * checkpoint, n checkpoints would cost O(n²) bytes. Instead every array of an encoded payload
+ * whose items add up to at least {@link LIST_MIN_BYTES} becomes an append-only *list* of the run:
+ * its items are stored once, and the checkpoint body holds only a ref `{"~":"list","i":k}` into
+ * its `lists` (`{ id, n, h }`: the first n items of list `id`, whose chain hash is `h`). When the
+ * next checkpoint's array at the same place starts with the same items, only the new items are
+ * appended; when it does not (a conversation was trimmed or edited), a new list is started.
+ */
+export const LIST_MIN_BYTES = 1024
+
+/**
+ * A value outside the lists that is already one of their items is stored once, as an item ref
+ * `{"~":"item","i":k,"n":j}` (item j of list ref k), and a string of at least this many
+ * characters found inside such an item as `{"~":"item","i":k,"n":j,"p":[...path]}`. A runner
+ * snapshot holds the model's last response both in the conversation and as the pending
+ * response, and its text again as the text so far: with item refs each is stored once.
+ */
+export const ITEM_REF_MIN_CHARS = 256
+
+/** How many of a list's last items are searched for a value to refer to. */
+const ITEM_SEARCH_DEPTH = 16
+
+/** A list as the writer last saved it at one place of a payload. */
+export interface CachedList {
+  id: string
+  items: string[]
+  /** Chain hash of `items`. */
+  h: string
+  /** Total characters of `items`. */
+  bytes: number
+  /**
+   * The values `items` were made from, for as long as they are deeply frozen (a prefix of the
+   * items): the next save reuses an item's JSON when it finds the very same value there.
+   */
+  sources: readonly unknown[]
+}
+
+/** The lists of a run's last saved payload, by place (a path of keys). */
+export type ListCache = Map<string, CachedList>
+
+/** A payload split into body and list writes. */
+export interface EncodedPayload {
+  body: string
+  refs: ListRef[]
+  appends: ListAppend[]
+  /** The cache to keep if the commit succeeds. */
+  lists: ListCache
+}
+
+/**
+ * Encode a payload through the codec and split it into a body and list appends, reusing the
+ * lists of `previous` wherever the new array extends them. A list item that was deeply frozen
+ * (`freezeDeep`) is serialized once and its JSON reused on every later save, so a save costs
+ * what changed, not the whole conversation.
+ */
+export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string): EncodedPayload {
+  const out: EncodedPayload = { body: '', refs: [], appends: [], lists: new Map() }
+  const sources: unknown[][] = []
+  const split: Splitter = {
+    previous: (listPath) => previous?.get(listPath),
+    toRef: (split, listPath) => {
+      const list = extendOrStart(previous?.get(listPath), split, newListId, out.appends)
+      out.lists.set(listPath, list)
+      out.refs.push({ id: list.id, n: list.items.length, h: list.h })
+      sources.push(split.array)
+      return { [TAG]: 'list', i: out.refs.length - 1 }
+    },
+    findItem: (target) => findItem(sources, target),
+  }
+  const root = splitValue(value, { codecPath: 'payload', listPath: '' }, new Set(), split)
+  out.body = JSON.stringify(root)
+  return out
+}
+
+/**
+ * Rebuild the payload tree from a body and the items of its lists. Verifies every list's item
+ * count and chain hash; a mismatch is a {@link CheckpointCorruptionError}.
+ */
+export function decodePayload(params: {
+  body: unknown
+  refs: readonly ListRef[]
+  items: readonly (readonly string[])[]
+  runId: string
+  checkpointId: string
+}): unknown {
+  const { refs, items, runId, checkpointId } = params
+  const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: ${problem}`, { runId, checkpointId })
+  const lists = refs.map((ref, k): ListView => {
+    const listItems = items[k] ?? []
+    if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) throw corrupt(unmatchedList(ref, listItems.length))
+    const parsed = parseItems(listItems, { runId, checkpointId, listId: ref.id })
+    return { length: parsed.length, whole: () => parsed, item: (n) => parsed[n], stored: (n) => parsed[n] }
+  })
+  return replaceRefs(params.body, lists, corrupt)
+}
+
+/** How a body's refs reach one of its lists: its length, the whole list, an item, and an item as stored (parsed JSON). */
+export interface ListView {
+  length: number
+  whole(): unknown
+  item(n: number): unknown
+  stored(n: number): unknown
+}
+
+/**
+ * Replace every list and item ref of a parsed body by what `lists` (one view per list ref)
+ * gives for it; a ref to a list, an item or a text the record does not have is a corruption error.
+ */
+export function replaceRefs(body: unknown, lists: readonly ListView[], corrupt: (problem: string) => Error): unknown {
+  return visitRefs(body, (ref) => {
+    const i = refIndex(ref, 'i')
+    const list = lists[i]
+    if (list === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
+    if (ref[TAG] === 'list') return list.whole()
+    const n = refIndex(ref, 'n')
+    if (n < 0 || n >= list.length) throw corrupt(`its body refers to item ${n} of list #${i}, which holds ${list.length}`)
+    if (ref.p === undefined) return list.item(n)
+    const found = Array.isArray(ref.p) ? at(list.stored(n), ref.p) : undefined
+    if (typeof found !== 'string') throw corrupt(`its body refers to a text inside item ${n} of list #${i} that is not there`)
+    return found
+  })
+}
+
+/** The problem with a list whose items do not match the ref to it. */
+export function unmatchedList(ref: ListRef, returned: number): string {
+  return `list ${ref.id} should hold ${ref.n} items with hash ${ref.h.slice(0, 12)}…, but the store returned ${returned} items that do not match`
+}
+
+/**
+ * Rebuild a writer cache from a stored body and its lists' items, so a fresh process extends
+ * the lists of the latest checkpoint instead of starting new ones.
+ */
+export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: readonly (readonly string[])[]): ListCache {
+  const cache: ListCache = new Map()
+  walkRefs(body, '', (i, path) => {
+    const ref = refs[i]
+    const listItems = items[i]
+    if (ref && listItems) cache.set(path, { id: ref.id, items: [...listItems], h: ref.h, bytes: listItems.reduce((sum, item) => sum + item.length, 0), sources: [] })
+  })
+  return cache
+}
+
+/** Chain hash: h(k) = sha256(h(k-1) + "\n" + item(k)), starting from `from`. */
+export function chainHash(from: string, items: readonly string[]): string {
+  let h = from
+  for (const item of items) h = sha256(`${h}\n${item}`)
+  return h
+}
+
+/** The items of an array about to become a list, and how many of them extend the previous list unchanged. */
+interface SplitArray {
+  array: unknown[]
+  items: string[]
+  bytes: number
+  /** Leading items known to equal the previous list's (the same frozen values): 0 when unknown. */
+  reused: number
+  /** Values of the leading deeply frozen items. */
+  sources: unknown[]
+}
+
+function extendOrStart(cached: CachedList | undefined, split: SplitArray, newListId: () => string, appends: ListAppend[]): CachedList {
+  const { items, bytes, sources } = split
+  if (cached && (split.reused === cached.items.length || startsWith(items, cached.items))) {
+    const added = items.slice(cached.items.length)
+    if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.items.length, items: added })
+    return { id: cached.id, items, h: chainHash(cached.h, added), bytes, sources }
+  }
+  const id = newListId()
+  appends.push({ listId: id, expectedLength: 0, items })
+  return { id, items, h: chainHash('', items), bytes, sources }
+}
+
+function startsWith(items: readonly string[], prefix: readonly string[]): boolean {
+  if (prefix.length > items.length) return false
+  for (let i = 0; i < prefix.length; i++) if (items[i] !== prefix[i]) return false
+  return true
+}
+
+/**
+ * JSON of each item of `array`. Leading items that are the very same deeply frozen values the
+ * previous list was made from take their JSON from it without a look at the rest of the list, so
+ * a save of a long conversation costs what was appended.
+ */
+function splitArray(array: unknown[], where: Where, ancestors: Set<object>, previous: CachedList | undefined): SplitArray {
+  let reused = 0
+  if (previous) {
+    const known = previous.sources
+    const limit = Math.min(known.length, array.length)
+    while (reused < limit && array[reused] === known[reused]) reused++
+  }
+  const items = previous ? previous.items.slice(0, reused) : []
+  const sources = previous ? previous.sources.slice(0, reused) : []
+  let bytes = 0
+  if (previous && reused === previous.items.length) bytes = previous.bytes
+  else for (const item of items) bytes += item.length
+  let frozenRun = true
+  for (let i = reused; i < array.length; i++) {
+    const value = array[i]
+    const item = i in array ? itemJson(value, `${where.codecPath}[${i}]`, ancestors) : UNDEFINED_JSON
+    items.push(item)
+    bytes += item.length
+    if (frozenRun && isDeepFrozen(value)) sources.push(value)
+    else frozenRun = false
+  }
+  return { array, items, bytes, reused, sources }
+}
+
+const frozenJson = new WeakMap<object, string>()
+/** The long strings inside a frozen item's encoded JSON, with their paths in it. */
+const frozenStrings = new WeakMap<object, Map<string, (string | number)[]>>()
+
+interface Where {
+  /** Path for codec error messages (`payload.messages[3]`). */
+  codecPath: string
+  /** Key path that identifies "the same array" across saves (`/messages`). */
+  listPath: string
+}
+
+interface Splitter {
+  /** The list the last save made at `listPath`. */
+  previous: (listPath: string) => CachedList | undefined
+  /** Turn an array into a list and return its ref. */
+  toRef: (list: SplitArray, listPath: string) => JsonObject
+  /** An item ref for `target` if a list made so far holds it (or, for a string, holds it inside an item). */
+  findItem: (target: object | string) => JsonObject | undefined
+}
+
+/**
+ * Encode `value` like the codec, but turn every plain array (outside other lists) whose items'
+ * JSON adds up to at least {@link LIST_MIN_BYTES} into a list ref, and a frozen object or long
+ * string that a list already holds into an item ref.
+ */
+function splitValue(value: unknown, where: Where, ancestors: Set<object>, split: Splitter): JsonValue {
+  if (typeof value === 'string' && value.length >= ITEM_REF_MIN_CHARS) return split.findItem(value) ?? value
+  const isArray = Array.isArray(value) && Object.getPrototypeOf(value) === Array.prototype
+  if ((!isArray && !isPlainObject(value)) || ancestors.has(value as object) || Object.getOwnPropertySymbols(value).length > 0) {
+    return encodeNested(value, where.codecPath, ancestors)
+  }
+  if (isDeepFrozen(value)) {
+    const ref = split.findItem(value as object)
+    if (ref) return ref
+  }
+  const object = value as Record<string, unknown>
+  ancestors.add(object)
+  try {
+    if (isArray) {
+      const list = splitArray(value as unknown[], where, ancestors, split.previous(where.listPath))
+      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, where.listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
+    }
+    const out: JsonObject = {}
+    let escaped = false
+    for (const key of Object.keys(object)) {
+      const child = object[key]
+      if (child === undefined) continue
+      if (key === TAG) escaped = true
+      const codecPath = /^[A-Za-z_$][\w$]*$/.test(key) ? `${where.codecPath}.${key}` : `${where.codecPath}[${JSON.stringify(key)}]`
+      const encoded = splitValue(child, { codecPath, listPath: `${where.listPath}/${key}` }, ancestors, split)
+      Object.defineProperty(out, key, { value: encoded, writable: true, enumerable: true, configurable: true })
+    }
+    return escaped ? { [TAG]: 'obj', v: out } : out
+  } finally {
+    ancestors.delete(object)
+  }
+}
+
+/**
+ * Search the last {@link ITEM_SEARCH_DEPTH} items of each list made so far for `target`: the
+ * same frozen object, or a frozen item holding an equal long string. Recent items are where a
+ * repeated value is found (the model's last response); the bound keeps a save's cost flat.
+ */
+function findItem(sources: readonly unknown[][], target: object | string): JsonObject | undefined {
+  for (let i = 0; i < sources.length; i++) {
+    const array = sources[i]!
+    for (let n = array.length - 1; n >= 0 && n >= array.length - ITEM_SEARCH_DEPTH; n--) {
+      const item = array[n]
+      if (typeof target === 'object') {
+        if (item === target) return { [TAG]: 'item', i, n }
+        continue
+      }
+      const path = isDeepFrozen(item) ? stringsOf(item as object).get(target) : undefined
+      if (path) return { [TAG]: 'item', i, n, p: path }
+    }
+  }
+  return undefined
+}
+
+/** The long strings in a frozen item's encoded JSON, found once and kept. */
+function stringsOf(item: object): Map<string, (string | number)[]> {
+  let strings = frozenStrings.get(item)
+  if (strings === undefined) {
+    strings = new Map()
+    const json = frozenJson.get(item)
+    if (json !== undefined) collectStrings(JSON.parse(json) as unknown, [], strings)
+    frozenStrings.set(item, strings)
+  }
+  return strings
+}
+
+function collectStrings(node: unknown, path: (string | number)[], into: Map<string, (string | number)[]>): void {
+  if (typeof node === 'string') {
+    if (node.length >= ITEM_REF_MIN_CHARS && !into.has(node)) into.set(node, path)
+  } else if (Array.isArray(node)) {
+    node.forEach((child, k) => collectStrings(child, [...path, k], into))
+  } else if (typeof node === 'object' && node !== null) {
+    for (const key of Object.keys(node)) collectStrings((node as Record<string, unknown>)[key], [...path, key], into)
+  }
+}
+
+/** The value at `path` inside a parsed item, or undefined. */
+function at(node: unknown, path: readonly unknown[]): unknown {
+  let current = node
+  for (const key of path) {
+    if (typeof current !== 'object' || current === null || (typeof key !== 'string' && typeof key !== 'number')) return undefined
+    if (!Object.prototype.hasOwnProperty.call(current, key)) return undefined
+    current = (current as Record<string | number, unknown>)[key]
+  }
+  return current
+}
+
+const UNDEFINED_JSON = JSON.stringify({ [TAG]: 'undef' })
+
+function itemJson(item: unknown, codecPath: string, ancestors: Set<object>): string {
+  if (!isDeepFrozen(item)) return JSON.stringify(encodeNested(item, codecPath, ancestors))
+  const known = frozenJson.get(item as object)
+  if (known !== undefined) return known
+  const json = JSON.stringify(encodeNested(item, codecPath, ancestors))
+  frozenJson.set(item as object, json)
+  return json
+}
+
+/** Replace each list or item ref in a parsed body with what `resolve` returns; the same walk as `splitValue`. */
+function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
+  if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
+  const obj = node as Record<string, unknown>
+  if (obj[TAG] === 'list' || obj[TAG] === 'item') return resolve(obj)
+  const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
+  for (const key of Object.keys(fields)) {
+    const child = fields[key]
+    if (child !== null && typeof child === 'object') {
+      const replaced = visitRefs(child, resolve)
+      if (replaced !== child) Object.defineProperty(fields, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+    }
+  }
+  return node
+}
+
+function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) => void): void {
+  if (node === null || typeof node !== 'object' || Array.isArray(node)) return
+  const obj = node as Record<string, unknown>
+  if (obj[TAG] === 'list') return onRef(refIndex(obj, 'i'), path)
+  const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
+  for (const key of Object.keys(fields)) walkRefs(fields[key], `${path}/${key}`, onRef)
+}
+
+function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
+  const i = ref[key]
+  return typeof i === 'number' && Number.isInteger(i) && i >= 0 ? i : -1
+}
+
+export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+  try {
+    const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
+    if (parsed.length === items.length) return parsed
+  } catch (err) {
+    throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, {
+      runId: where.runId,
+      checkpointId: where.checkpointId,
+      cause: err,
+    })
+  }
+  throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds malformed items`, {
+    runId: where.runId,
+    checkpointId: where.checkpointId,
+  })
+}
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

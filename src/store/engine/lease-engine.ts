@@ -1,0 +1,162 @@
+import type { RunStatus } from '../checkpoint-store.js'
+import type { RunPatch, RunRow } from './storage-engine.js'
+
+/**
+ * A worker's hold on a run. A write carrying a fence succeeds only while the row of the fenced
+ * run still names `owner` at `epoch`; the check and the write happen under one lock, so a worker
+ * whose lease was taken over (its epoch is behind) can never write again.
+ */
+export interface Fence {
+  /** The leased run. Writes to other runs (a subagent's child run) may carry this run's fence. */
+  runId: string
+  /** Who holds the lease: a worker's id. */
+  owner: string
+  /** The run's lease epoch when this owner claimed it; every claim raises it by one. */
+  epoch: number
+}
+
+/**
+ * The lease protocol of the worker layer, an optional capability of a {@link StorageEngine}
+ * (its `leases` field). Runs are enqueued into named queues; workers claim claimable runs (queued,
+ * or `running` with no live lease), each claim raising the run's `lease_epoch`; they extend their
+ * leases with heartbeats and give runs back with `release`. Every method that takes a fence
+ * changes nothing when the fence is stale.
+ *
+ * Lease times are the backend's clock (the database server's for Postgres), so workers on
+ * machines with skewed clocks agree on when a lease expired.
+ */
+export interface LeaseEngine {
+  /** Insert `row` (status `queued`) as a claimable run of `job.queue`; false when the id is taken. */
+  enqueue(row: RunRow, job: EnqueueJob): Promise<boolean>
+  /**
+   * Claim up to `limit` claimable runs for `owner`, most urgent first (highest priority, then
+   * oldest): set the owner, raise the epoch, start a lease of `leaseMs`. A run claimed while
+   * another owner's lease had lapsed counts one more recovery. No two claims ever return the same
+   * run with the same epoch.
+   */
+  claim(request: ClaimRequest): Promise<ClaimedRun[]>
+  /** Extend the leases `owner` still holds at the given epochs; returns those (the others were lost). */
+  heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]>
+  /** Give a run back: clear its owner and lease and apply `patch`; false when the fence is stale. */
+  release(request: ReleaseRequest): Promise<boolean>
+  /**
+   * Cancel a run: a run nobody holds (queued, paused, or its lease lapsed) becomes `cancelled` at
+   * once (and a lapsed holder is fenced out); a held run gets a cancel request its holder sees at its
+   * next fenced write or heartbeat. Undefined for an unknown run.
+   */
+  cancel(runId: string): Promise<CancelOutcome | undefined>
+  /**
+   * Queue a `paused` run again, in one atomic step: only while the run is still `paused`, was
+   * enqueued, and no live lease holds it (its worker has handed it back), set it `queued` with
+   * the metadata `request.metadata` computes from the run as it is at that instant, clear a
+   * lapsed holder (fenced out by a raised epoch) and wake idle workers as `enqueue` does.
+   * Otherwise change nothing and say why. Undefined for an unknown run.
+   */
+  requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined>
+  /** The lease columns of a run; undefined for an unknown run. */
+  getLease(runId: string): Promise<LeaseRow | undefined>
+  /**
+   * Call `onWake` when runs may have become claimable (an enqueue, a release), from any process
+   * when the backend can tell (Postgres `LISTEN/NOTIFY`). Undefined when it cannot: poll instead.
+   */
+  subscribe?(onWake: () => void): Promise<LeaseSubscription | undefined>
+}
+
+/** Where an enqueued run waits. */
+export interface EnqueueJob {
+  queue: string
+  /** Higher runs first. */
+  priority: number
+}
+
+/** What `claim` takes. */
+export interface ClaimRequest {
+  owner: string
+  /** At most this many runs (at least 1). */
+  limit: number
+  leaseMs: number
+  /** Only runs of these queues; every queue when absent. */
+  queues?: readonly string[]
+  /** The most runs of a queue that may be held at once, by all workers together. */
+  queueLimits?: Readonly<Record<string, number>>
+}
+
+/** The lease columns of a run. */
+export interface LeaseRow {
+  runId: string
+  /** Null for a run that was never enqueued (it is never claimed). */
+  queue: string | null
+  priority: number
+  owner: string | null
+  epoch: number
+  /** Unix milliseconds on the backend's clock; null when nobody holds the run. */
+  leaseExpiresAt: number | null
+  /** Claims that found the previous holder's lease lapsed, plus executions released as failed. */
+  recoveries: number
+  cancelRequested: boolean
+}
+
+/** A run a claim handed out, with its lease as it is now. */
+export interface ClaimedRun {
+  run: RunRow
+  lease: LeaseRow
+}
+
+/** What `heartbeat` takes: the runs `owner` believes it holds, at the epochs it claimed them. */
+export interface HeartbeatRequest {
+  owner: string
+  leaseMs: number
+  runs: readonly { runId: string; epoch: number }[]
+}
+
+/** A lease a heartbeat extended. */
+export interface HeartbeatRow {
+  runId: string
+  cancelRequested: boolean
+}
+
+/** What `release` takes. */
+export interface ReleaseRequest {
+  fence: Fence
+  /** Applied with the release (a final status, metadata). */
+  patch?: RunPatch
+  /** The execution ended without finishing the run: count one more recovery. */
+  failed?: boolean
+}
+
+/** What `cancel` did: `cancelled` now, or `requested` from the holder; `unchanged` for a finished run. */
+export interface CancelOutcome {
+  outcome: 'cancelled' | 'requested' | 'unchanged'
+  status: RunStatus
+}
+
+/** What `requeuePaused` takes. */
+export interface RequeueRequest {
+  runId: string
+  /**
+   * The run's new metadata (encoded), from the run as stored when the requeue happens (under the
+   * backend's lock). Called only when the run is requeued; synchronous, so nothing interleaves.
+   */
+  metadata: (run: RunRow) => string
+  /** Unix ms: the run's `updatedAt` becomes at least this. */
+  now: number
+}
+
+/**
+ * What `requeuePaused` did: `queued`; or nothing, because the run is not `paused` (`status` is
+ * what it is), a live lease still holds it (`owner`, for about `leaseLeftMs` more unless renewed),
+ * or it was never enqueued (a run of a `Runner` of its own, which no worker would claim).
+ */
+export type RequeueOutcome =
+  | { outcome: 'queued' }
+  | { outcome: 'not_paused'; status: RunStatus }
+  | { outcome: 'held'; owner: string; leaseLeftMs: number }
+  | { outcome: 'not_enqueued' }
+
+/** A live `subscribe`; `close` stops it. */
+export interface LeaseSubscription {
+  close(): Promise<void>
+}
+
+/** The statuses a claim picks runs from. */
+export const CLAIMABLE_STATUSES: readonly RunStatus[] = ['queued', 'running']

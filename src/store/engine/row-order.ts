@@ -1,0 +1,58 @@
+import type { CheckpointHeaderRow, RunRow } from './storage-engine.js'
+
+/**
+ * Helpers shared by engines that keep rows in process memory or files and sort them in
+ * JavaScript (the SQL engines express the same orders in SQL).
+ */
+
+/** Newest run first: by createdAt, then runId. */
+export function compareRunsNewestFirst(a: RunRow, b: RunRow): number {
+  return b.createdAt - a.createdAt || (a.runId < b.runId ? 1 : a.runId > b.runId ? -1 : 0)
+}
+
+/**
+ * Newest checkpoint first across runs: by createdAt, then seq, then id (a total order, the same
+ * the SQL engines use). Listings of one run order by seq alone instead.
+ */
+export function compareCheckpointsNewestFirst(a: CheckpointHeaderRow, b: CheckpointHeaderRow): number {
+  return b.createdAt - a.createdAt || b.seq - a.seq || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0)
+}
+
+/** The rows after the one whose key is `before` (exclusive), up to `limit`. Unknown cursor: none. */
+export function page<T>(sorted: readonly T[], key: (row: T) => string, before: string | undefined, limit: number | undefined): T[] {
+  let start = 0
+  if (before !== undefined) {
+    const index = sorted.findIndex((row) => key(row) === before)
+    if (index < 0) return []
+    start = index + 1
+  }
+  return sorted.slice(start, limit === undefined ? undefined : start + limit)
+}
+
+/**
+ * For the remaining checkpoints of a run, the number of items of each list they still need.
+ * Returns `undefined` when a row's refs cannot be read, so the caller keeps every item.
+ */
+export function retainedListLengths(rows: Iterable<{ lists: string }>): Map<string, number> | undefined {
+  const lengths = new Map<string, number>()
+  for (const row of rows) {
+    let refs: unknown
+    try {
+      refs = JSON.parse(row.lists)
+    } catch {
+      return undefined
+    }
+    if (!Array.isArray(refs)) return undefined
+    for (const ref of refs as { id?: unknown; n?: unknown }[]) {
+      if (typeof ref?.id !== 'string' || typeof ref.n !== 'number') return undefined
+      lengths.set(ref.id, Math.max(lengths.get(ref.id) ?? 0, ref.n))
+    }
+  }
+  return lengths
+}
+
+/** Whether a run matches a status filter (one status or several). */
+export function statusMatches(status: string, filter: string | readonly string[] | undefined): boolean {
+  if (filter === undefined) return true
+  return typeof filter === 'string' ? status === filter : filter.includes(status)
+}

@@ -1,0 +1,196 @@
+import type { EffectStatus, ListCheckpointsQuery, ListRunsQuery, RunStatus } from '../checkpoint-store.js'
+import type { Fence, LeaseEngine } from './lease-engine.js'
+
+/**
+ * The storage-engine interface under every Cairn store. An engine moves rows and strings; it
+ * never parses payloads. Everything else — the codec, the append-only list encoding that keeps
+ * storage linear, schema migrations, digests, validation and the monotonic-seq rule's error
+ * messages — lives once in {@link EngineStore}, so every backend behaves the same.
+ *
+ * To add a backend, implement this interface and wrap it: `new EngineStore(engine, options)`.
+ */
+export interface StorageEngine {
+  /** Insert a run; false when the id is taken. */
+  insertRun(row: RunRow): Promise<boolean>
+  getRun(runId: string): Promise<RunRow | undefined>
+  /** Newest first (by `createdAt`, then `runId`); `before` is an exclusive run-id cursor. */
+  listRuns(query: ListRunsQuery): Promise<RunRow[]>
+  /** Apply a patch; `undefined` when the run does not exist. */
+  updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined>
+  /** Remove the run and all its rows; false when it did not exist. */
+  deleteRun(runId: string): Promise<boolean>
+
+  /**
+   * In one atomic step: create the run from `run` if it does not exist; check that no row's id
+   * exists, that the first row's `seq > lastSeq` of the run (rows have consecutive seqs); check
+   * every append's `expectedLength` equals the stored length of that list (0 for a list that does
+   * not exist yet); then write the appended items, the checkpoint rows, the effect intents (insert,
+   * or count one more attempt) and completions (only on an effect still `pending` or `started`),
+   * and set the run's `lastSeq` to the last row's seq and `updatedAt`. Nothing is written unless
+   * every check passes. `rows` may be empty (an effects-only commit).
+   *
+   * With a `fence`, the commit first checks, under the same lock as the write, that the fenced
+   * run's row still names the fence's owner and epoch (the run must exist), and writes nothing
+   * (`{ ok: false, reason: 'fenced' }`) when it does not. A fenced commit that succeeds reports
+   * whether a cancel of the fenced run was requested.
+   */
+  commit(request: CommitRequest): Promise<CommitResult>
+  getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined>
+  /**
+   * Many checkpoints in one round trip, in any order, the unknown ids left out. Optional: an
+   * engine without it is asked for each id on its own.
+   */
+  getCheckpoints?(checkpointIds: readonly string[]): Promise<CheckpointRow[]>
+  /** The run's checkpoint with the highest seq, or the workflow's newest (by createdAt, seq). */
+  getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined>
+  /**
+   * Headers only, newest first: by seq within one run; by createdAt then seq across runs.
+   * `before` is an exclusive checkpoint-id cursor; an unknown cursor yields an empty page.
+   */
+  listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]>
+  /**
+   * Read the first `length` items of each referenced list of a run, in order. Returns one array
+   * per ref; an array shorter than `length` means items are missing (the caller reports it).
+   */
+  readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]>
+  /**
+   * Delete checkpoints of one run, then drop list items no remaining checkpoint of the run
+   * references. Returns how many checkpoints were deleted.
+   */
+  deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number>
+
+  /** Insert an intent, or count one more attempt on the existing row and return it. */
+  recordEffectIntent(row: EffectRow): Promise<EffectRow>
+  /** Set the outcome only if the effect is still `pending` or `started`; always returns the stored row. */
+  completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }>
+  /** Mark a `pending` effect `started` (its callback is about to run); returns the stored row. */
+  startEffect(runId: string, callId: string): Promise<EffectRow | undefined>
+  getEffect(runId: string, callId: string): Promise<EffectRow | undefined>
+  /** In `startedAt` order. */
+  listEffects(runId: string): Promise<EffectRow[]>
+  /** Delete a run's effects; returns how many. */
+  deleteEffects(runId: string): Promise<number>
+
+  close(): Promise<void>
+
+  /**
+   * The lease protocol of the worker layer (claiming runs, heartbeats, release), when the
+   * backend has one; `undefined` (or absent) when it does not. A capability, not a subclass: the
+   * worker layer checks this field.
+   */
+  readonly leases?: LeaseEngine | undefined
+}
+
+/** A run as an engine stores it; `metadata` is JSON text. */
+export interface RunRow {
+  runId: string
+  status: RunStatus
+  name: string | null
+  threadId: string | null
+  workflowName: string | null
+  configSignature: string | null
+  lastSeq: number
+  createdAt: number
+  updatedAt: number
+  metadata: string
+}
+
+/** Fields `updateRun` may change. */
+export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata'>> & {
+  updatedAt: number
+}
+
+/** A checkpoint's header as an engine stores it; `metadata` is JSON text. */
+export interface CheckpointHeaderRow {
+  id: string
+  runId: string
+  parentId: string | null
+  seq: number
+  kind: string
+  phase: string
+  schemaVersion: number
+  createdAt: number
+  workflowName: string | null
+  terminal: boolean
+  metadata: string
+}
+
+/** A full checkpoint row. */
+export interface CheckpointRow extends CheckpointHeaderRow {
+  /** The payload's JSON text with each append-only list replaced by a `{"~":"list","i":k}` ref. */
+  body: string
+  /** JSON text of the `ListRef[]` the body points into. */
+  lists: string
+  /** SHA-256 over the header, metadata, body and lists: detects torn or edited rows. */
+  digest: string
+}
+
+/**
+ * A reference to the first `n` items of one append-only list of the run. `h` is the chain hash
+ * of those items (see `chainHash`), so edited or missing items are detected on load.
+ */
+export interface ListRef {
+  id: string
+  n: number
+  h: string
+}
+
+/** Items to append to a list, valid only if the list currently holds `expectedLength` items. */
+export interface ListAppend {
+  listId: string
+  expectedLength: number
+  /** Each item is one JSON text (no raw newlines). */
+  items: readonly string[]
+}
+
+/** One atomic write: checkpoints of one run, their list items, and effect journal entries. */
+export interface CommitRequest {
+  /** Checkpoint rows of `run`, in order, with consecutive seqs. */
+  rows: readonly CheckpointRow[]
+  appends: readonly ListAppend[]
+  /** The run to create when it does not exist yet. */
+  run: RunRow
+  effects?: {
+    intents?: readonly EffectRow[]
+    completions?: readonly EffectCompletionRow[]
+    /** Call ids of `pending` effects to mark `started` (after the intents are written). */
+    starts?: readonly string[]
+  }
+  /** A change to the run row, applied last (the run must exist by then). */
+  runPatch?: RunPatch
+  /** Write only while this lease is held (see {@link StorageEngine.commit}). */
+  fence?: Fence
+}
+
+/** Why a commit wrote nothing, or that it succeeded. */
+export type CommitResult =
+  | { ok: true; cancelRequested?: boolean }
+  | { ok: false; reason: 'fenced' }
+  | { ok: false; reason: 'stale_seq'; lastSeq: number }
+  | { ok: false; reason: 'list_conflict' }
+  | { ok: false; reason: 'duplicate_id' }
+
+/** An effect row; `output` is JSON text (codec-encoded) or null while pending. */
+export interface EffectRow {
+  runId: string
+  callId: string
+  name: string
+  inputHash: string
+  idempotencyKey: string
+  status: EffectStatus
+  output: string | null
+  outputHash: string | null
+  attempts: number
+  startedAt: number
+  completedAt: number | null
+}
+
+/** The outcome an engine writes into a pending effect row. */
+export interface EffectCompletionRow {
+  runId: string
+  callId: string
+  status: 'succeeded' | 'failed'
+  output: string
+  outputHash: string
+  completedAt: number
+}

@@ -1,0 +1,213 @@
+import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
+import type {
+  CheckpointInfo,
+  CheckpointInput,
+  CheckpointRecord,
+  CheckpointStore,
+  CreateRunInput,
+  EffectCompletion,
+  EffectCompletionResult,
+  EffectIntent,
+  EffectRecord,
+  LatestQuery,
+  ListCheckpointsQuery,
+  ListRunsQuery,
+  PruneResult,
+  RunRecord,
+  UpdateRunInput,
+  WriteBatch,
+} from '../checkpoint-store.js'
+import { completionRow, intentRow } from '../encoding/effect-rows.js'
+import type { CommitRequest } from '../engine/storage-engine.js'
+import type { Fence } from '../engine/lease-engine.js'
+import { loadMany } from '../delegating-store.js'
+import { assertCheckpointInput, assertId, toRunPatch } from '../encoding/rows.js'
+
+/** What a {@link FencedStore} calls when its lease is lost or a cancel of its run was requested. */
+export interface FenceHooks {
+  /** The first rejected write (or `seal`): the lease is gone and nothing more will be written. */
+  onLost?: (error: LeaseLostError) => void
+  /** A fenced write found a cancel request on the run (see `CairnClient.cancel`). */
+  onCancelRequested?: () => void
+}
+
+/** The fenced commits a {@link FencedStore} is built on (provided by `EngineStore.fenced`). */
+export interface FencedCommit {
+  write(batch: WriteBatch): Promise<{ ids: string[]; cancelRequested: boolean }>
+  effects(runId: string, parts: Pick<CommitRequest, 'effects' | 'runPatch'>): Promise<{ cancelRequested: boolean }>
+}
+
+/**
+ * A {@link CheckpointStore} whose every write is conditioned on a lease (see `EngineStore.fenced`).
+ * Checkpoints it writes record the lease in their metadata (`lease: { owner, epoch }`), an audit
+ * trail of which worker wrote what. Once a write is rejected, or the view is sealed, every later
+ * write throws {@link LeaseLostError} without reaching the store. Deleting, forking and pruning
+ * are not available through the view.
+ */
+export class FencedStore implements CheckpointStore {
+  readonly fence: Fence
+  /** Writes refused: the one the store rejected and every one attempted after. */
+  rejectedWrites = 0
+  readonly #store: CheckpointStore
+  readonly #commit: FencedCommit
+  readonly #hooks: FenceHooks
+  #lost: LeaseLostError | undefined
+
+  constructor(store: CheckpointStore, fence: Fence, commit: FencedCommit, hooks: FenceHooks = {}) {
+    this.#store = store
+    this.fence = { ...fence }
+    this.#commit = commit
+    this.#hooks = hooks
+  }
+
+  /** Why writes are refused, once they are. */
+  get lost(): LeaseLostError | undefined {
+    return this.#lost
+  }
+
+  /** Refuse every write from now on (the worker gave the run up); calls `onLost` once. */
+  seal(message: string): void {
+    this.#markLost(new LeaseLostError({ ...this.fence, message }))
+  }
+
+  async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
+    // The lease is checked first; the run row itself is created unfenced (an empty run is harmless).
+    await this.#guard(() => this.#commit.effects(this.fence.runId, {}))
+    return this.#store.createRun(input)
+  }
+
+  async updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
+    assertId(runId, 'runId')
+    const runPatch = toRunPatch(patch)
+    if (runId !== this.fence.runId && !(await this.#store.getRun(runId))) {
+      throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    }
+    await this.#guard(() => this.#commit.effects(runId, { runPatch }))
+    const run = await this.#store.getRun(runId)
+    if (!run) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    return run
+  }
+
+  async save<P>(input: CheckpointInput<P>): Promise<string> {
+    assertCheckpointInput(input)
+    const [id] = await this.write({ runId: input.runId, checkpoints: [input] })
+    return id!
+  }
+
+  async write(batch: WriteBatch): Promise<string[]> {
+    const lease = { owner: this.fence.owner, epoch: this.fence.epoch }
+    const checkpoints = batch.checkpoints?.map((checkpoint) => ({ ...checkpoint, metadata: { ...checkpoint.metadata, lease } }))
+    const stamped = checkpoints === undefined ? batch : { ...batch, checkpoints }
+    return (await this.#guard(() => this.#commit.write(stamped))).ids
+  }
+
+  async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
+    const row = intentRow(intent, intent.runId)
+    await this.#guard(() => this.#commit.effects(intent.runId, { effects: { intents: [row] } }))
+    return this.#effect(intent.runId, intent.callId)
+  }
+
+  async startEffect(runId: string, callId: string): Promise<EffectRecord> {
+    assertId(runId, 'runId')
+    await this.#guard(() => this.#commit.effects(runId, { effects: { starts: [callId] } }))
+    return this.#effect(runId, callId)
+  }
+
+  async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
+    const row = completionRow(completion, completion.runId)
+    const before = await this.#effect(completion.runId, completion.callId)
+    // The first outcome wins; only this lease's holder writes to the run, so nobody races us here.
+    if (before.status === 'succeeded' || before.status === 'failed') return { recorded: false, effect: before }
+    await this.#guard(() => this.#commit.effects(completion.runId, { effects: { completions: [row] } }))
+    return { recorded: true, effect: await this.#effect(completion.runId, completion.callId) }
+  }
+
+  getRun(runId: string): Promise<RunRecord | undefined> {
+    return this.#store.getRun(runId)
+  }
+
+  listRuns(query?: ListRunsQuery): Promise<RunRecord[]> {
+    return this.#store.listRuns(query)
+  }
+
+  load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
+    return this.#store.load<P>(checkpointId)
+  }
+
+  loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+    return loadMany<P>(this.#store, checkpointIds)
+  }
+
+  getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
+    return this.#store.getLatest<P>(query)
+  }
+
+  listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
+    return this.#store.listCheckpoints(query)
+  }
+
+  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    return this.#store.getEffect(runId, callId)
+  }
+
+  listEffects(runId: string): Promise<EffectRecord[]> {
+    return this.#store.listEffects(runId)
+  }
+
+  async delete(): Promise<boolean> {
+    throw this.#unavailable('delete')
+  }
+
+  async deleteRun(): Promise<boolean> {
+    throw this.#unavailable('deleteRun')
+  }
+
+  async fork(): Promise<CheckpointRecord> {
+    throw this.#unavailable('fork')
+  }
+
+  async prune(): Promise<PruneResult> {
+    throw this.#unavailable('prune')
+  }
+
+  /** The view does not own the store: closing it does nothing. */
+  async close(): Promise<void> {}
+
+  /** Run a fenced write; a rejection marks the view lost. */
+  async #guard<T extends { cancelRequested: boolean }>(write: () => Promise<T>): Promise<T> {
+    if (this.#lost) {
+      this.rejectedWrites++
+      throw this.#lost
+    }
+    let result: T
+    try {
+      result = await write()
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.rejectedWrites++
+        this.#markLost(err)
+      }
+      throw err
+    }
+    if (result.cancelRequested) this.#hooks.onCancelRequested?.()
+    return result
+  }
+
+  #markLost(error: LeaseLostError): void {
+    if (this.#lost) return
+    this.#lost = error
+    this.#hooks.onLost?.(error)
+  }
+
+  async #effect(runId: string, callId: string): Promise<EffectRecord> {
+    const effect = await this.#store.getEffect(runId, callId)
+    if (!effect) {
+      throw new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
+    }
+    return effect
+  }
+
+  #unavailable(method: string): CairnError {
+    return new CairnError('invalid_argument', `${method} is not available through a fenced view of the store (run ${this.fence.runId}); use the store itself`)
+  }
+}

@@ -1,0 +1,170 @@
+import type { JsonObject } from '../../core/codec.js'
+import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
+import { newId } from '../../core/ids.js'
+import type { RunRecord, RunStatus } from '../checkpoint-store.js'
+import type { RunRow } from '../engine/storage-engine.js'
+import type {
+  CancelOutcome,
+  ClaimRequest,
+  Fence,
+  HeartbeatRequest,
+  HeartbeatRow,
+  LeaseEngine,
+  LeaseRow,
+  LeaseSubscription,
+  RequeueOutcome,
+} from '../engine/lease-engine.js'
+import { assertId, assertRunPatch, decodeRunRow, encodeMetadata, toRunPatch } from '../encoding/rows.js'
+
+/** What `enqueue` takes. */
+export interface EnqueueRunInput {
+  /** A stable id makes the enqueue idempotent; a fresh one by default. */
+  runId?: string
+  name?: string | null
+  threadId?: string | null
+  metadata?: JsonObject
+  /** Default `default`. */
+  queue?: string
+  /** Higher runs are claimed first. Default 0. */
+  priority?: number
+}
+
+/** A run a claim handed to a worker, with the fence its writes must carry. */
+export interface ClaimedLease {
+  run: RunRecord
+  fence: Fence
+  lease: LeaseRow
+}
+
+/** How a worker gives a run back. */
+export interface ReleaseOptions {
+  status?: RunStatus
+  metadata?: JsonObject
+  /** The execution ended without finishing the run: count one more recovery. */
+  failed?: boolean
+}
+
+/** The queue a run goes to when none is named. */
+export const DEFAULT_QUEUE = 'default'
+
+/** Backend calls go through the store's wrapper (closed check, errors named after the run). */
+type Call = <T>(runId: string | undefined, what: string, fn: () => Promise<T>) => Promise<T>
+
+/**
+ * The queue and lease protocol of a store (`store.leases`): the checked, decoded surface of the
+ * backend's {@link LeaseEngine}. The worker layer (`CairnClient`, `Worker`) is built on it.
+ */
+export class RunLeases {
+  readonly #engine: LeaseEngine
+  readonly #getRun: (runId: string) => Promise<RunRecord | undefined>
+  readonly #call: Call
+
+  constructor(engine: LeaseEngine, getRun: (runId: string) => Promise<RunRecord | undefined>, call: Call) {
+    this.#engine = engine
+    this.#getRun = getRun
+    this.#call = call
+  }
+
+  /** Whether the backend can wake idle workers itself (else they poll). */
+  get notifies(): boolean {
+    return this.#engine.subscribe !== undefined
+  }
+
+  /** Add a `queued` run; with a `runId` that exists already, nothing changes and `created` is false. */
+  async enqueue(input: EnqueueRunInput = {}): Promise<{ run: RunRecord; created: boolean }> {
+    const runId = input.runId ?? newId()
+    assertId(runId, 'runId')
+    const queue = input.queue ?? DEFAULT_QUEUE
+    if (typeof queue !== 'string' || queue === '' || queue.includes('\u0000')) {
+      throw new CheckpointError('invalid_argument', `queue must be a non-empty string, got ${JSON.stringify(queue)}`, { runId })
+    }
+    const priority = input.priority ?? 0
+    if (!Number.isSafeInteger(priority) || Math.abs(priority) > 2 ** 31 - 1) {
+      throw new CheckpointError('invalid_argument', `priority must be a 32-bit integer, got ${String(priority)}`, { runId })
+    }
+    const now = Date.now()
+    const row: RunRow = {
+      runId,
+      status: 'queued',
+      name: input.name ?? null,
+      threadId: input.threadId ?? null,
+      workflowName: null,
+      configSignature: null,
+      lastSeq: 0,
+      createdAt: now,
+      updatedAt: now,
+      metadata: encodeMetadata(input.metadata),
+    }
+    assertRunPatch(row)
+    const created = await this.#call(runId, 'enqueue run', () => this.#engine.enqueue(row, { queue, priority }))
+    if (created) return { run: decodeRunRow(row), created }
+    const existing = await this.#getRun(runId)
+    if (!existing) throw new CheckpointNotFoundError(`run ${runId} disappeared while it was enqueued (deleted concurrently)`, { runId, code: 'run_not_found' })
+    return { run: existing, created }
+  }
+
+  /** Claim runs for `request.owner` (see {@link LeaseEngine.claim}). */
+  async claim(request: ClaimRequest): Promise<ClaimedLease[]> {
+    if (!Number.isSafeInteger(request.limit) || request.limit < 1) throw new CheckpointError('invalid_argument', `claim limit must be a positive integer, got ${request.limit}`)
+    if (!Number.isFinite(request.leaseMs) || request.leaseMs <= 0) throw new CheckpointError('invalid_argument', `leaseMs must be positive, got ${request.leaseMs}`)
+    const claimed = await this.#call(undefined, 'claim runs', () => this.#engine.claim(request))
+    return claimed.map(({ run, lease }) => ({ run: decodeRunRow(run), lease, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch } }))
+  }
+
+  /** Extend the leases still held; returns those (a run missing from the answer was lost). */
+  async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {
+    return this.#call(undefined, 'extend leases', () => this.#engine.heartbeat(request))
+  }
+
+  /** Give a run back (clear its lease, apply a final status); throws {@link LeaseLostError} when the fence is stale. */
+  async release(fence: Fence, options: ReleaseOptions = {}): Promise<void> {
+    const patch = options.status !== undefined || options.metadata !== undefined ? toRunPatch({ ...pick(options) }) : undefined
+    const released = await this.#call(fence.runId, 'release run', () =>
+      this.#engine.release({ fence, ...(patch ? { patch } : {}), failed: options.failed === true }),
+    )
+    if (!released) throw new LeaseLostError({ ...fence, message: `worker ${fence.owner} could not release run ${fence.runId}: it no longer holds it (epoch ${fence.epoch})` })
+  }
+
+  /** Cancel a run now, or ask its holder to (see {@link LeaseEngine.cancel}). */
+  async cancel(runId: string): Promise<CancelOutcome> {
+    assertId(runId, 'runId')
+    const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId))
+    if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    return outcome
+  }
+
+  /**
+   * Queue a `paused` run again for the workers, with its metadata rewritten by `metadata` from the
+   * run as stored at that instant, in one atomic step: it happens only while the run is still
+   * paused, was enqueued, and no live lease holds it (see {@link LeaseEngine.requeuePaused}).
+   * Two concurrent calls never both succeed, and a cancel is never undone. Otherwise nothing
+   * changes and the outcome says why; an unknown run is a `run_not_found` error.
+   */
+  async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
+    assertId(runId, 'runId')
+    const outcome = await this.#call(runId, 'queue paused run again', () =>
+      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))) }),
+    )
+    if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    return outcome
+  }
+
+  /** A run's lease columns; undefined for an unknown run. */
+  async getLease(runId: string): Promise<LeaseRow | undefined> {
+    assertId(runId, 'runId')
+    return this.#call(runId, 'read lease', () => this.#engine.getLease(runId))
+  }
+
+  /** See {@link LeaseEngine.subscribe}; undefined when the backend cannot notify. */
+  async subscribe(onWake: () => void): Promise<LeaseSubscription | undefined> {
+    const subscribe = this.#engine.subscribe?.bind(this.#engine)
+    return subscribe ? this.#call(undefined, 'listen for new runs', () => subscribe(onWake)) : undefined
+  }
+}
+
+function pick(options: ReleaseOptions): { status?: RunStatus; metadata?: JsonObject } {
+  return {
+    ...(options.status === undefined ? {} : { status: options.status }),
+    ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
+  }
+}
