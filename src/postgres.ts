@@ -10,14 +10,8 @@
  * ```
  */
 export { PostgresStore, type PostgresConnection, type PostgresStoreOptions } from './store/backends/postgres/postgres-store.js'
-export {
-  PostgresEngine,
-  type PostgresEngineOptions,
-  type PostgresPool,
-  type PostgresPoolClient,
-  type PostgresQueryable,
-  type PostgresQueryResult,
-} from './store/backends/postgres/postgres-engine.js'
+export { PostgresEngine, type PostgresEngineOptions } from './store/backends/postgres/postgres-engine.js'
+export type { PostgresPool, PostgresPoolClient, PostgresQueryable, PostgresQueryResult } from './store/backends/postgres/driver.js'
 export { PGliteClient, type PGliteDatabase } from './store/backends/postgres/pglite-client.js'
 export { POSTGRES_MIGRATIONS, migratePostgres, type PostgresMigration } from './store/backends/postgres/migrations.js'
 export { DEFAULT_SCHEMA, assertSchemaName } from './store/backends/postgres/sql.js'

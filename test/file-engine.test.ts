@@ -10,7 +10,7 @@ import type { CheckpointRow, CommitRequest, RunRow } from '../src/store/engine/s
 import { FileEngine } from '../src/store/backends/file/file-engine.js'
 import { FileStore, type FileStoreOptions } from '../src/store/backends/file/file-store.js'
 import { MemoryStore } from '../src/store/backends/memory/memory-store.js'
-import { checkpointDigest } from '../src/store/encoding/rows.js'
+import { checkpointDigest } from '../src/store/encoding/checkpoint-rows.js'
 import type { CheckpointStore } from '../src/store/checkpoint-store.js'
 
 const cleanup: (() => Promise<void>)[] = []

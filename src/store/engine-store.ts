@@ -23,7 +23,7 @@ import type {
   WriteBatch,
 } from './checkpoint-store.js'
 import { encodeBatch } from './encoding/batch.js'
-import { completionRow, intentRow } from './encoding/effect-rows.js'
+import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-rows.js'
 import type { CheckpointRow, CommitRequest, StorageEngine } from './engine/storage-engine.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
@@ -31,19 +31,9 @@ import { ListCacheLru } from './encoding/list-cache.js'
 import { decodeMany, readRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
-import {
-  assertCheckpointInput,
-  assertId,
-  assertRunPatch,
-  decodeEffectRow,
-  decodeHeader,
-  decodeRunRow,
-  encodeMetadata,
-  listCacheOf,
-  readStoredCheckpoint,
-  toRecord,
-  toRunPatch,
-} from './encoding/rows.js'
+import { decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
+import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
+import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 
 /** Options every engine-backed store accepts. */
 export interface EngineStoreOptions {

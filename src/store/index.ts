@@ -7,7 +7,7 @@ export { RunLeases, DEFAULT_QUEUE, type ClaimedLease, type EnqueueRunInput, type
 export { EngineStore, type EngineStoreOptions } from './engine-store.js'
 export { DelegatingStore } from './delegating-store.js'
 export { LIST_MIN_BYTES, chainHash } from './encoding/payload-lists.js'
-export { checkpointDigest } from './encoding/rows.js'
+export { checkpointDigest } from './encoding/checkpoint-rows.js'
 export { MemoryEngine } from './backends/memory/memory-engine.js'
 export { MemoryStore } from './backends/memory/memory-store.js'
 export { FileStore, type FileStoreOptions } from './backends/file/file-store.js'

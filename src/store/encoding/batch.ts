@@ -5,7 +5,8 @@ import type { CheckpointInput } from '../checkpoint-store.js'
 import type { CheckpointRow, ListAppend } from '../engine/storage-engine.js'
 import type { WriterState } from './list-cache.js'
 import { encodePayload } from './payload-lists.js'
-import { checkpointDigest, encodeMetadata } from './rows.js'
+import { checkpointDigest } from './checkpoint-rows.js'
+import { encodeMetadata } from './run-rows.js'
 
 /** The rows of a batch of checkpoints, ready to commit, and the writer state after it. */
 export interface EncodedBatch {

@@ -1,9 +1,9 @@
-import { encodeValue } from '../../core/codec.js'
+import { decodeValue, encodeValue, parseJson } from '../../core/codec.js'
 import { CheckpointError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
-import type { EffectCompletion, EffectIntent } from '../checkpoint-store.js'
+import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/storage-engine.js'
-import { assertId } from './rows.js'
+import { assertId } from './validate.js'
 
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */
 export function intentRow(intent: EffectIntent, runId: string): EffectRow {
@@ -44,4 +44,9 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     outputHash: hashValue(completion.output),
     completedAt: Date.now(),
   }
+}
+
+export function decodeEffectRow(row: EffectRow): EffectRecord {
+  const context = { runId: row.runId, what: `output of effect ${row.callId}` }
+  return { ...row, output: row.output === null ? undefined : decodeValue(parseJson(row.output, context), context) }
 }

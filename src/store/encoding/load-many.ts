@@ -6,7 +6,7 @@ import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord } from '../checkpoint-store.js'
 import type { CheckpointRow, ListRef, StorageEngine } from '../engine/storage-engine.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
-import { checkRow, decodeHeader, toRecord } from './rows.js'
+import { checkRow, decodeHeader, toRecord } from './checkpoint-rows.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {

@@ -29,28 +29,6 @@ export function page<T>(sorted: readonly T[], key: (row: T) => string, before: s
   return sorted.slice(start, limit === undefined ? undefined : start + limit)
 }
 
-/**
- * For the remaining checkpoints of a run, the number of items of each list they still need.
- * Returns `undefined` when a row's refs cannot be read, so the caller keeps every item.
- */
-export function retainedListLengths(rows: Iterable<{ lists: string }>): Map<string, number> | undefined {
-  const lengths = new Map<string, number>()
-  for (const row of rows) {
-    let refs: unknown
-    try {
-      refs = JSON.parse(row.lists)
-    } catch {
-      return undefined
-    }
-    if (!Array.isArray(refs)) return undefined
-    for (const ref of refs as { id?: unknown; n?: unknown }[]) {
-      if (typeof ref?.id !== 'string' || typeof ref.n !== 'number') return undefined
-      lengths.set(ref.id, Math.max(lengths.get(ref.id) ?? 0, ref.n))
-    }
-  }
-  return lengths
-}
-
 /** Whether a run matches a status filter (one status or several). */
 export function statusMatches(status: string, filter: string | readonly string[] | undefined): boolean {
   if (filter === undefined) return true

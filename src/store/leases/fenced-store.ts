@@ -21,7 +21,8 @@ import { completionRow, intentRow } from '../encoding/effect-rows.js'
 import type { CommitRequest } from '../engine/storage-engine.js'
 import type { Fence } from '../engine/lease-engine.js'
 import { loadMany } from '../delegating-store.js'
-import { assertCheckpointInput, assertId, toRunPatch } from '../encoding/rows.js'
+import { toRunPatch } from '../encoding/run-rows.js'
+import { assertCheckpointInput, assertId } from '../encoding/validate.js'
 
 /** What a {@link FencedStore} calls when its lease is lost or a cancel of its run was requested. */
 export interface FenceHooks {

@@ -14,7 +14,8 @@ import type {
   LeaseSubscription,
   RequeueOutcome,
 } from '../engine/lease-engine.js'
-import { assertId, assertRunPatch, decodeRunRow, encodeMetadata, toRunPatch } from '../encoding/rows.js'
+import { decodeRunRow, encodeMetadata, toRunPatch } from '../encoding/run-rows.js'
+import { assertId, assertRunPatch } from '../encoding/validate.js'
 
 /** What `enqueue` takes. */
 export interface EnqueueRunInput {

@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { RunRow } from '../../engine/storage-engine.js'
 import type { LeaseTable } from '../../leases/lease-table.js'
-import { ensureDirectory, listDirectory } from './file-io.js'
+import { ensureDirectory, listDirectory } from './driver.js'
 import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
 import { readRunFile } from './file-rows.js'
 

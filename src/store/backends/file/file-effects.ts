@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { EffectCompletionRow, EffectRow } from '../../engine/storage-engine.js'
 import type { DirectoryState } from './directory-state.js'
-import { ensureDirectory, listDirectory, syncDirectory, writeFileAtomic } from './file-io.js'
+import { ensureDirectory, listDirectory, syncDirectory, writeFileAtomic } from './driver.js'
 import { isEffectFileName } from './file-names.js'
 import { effectRow, nextEffectOrder, readEffectFile, type StoredEffect } from './file-rows.js'
 

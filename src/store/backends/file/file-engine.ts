@@ -15,11 +15,12 @@ import type {
   RunRow,
   StorageEngine,
 } from '../../engine/storage-engine.js'
-import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, retainedListLengths, statusMatches } from '../../engine/row-order.js'
+import { retainedListLengths } from '../../engine/list-retention.js'
+import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
-import { ensureDirectory, syncDirectory, writeFileAtomic } from './file-io.js'
+import { ensureDirectory, syncDirectory, writeFileAtomic } from './driver.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'

@@ -11,7 +11,7 @@ import {
 } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased, type LeaseEntry } from '../../leases/lease-table.js'
 import type { DirectoryState, RunState } from './directory-state.js'
-import { readJsonFile, writeFileAtomic } from './file-io.js'
+import { readJsonFile, writeFileAtomic } from './driver.js'
 
 /** What the leases need of their engine: a write under a run's lock, and run.json. */
 export interface FileRunAccess {

@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { ListAppend, ListRef } from '../../engine/storage-engine.js'
 import type { DirectoryState } from './directory-state.js'
-import { appendLines, ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile } from './file-io.js'
+import { appendLines, ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile } from './driver.js'
 import { parseListFileName } from './file-names.js'
 
 /** How one list append will be written. */

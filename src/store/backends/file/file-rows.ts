@@ -1,6 +1,6 @@
 import { join } from 'node:path'
 import type { CheckpointRow, EffectRow, RunRow } from '../../engine/storage-engine.js'
-import { readJsonFile } from './file-io.js'
+import { readJsonFile } from './driver.js'
 import type { CheckpointFile, FileLayout } from './file-names.js'
 
 /**

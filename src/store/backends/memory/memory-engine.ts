@@ -11,7 +11,8 @@ import type {
   RunRow,
   StorageEngine,
 } from '../../engine/storage-engine.js'
-import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, retainedListLengths, statusMatches } from '../../engine/row-order.js'
+import { retainedListLengths } from '../../engine/list-retention.js'
+import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased } from '../../leases/lease-table.js'
 

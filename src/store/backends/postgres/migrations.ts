@@ -1,5 +1,5 @@
 import { SchemaVersionError } from '../../../core/errors.js'
-import { guardClient, type PostgresPool, type PostgresQueryable } from './postgres-engine.js'
+import { guardClient, type PostgresPool, type PostgresQueryable } from './driver.js'
 import { assertSchemaName, quoteIdent } from './sql.js'
 
 /** One step of the Postgres schema. Versions start at 1 and increase by one. */

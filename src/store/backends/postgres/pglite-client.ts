@@ -1,4 +1,4 @@
-import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './postgres-engine.js'
+import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
 
 /**
  * The slice of a PGlite instance (`@electric-sql/pglite`) the adapter uses. Declared here so

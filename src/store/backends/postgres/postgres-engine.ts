@@ -7,17 +7,17 @@ import type {
   CommitResult,
   EffectCompletionRow,
   EffectRow,
-  ListAppend,
   ListRef,
   RunPatch,
   RunRow,
   StorageEngine,
 } from '../../engine/storage-engine.js'
-import { retainedListLengths } from '../../engine/row-order.js'
+import { retainedListLengths } from '../../engine/list-retention.js'
+import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
+import { commitInTransaction, completionParams } from './postgres-commit.js'
 import { PostgresLeases } from './postgres-leases.js'
 import {
-  CHECKPOINT_PARAMS,
   DEFAULT_SCHEMA,
   EFFECT_PARAMS,
   RUN_PARAMS,
@@ -28,30 +28,6 @@ import {
   updateRunSql,
   type PostgresStatements,
 } from './sql.js'
-
-/** What a query returns: the slice of a `pg` `QueryResult` the engine reads. */
-export interface PostgresQueryResult {
-  rows: Record<string, unknown>[]
-  rowCount: number | null
-}
-
-/** Anything that runs one parameterized statement (`$1`, `$2`, …): a pool or a checked-out client. */
-export interface PostgresQueryable {
-  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>
-}
-
-/** A connection checked out of a pool; `release(true)` (or an error) discards it instead of reusing it. */
-export interface PostgresPoolClient extends PostgresQueryable {
-  release(destroy?: boolean | Error): void
-}
-
-/**
- * The slice of a `pg` `Pool` the engine uses. Declared here so the engine does not depend on the
- * driver; a `pg.Pool` satisfies it, and so does {@link PGliteClient} over an embedded PGlite.
- */
-export interface PostgresPool extends PostgresQueryable {
-  connect(): Promise<PostgresPoolClient>
-}
 
 /** What {@link PostgresEngine} takes. */
 export interface PostgresEngineOptions {
@@ -156,7 +132,7 @@ export class PostgresEngine implements StorageEngine {
   async commit(request: CommitRequest): Promise<CommitResult> {
     try {
       return await this.#transaction(
-        (db) => this.#commitIn(db, request),
+        (db) => commitInTransaction(db, { sql: this.#sql, schema: this.#schema }, request),
         (result) => result.ok,
       )
     } catch (err) {
@@ -258,62 +234,6 @@ export class PostgresEngine implements StorageEngine {
     await this.#onClose?.()
   }
 
-  /**
-   * The checks and writes of one commit, inside its transaction. The run row is locked first,
-   * so the seq and list checks see every commit of the run that finished before this one.
-   */
-  async #commitIn(db: PostgresQueryable, { rows, appends, run, effects, runPatch, fence }: CommitRequest): Promise<CommitResult> {
-    const sql = this.#sql
-    const ids = rows.map((row) => row.id)
-    let locked = await db.query(sql.lockRunForCommit, [run.runId, ids])
-    // A fenced run must exist (it was enqueued and claimed); only an unfenced commit creates it.
-    if (locked.rows.length === 0 && fence?.runId === run.runId) return { ok: false, reason: 'fenced' }
-    for (let attempt = 0; locked.rows.length === 0; attempt++) {
-      // The first commit of a run creates it (a concurrent creator wins the race harmlessly).
-      if (attempt === 3) throw new Error(`run ${run.runId} disappeared while committing (deleted concurrently)`)
-      await db.query(sql.insertRun, RUN_PARAMS.map((key) => run[key]))
-      locked = await db.query(sql.lockRunForCommit, [run.runId, ids])
-    }
-    const state = locked.rows[0]!
-    let cancelRequested = false
-    if (fence) {
-      // Checked under the run row's lock: a claim (which raises the epoch) waits for this commit or skips the run.
-      const lease = fence.runId === run.runId ? state : (await db.query(sql.fenceOf, [fence.runId])).rows[0]
-      if (!lease || lease.owner !== fence.owner || Number(lease.epoch) !== fence.epoch) return { ok: false, reason: 'fenced' }
-      cancelRequested = lease.cancelRequested === true
-    }
-    if (state.duplicate === true) return { ok: false, reason: 'duplicate_id' }
-    const lastSeq = Number(state.lastSeq)
-    const first = rows[0]
-    if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
-    if (!(await this.#listsHaveLengths(db, run.runId, appends))) return { ok: false, reason: 'list_conflict' }
-    const items = appends.flatMap((append) => append.items.map((item, i) => [append.listId, append.expectedLength + i, item] as const))
-    if (items.length > 0) {
-      await db.query(sql.insertItems, [run.runId, items.map(([listId]) => listId), items.map(([, idx]) => idx), items.map(([, , item]) => item)])
-    }
-    const last = rows[rows.length - 1]
-    if (last) {
-      const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-      await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
-    }
-    // Effects commit with the checkpoints; each is one statement, so a call id may repeat.
-    for (const intent of effects?.intents ?? []) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
-    for (const callId of effects?.starts ?? []) await db.query(sql.startEffect, [run.runId, callId])
-    for (const completion of effects?.completions ?? []) await db.query(sql.completeEffect, completionParams(completion))
-    if (runPatch) {
-      const { text, values } = updateRunSql(this.#schema, run.runId, runPatch)
-      await db.query(text, values)
-    }
-    return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
-  }
-
-  async #listsHaveLengths(db: PostgresQueryable, runId: string, appends: readonly ListAppend[]): Promise<boolean> {
-    if (appends.length === 0) return true
-    const { rows } = await db.query(this.#sql.listLengths, [runId, appends.map((append) => append.listId)])
-    const lengths = new Map(rows.map((row) => [row.listId, Number(row.length)]))
-    return appends.every((append) => lengths.get(append.listId) === append.expectedLength)
-  }
-
   async #query(text: string, values: unknown[]): Promise<PostgresQueryResult> {
     this.#assertOpen()
     await this.ready()
@@ -354,31 +274,6 @@ export class PostgresEngine implements StorageEngine {
   #assertOpen(): void {
     if (this.#closed) throw new StoreError(`the Postgres store (schema "${this.#schema}") is closed`, { code: 'store_closed' })
   }
-}
-
-/**
- * Listen for `error` on a checked-out `pg` client until it is back in the pool. The server ends
- * every connection when it shuts down (a restart), and a checked-out client then emits `error`
- * between queries; unheard, that event would crash the process. The query in flight, or the next
- * one, fails anyway and the transaction's caller sees that. Returns the function that stops
- * listening (call it after `release`, when the pool listens again).
- */
-export function guardClient(client: PostgresPoolClient): () => void {
-  const emitter = client as Partial<{ on(event: 'error', listener: () => void): unknown; removeListener(event: 'error', listener: () => void): unknown }>
-  if (typeof emitter.on !== 'function' || typeof emitter.removeListener !== 'function') return () => {}
-  const ignore = () => {}
-  emitter.on('error', ignore)
-  return () => emitter.removeListener?.('error', ignore)
-}
-
-/** The constraint a unique violation (SQLSTATE 23505) names, if `err` is one. */
-function uniqueViolation(err: unknown): string | undefined {
-  const { code, constraint } = (err ?? {}) as { code?: unknown; constraint?: unknown }
-  return code === '23505' && typeof constraint === 'string' ? constraint : undefined
-}
-
-function completionParams({ runId, callId, status, output, outputHash, completedAt }: EffectCompletionRow): unknown[] {
-  return [runId, callId, status, output, outputHash, completedAt]
 }
 
 /** `bigint` columns arrive from `pg` as strings: make the numeric fields numbers again. */

@@ -14,7 +14,7 @@ import type {
   RequeueOutcome,
   RequeueRequest,
 } from '../../engine/lease-engine.js'
-import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './postgres-engine.js'
+import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './driver.js'
 import { PostgresListener } from './postgres-listener.js'
 import { RUN_PARAMS, leaseStatements, releaseSql, type LeaseStatements } from './sql.js'
 

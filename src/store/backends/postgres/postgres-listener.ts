@@ -1,5 +1,5 @@
 import type { LeaseSubscription } from '../../engine/lease-engine.js'
-import type { PostgresPool, PostgresPoolClient } from './postgres-engine.js'
+import type { PostgresPool, PostgresPoolClient } from './driver.js'
 import { quoteIdent } from './sql.js'
 
 /** The slice of a `pg` client that delivers notifications (a `PGliteClient` connection has none). */

@@ -1,6 +1,7 @@
 import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
-import { PostgresEngine, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from './postgres-engine.js'
+import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
+import { PostgresEngine } from './postgres-engine.js'
 
 /**
  * Where a {@link PostgresStore} connects: a `connectionString`, for which the store creates (and

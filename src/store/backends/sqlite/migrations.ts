@@ -1,5 +1,5 @@
 import { SchemaVersionError } from '../../../core/errors.js'
-import type { SqliteDatabase } from './sqlite-engine.js'
+import type { SqliteDatabase } from './driver.js'
 
 /** One step of the SQLite schema. Versions start at 1 and increase by one. */
 export interface SqliteMigration {

@@ -1,35 +1,10 @@
 /**
- * What the SQLite engine runs inside a write transaction, and how it sets up a connection:
- * shared by the engine's own connection and by its writer thread (see `sqlite-writer.ts`), so a
+ * What the SQLite engine runs inside a write transaction: shared by the engine's own connection and by its writer thread (see `sqlite-writer.ts`), so a
  * commit means the same thing on either.
  */
 import type { CommitRequest, CommitResult, RunPatch, RunRow } from '../../engine/storage-engine.js'
-import type { SqliteConnectionOptions, SqliteDatabase, SqliteStatement } from './sqlite-engine.js'
+import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
-
-/** 8 KiB pages pack ~1-2 KB list items with far less slack than SQLite's default 4 KiB. */
-const PAGE_SIZE = 8192
-/**
- * A save appends ~7 pages to the WAL. Checkpointing every 16 pages (every ~3rd save) keeps the
- * WAL near 200 KB instead of SQLite's default 1000 pages (8 MB here), which would dwarf a run's
- * data; the size limit shrinks it back after a burst (a checkpoint held up by a reader).
- */
-const WAL_AUTOCHECKPOINT_PAGES = 16
-const JOURNAL_SIZE_LIMIT_BYTES = 1024 * 1024
-
-/** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
-export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
-  const { synchronous = 'full', busyTimeoutMs = 5000 } = options
-  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a non-negative integer, got ${busyTimeoutMs}`)
-  if (synchronous !== 'full' && synchronous !== 'normal') throw new RangeError(`synchronous must be 'full' or 'normal', got ${String(synchronous)}`)
-  // The busy timeout first, so switching to WAL and migrating wait for other processes.
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-  db.pragma(`page_size = ${PAGE_SIZE}`) // only takes effect on a new, empty file
-  db.pragma('journal_mode = WAL')
-  db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`)
-  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`)
-  db.pragma(`synchronous = ${synchronous.toUpperCase()}`)
-}
 
 export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 

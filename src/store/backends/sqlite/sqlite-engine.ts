@@ -11,49 +11,13 @@ import type {
   RunRow,
   StorageEngine,
 } from '../../engine/storage-engine.js'
-import { retainedListLengths } from '../../engine/row-order.js'
+import { retainedListLengths } from '../../engine/list-retention.js'
+import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
-import { commitInTransaction, configureConnection, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
 import { listCheckpointsSql, listRunsSql } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
-
-/**
- * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
- * not depend on the driver's types; a better-sqlite3 `Database` satisfies it.
- */
-export interface SqliteDatabase {
-  prepare(source: string): SqliteStatement
-  exec(source: string): unknown
-  pragma(source: string, options?: { simple?: boolean }): unknown
-  transaction<A extends unknown[], R>(fn: (...args: A) => R): SqliteTransaction<A, R>
-  close(): unknown
-}
-
-/** The slice of a better-sqlite3 `Statement` the engine uses. */
-export interface SqliteStatement {
-  run(...params: unknown[]): { changes: number }
-  get(...params: unknown[]): unknown
-  all(...params: unknown[]): unknown[]
-  pluck(toggle?: boolean): SqliteStatement
-}
-
-/** A better-sqlite3 transaction function: call `immediate` to take the write lock up front. */
-export interface SqliteTransaction<A extends unknown[], R> {
-  deferred(...args: A): R
-  immediate(...args: A): R
-}
-
-/** Connection settings the engine applies when it opens. */
-export interface SqliteConnectionOptions {
-  /**
-   * `full` (the default) syncs the WAL on every commit, so a saved checkpoint survives a power
-   * loss; `normal` is faster and still never corrupts, but may lose the last commits on power loss.
-   */
-  synchronous?: 'full' | 'normal'
-  /** How long a write waits for another connection's write lock before failing. Default 5000 ms. */
-  busyTimeoutMs?: number
-}
 
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
 export interface SqliteEngineOptions extends SqliteConnectionOptions {

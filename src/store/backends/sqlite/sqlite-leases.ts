@@ -12,7 +12,7 @@ import type {
   RequeueOutcome,
   RequeueRequest,
 } from '../../engine/lease-engine.js'
-import type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './sqlite-engine.js'
+import type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './driver.js'
 import { LEASE_SQL, SQL } from './sql.js'
 
 /**

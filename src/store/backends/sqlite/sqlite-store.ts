@@ -3,7 +3,8 @@ import { dirname } from 'node:path'
 import Database from 'better-sqlite3'
 import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
-import { SqliteEngine, type SqliteConnectionOptions, type SqliteDatabase } from './sqlite-engine.js'
+import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
+import { SqliteEngine } from './sqlite-engine.js'
 import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
 
 /**

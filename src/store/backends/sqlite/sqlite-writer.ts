@@ -5,7 +5,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { StoreError } from '../../../core/errors.js'
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import type { SqliteConnectionOptions } from './sqlite-engine.js'
+import type { SqliteConnectionOptions } from './driver.js'
 import type { WriterReply, WriterRequest, WriterThreadData } from './writer-thread.js'
 
 /** What the engine needs of a writer: commits off the caller's thread, and a clean close. */

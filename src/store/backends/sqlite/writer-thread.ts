@@ -5,8 +5,8 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import { commitInTransaction, configureConnection, prepareStatements } from './sqlite-commit.js'
-import type { SqliteConnectionOptions, SqliteDatabase } from './sqlite-engine.js'
+import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
+import { commitInTransaction, prepareStatements } from './sqlite-commit.js'
 
 /** What the main thread starts the writer thread with. */
 export interface WriterThreadData {

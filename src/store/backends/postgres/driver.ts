@@ -1,0 +1,49 @@
+/**
+ * The slice of the `pg` driver the Postgres backend uses, declared here so Cairn does not depend
+ * on the driver's types, and the helpers every part of the backend needs around a connection.
+ */
+
+/** What a query returns: the slice of a `pg` `QueryResult` the engine reads. */
+export interface PostgresQueryResult {
+  rows: Record<string, unknown>[]
+  rowCount: number | null
+}
+
+/** Anything that runs one parameterized statement (`$1`, `$2`, …): a pool or a checked-out client. */
+export interface PostgresQueryable {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>
+}
+
+/** A connection checked out of a pool; `release(true)` (or an error) discards it instead of reusing it. */
+export interface PostgresPoolClient extends PostgresQueryable {
+  release(destroy?: boolean | Error): void
+}
+
+/**
+ * The slice of a `pg` `Pool` the engine uses. Declared here so the engine does not depend on the
+ * driver; a `pg.Pool` satisfies it, and so does {@link PGliteClient} over an embedded PGlite.
+ */
+export interface PostgresPool extends PostgresQueryable {
+  connect(): Promise<PostgresPoolClient>
+}
+
+/**
+ * Listen for `error` on a checked-out `pg` client until it is back in the pool. The server ends
+ * every connection when it shuts down (a restart), and a checked-out client then emits `error`
+ * between queries; unheard, that event would crash the process. The query in flight, or the next
+ * one, fails anyway and the transaction's caller sees that. Returns the function that stops
+ * listening (call it after `release`, when the pool listens again).
+ */
+export function guardClient(client: PostgresPoolClient): () => void {
+  const emitter = client as Partial<{ on(event: 'error', listener: () => void): unknown; removeListener(event: 'error', listener: () => void): unknown }>
+  if (typeof emitter.on !== 'function' || typeof emitter.removeListener !== 'function') return () => {}
+  const ignore = () => {}
+  emitter.on('error', ignore)
+  return () => emitter.removeListener?.('error', ignore)
+}
+
+/** The constraint a unique violation (SQLSTATE 23505) names, if `err` is one. */
+export function uniqueViolation(err: unknown): string | undefined {
+  const { code, constraint } = (err ?? {}) as { code?: unknown; constraint?: unknown }
+  return code === '23505' && typeof constraint === 'string' ? constraint : undefined
+}

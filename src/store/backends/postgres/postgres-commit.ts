@@ -1,0 +1,77 @@
+/**
+ * What the Postgres engine runs inside a commit's transaction: the checks (fence, duplicate id,
+ * seq, list lengths) and the writes of one {@link CommitRequest}.
+ */
+import type { CommitRequest, CommitResult, EffectCompletionRow, ListAppend } from '../../engine/storage-engine.js'
+import type { PostgresQueryable } from './driver.js'
+import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
+
+/** The statements and schema a commit writes with. */
+export interface CommitContext {
+  sql: PostgresStatements
+  schema: string
+}
+
+/**
+ * The checks and writes of one commit, inside its transaction. The run row is locked first,
+ * so the seq and list checks see every commit of the run that finished before this one.
+ */
+export async function commitInTransaction(
+db: PostgresQueryable,
+{ sql, schema }: CommitContext,
+{ rows, appends, run, effects, runPatch, fence }: CommitRequest,
+): Promise<CommitResult> {
+  const ids = rows.map((row) => row.id)
+  let locked = await db.query(sql.lockRunForCommit, [run.runId, ids])
+  // A fenced run must exist (it was enqueued and claimed); only an unfenced commit creates it.
+  if (locked.rows.length === 0 && fence?.runId === run.runId) return { ok: false, reason: 'fenced' }
+  for (let attempt = 0; locked.rows.length === 0; attempt++) {
+    // The first commit of a run creates it (a concurrent creator wins the race harmlessly).
+    if (attempt === 3) throw new Error(`run ${run.runId} disappeared while committing (deleted concurrently)`)
+    await db.query(sql.insertRun, RUN_PARAMS.map((key) => run[key]))
+    locked = await db.query(sql.lockRunForCommit, [run.runId, ids])
+  }
+  const state = locked.rows[0]!
+  let cancelRequested = false
+  if (fence) {
+    // Checked under the run row's lock: a claim (which raises the epoch) waits for this commit or skips the run.
+    const lease = fence.runId === run.runId ? state : (await db.query(sql.fenceOf, [fence.runId])).rows[0]
+    if (!lease || lease.owner !== fence.owner || Number(lease.epoch) !== fence.epoch) return { ok: false, reason: 'fenced' }
+    cancelRequested = lease.cancelRequested === true
+  }
+  if (state.duplicate === true) return { ok: false, reason: 'duplicate_id' }
+  const lastSeq = Number(state.lastSeq)
+  const first = rows[0]
+  if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+  if (!(await listsHaveLengths(db, sql, run.runId, appends))) return { ok: false, reason: 'list_conflict' }
+  const items = appends.flatMap((append) => append.items.map((item, i) => [append.listId, append.expectedLength + i, item] as const))
+  if (items.length > 0) {
+    await db.query(sql.insertItems, [run.runId, items.map(([listId]) => listId), items.map(([, idx]) => idx), items.map(([, , item]) => item)])
+  }
+  const last = rows[rows.length - 1]
+  if (last) {
+    const updatedAt = Math.max(...rows.map((row) => row.createdAt))
+    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
+  }
+  // Effects commit with the checkpoints; each is one statement, so a call id may repeat.
+  for (const intent of effects?.intents ?? []) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
+  for (const callId of effects?.starts ?? []) await db.query(sql.startEffect, [run.runId, callId])
+  for (const completion of effects?.completions ?? []) await db.query(sql.completeEffect, completionParams(completion))
+  if (runPatch) {
+    const { text, values } = updateRunSql(schema, run.runId, runPatch)
+    await db.query(text, values)
+  }
+  return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+async function listsHaveLengths(db: PostgresQueryable, sql: PostgresStatements, runId: string, appends: readonly ListAppend[]): Promise<boolean> {
+  if (appends.length === 0) return true
+  const { rows } = await db.query(sql.listLengths, [runId, appends.map((append) => append.listId)])
+  const lengths = new Map(rows.map((row) => [row.listId, Number(row.length)]))
+  return appends.every((append) => lengths.get(append.listId) === append.expectedLength)
+}
+
+/** The parameters of the `completeEffect` statement. */
+export function completionParams({ runId, callId, status, output, outputHash, completedAt }: EffectCompletionRow): unknown[] {
+  return [runId, callId, status, output, outputHash, completedAt]
+}

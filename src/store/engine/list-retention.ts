@@ -1,0 +1,21 @@
+/**
+ * For the remaining checkpoints of a run, the number of items of each list they still need.
+ * Returns `undefined` when a row's refs cannot be read, so the caller keeps every item.
+ */
+export function retainedListLengths(rows: Iterable<{ lists: string }>): Map<string, number> | undefined {
+  const lengths = new Map<string, number>()
+  for (const row of rows) {
+    let refs: unknown
+    try {
+      refs = JSON.parse(row.lists)
+    } catch {
+      return undefined
+    }
+    if (!Array.isArray(refs)) return undefined
+    for (const ref of refs as { id?: unknown; n?: unknown }[]) {
+      if (typeof ref?.id !== 'string' || typeof ref.n !== 'number') return undefined
+      lengths.set(ref.id, Math.max(lengths.get(ref.id) ?? 0, ref.n))
+    }
+  }
+  return lengths
+}
