@@ -1,5 +1,6 @@
 export * from './checkpoint-store.js'
 export type * from './engine/storage-engine.js'
+export type * from './engine/rows.js'
 export type * from './engine/lease-engine.js'
 export { CLAIMABLE_STATUSES } from './engine/lease-engine.js'
 export { FencedStore, type FenceHooks } from './leases/fenced-store.js'

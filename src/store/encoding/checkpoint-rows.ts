@@ -3,7 +3,8 @@ import { CheckpointCorruptionError } from '../../core/errors.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
-import type { CheckpointHeaderRow, CheckpointRow, ListRef, StorageEngine } from '../engine/storage-engine.js'
+import type { StorageEngine } from '../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
 
 /** SHA-256 over every field of a checkpoint row but the digest itself. */

@@ -2,7 +2,7 @@ import { decodeValue, encodeValue, parseJson } from '../../core/codec.js'
 import { CheckpointError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
-import type { EffectCompletionRow, EffectRow } from '../engine/storage-engine.js'
+import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId } from './validate.js'
 
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */

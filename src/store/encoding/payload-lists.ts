@@ -2,7 +2,7 @@ import { sha256 } from '../../core/hash.js'
 import { encodeNested, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
-import type { ListAppend, ListRef } from '../engine/storage-engine.js'
+import type { ListAppend, ListRef } from '../engine/rows.js'
 
 /**
  * The append-only list encoding that keeps a run's storage linear.

@@ -1,7 +1,7 @@
 import { decodeValue, encodeValue, parseJson, type JsonObject } from '../../core/codec.js'
 import { CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
-import type { RunPatch, RunRow } from '../engine/storage-engine.js'
+import type { RunPatch, RunRow } from '../engine/rows.js'
 import { assertRunPatch } from './validate.js'
 
 /** A checked run patch as an engine applies it: only the fields a caller may change, metadata encoded. */

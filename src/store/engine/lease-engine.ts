@@ -1,5 +1,5 @@
 import type { RunStatus } from '../checkpoint-store.js'
-import type { RunPatch, RunRow } from './storage-engine.js'
+import type { RunPatch, RunRow } from './rows.js'
 
 /**
  * A worker's hold on a run. A write carrying a fence succeeds only while the row of the fenced

@@ -1,4 +1,4 @@
-import type { CheckpointHeaderRow, RunRow } from './storage-engine.js'
+import type { CheckpointHeaderRow, RunRow } from './rows.js'
 
 /**
  * Helpers shared by engines that keep rows in process memory or files and sort them in

@@ -2,7 +2,7 @@ import type { JsonObject } from '../../core/codec.js'
 import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { RunRecord, RunStatus } from '../checkpoint-store.js'
-import type { RunRow } from '../engine/storage-engine.js'
+import type { RunRow } from '../engine/rows.js'
 import type {
   CancelOutcome,
   ClaimRequest,

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { RunRow } from '../../engine/storage-engine.js'
+import type { RunRow } from '../../engine/rows.js'
 import type { LeaseTable } from '../../leases/lease-table.js'
 import { ensureDirectory, listDirectory } from './driver.js'
 import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'

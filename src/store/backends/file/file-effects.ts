@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { EffectCompletionRow, EffectRow } from '../../engine/storage-engine.js'
+import type { EffectCompletionRow, EffectRow } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
 import { ensureDirectory, listDirectory, syncDirectory, writeFileAtomic } from './driver.js'
 import { isEffectFileName } from './file-names.js'

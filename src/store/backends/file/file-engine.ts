@@ -3,18 +3,8 @@ import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { CheckpointError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type {
-  CheckpointHeaderRow,
-  CheckpointRow,
-  CommitRequest,
-  CommitResult,
-  EffectCompletionRow,
-  EffectRow,
-  ListRef,
-  RunPatch,
-  RunRow,
-  StorageEngine,
-} from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'

@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import type { RunRow } from '../../engine/storage-engine.js'
+import type { RunRow } from '../../engine/rows.js'
 import {
   CLAIMABLE_STATUSES,
   type CancelOutcome,

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { ListAppend, ListRef } from '../../engine/storage-engine.js'
+import type { ListAppend, ListRef } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
 import { appendLines, ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile } from './driver.js'
 import { parseListFileName } from './file-names.js'

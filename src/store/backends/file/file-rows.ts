@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import type { CheckpointRow, EffectRow, RunRow } from '../../engine/storage-engine.js'
+import type { CheckpointRow, EffectRow, RunRow } from '../../engine/rows.js'
 import { readJsonFile } from './driver.js'
 import type { CheckpointFile, FileLayout } from './file-names.js'
 

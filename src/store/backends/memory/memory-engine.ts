@@ -1,16 +1,6 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type {
-  CheckpointHeaderRow,
-  CheckpointRow,
-  CommitRequest,
-  CommitResult,
-  EffectCompletionRow,
-  EffectRow,
-  ListRef,
-  RunPatch,
-  RunRow,
-  StorageEngine,
-} from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'

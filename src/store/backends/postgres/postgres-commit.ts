@@ -2,7 +2,8 @@
  * What the Postgres engine runs inside a commit's transaction: the checks (fence, duplicate id,
  * seq, list lengths) and the writes of one {@link CommitRequest}.
  */
-import type { CommitRequest, CommitResult, EffectCompletionRow, ListAppend } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
+import type { EffectCompletionRow, ListAppend } from '../../engine/rows.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 

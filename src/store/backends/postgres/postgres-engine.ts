@@ -1,17 +1,7 @@
 import { CairnError, StoreError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type {
-  CheckpointHeaderRow,
-  CheckpointRow,
-  CommitRequest,
-  CommitResult,
-  EffectCompletionRow,
-  EffectRow,
-  ListRef,
-  RunPatch,
-  RunRow,
-  StorageEngine,
-} from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'

@@ -1,5 +1,5 @@
 import { sha256 } from '../../../core/hash.js'
-import type { RunRow } from '../../engine/storage-engine.js'
+import type { RunRow } from '../../engine/rows.js'
 import type {
   CancelOutcome,
   ClaimedRun,

@@ -1,6 +1,6 @@
 import { CairnError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { RunPatch } from '../../engine/storage-engine.js'
+import type { RunPatch } from '../../engine/rows.js'
 
 /**
  * The SQL statements of the Postgres engine. Every table is qualified with the store's schema

@@ -2,7 +2,8 @@
  * What the SQLite engine runs inside a write transaction: shared by the engine's own connection and by its writer thread (see `sqlite-writer.ts`), so a
  * commit means the same thing on either.
  */
-import type { CommitRequest, CommitResult, RunPatch, RunRow } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
+import type { RunPatch, RunRow } from '../../engine/rows.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
 

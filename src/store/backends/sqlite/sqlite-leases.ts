@@ -1,4 +1,4 @@
-import type { RunPatch, RunRow } from '../../engine/storage-engine.js'
+import type { RunPatch, RunRow } from '../../engine/rows.js'
 import type {
   CancelOutcome,
   ClaimedRun,

@@ -1,0 +1,93 @@
+import type { EffectStatus, RunStatus } from '../checkpoint-store.js'
+
+/**
+ * The rows a {@link StorageEngine} stores: plain fields, numbers and JSON text. An engine never
+ * parses the JSON text except where its interface says so.
+ */
+
+/** A run as an engine stores it; `metadata` is JSON text. */
+export interface RunRow {
+  runId: string
+  status: RunStatus
+  name: string | null
+  threadId: string | null
+  workflowName: string | null
+  configSignature: string | null
+  lastSeq: number
+  createdAt: number
+  updatedAt: number
+  metadata: string
+}
+
+/** Fields `updateRun` may change. */
+export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata'>> & {
+  updatedAt: number
+}
+
+/** A checkpoint's header as an engine stores it; `metadata` is JSON text. */
+export interface CheckpointHeaderRow {
+  id: string
+  runId: string
+  parentId: string | null
+  seq: number
+  kind: string
+  phase: string
+  schemaVersion: number
+  createdAt: number
+  workflowName: string | null
+  terminal: boolean
+  metadata: string
+}
+
+/** A full checkpoint row. */
+export interface CheckpointRow extends CheckpointHeaderRow {
+  /** The payload's JSON text with each append-only list replaced by a `{"~":"list","i":k}` ref. */
+  body: string
+  /** JSON text of the `ListRef[]` the body points into. */
+  lists: string
+  /** SHA-256 over the header, metadata, body and lists: detects torn or edited rows. */
+  digest: string
+}
+
+/**
+ * A reference to the first `n` items of one append-only list of the run. `h` is the chain hash
+ * of those items (see `chainHash`), so edited or missing items are detected on load.
+ */
+export interface ListRef {
+  id: string
+  n: number
+  h: string
+}
+
+/** Items to append to a list, valid only if the list currently holds `expectedLength` items. */
+export interface ListAppend {
+  listId: string
+  expectedLength: number
+  /** Each item is one JSON text (no raw newlines). */
+  items: readonly string[]
+}
+
+/** An effect row; `output` is JSON text (codec-encoded) or null while pending. */
+export interface EffectRow {
+  runId: string
+  callId: string
+  name: string
+  inputHash: string
+  idempotencyKey: string
+  status: EffectStatus
+  output: string | null
+  outputHash: string | null
+  attempts: number
+  startedAt: number
+  completedAt: number | null
+}
+
+/** The outcome an engine writes into a pending effect row. */
+export interface EffectCompletionRow {
+  runId: string
+  callId: string
+  status: 'succeeded' | 'failed'
+  output: string
+  outputHash: string
+  completedAt: number
+}
