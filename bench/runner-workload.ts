@@ -3,7 +3,7 @@ import Database from 'better-sqlite3'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Agent, Runner, tool, type Model, type ModelRequest, type ModelStreamEvent } from '../src/index.js'
+import { Agent, Runner, tool, type EngineStoreOptions, type Model, type ModelRequest, type ModelStreamEvent } from '../src/index.js'
 import { SqliteStore, type SqliteDatabase } from '../src/sqlite.js'
 import { microsSince } from './stats.js'
 
@@ -44,7 +44,7 @@ export interface LoopTrial {
  * Run `cycles` tool cycles: with `mode: 'none'` the agent's own `invoke` with checkpointing off;
  * otherwise a Runner of that durability over a fresh SqliteStore in a temporary directory.
  */
-export async function runLoop(mode: Mode, cycles: number, options: { history?: boolean } = {}): Promise<LoopTrial> {
+export async function runLoop(mode: Mode, cycles: number, options: { history?: boolean; store?: EngineStoreOptions } = {}): Promise<LoopTrial> {
   const agent = benchAgent(cycles)
   if (mode === 'none') {
     const start = process.hrtime.bigint()
@@ -58,7 +58,8 @@ export async function runLoop(mode: Mode, cycles: number, options: { history?: b
   const location = await mkdtemp(join(tmpdir(), 'cairn-bench-runner-'))
   const path = join(location, 'runner.db')
   const clock = { transactions: 0, micros: 0 }
-  const store = writerThread ? new SqliteStore({ path, writerThread: true }) : new SqliteStore({ database: timedDatabase(new Database(path), clock) })
+  const extra = options.store ?? {}
+  const store = writerThread ? new SqliteStore({ path, writerThread: true, ...extra }) : new SqliteStore({ database: timedDatabase(new Database(path), clock), ...extra })
   try {
     // Steady state: the writer thread is up and the file's tables are warm before the clock starts.
     await store.save({ runId: 'warm-up', kind: 'bench', phase: 'warm-up', payload: {} })

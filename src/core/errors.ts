@@ -6,6 +6,7 @@ export type CairnErrorCode =
   | 'checkpoint_invalid'
   | 'unserializable'
   | 'checkpoint_corrupt'
+  | 'checkpoint_integrity'
   | 'checkpoint_not_found'
   | 'run_not_found'
   | 'run_exists'
@@ -84,8 +85,24 @@ export class CheckpointError extends CairnError {
  * Cairn never recovers partially from one and never silently starts fresh.
  */
 export class CheckpointCorruptionError extends CheckpointError {
-  constructor(message: string, options: CheckpointErrorOptions = {}) {
-    super('checkpoint_corrupt', message, options)
+  constructor(message: string, options: CheckpointErrorOptions & { code?: 'checkpoint_corrupt' | 'checkpoint_integrity' } = {}) {
+    super(options.code ?? 'checkpoint_corrupt', message, options)
+  }
+}
+
+/**
+ * A record of a store opened with keys does not verify: it was edited, forged, copied from
+ * another place or run, replayed over a newer one, signed with a key the store does not hold, or
+ * not signed at all. Raised before anything of the record reaches the caller (code
+ * `checkpoint_integrity`); a resume never continues from unverified state.
+ */
+export class CheckpointIntegrityError extends CheckpointCorruptionError {
+  /** The key id the record names, when it names one. */
+  readonly keyId: string | undefined
+
+  constructor(message: string, options: CheckpointErrorOptions & { keyId?: string | undefined } = {}) {
+    super(message, { ...options, code: 'checkpoint_integrity' })
+    this.keyId = options.keyId
   }
 }
 

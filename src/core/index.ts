@@ -2,6 +2,7 @@ export { decodeValue, deserialize, encodeValue, isPlainObject, parseJson, serial
 export {
   CairnError,
   CheckpointCorruptionError,
+  CheckpointIntegrityError,
   CheckpointError,
   CheckpointNotFoundError,
   ConfigMismatchError,

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, LeaseLostError, StoreError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
 import type {
@@ -35,6 +35,9 @@ import { RunLeases } from './leases/run-leases.js'
 import { decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
 import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
+import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
+import { rekeyRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
+import { SealedEngine } from './trust/sealed-engine.js'
 
 /** Options every engine-backed store accepts. */
 export interface EngineStoreOptions {
@@ -44,6 +47,14 @@ export interface EngineStoreOptions {
   listCacheBytes?: number
   /** Where warnings go (a corrupt record skipped while listing). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
+  /**
+   * Sign every record a resume trusts (HMAC-SHA-256) with the first key of this ring and verify
+   * it on every read with any of them: a record that does not verify is a
+   * `CheckpointIntegrityError`. See {@link KeyRing} (and `KeyRing.fromEnv()` for `CAIRN_KEYS`).
+   */
+  keys?: KeyRing | readonly KeyInput[]
+  /** With `keys`: also encrypt payloads, list items and effect outputs (AES-256-GCM). Default false. */
+  encrypt?: boolean
 }
 
 const MAX_SAVE_ATTEMPTS = 12
@@ -62,8 +73,14 @@ export class EngineStore implements CheckpointStore {
   #closed = false
   #leases: RunLeases | undefined
 
+  readonly #keyed: boolean
+
   constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
-    this.#engine = engine
+    if (options.encrypt === true && options.keys === undefined) {
+      throw new CheckpointError('invalid_argument', 'encrypt: true needs keys: give the store a key ring ({ keys: [{ id, secret }] })')
+    }
+    this.#keyed = options.keys !== undefined
+    this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
     this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
@@ -221,17 +238,21 @@ export class EngineStore implements CheckpointStore {
 
   async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
     assertId(checkpointId, 'checkpointId')
-    const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
-    if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
-    return (await this.#decode(row)) as CheckpointRecord<P>
+    return this.#trusted(async () => {
+      const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+      return (await this.#decode(row)) as CheckpointRecord<P>
+    })
   }
 
   async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     const given: unknown = checkpointIds
     if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
     for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
-    const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
-    return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    return this.#trusted(async () => {
+      const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
+      return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    })
   }
 
   async getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
@@ -240,8 +261,10 @@ export class EngineStore implements CheckpointStore {
       throw new CheckpointError('invalid_argument', 'getLatest needs { runId } or { workflowName }')
     }
     const engineQuery = query.runId !== undefined ? { runId: query.runId } : { workflowName: query.workflowName }
-    const row = await this.#call(query.runId, 'read latest checkpoint', () => this.#engine.getLatest(engineQuery))
-    return row && ((await this.#decode(row)) as CheckpointRecord<P>)
+    return this.#trusted(async () => {
+      const row = await this.#call(query.runId, 'read latest checkpoint', () => this.#engine.getLatest(engineQuery))
+      return row && ((await this.#decode(row)) as CheckpointRecord<P>)
+    })
   }
 
   async listCheckpoints(query: ListCheckpointsQuery = {}): Promise<CheckpointInfo[]> {
@@ -354,6 +377,44 @@ export class EngineStore implements CheckpointStore {
     return total
   }
 
+  /**
+   * Rewrite every record of the store under the key ring's writing key (the first key), and
+   * encrypted or not as this store is configured: the step between adding a new key and dropping
+   * the old one. Each record is verified before it is re-sealed. With `signUnsigned`, records
+   * written before the store had keys are checked against their plain digests and signed: the
+   * explicit step that turns signing on for an existing store. Safe to run again after a stop.
+   *
+   * @example
+   * ```ts
+   * const store = new SqliteStore({ path, keys: [newKey, oldKey], encrypt: true })
+   * await store.rekey({ onProgress: (p) => console.log(`${p.runsDone}/${p.runsTotal} ${p.runId}`) })
+   * // every record now verifies with newKey alone
+   * ```
+   */
+  async rekey(options: RekeyOptions = {}): Promise<RekeyResult> {
+    const engine = this.#engine
+    if (!(engine instanceof SealedEngine)) throw new CheckpointError('invalid_argument', 'rekey needs a store opened with keys ({ keys: [newKey, ...oldKeys] })')
+    const rewrite = engine.inner.rewrite?.bind(engine.inner)
+    if (!rewrite) throw new CheckpointError('invalid_argument', 'this store backend cannot rewrite records in place, so it cannot be rekeyed')
+    const runIds = await this.#allRunIds()
+    const result: RekeyResult = { runs: 0, checkpoints: 0, items: 0, effects: 0 }
+    for (const runId of runIds) {
+      const request = await this.#withRunLock(runId, async () => {
+        this.#cache.delete(runId)
+        const request = await this.#trusted(() => this.#call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
+        await this.#call(runId, 'rewrite records under the new key', () => rewrite(request))
+        return request
+      })
+      result.runs++
+      result.checkpoints += request.checkpoints.length
+      result.items += request.items.length
+      result.effects += request.effects.length
+      const rewritten = request.checkpoints.length + request.items.length + request.effects.length
+      options.onProgress?.({ runId, runsDone: result.runs, runsTotal: runIds.length, rewritten })
+    }
+    return result
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
@@ -375,6 +436,10 @@ export class EngineStore implements CheckpointStore {
   async #writerState(runId: string) {
     const cached = this.#cache.get(runId)
     if (cached) return cached
+    return this.#trusted(() => this.#readWriterState(runId))
+  }
+
+  async #readWriterState(runId: string) {
     const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
     const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
     const lists = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map()
@@ -384,6 +449,24 @@ export class EngineStore implements CheckpointStore {
   async #decode(row: CheckpointRow): Promise<CheckpointRecord> {
     const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine))
     return toRecord(stored, this.#schemas)
+  }
+
+  /**
+   * Run a read of checkpoints; in a keyed store, a record that fails any check (a list whose
+   * items do not match the signed refs, a torn body) is an integrity failure, not mere corruption.
+   */
+  async #trusted<T>(read: () => Promise<T>): Promise<T> {
+    if (!this.#keyed) return read()
+    try {
+      return await read()
+    } catch (err) {
+      if (!(err instanceof CheckpointCorruptionError) || err instanceof CheckpointIntegrityError) throw err
+      throw new CheckpointIntegrityError(`${err.message} (this store verifies its records: nothing of this one is used)`, {
+        runId: err.runId,
+        checkpointId: err.checkpointId,
+        cause: err,
+      })
+    }
   }
 
   async #withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {

@@ -1,10 +1,11 @@
 import { decodeValue, parseJson, type JsonObject } from '../../core/codec.js'
-import { CheckpointCorruptionError } from '../../core/errors.js'
+import { CheckpointCorruptionError, CheckpointIntegrityError } from '../../core/errors.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
+import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
 
 /** SHA-256 over every field of a checkpoint row but the digest itself. */
@@ -48,6 +49,12 @@ export function checkRow(row: CheckpointRow): ListRef[] {
   assertHeader(row)
   if (typeof row.body !== 'string' || typeof row.lists !== 'string' || typeof row.digest !== 'string') {
     throw corrupt(ids, 'is missing its body, lists or digest')
+  }
+  if (isSignature(row.digest)) {
+    throw new CheckpointIntegrityError(
+      `checkpoint ${row.id} of run ${row.runId} is signed with key ${keyIdOf(row.digest) ?? '?'}, but this store has no keys: open it with its key ring ({ keys } or CAIRN_KEYS)`,
+      { ...ids, keyId: keyIdOf(row.digest) },
+    )
   }
   if (checkpointDigest(row) !== row.digest) {
     throw corrupt(ids, 'does not match its digest: the record was truncated or edited after it was written')

@@ -1,5 +1,5 @@
 import { decodeValue, encodeValue, parseJson } from '../../core/codec.js'
-import { CheckpointError } from '../../core/errors.js'
+import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
@@ -47,6 +47,12 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
 }
 
 export function decodeEffectRow(row: EffectRow): EffectRecord {
+  if (typeof row.inputHash === 'string' && row.inputHash.includes('|s1.')) {
+    throw new CheckpointIntegrityError(
+      `effect ${row.callId} of run ${row.runId} is signed, but this store has no keys: open it with its key ring ({ keys } or CAIRN_KEYS)`,
+      { runId: row.runId },
+    )
+  }
   const context = { runId: row.runId, what: `output of effect ${row.callId}` }
   return { ...row, output: row.output === null ? undefined : decodeValue(parseJson(row.output, context), context) }
 }

@@ -75,6 +75,15 @@ export interface StorageEngine {
   close(): Promise<void>
 
   /**
+   * Replace stored contents of existing records of one run in place, atomically where the backend
+   * can: checkpoint bodies, list refs and digests by id, list items by list and index, effect
+   * hashes and outputs by call id. Ids, seqs and everything else stay as they are. Used to re-sign
+   * and re-encrypt records under a new key (`EngineStore.rekey`). Optional: an engine without it
+   * cannot be rekeyed.
+   */
+  rewrite?(request: RewriteRequest): Promise<void>
+
+  /**
    * The lease protocol of the worker layer (claiming runs, heartbeats, release), when the
    * backend has one; `undefined` (or absent) when it does not. A capability, not a subclass: the
    * worker layer checks this field.
@@ -108,3 +117,11 @@ export type CommitResult =
   | { ok: false; reason: 'stale_seq'; lastSeq: number }
   | { ok: false; reason: 'list_conflict' }
   | { ok: false; reason: 'duplicate_id' }
+
+/** Sealed contents of existing records of one run, replaced in place by {@link StorageEngine.rewrite}. */
+export interface RewriteRequest {
+  runId: string
+  checkpoints: readonly Pick<CheckpointRow, 'id' | 'body' | 'lists' | 'digest'>[]
+  items: readonly { listId: string; idx: number; item: string }[]
+  effects: readonly Pick<EffectRow, 'callId' | 'inputHash' | 'output' | 'outputHash'>[]
+}

@@ -75,6 +75,14 @@ export class FileEffects {
       .map(effectRow)
   }
 
+  /** Replace an effect's hashes and output in place (re-sealing under a new key). */
+  async rewrite(runId: string, effect: { callId: string; inputHash: string; output: string | null; outputHash: string | null }): Promise<void> {
+    const path = this.#dir.layout.effectFile(runId, effect.callId)
+    const existing = await this.#read(path, runId, effect.callId)
+    if (!existing) return
+    await writeFileAtomic(path, JSON.stringify({ ...existing, inputHash: effect.inputHash, output: effect.output, outputHash: effect.outputHash }))
+  }
+
   async deleteAll(runId: string): Promise<number> {
     const dir = this.#dir.layout.effectsDir(runId)
     let deleted = 0

@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { CheckpointError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
@@ -285,6 +285,22 @@ export class FileEngine implements StorageEngine {
     this.#layout.effectsDir(runId)
     await this.#begin()
     return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId))
+  }
+
+  async rewrite(request: RewriteRequest): Promise<void> {
+    const { runId } = request
+    this.#layout.runDir(runId)
+    await this.#write(runId, async (state) => {
+      const dir = this.#layout.checkpointsDir(runId)
+      for (const row of request.checkpoints) {
+        const file = state.checkpoints.find((cp) => cp.id === row.id)
+        const read = file && (await readCheckpointFile(this.#layout, runId, file))
+        if (read?.state !== 'ok') continue
+        await writeFileAtomic(join(dir, file!.name), JSON.stringify({ ...read.row, body: row.body, lists: row.lists, digest: row.digest }))
+      }
+      await this.#lists.rewrite(runId, request.items)
+      for (const effect of request.effects) await this.#effects.rewrite(runId, effect)
+    })
   }
 
   async close(): Promise<void> {

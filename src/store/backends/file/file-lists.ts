@@ -2,7 +2,7 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { ListAppend, ListRef } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
-import { appendLines, ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile } from './driver.js'
+import { appendLines, ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile, writeFileAtomic } from './driver.js'
 import { parseListFileName } from './file-names.js'
 
 /** How one list append will be written. */
@@ -72,6 +72,20 @@ export class FileLists {
       }),
     )
     return refs.map((ref) => (lines.get(ref.id) ?? []).slice(0, Math.max(0, ref.n)))
+  }
+
+  /** Replace items in place: each list file is written anew (atomically), its complete lines kept. */
+  async rewrite(runId: string, items: readonly { listId: string; idx: number; item: string }[]): Promise<void> {
+    const byList = new Map<string, Map<number, string>>()
+    for (const { listId, idx, item } of items) byList.set(listId, (byList.get(listId) ?? new Map<number, string>()).set(idx, item))
+    for (const [listId, replaced] of byList) {
+      const path = this.#dir.layout.listFile(runId, listId)
+      const bytes = await readIfExists(path)
+      if (!bytes) continue
+      const lines = readLines(bytes, Number.MAX_SAFE_INTEGER).map((line, idx) => replaced.get(idx) ?? line)
+      this.#dir.lists.delete(listKey(runId, listId))
+      await writeFileAtomic(path, lines.map((line) => `${line}\n`).join(''))
+    }
   }
 
   /** Cut each list file of the run to `keep` lines, removing those kept at none. */

@@ -1,5 +1,5 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
@@ -224,6 +224,22 @@ export class MemoryEngine implements StorageEngine {
       }
     }
     return deleted
+  }
+
+  async rewrite(request: RewriteRequest): Promise<void> {
+    const { runId } = request
+    for (const { id, body, lists, digest } of request.checkpoints) {
+      const row = this.#checkpoints.get(id)
+      if (row?.runId === runId) Object.assign(row, { body, lists, digest })
+    }
+    for (const { listId, idx, item } of request.items) {
+      const items = this.#lists.get(listKey(runId, listId))
+      if (items && idx < items.length) items[idx] = item
+    }
+    for (const { callId, inputHash, output, outputHash } of request.effects) {
+      const row = this.#effects.get(listKey(runId, callId))
+      if (row) Object.assign(row, { inputHash, output, outputHash })
+    }
   }
 
   async close(): Promise<void> {}

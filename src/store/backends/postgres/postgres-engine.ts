@@ -1,6 +1,6 @@
 import { CairnError, StoreError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
@@ -215,6 +215,15 @@ export class PostgresEngine implements StorageEngine {
 
   async deleteEffects(runId: string): Promise<number> {
     return (await this.#query(this.#sql.deleteEffects, [runId])).rowCount ?? 0
+  }
+
+  async rewrite(request: RewriteRequest): Promise<void> {
+    const { runId } = request
+    await this.#transaction(async (db) => {
+      for (const row of request.checkpoints) await db.query(this.#sql.rewriteCheckpoint, [row.body, row.lists, row.digest, row.id, runId])
+      for (const row of request.items) await db.query(this.#sql.rewriteItem, [row.item, runId, row.listId, row.idx])
+      for (const row of request.effects) await db.query(this.#sql.rewriteEffect, [row.inputHash, row.output, row.outputHash, runId, row.callId])
+    })
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, StorageEngine } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
@@ -158,6 +158,18 @@ export class SqliteEngine implements StorageEngine {
 
   async deleteEffects(runId: string): Promise<number> {
     return this.#write(() => this.#statements.deleteEffects.run(runId).changes)
+  }
+
+  async rewrite(request: RewriteRequest): Promise<void> {
+    const { runId } = request
+    const checkpoint = this.#listStatement('UPDATE checkpoints SET body = ?, lists = ?, digest = ? WHERE id = ? AND run_id = ?')
+    const item = this.#listStatement('UPDATE list_items SET item = ? WHERE run_id = ? AND list_id = ? AND idx = ?')
+    const effect = this.#listStatement('UPDATE effects SET input_hash = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?')
+    this.#write(() => {
+      for (const row of request.checkpoints) checkpoint.run(row.body, row.lists, row.digest, row.id, runId)
+      for (const row of request.items) item.run(row.item, runId, row.listId, row.idx)
+      for (const row of request.effects) effect.run(row.inputHash, row.output, row.outputHash, runId, row.callId)
+    })
   }
 
   /** Closing the last connection checkpoints the WAL into the database file. */

@@ -1,0 +1,138 @@
+import { decodeValue, parseJson } from '../../core/codec.js'
+import { CheckpointCorruptionError } from '../../core/errors.js'
+import { hashValue } from '../../core/hash.js'
+import type { RewriteRequest } from '../engine/storage-engine.js'
+import type { CheckpointRow, EffectRow, ListRef } from '../engine/rows.js'
+import { chainHash } from '../encoding/payload-lists.js'
+import { checkpointDigest } from '../encoding/checkpoint-rows.js'
+import { isCiphertext, isSignature, keyIdOf } from './seal.js'
+import type { SealedEngine } from './sealed-engine.js'
+
+/** Options of `store.rekey()`. */
+export interface RekeyOptions {
+  /**
+   * Also sign (and encrypt) records written before the store had keys. Their SHA-256 digests are
+   * checked first; a record that fails them is refused. This is the one step that turns signing on
+   * for an existing store: run it once, when nobody can write to the store but you.
+   */
+  signUnsigned?: boolean
+  /** Called after each run, for progress output. */
+  onProgress?: (progress: RekeyProgress) => void
+}
+
+/** Where a rekey stands after one run. */
+export interface RekeyProgress {
+  runId: string
+  /** Runs done so far, and how many there are. */
+  runsDone: number
+  runsTotal: number
+  /** Records of this run rewritten under the writing key. */
+  rewritten: number
+}
+
+/** What a rekey did. */
+export interface RekeyResult {
+  runs: number
+  checkpoints: number
+  items: number
+  effects: number
+}
+
+/**
+ * Re-seal every record of one run under the engine's writing key (and encryption setting):
+ * each record is verified (or, with `signUnsigned`, checked against its plain digest) and opened
+ * first, so nothing unverified is ever signed. Records already sealed as they should be are left
+ * alone, so a rekey that stopped half way is simply run again.
+ */
+export async function rekeyRun(engine: SealedEngine, runId: string, options: RekeyOptions): Promise<RewriteRequest> {
+  const inner = engine.inner
+  const { keyId, encrypt } = engine.sealing
+  const headers = await inner.listCheckpoints({ runId })
+  const ids = headers.map((header) => header.id)
+  const stored = inner.getCheckpoints ? await inner.getCheckpoints(ids) : await Promise.all(ids.map(async (id) => (await inner.getCheckpoint(id))!))
+  const plain = stored.map((row) => openRow(engine, row, options))
+  const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [engine.sealCheckpoint(plain[k]!)]))
+  const items = await resealItems(engine, runId, plain)
+  const effects: RewriteRequest['effects'][number][] = []
+  for (const row of await inner.listEffects(runId)) {
+    if (effectSealed(row, keyId, encrypt)) continue
+    const open = openEffect(engine, row, options)
+    const intent = engine.sealIntent(open)
+    const done = open.status === 'succeeded' || open.status === 'failed'
+    const outcome = done
+      ? engine.sealCompletion({ runId, callId: open.callId, status: open.status as 'succeeded' | 'failed', output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
+      : undefined
+    effects.push({ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null })
+  }
+  return { runId, checkpoints: rows.map(({ id, body, lists, digest }) => ({ id, body, lists, digest })), items, effects }
+}
+
+function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions): CheckpointRow {
+  if (isSignature(row.digest) || options.signUnsigned !== true) return engine.openCheckpoint(row)
+  if (checkpointDigest(row) !== row.digest) {
+    throw new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId} does not match its digest; it is not signed until it is repaired or deleted`, {
+      runId: row.runId,
+      checkpointId: row.id,
+    })
+  }
+  return row
+}
+
+function openEffect(engine: SealedEngine, row: EffectRow, options: RekeyOptions): EffectRow {
+  if (row.inputHash.includes('|s1.') || options.signUnsigned !== true) return engine.openEffect(row)
+  if (row.output !== null && row.outputHash !== hashValue(decodeValue(parseJson(row.output, { runId: row.runId })))) {
+    throw new CheckpointCorruptionError(`effect ${row.callId} of run ${row.runId} does not match its output hash; it is not signed until it is repaired or deleted`, {
+      runId: row.runId,
+    })
+  }
+  return row
+}
+
+/** Every item of the run's lists, checked against the signed chain hashes, re-sealed where needed. */
+async function resealItems(engine: SealedEngine, runId: string, rows: readonly CheckpointRow[]): Promise<RewriteRequest['items'][number][]> {
+  const refsByList = new Map<string, ListRef[]>()
+  for (const row of rows) {
+    for (const ref of JSON.parse(row.lists) as ListRef[]) refsByList.set(ref.id, [...(refsByList.get(ref.id) ?? []), ref])
+  }
+  const longest = [...refsByList].map(([id, refs]) => ({ id, n: Math.max(...refs.map((ref) => ref.n)), h: '' }))
+  if (longest.length === 0) return []
+  const { keyId, encrypt } = engine.sealing
+  const stored = await engine.inner.readLists(runId, longest)
+  const out: RewriteRequest['items'][number][] = []
+  longest.forEach((list, k) => {
+    const items = stored[k] ?? []
+    const plain = items.map((item, idx) => engine.openItem(runId, list.id, idx, item))
+    for (const ref of refsByList.get(list.id)!) {
+      if (plain.length < ref.n || chainHash('', plain.slice(0, ref.n)) !== ref.h) {
+        throw new CheckpointCorruptionError(`list ${list.id} of run ${runId} does not match the checkpoints that refer to it; it is not re-sealed`, { runId })
+      }
+    }
+    items.forEach((item, idx) => {
+      const sealed = parseSealedItem(item)
+      const wanted = encrypt ? sealed !== undefined && keyIdOf(sealed) === keyId : sealed === undefined
+      if (!wanted) out.push({ listId: list.id, idx, item: engine.sealItem(runId, list.id, idx, plain[idx]!) })
+    })
+  })
+  return out
+}
+
+function rowSealed(row: CheckpointRow, keyId: string, encrypt: boolean): boolean {
+  return keyIdOf(row.digest) === keyId && row.body.startsWith('"e1.') === encrypt
+}
+
+function effectSealed(row: EffectRow, keyId: string, encrypt: boolean): boolean {
+  const signedBy = (value: string | null) => (value === null ? undefined : keyIdOf(value.slice(value.lastIndexOf('|') + 1)))
+  if (signedBy(row.inputHash) !== keyId) return false
+  if (row.output === null) return true
+  return signedBy(row.outputHash) === keyId && row.output.startsWith('"e1.') === encrypt
+}
+
+function parseSealedItem(item: string): string | undefined {
+  if (!item.startsWith('"e1.')) return undefined
+  try {
+    const value = JSON.parse(item) as unknown
+    return isCiphertext(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}

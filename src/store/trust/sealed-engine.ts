@@ -1,0 +1,277 @@
+import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
+import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, RunPatch, RunRow } from '../engine/rows.js'
+import { checkpointDigest } from '../encoding/checkpoint-rows.js'
+import type { KeyRing } from './key-ring.js'
+import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
+
+/** What a keyed store does to what it writes. */
+export interface SealOptions {
+  ring: KeyRing
+  /** Encrypt payloads, list items and effect outputs (signing is always on with keys). */
+  encrypt: boolean
+}
+
+/**
+ * A {@link StorageEngine} that signs (and, with `encrypt`, encrypts) every record a resume
+ * trusts on its way into the engine below, and verifies (and decrypts) it on the way out, so
+ * every backend gets the same protection from one place.
+ *
+ * - A checkpoint row's `digest` becomes an HMAC over its SHA-256 digest, which covers the run id,
+ *   id, seq, parent, header, metadata, body and list refs: an edit, a swap with another row or a
+ *   row copied from another run does not verify. With encryption the body and the list refs'
+ *   chain hashes are one AES-GCM ciphertext bound to the row's identity; ids, seqs, phases, times
+ *   and list lengths stay readable.
+ * - List items are covered by the chain hashes in the signed rows that refer to them; with
+ *   encryption each item is a ciphertext bound to its run, list and index.
+ * - An effect's intent (name, input hash, idempotency key) and its outcome (status, output) are
+ *   each signed with its run and call id; the outcome's output is encrypted.
+ *
+ * Run rows, list headers and lease columns pass through unchanged.
+ */
+export class SealedEngine implements StorageEngine {
+  readonly #inner: StorageEngine
+  readonly #ring: KeyRing
+  readonly #encrypt: boolean
+
+  constructor(inner: StorageEngine, options: SealOptions) {
+    this.#inner = inner
+    this.#ring = options.ring
+    this.#encrypt = options.encrypt
+  }
+
+  get leases() {
+    return this.#inner.leases
+  }
+
+  /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
+  get inner(): StorageEngine {
+    return this.#inner
+  }
+
+  insertRun(row: RunRow): Promise<boolean> {
+    return this.#inner.insertRun(row)
+  }
+  getRun(runId: string): Promise<RunRow | undefined> {
+    return this.#inner.getRun(runId)
+  }
+  listRuns(query: ListRunsQuery): Promise<RunRow[]> {
+    return this.#inner.listRuns(query)
+  }
+  updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+    return this.#inner.updateRun(runId, patch)
+  }
+  deleteRun(runId: string): Promise<boolean> {
+    return this.#inner.deleteRun(runId)
+  }
+
+  commit(request: CommitRequest): Promise<CommitResult> {
+    const { effects } = request
+    const sealed: CommitRequest = {
+      ...request,
+      rows: request.rows.map((row) => this.sealCheckpoint(row)),
+      appends: this.#encrypt ? request.appends.map((append) => this.#sealAppend(request.run.runId, append)) : request.appends,
+    }
+    if (effects) {
+      sealed.effects = {
+        ...effects,
+        ...(effects.intents ? { intents: effects.intents.map((row) => this.sealIntent(row)) } : {}),
+        ...(effects.completions ? { completions: effects.completions.map((row) => this.sealCompletion(row)) } : {}),
+      }
+    }
+    return this.#inner.commit(sealed)
+  }
+
+  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
+    const row = await this.#inner.getCheckpoint(checkpointId)
+    return row && this.openCheckpoint(row)
+  }
+
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    if (this.#inner.getCheckpoints) return (await this.#inner.getCheckpoints(checkpointIds)).map((row) => this.openCheckpoint(row))
+    const rows: CheckpointRow[] = []
+    for (const id of checkpointIds) {
+      const row = await this.getCheckpoint(id)
+      if (row) rows.push(row)
+    }
+    return rows
+  }
+
+  async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
+    const row = await this.#inner.getLatest(query)
+    return row && this.openCheckpoint(row)
+  }
+
+  listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+    return this.#inner.listCheckpoints(query)
+  }
+
+  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+    const lists = await this.#inner.readLists(runId, refs)
+    return lists.map((items, k) => {
+      const listId = refs[k]?.id ?? '?'
+      return items.map((item, idx) => this.openItem(runId, listId, idx, item))
+    })
+  }
+
+  deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
+    return this.#inner.deleteCheckpoints(runId, checkpointIds)
+  }
+
+  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
+    return this.openEffect(await this.#inner.recordEffectIntent(this.sealIntent(row)))
+  }
+
+  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
+    const result = await this.#inner.completeEffect(this.sealCompletion(completion))
+    return { recorded: result.recorded, row: result.row && this.openEffect(result.row) }
+  }
+
+  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    const row = await this.#inner.startEffect(runId, callId)
+    return row && this.openEffect(row)
+  }
+
+  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
+    const row = await this.#inner.getEffect(runId, callId)
+    return row && this.openEffect(row)
+  }
+
+  async listEffects(runId: string): Promise<EffectRow[]> {
+    return (await this.#inner.listEffects(runId)).map((row) => this.openEffect(row))
+  }
+
+  deleteEffects(runId: string): Promise<number> {
+    return this.#inner.deleteEffects(runId)
+  }
+
+  close(): Promise<void> {
+    return this.#inner.close()
+  }
+
+  /** A checkpoint row as it is stored: encrypted when asked, signed always. */
+  sealCheckpoint(row: CheckpointRow): CheckpointRow {
+    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [row.digest]) }
+    const refs = JSON.parse(row.lists) as ListRef[]
+    const stored = {
+      ...row,
+      body: JSON.stringify(encrypt(this.#ring, JSON.stringify([row.body, row.lists]), checkpointAad(row))),
+      lists: JSON.stringify(refs.map((ref) => ({ id: ref.id, n: ref.n, h: '' }))),
+    }
+    return { ...stored, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(stored)]) }
+  }
+
+  /** Verify (and decrypt) a stored checkpoint row into the plain row the store decodes. */
+  openCheckpoint(row: CheckpointRow): CheckpointRow {
+    const context = checkpointContext(row)
+    verify(this.#ring, row.digest, 'checkpoint', [checkpointDigest(row)], context)
+    let plain = row
+    if (typeof row.body === 'string' && row.body.startsWith('"e1.')) {
+      const opened = parseSealedPair(decrypt(this.#ring, JSON.parse(row.body) as string, checkpointAad(row), context), context)
+      plain = { ...row, body: opened[0], lists: opened[1] }
+    }
+    return { ...plain, digest: checkpointDigest(plain) }
+  }
+
+  /** An effect intent row as stored: its input hash carries the intent's signature. */
+  sealIntent(row: EffectRow): EffectRow {
+    return { ...row, inputHash: `${row.inputHash}|${sign(this.#ring, 'effect-intent', intentFields(row, row.inputHash))}` }
+  }
+
+  /** An effect outcome as stored: output encrypted when asked, output hash carrying the outcome's signature. */
+  sealCompletion(row: EffectCompletionRow): EffectCompletionRow {
+    const output = this.#encrypt ? JSON.stringify(encrypt(this.#ring, row.output, effectAad(row.runId, row.callId, row.status))) : row.output
+    const signature = sign(this.#ring, 'effect-outcome', [row.runId, row.callId, row.status, output, row.outputHash])
+    return { ...row, output, outputHash: `${row.outputHash}|${signature}` }
+  }
+
+  /** Verify (and decrypt) a stored effect row. */
+  openEffect(row: EffectRow): EffectRow {
+    const context: SealContext = { runId: stringOr(row.runId), what: `effect ${String(row.callId)} of run ${String(row.runId)}` }
+    const [inputHash, intentSignature] = splitSealed(row.inputHash)
+    verify(this.#ring, intentSignature, 'effect-intent', intentFields(row, inputHash), context)
+    // A signature over strings verified: the fields are strings.
+    if (inputHash === undefined) throw integrity(context, 'has no input hash')
+    const done = row.status === 'succeeded' || row.status === 'failed'
+    if (!done) {
+      if (row.output !== null || row.outputHash !== null) throw integrity(context, `is marked ${String(row.status)} but holds an outcome: its status was rolled back`)
+      return { ...row, inputHash }
+    }
+    const [outputHash, outcomeSignature] = splitSealed(row.outputHash)
+    verify(this.#ring, outcomeSignature, 'effect-outcome', [row.runId, row.callId, row.status, row.output, outputHash], context)
+    if (outputHash === undefined || typeof row.output !== 'string') throw integrity(context, 'has no output')
+    const output = typeof row.output === 'string' && row.output.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(row.output) as string, effectAad(row.runId, row.callId, row.status), context) : row.output
+    return { ...row, inputHash, output, outputHash }
+  }
+
+  /** The id of the key this engine writes with, and whether it encrypts. */
+  get sealing(): { keyId: string; encrypt: boolean } {
+    return { keyId: this.#ring.writeKeyId, encrypt: this.#encrypt }
+  }
+
+  #sealAppend(runId: string, append: ListAppend): ListAppend {
+    return { ...append, items: append.items.map((item, k) => this.sealItem(runId, append.listId, append.expectedLength + k, item)) }
+  }
+
+  /** A list item as stored: a ciphertext bound to its place when encrypting, else as is. */
+  sealItem(runId: string, listId: string, idx: number, item: string): string {
+    return this.#encrypt ? JSON.stringify(encrypt(this.#ring, item, itemAad(runId, listId, idx))) : item
+  }
+
+  /** A stored list item decrypted (a plain item is returned as is: the chain hashes of signed rows cover it). */
+  openItem(runId: string, listId: string, idx: number, item: string): string {
+    if (typeof item !== 'string' || !item.startsWith('"e1.')) return item
+    let sealed: unknown
+    try {
+      sealed = JSON.parse(item)
+    } catch {
+      return item
+    }
+    if (!isCiphertext(sealed)) return item
+    return decrypt(this.#ring, sealed, itemAad(runId, listId, idx), { runId, what: `item ${idx} of list ${listId} of run ${runId}` })
+  }
+}
+
+function checkpointAad(row: CheckpointRow): string {
+  return JSON.stringify(['checkpoint', row.runId, row.id, row.seq])
+}
+
+function itemAad(runId: string, listId: string, idx: number): string {
+  return JSON.stringify(['item', runId, listId, idx])
+}
+
+function effectAad(runId: string, callId: string, status: string): string {
+  return JSON.stringify(['effect', runId, callId, status])
+}
+
+function intentFields(row: EffectRow, inputHash: unknown): (string | undefined)[] {
+  return [row.runId, row.callId, row.name, stringOr(inputHash), row.idempotencyKey].map(stringOr)
+}
+
+function checkpointContext(row: CheckpointRow): SealContext {
+  return { runId: stringOr(row.runId), checkpointId: stringOr(row.id), what: `checkpoint ${String(row.id)} of run ${String(row.runId)}` }
+}
+
+/** `original|signature` → [original, signature]; a value without one yields no signature. */
+function splitSealed(value: unknown): [string | undefined, string | undefined] {
+  if (typeof value !== 'string') return [undefined, undefined]
+  const at = value.lastIndexOf('|s1.')
+  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + 1)]
+}
+
+function parseSealedPair(text: string, context: SealContext): [string, string] {
+  let pair: unknown
+  try {
+    pair = JSON.parse(text)
+  } catch {
+    pair = undefined
+  }
+  if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
+    throw integrity(context, 'holds a ciphertext that is not a checkpoint body')
+  }
+  return [pair[0], pair[1]]
+}
+
+function stringOr(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined
+}

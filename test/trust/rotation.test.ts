@@ -1,0 +1,99 @@
+import { spawnSync } from 'node:child_process'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import Database from 'better-sqlite3'
+import { afterAll, describe, expect, it } from 'vitest'
+import { CheckpointIntegrityError, KeyRing, Runner, type EngineStoreOptions, type RekeyOptions } from '../../src/index.js'
+import { SqliteStore } from '../../src/sqlite.js'
+import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from './raw-rows.js'
+
+afterAll(removeTempDirs)
+import { crashedRun, KEY_A, KEY_B, scriptedAgent, World } from './scenario.js'
+
+const child = fileURLToPath(new URL('./rotation-child.ts', import.meta.url))
+const dirs: string[] = []
+afterAll(async () => {
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
+})
+
+function runChild(path: string, action: 'start' | 'rekey', keys: string): string {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', child, path, action], { env: { ...process.env, CAIRN_KEYS: keys }, encoding: 'utf8' })
+  if (result.status !== 0) throw new Error(`rotation child (${action}) failed: ${result.stderr}`)
+  return result.stdout
+}
+
+const envOf = (...keys: { id: string; secret: string }[]) => keys.map((key) => `${key.id}:${key.secret}`).join(',')
+
+describe('key rotation', () => {
+  it('end to end across processes: write with A, rekey to B in another process, then read and resume with B alone', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cairn-rotation-'))
+    dirs.push(dir)
+    const path = join(dir, 'cairn.db')
+    runChild(path, 'start', envOf(KEY_A))
+    const progress = runChild(path, 'rekey', envOf(KEY_B, KEY_A))
+    expect(progress).toMatch(/rekeyed 1\/1 rotated \(\d+ records\)/)
+    const db = new Database(path, { readonly: true })
+    const digests = db.prepare('SELECT digest FROM checkpoints').pluck().all() as string[]
+    const hashes = db.prepare('SELECT input_hash || coalesce(output_hash, \'\') FROM effects').pluck().all() as string[]
+    db.close()
+    expect(digests.length).toBeGreaterThan(5)
+    for (const digest of digests) expect(digest.startsWith('s1.key-b.')).toBe(true)
+    for (const hash of hashes) expect(hash).not.toContain('key-a')
+
+    // Key A is dropped: everything still reads and the run resumes where it stopped.
+    const store = new SqliteStore({ path, keys: KeyRing.fromEnv(envOf(KEY_B))!, encrypt: true })
+    const world = new World()
+    const fresh = scriptedAgent(world)
+    const resumed = await new Runner({ store }).resume(fresh.agent, { runId: 'rotated' })
+    expect(resumed.state).not.toBe('failed')
+    expect(fresh.model.calls).toHaveLength(0)
+    expect((await new Runner({ store }).history('rotated')).length).toBe((await store.listCheckpoints({ runId: 'rotated' })).length)
+    await store.close()
+    // A store holding only the old key names the key it lacks.
+    const old = new SqliteStore({ path, keys: [KEY_A] })
+    await expect(old.getLatest({ runId: 'rotated' })).rejects.toMatchObject({ code: 'checkpoint_integrity', keyId: 'key-b' })
+    await old.close()
+  }, 120_000)
+})
+
+const BACKENDS: readonly [string, () => Promise<RawBackend>][] = [
+  ['sqlite', sqliteBackend],
+  ['file', fileBackend],
+  ['postgres', postgresBackend],
+]
+
+for (const [name, open] of BACKENDS) {
+  describe(`rekey on ${name}`, { timeout: 60_000 }, () => {
+    it('signs a store written without keys, then moves it from key A to key B with encryption turned on', async () => {
+      const backend = await open()
+      const plain = backend.open({})
+      const world = await crashedRun(plain, 'legacy')
+      await plain.close()
+      await expectRekeyed(backend, { keys: [KEY_A] }, { signUnsigned: true })
+      await expectRekeyed(backend, { keys: [KEY_B, KEY_A], encrypt: true }, {})
+      const store = backend.open({ keys: [KEY_B], encrypt: true })
+      const fresh = scriptedAgent(world)
+      expect((await new Runner({ store }).resume(fresh.agent, { runId: 'legacy' })).state).not.toBe('failed')
+      expect(fresh.model.calls).toHaveLength(0)
+      expect((await store.rekey()).checkpoints).toBe(0) // nothing left to re-seal
+      await store.close()
+      const onlyA = backend.open({ keys: [KEY_A] })
+      await expect(onlyA.listEffects('legacy')).rejects.toBeInstanceOf(CheckpointIntegrityError)
+      await onlyA.close()
+    })
+  })
+}
+
+async function expectRekeyed(backend: RawBackend, options: EngineStoreOptions, rekey: RekeyOptions): Promise<void> {
+  const store = backend.open(options)
+  if (rekey.signUnsigned !== true) await expect(store.getLatest({ runId: 'legacy' })).resolves.toBeDefined()
+  else await expect(store.getLatest({ runId: 'legacy' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
+  const result = await store.rekey(rekey)
+  expect(result.runs).toBe(1)
+  expect(result.checkpoints).toBeGreaterThan(5)
+  expect(result.effects).toBe(3)
+  expect((await new Runner({ store }).history('legacy')).length).toBeGreaterThan(5)
+  await store.close()
+}

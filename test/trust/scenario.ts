@@ -1,0 +1,81 @@
+import { Agent, Runner, tool, type CheckpointStore, type ContentBlock, type Message } from '../../src/index.js'
+import { ScriptedModel } from '../../src/testing.js'
+
+/** Test keys: 32 bytes each, base64. */
+export const KEY_A = { id: 'key-a', secret: Buffer.alloc(32, 7).toString('base64') }
+export const KEY_B = { id: 'key-b', secret: Buffer.alloc(32, 9).toString('base64') }
+
+/** Side effects as the outside world sees them: one entry per real execution. */
+export class World {
+  readonly effects: string[] = []
+  count(prefix: string): number {
+    return this.effects.filter((effect) => effect.startsWith(prefix)).length
+  }
+}
+
+/** A string only a tool knows: it must never be found in a store's bytes when encryption is on. */
+export const SECRET = 'tok_live_8f3k2j4h5g6f7d8s9a0'
+
+/**
+ * Two lookups (long results, so the conversation becomes an append-only list), then a
+ * non-idempotent note, then the answer.
+ */
+export function scriptedAgent(world: World, hooks: { onNote?: () => Promise<void> } = {}) {
+  const turn = (request: { messages: Message[] }): ContentBlock[] => {
+    const results = request.messages.flatMap((m) => m.content.filter((b) => 'toolResult' in b)).length
+    if (results === 0) {
+      return [
+        { toolUse: { toolUseId: 'lookup-a', name: 'lookup', input: { key: 'a' } } },
+        { toolUse: { toolUseId: 'lookup-b', name: 'lookup', input: { key: 'b' } } },
+      ]
+    }
+    if (results === 2) return [{ toolUse: { toolUseId: 'note-1', name: 'save_note', input: { text: `note with ${SECRET}` } } }]
+    return [{ text: `Done after ${results} tool results.` }]
+  }
+  const tools = [
+    tool({
+      name: 'lookup',
+      description: 'Look a key up.',
+      idempotent: true,
+      inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+      callback: async (input) => {
+        const { key } = input as { key: string }
+        world.effects.push(`lookup:${key}`)
+        return `value of ${key}: ${SECRET} ${'.'.repeat(700)}`
+      },
+    }),
+    tool({
+      name: 'save_note',
+      description: 'Save a note (not idempotent).',
+      inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      callback: async (input) => {
+        world.effects.push(`note:${(input as { text: string }).text}`)
+        await hooks.onNote?.()
+        return `saved ${SECRET}`
+      },
+    }),
+  ]
+  const model = new ScriptedModel(Array.from({ length: 6 }, () => turn))
+  return { model, agent: new Agent({ name: 'researcher', model, tools, systemPrompt: 'Research.' }) }
+}
+
+/**
+ * Run the agent until its non-idempotent note is running, then leave it hanging there: the
+ * process "died" with two checkpointed cycles, completed lookups and a started note.
+ */
+export async function crashedRun(store: CheckpointStore, runId: string): Promise<World> {
+  const world = new World()
+  const { agent } = scriptedAgent(world, { onNote: () => new Promise<never>(() => {}) })
+  void new Runner({ store, durability: 'sync' }).run(agent, { input: 'research', runId })
+  await waitUntil(() => world.count('note:') === 1)
+  return world
+}
+
+/** Poll until `condition` holds (store state, never a fixed sleep). */
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('timed out waiting for a condition')
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+}
