@@ -30,6 +30,7 @@ export type CairnErrorCode =
   | 'checkpoint_save_failed'
   | 'lease_lost'
   | 'result_timeout'
+  | 'model_error'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {

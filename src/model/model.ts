@@ -1,6 +1,6 @@
 import type { JsonObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
-import type { ContentBlock, Message, ModelStopReason, Usage } from './messages.js'
+import { addUsage, emptyUsage, type ContentBlock, type Message, type ModelPrices, type ModelStopReason, type ProviderMetadata, type ReasoningBlock, type TextBlock, type Usage } from './messages.js'
 
 /** A tool as the model sees it. */
 export interface ToolSpec {
@@ -32,18 +32,33 @@ export interface ModelCallOptions {
   signal?: AbortSignal
 }
 
+/** Something a model adapter did that the run's history should show (a fallback, say). */
+export interface ModelNotice {
+  /** `provider_session_reset`: the provider forgot its session, the full conversation was sent. */
+  code: string
+  message: string
+}
+
 /**
- * What a model streams. Providers map their wire events onto these: text deltas, tool-use
- * starts and input deltas (partial JSON text), the stop reason, and usage.
+ * What a model streams. Providers map their wire events onto these: text deltas, reasoning
+ * (text, then its opaque signature or redacted content), tool-use starts and input deltas
+ * (partial JSON text), the stop reason, and usage. `textStart` and `reasoningStart` open a new
+ * block (a delta with no open block of its kind opens one too); `blockMetadata` merges provider
+ * metadata into the last block.
  */
 export type ModelStreamEvent =
   | { type: 'messageStart' }
+  | { type: 'textStart'; providerMetadata?: ProviderMetadata }
   | { type: 'textDelta'; text: string }
-  | { type: 'toolUseStart'; toolUseId: string; name: string }
+  | { type: 'reasoningStart'; providerMetadata?: ProviderMetadata }
+  | { type: 'reasoningDelta'; text?: string; signature?: string; redactedContent?: string }
+  | { type: 'toolUseStart'; toolUseId: string; name: string; providerMetadata?: ProviderMetadata }
   | { type: 'toolUseInputDelta'; toolUseId: string; delta: string }
+  | { type: 'blockMetadata'; providerMetadata: ProviderMetadata }
   | { type: 'messageStop'; stopReason: ModelStopReason }
   | { type: 'usage'; usage: Usage }
   | { type: 'providerTokens'; tokens: ProviderTokens }
+  | { type: 'notice'; notice: ModelNotice }
 
 /**
  * A language model. Streaming first: `stream` yields {@link ModelStreamEvent}s; the agent
@@ -53,6 +68,8 @@ export type ModelStreamEvent =
 export interface Model {
   /** Identifies the model in configuration signatures (e.g. `anthropic:claude-sonnet-4`). */
   readonly modelId: string
+  /** Prices used to add each call's cost to a managed run's `total_cost_usd`. */
+  readonly prices?: ModelPrices | undefined
   stream(request: ModelRequest, options?: ModelCallOptions): AsyncIterable<ModelStreamEvent>
 }
 
@@ -62,6 +79,46 @@ export interface ModelResponse {
   stopReason: ModelStopReason
   usage: Usage
   providerTokens?: ProviderTokens
+  /** What the adapter reported doing besides answering (see {@link ModelNotice}). */
+  notices?: ModelNotice[]
+}
+
+/** What a {@link ModelError} knows about the failed call. */
+export interface ModelErrorDetails {
+  /** `openai`, `anthropic`, `ai-sdk:<provider>`. */
+  provider: string
+  model: string
+  /** The HTTP status, when a response arrived. */
+  status?: number | undefined
+  /** The provider's request id, when it sent one: quote it to the provider's support. */
+  requestId?: string | undefined
+  /** Whether trying again later may succeed (rate limits, overload, a cut connection). */
+  retryable?: boolean | undefined
+  cause?: unknown
+}
+
+/**
+ * A model call failed: the provider answered with an error after the client's retries, the
+ * stream was cut, or its body could not be read. No part of the answer is kept: the agent adds
+ * no message and the runner writes no `post_llm` checkpoint for it. The message never holds an
+ * API key.
+ */
+export class ModelError extends CairnError {
+  readonly provider: string
+  readonly model: string
+  readonly status: number | undefined
+  readonly requestId: string | undefined
+  readonly retryable: boolean
+
+  constructor(message: string, details: ModelErrorDetails) {
+    const where = [details.status === undefined ? undefined : `status ${details.status}`, details.requestId === undefined ? undefined : `request id ${details.requestId}`].filter(Boolean).join(', ')
+    super('model_error', `${details.provider} model ${details.model}: ${message}${where ? ` (${where})` : ''}`, { cause: details.cause })
+    this.provider = details.provider
+    this.model = details.model
+    this.status = details.status
+    this.requestId = details.requestId
+    this.retryable = details.retryable ?? false
+  }
 }
 
 /** A model stream that cannot be assembled into a message. */
@@ -72,27 +129,36 @@ export class ModelStreamError extends CairnError {
 }
 
 /**
- * Assembles streamed events into a response: text deltas are joined, tool-use input deltas
- * are joined and parsed as JSON.
+ * Assembles streamed events into a response: text and reasoning deltas are joined into their
+ * blocks, tool-use input deltas are joined and parsed as JSON.
  */
 export class ResponseAssembler {
   readonly #content: ContentBlock[] = []
   readonly #inputs = new Map<string, { name: string; json: string; index: number }>()
-  #text: { text: string } | undefined
+  #open: TextBlock | ReasoningBlock | undefined
   #stopReason: ModelStopReason | undefined
-  readonly #usage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+  readonly #usage: Usage = emptyUsage()
   #tokens: ProviderTokens | undefined
+  readonly #notices: ModelNotice[] = []
 
   add(event: ModelStreamEvent): void {
     switch (event.type) {
+      case 'textStart':
+        this.#push({ text: '', ...withMetadata(event.providerMetadata) })
+        break
       case 'textDelta':
-        if (!this.#text) this.#content.push((this.#text = { text: '' }))
-        this.#text.text += event.text
+        this.#text().text += event.text
+        break
+      case 'reasoningStart':
+        this.#push({ reasoning: { text: '' }, ...withMetadata(event.providerMetadata) })
+        break
+      case 'reasoningDelta':
+        this.#reasoning(event)
         break
       case 'toolUseStart':
-        this.#text = undefined
         this.#inputs.set(event.toolUseId, { name: event.name, json: '', index: this.#content.length })
-        this.#content.push({ toolUse: { toolUseId: event.toolUseId, name: event.name, input: {} } })
+        this.#push({ toolUse: { toolUseId: event.toolUseId, name: event.name, input: {} }, ...withMetadata(event.providerMetadata) })
+        this.#open = undefined
         break
       case 'toolUseInputDelta': {
         const pending = this.#inputs.get(event.toolUseId)
@@ -100,16 +166,23 @@ export class ResponseAssembler {
         pending.json += event.delta
         break
       }
+      case 'blockMetadata': {
+        const last = this.#content[this.#content.length - 1]
+        if (!last) throw new ModelStreamError('model streamed block metadata before any block')
+        last.providerMetadata = mergeMetadata(last.providerMetadata, event.providerMetadata)
+        break
+      }
       case 'messageStop':
         this.#stopReason = event.stopReason
         break
       case 'usage':
-        this.#usage.inputTokens += event.usage.inputTokens
-        this.#usage.outputTokens += event.usage.outputTokens
-        this.#usage.totalTokens += event.usage.totalTokens
+        addUsage(this.#usage, event.usage)
         break
       case 'providerTokens':
         this.#tokens = { ...this.#tokens, ...event.tokens }
+        break
+      case 'notice':
+        this.#notices.push(event.notice)
         break
       case 'messageStart':
         break
@@ -126,11 +199,43 @@ export class ResponseAssembler {
           throw new ModelStreamError(`model streamed tool-use input for ${pending.name} (${toolUseId}) that is not valid JSON`)
         }
       }
-      this.#content[pending.index] = { toolUse: { toolUseId, name: pending.name, input: input as JsonObject } }
+      const block = this.#content[pending.index] as ContentBlock & { toolUse: object }
+      block.toolUse = { toolUseId, name: pending.name, input: input as JsonObject }
     }
     if (this.#stopReason === undefined) throw new ModelStreamError('model stream ended without a stop reason')
     const response: ModelResponse = { message: { role: 'assistant', content: this.#content }, stopReason: this.#stopReason, usage: { ...this.#usage } }
     if (this.#tokens) response.providerTokens = this.#tokens
+    if (this.#notices.length > 0) response.notices = this.#notices
     return response
   }
+
+  #push(block: ContentBlock): void {
+    this.#content.push(block)
+    this.#open = 'text' in block || 'reasoning' in block ? block : undefined
+  }
+
+  #text(): TextBlock {
+    if (this.#open && 'text' in this.#open) return this.#open
+    const block: TextBlock = { text: '' }
+    this.#push(block)
+    return block
+  }
+
+  #reasoning(delta: { text?: string; signature?: string; redactedContent?: string }): void {
+    let block = this.#open && 'reasoning' in this.#open ? this.#open : undefined
+    if (!block) this.#push((block = { reasoning: { text: '' } }))
+    if (delta.text !== undefined) block.reasoning.text += delta.text
+    if (delta.signature !== undefined) block.reasoning.signature = (block.reasoning.signature ?? '') + delta.signature
+    if (delta.redactedContent !== undefined) block.reasoning.redactedContent = delta.redactedContent
+  }
+}
+
+function withMetadata(metadata: ProviderMetadata | undefined): { providerMetadata?: ProviderMetadata } {
+  return metadata && Object.keys(metadata).length > 0 ? { providerMetadata: metadata } : {}
+}
+
+function mergeMetadata(into: ProviderMetadata | undefined, more: ProviderMetadata): ProviderMetadata {
+  const merged: ProviderMetadata = { ...into }
+  for (const [provider, values] of Object.entries(more)) merged[provider] = { ...merged[provider], ...values }
+  return merged
 }

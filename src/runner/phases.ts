@@ -3,6 +3,7 @@ import type { JsonObject, JsonValue } from '../core/codec.js'
 import type { ConfigSignature } from '../agent/config-signature.js'
 import type { InterruptState } from '../agent/interrupts.js'
 import type { Message, Usage } from '../model/messages.js'
+import { RUNNER_MIGRATIONS } from './migrations.js'
 
 /** The phases a managed run checkpoints at (seed 003), plus `run_paused` for a run waiting on a human. */
 export type RunnerPhase =
@@ -32,8 +33,9 @@ export const RUNNER_PHASES: readonly RunnerPhase[] = [
 
 /** The record kind runner checkpoints are stored under, and its schema version. */
 export const RUNNER_KIND = 'runner'
-export const RUNNER_SCHEMA_VERSION = 1
+export const RUNNER_SCHEMA_VERSION = 2
 defaultSchemas.define(RUNNER_KIND, RUNNER_SCHEMA_VERSION)
+for (const migration of RUNNER_MIGRATIONS) defaultSchemas.register(migration)
 
 /** One tool call as the runtime snapshot records it. */
 export interface ToolExecutionRecord {
@@ -68,7 +70,9 @@ export interface RuntimeSnapshot {
   llm_calls: number
   tool_calls: number
   started_at_s: number
-  usage: Usage
+  /** Summed over every model call of the run, resumes included (detail counts always present). */
+  usage: Required<Usage>
+  /** Summed over every model call of the run, at the model's `prices`; 0 without prices. */
   total_cost_usd: number
   session_token: string | null
   checkpoint_token: string | null

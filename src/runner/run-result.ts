@@ -1,6 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { AgentResult, type AgentResultJSON } from '../agent/result.js'
 import type { Interrupt } from '../agent/interrupts.js'
+import type { Usage } from '../model/messages.js'
 import type { CheckpointRecord } from '../store/checkpoint-store.js'
 
 /** How a managed run stands when `run` or `resume` returns. */
@@ -27,6 +28,15 @@ export interface RunResult {
   commits: number
   /** True when the run had already finished and its stored result was returned. */
   fromTerminalCheckpoint: boolean
+  /** Tokens of every model call of the run, across all its resumes. */
+  usage: Required<Usage>
+  /** What the run's model calls cost, across all its resumes, at the model's `prices` (0 without). */
+  totalCostUsd: number
+}
+
+/** A zero usage with every detail count. */
+export function zeroRunUsage(): Required<Usage> {
+  return { inputTokens: 0, outputTokens: 0, totalTokens: 0, cacheReadInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 }
 }
 
 /** The terminal checkpoint's payload: the seed's fields and the serialized result. */
@@ -37,6 +47,8 @@ export function terminalPayload(params: {
   finalText: string
   requestedModel: string
   providerAdapter: string
+  usage: Required<Usage>
+  totalCostUsd: number
 }): JsonObject {
   return {
     state: params.state,
@@ -46,6 +58,8 @@ export function terminalPayload(params: {
     provider_adapter: params.providerAdapter,
     terminal_result: params.result ? (params.result.toJSON() as unknown as JsonObject) : null,
     error: params.error ?? null,
+    usage: { ...params.usage },
+    total_cost_usd: params.totalCostUsd,
   }
 }
 
@@ -65,5 +79,8 @@ export function resultFromTerminal(record: CheckpointRecord<Record<string, unkno
     toolCalls: 0,
     commits: 0,
     fromTerminalCheckpoint: true,
+    // Terminal checkpoints written before usage was kept in them report zero.
+    usage: { ...zeroRunUsage(), ...(payload.usage as Partial<Usage> | undefined) },
+    totalCostUsd: typeof payload.total_cost_usd === 'number' ? payload.total_cost_usd : 0,
   }
 }

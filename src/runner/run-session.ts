@@ -2,7 +2,7 @@ import type { JsonObject } from '../core/codec.js'
 import { freezeDeep } from '../core/freeze.js'
 import type { Agent } from '../agent/agent.js'
 import type { LoopObserver } from '../agent/event-loop.js'
-import { textOf, toolUsesOf, type Message, type ToolResultBlock, type ToolUseBlock } from '../model/messages.js'
+import { addUsage, costOf, textOf, toolUsesOf, type Message, type ToolResultBlock, type ToolUseBlock } from '../model/messages.js'
 import type { ModelResponse } from '../model/model.js'
 import type { CheckpointInput } from '../store/checkpoint-store.js'
 import type { CheckpointWriter } from './checkpoint-writer.js'
@@ -50,9 +50,10 @@ export class RunSession implements LoopObserver {
   async afterModel(_cycleIndex: number, response: ModelResponse): Promise<void> {
     const rt = this.runtime
     rt.llm_calls++
-    rt.usage.inputTokens += response.usage.inputTokens
-    rt.usage.outputTokens += response.usage.outputTokens
-    rt.usage.totalTokens += response.usage.totalTokens
+    addUsage(rt.usage, response.usage)
+    const prices = this.#agent.model.prices
+    const cost = prices ? costOf(response.usage, prices) : 0
+    rt.total_cost_usd += cost
     rt.session_token = this.#agent.providerTokens.sessionToken ?? rt.session_token
     rt.checkpoint_token = this.#agent.providerTokens.checkpointToken ?? rt.checkpoint_token
     const toolCalls = toolUsesOf(response.message).length
@@ -68,7 +69,10 @@ export class RunSession implements LoopObserver {
         tool_call_count: toolCalls,
         session_token: rt.session_token,
         checkpoint_token: rt.checkpoint_token,
+        usage: { ...response.usage },
+        cost_usd: cost,
         total_cost_usd: rt.total_cost_usd,
+        ...(response.notices ? { notices: response.notices.map((notice) => ({ ...notice })) } : {}),
       },
       true,
     )

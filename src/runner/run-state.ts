@@ -19,7 +19,7 @@ export function newRuntime(agent: Agent, context: JsonObject): RuntimeSnapshot {
     llm_calls: 0,
     tool_calls: 0,
     started_at_s: Date.now() / 1000,
-    usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+    usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0, cacheReadInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 },
     total_cost_usd: 0,
     session_token: null,
     checkpoint_token: null,

@@ -136,7 +136,7 @@ export class Runner {
       if (unknown.length > 0) {
         throw new CairnError('invalid_argument', `run ${runId} has no pending interrupt ${unknown.join(', ')}; pending: ${pending.map((i) => i.id).join(', ')}`)
       }
-      if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending)
+      if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending, runtime)
       start = { phase: 'tools', cycleIndex: runtime.agent.interrupts.cycleIndex, responses }
     } else if (Object.keys(responses).length > 0) {
       throw new CairnError('invalid_argument', `run ${runId} is not waiting for any response; resume it without responses`)
@@ -226,7 +226,7 @@ export class Runner {
       if (params.finalAnswer) {
         const result = new AgentResult({ stopReason: 'end_turn', message: params.finalAnswer, metrics: newMetrics() })
         await this.#finish(session, writer, runtime, { state: 'completed', result, error: undefined })
-        return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => writer.commits }), state: 'completed', result }
+        return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => writer.commits, runtime }), state: 'completed', result }
       }
       if (params.repaired) await session.stage('post_tool_batch', { tool_calls_total: runtime.tool_calls, tool_failures: 0, repaired_dangling_tool_uses: true }, true)
       const events = agent.streamManaged({
@@ -241,7 +241,7 @@ export class Runner {
       let next = await events.next()
       while (!next.done) next = await events.next()
       const result = next.value
-      const counts = { replayed: journal.replayed, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits }
+      const counts = { replayed: journal.replayed, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits, runtime }
       if (result.stopReason === 'interrupt') {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
         await session.stage('run_paused', { interrupts: result.interrupts as unknown as JsonValue }, true)
@@ -260,7 +260,14 @@ export class Runner {
   }
 
   async #finish(session: RunSession, writer: CheckpointWriter, runtime: RuntimeSnapshot, outcome: { state: 'completed' | 'failed' | 'cancelled'; result: AgentResult | undefined; error: RunResult['error'] }) {
-    const payload = terminalPayload({ ...outcome, finalText: textOf(outcome.result?.message) || runtime.final_text, requestedModel: runtime.requested_model, providerAdapter: runtime.provider_adapter })
+    const payload = terminalPayload({
+      ...outcome,
+      finalText: textOf(outcome.result?.message) || runtime.final_text,
+      requestedModel: runtime.requested_model,
+      providerAdapter: runtime.provider_adapter,
+      usage: runtime.usage,
+      totalCostUsd: runtime.total_cost_usd,
+    })
     await session.stage('run_terminal', payload, false, { terminal: true })
     await writer.flush()
     await this.store.updateRun(session.runId, { status: outcome.state })
@@ -282,7 +289,7 @@ export class Runner {
     }
     if (integrity) throw err
     return {
-      ...base(ctx.runId, ctx.threadId, { replayed: ctx.replayed, llm: 0, tools: 0, commits: () => ctx.writer.commits }),
+      ...base(ctx.runId, ctx.threadId, { replayed: ctx.replayed, llm: 0, tools: 0, commits: () => ctx.writer.commits, runtime: ctx.runtime }),
       state: 'failed',
       result: undefined,
       error,
@@ -309,7 +316,7 @@ interface DriveParams {
   finalAnswer?: Message | undefined
 }
 
-function base(runId: string, threadId: string, counts: { replayed: number; llm: number; tools: number; commits: () => number }) {
+function base(runId: string, threadId: string, counts: { replayed: number; llm: number; tools: number; commits: () => number; runtime: RuntimeSnapshot }) {
   return {
     runId,
     threadId,
@@ -320,11 +327,13 @@ function base(runId: string, threadId: string, counts: { replayed: number; llm: 
     toolCalls: counts.tools,
     commits: counts.commits(),
     fromTerminalCheckpoint: false,
+    usage: { ...counts.runtime.usage },
+    totalCostUsd: counts.runtime.total_cost_usd,
   }
 }
 
-function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts']): RunResult {
-  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0 }), state: 'interrupted', result: undefined, interrupts }
+function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts'], runtime: RuntimeSnapshot): RunResult {
+  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'interrupted', result: undefined, interrupts }
 }
 
 function describeError(err: unknown): { name: string; message: string; code?: string } {

@@ -1,0 +1,136 @@
+import { copyFile, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import Database from 'better-sqlite3'
+import { afterEach, describe, expect, it } from 'vitest'
+import { Agent, RUNNER_SCHEMA_VERSION, Runner, tool, type ContentBlock, type Message, type RuntimeSnapshot } from '../../src/index.js'
+import { SqliteStore } from '../../src/sqlite.js'
+import { ScriptedModel } from '../../src/testing.js'
+
+const dirs: string[] = []
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
+})
+
+async function tempDb(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'cairn-messages-'))
+  dirs.push(dir)
+  return join(dir, 'cairn.db')
+}
+
+/** The schema versions of the rows as stored, read with the driver, not through Cairn. */
+function storedVersions(path: string): number[] {
+  const db = new Database(path, { readonly: true })
+  try {
+    return (db.prepare('SELECT DISTINCT schema_version AS v FROM checkpoints ORDER BY v').all() as { v: number }[]).map((row) => row.v)
+  } finally {
+    db.close()
+  }
+}
+
+const approve = tool({
+  name: 'approve',
+  description: 'Ask a human.',
+  inputSchema: { type: 'object', properties: { what: { type: 'string' } }, required: ['what'] },
+  callback: async (input, ctx) => `approved: ${String(ctx.interrupt({ name: 'approval', reason: (input as { what: string }).what }))}`,
+})
+
+const prices = { inputPerMillion: 2, outputPerMillion: 10, cacheReadPerMillion: 0.5, cacheWritePerMillion: 2.5 }
+
+describe('the message model and run accounting', () => {
+  it('loads and resumes a runner checkpoint written by schema version 1, upgrading its usage', async () => {
+    // runner-v1.db was written by the code before usage details existed (see make-runner-v1.ts).
+    const path = await tempDb()
+    await copyFile(fileURLToPath(new URL('../fixtures/checkpoints/runner-v1.db', import.meta.url)), path)
+    expect(storedVersions(path)).toEqual([1])
+    const store = new SqliteStore({ path })
+    const paused = await new Runner({ store }).resume(new Agent({ name: 'v1-agent', model: new ScriptedModel([], { modelId: 'scripted:v1' }), tools: [approve], systemPrompt: 'Be careful.' }), { runId: 'v1-run' })
+    expect(paused.state).toBe('interrupted')
+    expect(paused.usage).toEqual({ inputTokens: 100, outputTokens: 20, totalTokens: 120, cacheReadInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 })
+    const model = new ScriptedModel([[], { content: [{ text: 'Deployed.' }], usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15, cacheReadInputTokens: 4 } }], {
+      modelId: 'scripted:v1',
+      select: 'conversation',
+    })
+    const agent = new Agent({ name: 'v1-agent', model, tools: [approve], systemPrompt: 'Be careful.' })
+    const result = await new Runner({ store, durability: 'sync' }).resume(agent, { runId: 'v1-run', responses: { 'call-1:approval': 'yes' } })
+    expect(result.state).toBe('completed')
+    expect(result.result?.toString()).toBe('Deployed.')
+    expect(model.calls).toHaveLength(1)
+    // 100 + 10 input tokens: the first call's usage survived the upgrade and the resume added to it.
+    expect(result.usage).toEqual({ inputTokens: 110, outputTokens: 25, totalTokens: 135, cacheReadInputTokens: 4, cacheWriteInputTokens: 0, reasoningTokens: 0 })
+    await store.close()
+    expect(storedVersions(path)).toEqual([1, RUNNER_SCHEMA_VERSION])
+  })
+
+  it('sums usage and cost across a resume in a fresh runner and reports them in the result', async () => {
+    const path = await tempDb()
+    const turns = [
+      { content: [{ toolUse: { toolUseId: 'c1', name: 'approve', input: { what: 'x' } } }], usage: { inputTokens: 1000, outputTokens: 100, totalTokens: 1100, cacheReadInputTokens: 600, cacheWriteInputTokens: 200, reasoningTokens: 40 } },
+      { content: [{ text: 'ok' }], usage: { inputTokens: 2000, outputTokens: 50, totalTokens: 2050, cacheReadInputTokens: 1000 } },
+    ]
+    const build = () => {
+      const model = Object.assign(new ScriptedModel(turns, { select: 'conversation' }), { prices })
+      return { model, agent: new Agent({ name: 'a', model, tools: [approve] }) }
+    }
+    const first = build()
+    const paused = await new Runner({ store: new SqliteStore({ path }) }).run(first.agent, { input: 'go', runId: 'cost' })
+    expect(paused.state).toBe('interrupted')
+    const cost1 = (200 * 2 + 600 * 0.5 + 200 * 2.5 + 100 * 10) / 1e6
+    expect(paused.totalCostUsd).toBeCloseTo(cost1, 12)
+    const second = build()
+    const store = new SqliteStore({ path })
+    const done = await new Runner({ store }).resume(second.agent, { runId: 'cost', responses: { 'c1:approval': 'yes' } })
+    expect(second.model.calls).toHaveLength(1)
+    const cost2 = (1000 * 2 + 1000 * 0.5 + 50 * 10) / 1e6
+    expect(done.totalCostUsd).toBeCloseTo(cost1 + cost2, 12)
+    expect(done.usage).toEqual({ inputTokens: 3000, outputTokens: 150, totalTokens: 3150, cacheReadInputTokens: 1600, cacheWriteInputTokens: 200, reasoningTokens: 40 })
+    // The terminal checkpoint keeps them: a finished run reports the same figures.
+    const again = await new Runner({ store }).resume(build().agent, { runId: 'cost' })
+    expect(again.fromTerminalCheckpoint).toBe(true)
+    expect(again.totalCostUsd).toBeCloseTo(cost1 + cost2, 12)
+    expect(again.usage.cacheReadInputTokens).toBe(1600)
+    await store.close()
+  })
+
+  it('round-trips reasoning, image, document blocks and provider metadata through a SQLite checkpoint', async () => {
+    const path = await tempDb()
+    const bytes = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 255])
+    const input: ContentBlock[] = [
+      { text: 'What is in these?', providerMetadata: { anthropic: { cacheControl: { type: 'ephemeral' } } } },
+      { image: { mediaType: 'image/png', source: { bytes } } },
+      { image: { mediaType: 'image/jpeg', source: { url: 'https://example.com/cat.jpg' } } },
+      { document: { mediaType: 'application/pdf', source: { bytes }, name: 'report' } },
+    ]
+    const reply: ContentBlock[] = [
+      { reasoning: { text: 'Looking closely.', signature: 'sig-abc==' } },
+      { reasoning: { text: '', redactedContent: 'opaque-redacted' } },
+      { toolUse: { toolUseId: 'c1', name: 'approve', input: { what: 'describe' } }, providerMetadata: { openai: { itemId: 'fc_1' } } },
+    ]
+    const build = () => {
+      const model = new ScriptedModel([reply, [{ text: 'A cat.' }]], { select: 'conversation' })
+      return { model, agent: new Agent({ name: 'a', model, tools: [approve] }) }
+    }
+    await new Runner({ store: new SqliteStore({ path }) }).run(build().agent, { input, runId: 'blocks' })
+    const second = build()
+    const store = new SqliteStore({ path })
+    await new Runner({ store }).resume(second.agent, { runId: 'blocks', responses: { 'c1:approval': 'yes' } })
+    const sent = second.model.calls[0]!.messages
+    expect(sent[0]!.content).toEqual(input)
+    expect((sent[0]!.content[1] as { image: { source: { bytes: Uint8Array } } }).image.source.bytes).toBeInstanceOf(Uint8Array)
+    expect(sent[1]).toEqual({ role: 'assistant', content: reply } satisfies Message)
+    const history = await new Runner({ store }).history('blocks')
+    const postLlm = history.find((c) => c.phase === 'post_llm')!
+    expect((postLlm.payload.runtime as RuntimeSnapshot).messages[1]!.content[0]).toEqual(reply[0])
+    await store.close()
+  })
+
+  it('a conversation-selected script answers a fresh process by the assistant turns already held', async () => {
+    const turns: ContentBlock[][] = [[{ text: 'one' }], [{ text: 'two' }]]
+    const model = new ScriptedModel(turns, { select: 'conversation' })
+    const agent = new Agent({ model, messages: [{ role: 'user', content: [{ text: 'a' }] }, { role: 'assistant', content: [{ text: 'one' }] }] })
+    const result = await agent.invoke('b')
+    expect(result.toString()).toBe('two')
+    expect(model.calls).toHaveLength(1)
+  })
+})
