@@ -82,7 +82,8 @@ export async function* runLoop(host: LoopHost, inv: Invocation, start: LoopStart
       if (inv.signal.aborted) return finish(inv, 'cancelled', assistant)
       await host.observer?.stepStarted(cycle)
       await host.observer?.beforeModel(cycle)
-      const response = yield* callModel(host, inv, cycle)
+      const response = yield* callModelUnlessCancelled(host, inv, cycle)
+      if (!response) return finish(inv, 'cancelled', assistant)
       assistant = response.message
       yield* addMessage(host, response.message)
       await host.observer?.afterModel(cycle, response)
@@ -117,6 +118,16 @@ export async function* runLoop(host: LoopHost, inv: Invocation, start: LoopStart
     if (inv.requestState.stopEventLoop === true) return finish(inv, 'tool_use', assistant)
     if (host.checkpointing) return yield* boundary(host, inv, 'after_tools', cycle, assistant)
     cycle++
+  }
+}
+
+/** A model call that failed because the invocation was cancelled (its HTTP request aborted) ends the loop as cancelled. */
+async function* callModelUnlessCancelled(host: LoopHost, inv: Invocation, cycleIndex: number): AsyncGenerator<AgentStreamEvent, ModelResponse | undefined> {
+  try {
+    return yield* callModel(host, inv, cycleIndex)
+  } catch (err) {
+    if (inv.signal.aborted) return undefined
+    throw err
   }
 }
 
