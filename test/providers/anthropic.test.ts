@@ -35,7 +35,7 @@ describe('AnthropicModel against the real @anthropic-ai/sdk client', () => {
     const result = await agent.invoke('Quito and Accra?')
     expect(result.toString()).toBe('Both warm.')
     expect(cities.sort()).toEqual(['Accra', 'Quito'])
-    expect(bodyOf(1).tools).toEqual([{ name: 'get_weather', description: 'The weather in a city.', input_schema: expect.any(Object), cache_control: { type: 'ephemeral' } }])
+    expect(bodyOf(1).tools).toEqual([{ name: 'get_weather', description: 'The weather in a city.', input_schema: expect.any(Object) as object, cache_control: { type: 'ephemeral' } }])
     expect(bodyOf(1).messages.slice(1)).toEqual([
       { role: 'assistant', content: [{ type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Quito' } }, { type: 'tool_use', id: 'toolu_2', name: 'get_weather', input: { city: 'Accra' } }] },
       { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: 'Sunny in Quito' }, { type: 'tool_result', tool_use_id: 'toolu_2', content: 'Sunny in Accra' }] },

@@ -48,7 +48,7 @@ describe('OpenAIResponsesModel against the real openai client', () => {
       { toolUse: { toolUseId: 'call_b', name: 'get_weather', input: { city: 'Oslo' } }, providerMetadata: { openai: { itemId: 'fc_2' } } },
     ])
     const second = bodyOf(1)
-    expect(second.tools).toEqual([{ type: 'function', name: 'get_weather', description: 'The weather in a city.', parameters: expect.any(Object), strict: false }])
+    expect(second.tools).toEqual([{ type: 'function', name: 'get_weather', description: 'The weather in a city.', parameters: expect.any(Object) as object, strict: false }])
     expect(second.input.slice(1)).toEqual([
       { type: 'function_call', call_id: 'call_a', name: 'get_weather', arguments: '{"city":"Paris"}', id: 'fc_1' },
       { type: 'function_call', call_id: 'call_b', name: 'get_weather', arguments: '{"city":"Oslo"}', id: 'fc_2' },
@@ -168,7 +168,7 @@ describe('OpenAIResponsesModel against the real openai client', () => {
     agent.providerTokens = { sessionToken: 'resp_old' }
     const notices: unknown[] = []
     for await (const event of agent.stream('again')) if (event.type === 'modelEvent' && event.event.type === 'notice') notices.push(event.event.notice)
-    expect(notices).toEqual([{ code: 'provider_session_reset', message: expect.stringContaining('resp_old') }])
+    expect(notices).toEqual([{ code: 'provider_session_reset', message: expect.stringContaining('resp_old') as string }])
     expect(bodyOf(0).previous_response_id).toBe('resp_old')
     expect(bodyOf(1).previous_response_id).toBeUndefined()
     expect(bodyOf(1).input).toHaveLength(3)
@@ -195,7 +195,7 @@ describe('OpenAIChatModel against the real openai client', () => {
     expect(result.toString()).toBe('Done.')
     expect(cities.sort()).toEqual(['Baku', 'Kyiv'])
     const messages = (server.requests[1]!.body as { messages: Record<string, unknown>[] }).messages
-    expect(messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: expect.stringMatching(/^data:image\/png;base64,/) } }] })
+    expect(messages[0]).toEqual({ role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'image_url', image_url: { url: expect.stringMatching(/^data:image\/png;base64,/) as string } }] })
     expect(messages[1]).toMatchObject({ role: 'assistant', content: null, tool_calls: [{ id: 'call_1', function: { arguments: '{"city":"Kyiv"}' } }, { id: 'call_2' }] })
     expect(messages.slice(2)).toEqual([
       { role: 'tool', tool_call_id: 'call_1', content: 'Sunny in Kyiv' },
