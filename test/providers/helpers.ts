@@ -28,8 +28,7 @@ export function weatherTool(calls: string[] = []): Tool {
   })
 }
 
-/** A key-shaped secret no test should ever find written down. */
-export const SECRET_KEY = 'sk-test-SECRETKEY0123456789abcdef'
+export { SECRET_KEY } from './helpers-shared.js'
 
 /** The PNG signature plus a byte that is not valid UTF-8: what an image's bytes look like. */
 export const IMAGE_BYTES = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0xff, 0x00])
