@@ -8,7 +8,14 @@
  *   npx tsx examples/research-demo.ts --dir DIR
  *
  * The model is scripted (no API key): each turn is decided from the conversation it is sent,
- * so a resumed process continues the same script. Of the three tools, `search_web` and
+ * so a resumed process continues the same script. To run the same demo on a real model, name it
+ * in CAIRN_MODEL with its provider's key in the environment:
+ *
+ *   CAIRN_MODEL=openai:gpt-5-mini OPENAI_API_KEY=... npm run demo
+ *   CAIRN_MODEL=anthropic:claude-sonnet-4-5 ANTHROPIC_API_KEY=... npm run demo
+ *
+ * (OPENAI_BASE_URL and ANTHROPIC_BASE_URL are honoured by the clients.) A real model decides
+ * its own tool calls, so process 1 is killed once its first batch of tool results is in. Of the three tools, `search_web` and
  * `fetch_page` are idempotent reads; `save_note` is not: it appends to a notes file.
  */
 import { fork } from 'node:child_process'
@@ -37,6 +44,10 @@ import {
 } from 'cairn'
 import { SqliteStore } from 'cairn/sqlite'
 import { ScriptedModel, type ScriptedResponse } from 'cairn/testing'
+import type { Model } from 'cairn'
+
+/** The real-model adapters, loaded only when CAIRN_MODEL asks for one. */
+const realModels = process.env.CAIRN_MODEL ? { ...(await import('cairn/openai')), ...(await import('cairn/anthropic')) } : undefined
 
 const RUN_ID = 'research-demo'
 const QUESTION = 'How do durable AI agents survive a crash without repeating work?'
@@ -160,11 +171,25 @@ function buildAgent(role: Role, dir: string, store: CountingStore): Agent {
   const hooks: AgentHooks[] = role === 'first' ? [crashHook(tag, store)] : []
   return new Agent({
     name: 'researcher',
-    model: new ScriptedModel(Array.from({ length: 10 }, () => researcherTurn)),
+    model: demoModel(),
     tools: [searchWeb, fetchPage, saveNote],
     systemPrompt: 'You are a careful researcher. Search, read, keep notes, then answer.',
     hooks,
   })
+}
+
+/**
+ * The model: scripted unless CAIRN_MODEL names a real one (`openai:<model>` on the Responses
+ * API, `anthropic:<model>`); their adapters are loaded only then.
+ */
+function demoModel(): Model {
+  const named = process.env.CAIRN_MODEL
+  if (!named) return new ScriptedModel(Array.from({ length: 10 }, () => researcherTurn))
+  const [provider, ...rest] = named.split(':')
+  const model = rest.join(':')
+  if (provider === 'openai') return new realModels!.OpenAIResponsesModel({ model })
+  if (provider === 'anthropic') return new realModels!.AnthropicModel({ model })
+  throw new Error(`CAIRN_MODEL must be openai:<model> or anthropic:<model>, got ${JSON.stringify(named)}`)
 }
 
 /**
@@ -174,7 +199,9 @@ function buildAgent(role: Role, dir: string, store: CountingStore): Agent {
 function crashHook(tag: string, store: CountingStore): AgentHooks {
   return {
     messageAdded: async ({ message }) => {
-      if (!message.content.some((block) => 'toolResult' in block && block.toolResult.toolUseId === CRASH_AFTER_CALL)) return
+      const results = message.content.flatMap((block) => ('toolResult' in block ? [block.toolResult.toolUseId] : []))
+      // The script's step 2 holds CRASH_AFTER_CALL; a real model's first tool batch is where it dies.
+      if (process.env.CAIRN_MODEL ? results.length === 0 : !results.includes(CRASH_AFTER_CALL)) return
       console.log(`${tag} all tools of step 2 have returned; their results are not checkpointed yet. Killing this process with SIGKILL.`)
       const report: WorkerReport = { role: 'first', pid: process.pid, commits: store.commits }
       await new Promise<never>(() => process.send?.(report, () => process.kill(process.pid, 'SIGKILL')))
@@ -306,7 +333,7 @@ async function gatherFacts(dir: string, first: WorkerReport, second: WorkerRepor
   await store.close()
   const runtime = history.findLast((checkpoint) => checkpoint.payload.runtime)?.payload.runtime as RuntimeSnapshot
   const toolRuns = (await readFile(join(dir, FILES.toolRuns), 'utf8')).split('\n').filter(Boolean).map((line) => JSON.parse(line) as ToolRun)
-  const notes = [...(await readFile(join(dir, FILES.notes), 'utf8')).matchAll(/^## (.*)$/gm)].map((match) => match[1]!)
+  const notes = [...(await readFile(join(dir, FILES.notes), 'utf8').catch(() => '')).matchAll(/^## (.*)$/gm)].map((match) => match[1]!)
   const sizes = await Promise.all([FILES.db, `${FILES.db}-wal`].map((file) => stat(join(dir, file)).then((s) => s.size, () => 0)))
   const resumedAt = history.findIndex((checkpoint) => checkpoint.phase === 'run_started' && checkpoint.payload.resumed === true)
   return { dir, history, resumedAt, runtime, effects, toolRuns, notes, dbBytes: sizes[0]! + sizes[1]!, first, second }
@@ -315,7 +342,7 @@ async function gatherFacts(dir: string, first: WorkerReport, second: WorkerRepor
 function printIntro(dir: string): void {
   console.log('Cairn demo: a research agent survives a crash\n')
   console.log(`The agent researches "${QUESTION}"`)
-  console.log('Its model is scripted (no API key needed). It has three tools:')
+  console.log(process.env.CAIRN_MODEL ? `Its model is ${process.env.CAIRN_MODEL}. It has three tools:` : 'Its model is scripted (no API key needed). It has three tools:')
   console.log('  search_web   idempotent: running it twice does no harm')
   console.log('  fetch_page   idempotent')
   console.log(`  save_note    NOT idempotent: every call appends a note to ${join(dir, FILES.notes)}`)
