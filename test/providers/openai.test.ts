@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest'
-import { Agent, ModelError, type ContentBlock } from '../../src/index.js'
+import { Agent, MemoryStore, ModelError, Runner, tool, type ContentBlock } from '../../src/index.js'
 import { OpenAIChatModel, OpenAIResponsesModel } from '../../src/openai.js'
 import { IMAGE_BYTES, SECRET_KEY, useReplayServer, weatherTool } from './helpers.js'
 import { chatStream, openAIError, responsesStream } from './openai-wire.js'
@@ -173,6 +173,32 @@ describe('OpenAIResponsesModel against the real openai client', () => {
     expect(bodyOf(1).previous_response_id).toBeUndefined()
     expect(bodyOf(1).input).toHaveLength(3)
     expect(agent.providerTokens.sessionToken).toBe('resp_new')
+  })
+})
+
+describe('OpenAIResponsesModel stateful under the Runner', () => {
+  const approve = tool({
+    name: 'approve',
+    description: 'Ask a human.',
+    inputSchema: { type: 'object', properties: {} },
+    callback: async (_input, ctx) => String(ctx.interrupt({ name: 'ok', reason: 'approve?' })),
+  })
+  const build = () => new Agent({ name: 'a', model: responses({ stateful: true }), tools: [approve] })
+
+  it('a resume sends the stored response id; when the server forgot it, the full conversation goes once and post_llm records the notice', async () => {
+    const store = new MemoryStore()
+    server.enqueue(responsesStream({ id: 'resp_A', calls: [{ id: 'fc_1', callId: 'call_1', name: 'approve', args: '{}' }] }))
+    const paused = await new Runner({ store }).run(build(), { input: 'deploy?', runId: 'stateful' })
+    expect(paused.state).toBe('interrupted')
+    server.enqueue(openAIError(400, "Previous response with id 'resp_A' not found.", { code: 'previous_response_not_found' }), responsesStream({ id: 'resp_B', text: 'Deployed.' }))
+    const done = await new Runner({ store }).resume(build(), { runId: 'stateful', responses: { 'call_1:ok': 'yes' } })
+    expect(done.result?.toString()).toBe('Deployed.')
+    expect(bodyOf(1).previous_response_id).toBe('resp_A')
+    expect(bodyOf(2).previous_response_id).toBeUndefined()
+    expect(bodyOf(2).input.map((item) => item.type ?? item.role)).toEqual(['user', 'function_call', 'function_call_output'])
+    const postLlm = (await new Runner({ store }).history('stateful')).filter((c) => c.phase === 'post_llm')
+    expect(postLlm.map((c) => c.payload.session_token)).toEqual(['resp_A', 'resp_B'])
+    expect(postLlm[1]!.payload.notices).toEqual([{ code: 'provider_session_reset', message: expect.stringContaining('resp_A') as string }])
   })
 })
 
