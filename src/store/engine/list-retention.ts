@@ -1,6 +1,14 @@
 /**
- * For the remaining checkpoints of a run, the number of items of each list they still need.
- * Returns `undefined` when a row's refs cannot be read, so the caller keeps every item.
+ * For the remaining checkpoints of a run, the number of items of each list they still need: the
+ * list lengths an engine keeps in `deleteCheckpoints` (it parses the rows' `lists` JSON, so an
+ * engine never has to). Returns `undefined` when a row's refs cannot be read, so the caller keeps
+ * every item.
+ *
+ * @example
+ * ```ts
+ * const keep = retainedListLengths(remainingRows)
+ * if (keep) for (const [listId, items] of lists) items.length = Math.min(items.length, keep.get(listId) ?? 0)
+ * ```
  */
 export function retainedListLengths(rows: Iterable<{ lists: string }>): Map<string, number> | undefined {
   const lengths = new Map<string, number>()

@@ -56,7 +56,10 @@ export interface StorageEngine {
   readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]>
   /**
    * Delete checkpoints of one run, then drop list items no remaining checkpoint of the run
-   * references. Returns how many checkpoints were deleted.
+   * references, in one atomic step with the run's commits. Returns how many checkpoints were
+   * deleted. `retainedListLengths` (from `cairn/engine`) reads the remaining rows' `lists` and says how many items
+   * of each list to keep (drop the lists it does not name); when it returns `undefined` (a row is
+   * unreadable), keep every item.
    */
   deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number>
 

@@ -1,3 +1,4 @@
+import type { EngineFactory } from '../engine-conformance/engine-factory.js'
 import type { StoreFactory } from './store-factory.js'
 
 /**
@@ -14,4 +15,22 @@ import type { StoreFactory } from './store-factory.js'
 export async function runStoreConformance(factory: StoreFactory): Promise<void> {
   const { registerStoreConformance } = await import('./run-store-conformance.js')
   registerStoreConformance(factory)
+}
+
+/**
+ * Register the engine conformance suite with vitest for a `StorageEngine` written against
+ * `cairn/engine`: the engine's own contract on rows, the store conformance cases through an
+ * `EngineStore` over it, and — detected from the engine's `leases` field — the lease and fencing
+ * cases. Vitest is loaded only when this is called. Await it at the top level of a test file;
+ * it resolves to the optional capabilities it found.
+ *
+ * @example
+ * ```ts
+ * import { runEngineConformance } from 'cairn/testing'
+ * await runEngineConformance({ name: 'my-engine', open: (location) => new MyEngine({ directory: location }) })
+ * ```
+ */
+export async function runEngineConformance(factory: EngineFactory): Promise<{ leases: boolean }> {
+  const { registerEngineConformance } = await import('../engine-conformance/run-engine-conformance.js')
+  return registerEngineConformance(factory)
 }

@@ -1,0 +1,47 @@
+/**
+ * `cairn/engine`: everything needed to write a storage backend for Cairn. A backend is a
+ * {@link StorageEngine}: it stores rows and strings and never parses payloads; {@link EngineStore}
+ * turns it into a full `CheckpointStore` (codec, append-only lists, digests, validation,
+ * migrations). The optional lease capability ({@link LeaseEngine}, the engine's `leases` field)
+ * lets workers share the backend; {@link LeaseTable} implements it for engines whose rows live
+ * in the process. Check a backend with `runEngineConformance` from `cairn/testing`.
+ *
+ * @example
+ * ```ts
+ * import { EngineStore, type StorageEngine } from 'cairn/engine'
+ * class MyEngine implements StorageEngine { ... }
+ * const store = new EngineStore(new MyEngine())
+ * ```
+ */
+export type { CommitRequest, CommitResult, StorageEngine } from './store/engine/storage-engine.js'
+export type {
+  CheckpointHeaderRow,
+  CheckpointRow,
+  EffectCompletionRow,
+  EffectRow,
+  ListAppend,
+  ListRef,
+  RunPatch,
+  RunRow,
+} from './store/engine/rows.js'
+export type {
+  CancelOutcome,
+  ClaimedRun,
+  ClaimRequest,
+  EnqueueJob,
+  Fence,
+  HeartbeatRequest,
+  HeartbeatRow,
+  LeaseEngine,
+  LeaseRow,
+  LeaseSubscription,
+  ReleaseRequest,
+  RequeueOutcome,
+  RequeueRequest,
+} from './store/engine/lease-engine.js'
+export { CLAIMABLE_STATUSES } from './store/engine/lease-engine.js'
+export type { EffectStatus, ListCheckpointsQuery, ListRunsQuery, RunStatus } from './store/checkpoint-store.js'
+export { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from './store/engine/row-order.js'
+export { retainedListLengths } from './store/engine/list-retention.js'
+export { LeaseTable, unleased, type LeaseEntry } from './store/leases/lease-table.js'
+export { EngineStore, type EngineStoreOptions } from './store/engine-store.js'

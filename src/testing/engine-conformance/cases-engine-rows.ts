@@ -1,0 +1,107 @@
+import { describe, expect, it } from 'vitest'
+import type { EngineContext } from './engine-context.js'
+import { checkpointRow, commitOne, effectRow, runRow } from './rows.js'
+
+/** Cases on the engine's own interface: rows and strings in, the same rows and strings out. */
+export function engineRowCases(ctx: EngineContext): void {
+  describe('rows', () => {
+    it('a commit creates its run, stores rows and list items, and reads them back in order', async () => {
+      const engine = ctx.engine()
+      const appends = [{ listId: 'L', expectedLength: 0, items: ['"a"', '"b"'] }]
+      expect(await engine.commit(commitOne({ runId: 'r1', id: 'c1', seq: 1, appends }))).toEqual({ ok: true })
+      const more = [{ listId: 'L', expectedLength: 2, items: ['"c"'] }]
+      expect(await engine.commit(commitOne({ runId: 'r1', id: 'c2', seq: 2, appends: more }))).toEqual({ ok: true })
+      expect(await engine.getRun('r1')).toMatchObject({ runId: 'r1', lastSeq: 2, status: 'running' })
+      expect(await engine.getCheckpoint('c1')).toEqual(checkpointRow({ id: 'c1', runId: 'r1', seq: 1 }, appends))
+      expect((await engine.getLatest({ runId: 'r1' }))?.id).toBe('c2')
+      expect(await engine.readLists('r1', [{ id: 'L', n: 2, h: '' }, { id: 'L', n: 3, h: '' }])).toEqual([['"a"', '"b"'], ['"a"', '"b"', '"c"']])
+      const headers = await engine.listCheckpoints({ runId: 'r1' })
+      expect(headers.map((row) => row.id)).toEqual(['c2', 'c1'])
+      expect(headers[0]).not.toHaveProperty('body')
+      expect((await engine.listCheckpoints({ runId: 'r1', before: 'c2' })).map((row) => row.id)).toEqual(['c1'])
+      if (engine.getCheckpoints) expect((await engine.getCheckpoints(['c2', 'nope', 'c1'])).map((row) => row.id).sort()).toEqual(['c1', 'c2'])
+    })
+
+    it('a commit writes nothing when the seq is stale, an id is taken or a list has moved on', async () => {
+      const engine = ctx.engine()
+      expect(await engine.commit(commitOne({ runId: 'run', id: 'c1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['"a"'] }] }))).toEqual({ ok: true })
+      const appendB = [{ listId: 'L', expectedLength: 1, items: ['"b"'] }]
+      const intents = [effectRow({ runId: 'run', callId: 'e1' })]
+      expect(await engine.commit(commitOne({ runId: 'run', id: 'c2', seq: 1, appends: appendB, intents }))).toEqual({ ok: false, reason: 'stale_seq', lastSeq: 1 })
+      expect(await engine.commit(commitOne({ runId: 'run', id: 'c1', seq: 2, appends: appendB, intents }))).toEqual({ ok: false, reason: 'duplicate_id' })
+      const conflicting = [...appendB, { listId: 'L2', expectedLength: 3, items: ['"x"'] }]
+      expect(await engine.commit(commitOne({ runId: 'run', id: 'c2', seq: 2, appends: conflicting, intents }))).toEqual({ ok: false, reason: 'list_conflict' })
+      // A failed first commit does not leave its run behind.
+      expect(await engine.commit(commitOne({ runId: 'other', id: 'c1', seq: 1 }))).toEqual({ ok: false, reason: 'duplicate_id' })
+      expect(await engine.getRun('other')).toBeUndefined()
+      expect(await engine.getRun('run')).toMatchObject({ lastSeq: 1 })
+      expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"']])
+      expect(await engine.getEffect('run', 'e1')).toBeUndefined()
+      expect(await engine.commit(commitOne({ runId: 'run', id: 'c2', seq: 2, appends: appendB, intents }))).toEqual({ ok: true })
+      expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"', '"b"']])
+      expect(await engine.getEffect('run', 'e1')).toMatchObject({ status: 'pending', attempts: 1 })
+    })
+
+    it('deleteCheckpoints drops the list items no remaining checkpoint of the run references', async () => {
+      const engine = ctx.engine()
+      await engine.commit(commitOne({ runId: 'r1', id: 'c1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1', '2'] }] }))
+      await engine.commit(commitOne({ runId: 'r1', id: 'c2', seq: 2, appends: [{ listId: 'L', expectedLength: 2, items: ['3', '4'] }, { listId: 'M', expectedLength: 0, items: ['m'] }] }))
+      await engine.commit(commitOne({ runId: 'r2', id: 'd1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['x'] }] }))
+      expect(await engine.deleteCheckpoints('r1', ['c2'])).toBe(1)
+      expect(await engine.getCheckpoint('c2')).toBeUndefined()
+      expect(await engine.readLists('r1', [{ id: 'L', n: 4, h: '' }, { id: 'M', n: 1, h: '' }])).toEqual([['1', '2'], []])
+      expect(await engine.deleteCheckpoints('r1', ['c1', 'nope'])).toBe(1)
+      expect(await engine.readLists('r1', [{ id: 'L', n: 4, h: '' }])).toEqual([[]])
+      // Another run's lists are untouched, and the emptied run takes new appends from zero.
+      expect(await engine.readLists('r2', [{ id: 'L', n: 1, h: '' }])).toEqual([['x']])
+      expect(await engine.commit(commitOne({ runId: 'r1', id: 'c3', seq: 3, appends: [{ listId: 'L', expectedLength: 0, items: ['y'] }] }))).toEqual({ ok: true })
+    })
+
+    it('runs: insert once, patch, list newest first with filters and a cursor, delete with all their rows', async () => {
+      const engine = ctx.engine()
+      expect(await engine.insertRun(runRow({ runId: 'a', createdAt: 1, workflowName: 'wf' }))).toBe(true)
+      expect(await engine.insertRun(runRow({ runId: 'a', createdAt: 5 }))).toBe(false)
+      await engine.insertRun(runRow({ runId: 'b', createdAt: 2, status: 'paused' }))
+      await engine.insertRun(runRow({ runId: 'c', createdAt: 3, threadId: 't' }))
+      expect((await engine.listRuns({})).map((run) => run.runId)).toEqual(['c', 'b', 'a'])
+      expect((await engine.listRuns({ before: 'c', limit: 1 })).map((run) => run.runId)).toEqual(['b'])
+      expect((await engine.listRuns({ status: ['paused', 'completed'] })).map((run) => run.runId)).toEqual(['b'])
+      expect((await engine.listRuns({ workflowName: 'wf' })).map((run) => run.runId)).toEqual(['a'])
+      expect((await engine.listRuns({ threadId: 't' })).map((run) => run.runId)).toEqual(['c'])
+      expect(await engine.updateRun('b', { status: 'completed', metadata: '{"k":1}', updatedAt: 9 })).toMatchObject({ status: 'completed', metadata: '{"k":1}', updatedAt: 9 })
+      expect(await engine.updateRun('nope', { status: 'completed', updatedAt: 9 })).toBeUndefined()
+      await engine.commit(commitOne({ runId: 'a', id: 'a1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1'] }], intents: [effectRow({ runId: 'a', callId: 'e' })] }))
+      expect(await engine.deleteRun('a')).toBe(true)
+      expect(await engine.deleteRun('a')).toBe(false)
+      expect(await engine.getCheckpoint('a1')).toBeUndefined()
+      expect(await engine.listEffects('a')).toEqual([])
+      expect(await engine.readLists('a', [{ id: 'L', n: 1, h: '' }])).toEqual([[]])
+    })
+
+    it('effects: an intent counts attempts, start marks it started, the first outcome wins', async () => {
+      const engine = ctx.engine()
+      await engine.insertRun(runRow({ runId: 'r' }))
+      expect(await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e1', startedAt: 2 }))).toMatchObject({ attempts: 1, status: 'pending' })
+      expect(await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e1', startedAt: 2 }))).toMatchObject({ attempts: 2 })
+      await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e0', startedAt: 1 }))
+      expect(await engine.startEffect('r', 'e1')).toMatchObject({ status: 'started' })
+      const done = { runId: 'r', callId: 'e1', status: 'succeeded' as const, output: '"ok"', outputHash: 'h1', completedAt: 5 }
+      expect(await engine.completeEffect(done)).toMatchObject({ recorded: true, row: { status: 'succeeded', output: '"ok"', completedAt: 5 } })
+      expect(await engine.completeEffect({ ...done, status: 'failed', output: '"late"' })).toMatchObject({ recorded: false, row: { status: 'succeeded', output: '"ok"' } })
+      expect(await engine.startEffect('r', 'e1')).toMatchObject({ status: 'succeeded' })
+      expect((await engine.listEffects('r')).map((row) => row.callId)).toEqual(['e0', 'e1'])
+      expect(await engine.deleteEffects('r')).toBe(2)
+      expect(await engine.getEffect('r', 'e1')).toBeUndefined()
+    })
+
+    it('a second handle on the same data sees every commit', async () => {
+      const engine = ctx.engine()
+      const other = await ctx.openEngine()
+      await engine.commit(commitOne({ runId: 'r1', id: 'c1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1'] }] }))
+      expect(await other.commit(commitOne({ runId: 'r1', id: 'c2', seq: 1 }))).toEqual({ ok: false, reason: 'stale_seq', lastSeq: 1 })
+      expect(await other.commit(commitOne({ runId: 'r1', id: 'c2', seq: 2, appends: [{ listId: 'L', expectedLength: 1, items: ['2'] }] }))).toEqual({ ok: true })
+      expect((await engine.getLatest({ runId: 'r1' }))?.id).toBe('c2')
+      expect(await engine.readLists('r1', [{ id: 'L', n: 2, h: '' }])).toEqual([['1', '2']])
+    })
+  })
+}

@@ -1,0 +1,4 @@
+import { FileEngine } from '../../src/index.js'
+import { runEngineConformance } from '../../src/testing.js'
+
+await runEngineConformance({ name: 'file', open: (location) => new FileEngine({ directory: location, onWarning: () => {} }) })

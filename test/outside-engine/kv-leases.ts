@@ -1,0 +1,45 @@
+import { CLAIMABLE_STATUSES, unleased, type LeaseEngine, type RunRow } from 'cairn/engine'
+import { key, type KvDatabase } from './kv-database.js'
+
+/** The lease capability of the outside engine, over the published lease table. */
+export function kvLeases(db: KvDatabase): LeaseEngine {
+  const run = (runId: string) => db.get<RunRow>(key.run(runId))
+  const patchRun = (row: RunRow, patch: Partial<RunRow>) => db.set(key.run(row.runId), { ...row, ...patch })
+  return {
+    enqueue: async (row, job) => {
+      if (run(row.runId)) return false
+      db.set(key.run(row.runId), row)
+      db.leases.add(row.runId, { ...job, createdAt: row.createdAt })
+      return true
+    },
+    claim: async (request) => db.leases.claim(request, (runId) => run(runId)?.status).map(({ runId, row }) => ({ run: run(runId)!, lease: row })),
+    heartbeat: async (request) => db.leases.heartbeat(request),
+    release: async ({ fence, patch, failed = false }) => {
+      const row = run(fence.runId)
+      if (!row || !db.leases.check(fence).held) return false
+      const next = { ...row, ...patch }
+      db.set(key.run(row.runId), next)
+      return db.leases.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(next.status) })
+    },
+    cancel: async (runId) => {
+      const row = run(runId)
+      if (!row) return undefined
+      const outcome = db.leases.cancel(runId, row.status)
+      if (outcome !== 'cancelled') return { outcome, status: row.status }
+      patchRun(row, { status: 'cancelled', updatedAt: Math.max(row.updatedAt, Date.now()) })
+      return { outcome, status: 'cancelled' }
+    },
+    requeuePaused: async ({ runId, metadata, now }) => {
+      const row = run(runId)
+      if (!row) return undefined
+      if (row.status !== 'paused') return { outcome: 'not_paused', status: row.status }
+      const blocked = db.leases.blocksRequeue(runId, now)
+      if (blocked) return blocked
+      db.leases.requeue(runId)
+      patchRun(row, { status: 'queued', metadata: metadata(row), updatedAt: Math.max(row.updatedAt, now) })
+      db.leases.wake()
+      return { outcome: 'queued' }
+    },
+    getLease: async (runId) => (run(runId) ? (db.leases.get(runId) ?? unleased(runId)) : undefined),
+  }
+}

@@ -1,0 +1,50 @@
+import { fileURLToPath } from 'node:url'
+import { defineConfig } from 'vitest/config'
+
+/**
+ * Two projects. `unit`: in-process tests with no child processes and no Postgres, for feedback in
+ * seconds (`npx vitest run --project unit`). `integration`: real child processes killed with
+ * SIGKILL, Postgres (a server or PGlite), worker threads, the examples and the short torture run.
+ * `npm test` runs both. A test file that spawns a process or opens Postgres belongs in the list.
+ */
+const integration = [
+  'test/conformance/file.conformance.test.ts',
+  'test/conformance/sqlite.conformance.test.ts',
+  'test/conformance/postgres.*.test.ts',
+  'test/demo.test.ts',
+  'test/examples.test.ts',
+  'test/file-engine.test.ts',
+  'test/migrations.test.ts',
+  'test/pglite-client.test.ts',
+  'test/postgres-engine.test.ts',
+  'test/runner/runs.test.ts',
+  'test/sqlite-engine.test.ts',
+  'test/sqlite-writer.test.ts',
+  'test/torture.test.ts',
+  'test/worker/migrations.test.ts',
+  'test/worker/postgres-worker.test.ts',
+  'test/worker/processes.test.ts',
+  'test/worker/respond.test.ts',
+  'test/worker/restart.test.ts',
+  'test/worker/sqlite-processes.test.ts',
+  'test/worker/store-failures.test.ts',
+  'test/workflow/examples.test.ts',
+]
+
+const src = (entry: string) => fileURLToPath(new URL(`./src/${entry}.ts`, import.meta.url))
+
+export default defineConfig({
+  resolve: {
+    // The package's own entry points resolve to the sources, as in tsconfig.json `paths`.
+    alias: [
+      { find: /^cairn$/, replacement: src('index') },
+      { find: /^cairn\/(engine|postgres|sqlite|testing)$/, replacement: src('$1') },
+    ],
+  },
+  test: {
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', ...integration] } },
+      { extends: true, test: { name: 'integration', include: integration } },
+    ],
+  },
+})
