@@ -9,6 +9,7 @@ import { defineConfig } from 'vitest/config'
  */
 const integration = [
   'test/conformance/file.conformance.test.ts',
+  'test/conformance/keyed.conformance.test.ts',
   'test/conformance/sqlite.conformance.test.ts',
   'test/conformance/postgres.*.test.ts',
   'test/demo.test.ts',
@@ -21,6 +22,7 @@ const integration = [
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',
   'test/torture.test.ts',
+  'test/trust/**/*.test.ts',
   'test/worker/migrations.test.ts',
   'test/worker/postgres-worker.test.ts',
   'test/worker/processes.test.ts',

@@ -13,7 +13,7 @@
  * const store = new EngineStore(new MyEngine())
  * ```
  */
-export type { CommitRequest, CommitResult, StorageEngine } from './store/engine/storage-engine.js'
+export type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from './store/engine/storage-engine.js'
 export type {
   CheckpointHeaderRow,
   CheckpointRow,
