@@ -18,6 +18,8 @@ const integration = [
   'test/migrations.test.ts',
   'test/pglite-client.test.ts',
   'test/postgres-engine.test.ts',
+  'test/providers/demo-real-model.test.ts',
+  'test/providers/end-to-end.test.ts',
   'test/runner/runs.test.ts',
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',
