@@ -1,4 +1,5 @@
 export { Runner, type ResumeOptions, type RunOptions, type RunnerOptions } from './runner.js'
+export { forkRun, type ForkRunOptions, type ForkRunResult } from './fork-run.js'
 export type { WriterOptions } from './checkpoint-writer.js'
 export { OUTCOME_UNKNOWN, inputHash } from './effect-journal.js'
 export {
