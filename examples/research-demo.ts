@@ -27,6 +27,8 @@ import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import {
   Agent,
+  buildTimeline,
+  formatTimeline,
   Runner,
   tool,
   toolUsesOf,
@@ -34,11 +36,10 @@ import {
   type EffectCompletion,
   type EffectCompletionResult,
   type EffectRecord,
-  type Message,
   type ModelRequest,
+  type RunEvent,
   type RunnerCheckpoint,
   type RuntimeSnapshot,
-  type ToolExecutionRecord,
   type ToolUseBlock,
   type WriteBatch,
 } from 'cairn'
@@ -100,7 +101,7 @@ async function main(): Promise<number> {
 
   const facts = await gatherFacts(dir, first.report, second.report)
   console.log(`\n3. Timeline: runner.history('${RUN_ID}'), one line per checkpoint\n`)
-  printTimeline(facts)
+  await printTimeline(dir)
   console.log('\n4. What happened at the crash, and why nothing ran twice\n')
   printCrashStory(facts)
   console.log('\n5. Summary\n')
@@ -110,7 +111,13 @@ async function main(): Promise<number> {
 /** A worker: start the run (process 1) or resume it (process 2), and report over IPC. */
 async function work(role: Role, dir: string): Promise<void> {
   const store = new CountingStore({ path: join(dir, FILES.db) })
-  const runner = new Runner({ store })
+  const tag = `   [process ${role === 'first' ? 1 : 2}, pid ${process.pid}]`
+  // Run events: what the runner reports as it goes (the CLI and OpenTelemetry use the same ones).
+  const onEvent = (event: RunEvent) => {
+    if (event.type === 'run_started') console.log(`${tag} ${event.resumed ? `resumes the run at step ${event.step}` : 'starts the run'}`)
+    if (event.type === 'tool_call_replayed') console.log(`${tag} ${event.name} ${event.toolUseId} REPLAYED from the effect journal, not run`)
+  }
+  const runner = new Runner({ store, onEvent })
   const agent = buildAgent(role, dir, store)
   const run = role === 'first' ? await runner.run(agent, { input: QUESTION, runId: RUN_ID }) : await runner.resume(agent, { runId: RUN_ID })
   await store.close()
@@ -349,73 +356,15 @@ function printIntro(dir: string): void {
   console.log(`The runner checkpoints every phase of the loop to the SQLite store ${join(dir, FILES.db)}.`)
 }
 
-function printTimeline(facts: Facts): void {
-  const { history, resumedAt } = facts
-  const start = history[0]?.timestamp_ms ?? 0
-  console.log('   ms: since the run started; process: 1 wrote it before the crash, 2 after; a post_llm checkpoint holds')
-  console.log('   the model response, which is never requested again; * marks a checkpoint with the full runtime snapshot\n')
-  console.log(`   ${'#'.padStart(2)}  ${'ms'.padStart(5)}  process  step  ${'phase'.padEnd(17)}what happened`)
-  let batchStep = 0
-  history.forEach((checkpoint, i) => {
-    if (i === resumedAt) {
-      console.log(`   ${'-'.repeat(96)}\n   process 1 was SIGKILLed here, in step ${batchStep}: its tools had run, but the post_tool_batch checkpoint was never written\n   ${'-'.repeat(96)}`)
-    }
-    // post_tool_batch belongs to the step of the batch before it (history labels it with the next step).
-    const step = checkpoint.phase === 'post_tool_batch' ? batchStep : checkpoint.step
-    if (checkpoint.phase === 'pre_tool_batch') batchStep = checkpoint.step
-    const proc = resumedAt >= 0 && i >= resumedAt ? 2 : 1
-    const ms = String(checkpoint.timestamp_ms - start).padStart(5)
-    const phase = `${checkpoint.phase}${checkpoint.payload.runtime ? '*' : ''}`.padEnd(17)
-    console.log(`   ${String(i + 1).padStart(2)}  ${ms}  ${String(proc).padStart(7)}  ${String(step).padStart(4)}  ${phase}${describe(facts, checkpoint, step, i)}`)
-  })
-}
-
-/** One checkpoint in plain words. */
-function describe(facts: Facts, checkpoint: RunnerCheckpoint, step: number, index: number): string {
-  const { payload } = checkpoint
-  const calls = callsOfStep(facts.runtime, step)
-  switch (checkpoint.phase) {
-    case 'run_started':
-      return payload.resumed === true ? resumedFrom(facts.history, index) : `run started: "${QUESTION}"`
-    case 'step_started':
-      return `step ${step} begins with ${plural(Number(payload.message_count), 'message')}`
-    case 'pre_llm':
-      return `calling the model with ${plural(Number(payload.message_count), 'message')}`
-    case 'post_llm':
-      return payload.finish_reason === 'tool_use'
-        ? `model asked for ${calls.map(formatCall).join(', ')}`
-        : `model answered: "${truncate(String(facts.runtime.final_text), 60)}"`
-    case 'pre_tool_batch': {
-      const again = facts.history.slice(0, index).some((earlier) => earlier.phase === 'pre_tool_batch' && earlier.step === step)
-      const n = plural(calls.length, 'tool call')
-      return again ? `${n} again; their intents are already in the journal` : `${n} about to run; intents written to the journal first`
-    }
-    case 'post_tool_batch':
-      return describeBatch(facts, step)
-    case 'run_terminal':
-      return `run ${String(payload.state)}: final answer saved; resuming it again just returns it`
-    default:
-      return ''
+/** The run's timeline, as `cairn show` prints it: the library's printer over the store. */
+async function printTimeline(dir: string): Promise<void> {
+  const store = new SqliteStore({ path: join(dir, FILES.db) })
+  try {
+    for (const line of formatTimeline(await buildTimeline(store, RUN_ID))) console.log(line)
+  } finally {
+    await store.close()
   }
-}
-
-/** Which checkpoints a resume at `index` started from: the latest, and the newest runtime snapshot. */
-function resumedFrom(history: readonly RunnerCheckpoint[], index: number): string {
-  const snapshot = history.slice(0, index).findLastIndex((checkpoint) => checkpoint.payload.runtime) + 1
-  return `a fresh process loaded the latest checkpoint (#${index}) and the runtime snapshot (#${snapshot}), and resumed`
-}
-
-/** "3 tool results: save_note replayed from the journal; ..." for the batch of `step`. */
-function describeBatch(facts: Facts, step: number): string {
-  const executions = facts.runtime.tool_executions.filter((execution) => execution.step === step)
-  const names = (filter: (execution: ToolExecutionRecord) => boolean) => executions.filter(filter).map((execution) => execution.tool_name).join(', ')
-  const ranBefore = (execution: ToolExecutionRecord) => facts.toolRuns.filter((run) => run.callId === execution.tool_call_id).length > 1
-  const parts = [
-    [names((e) => e.replayed), 'REPLAYED from the journal, not run'],
-    [names((e) => !e.replayed && ranBefore(e)), 'ran again (idempotent, same key)'],
-    [names((e) => !e.replayed && !ranBefore(e)), 'ran'],
-  ].flatMap(([who, what]) => (who ? [`${who} ${what}`] : []))
-  return `${plural(executions.length, 'tool result')}: ${parts.join('; ')}`
+  console.log(`\n   (the same timeline: npx cairn show ${RUN_ID} --store sqlite:${join(dir, FILES.db)})`)
 }
 
 function printCrashStory(facts: Facts): void {
@@ -474,27 +423,6 @@ function printSummary(facts: Facts): number {
   }
   console.log('OK: the run completed after a SIGKILL, and no non-idempotent tool call ran twice')
   return 0
-}
-
-function callsOfStep(runtime: RuntimeSnapshot, step: number): ToolUseBlock['toolUse'][] {
-  const answer: Message | undefined = runtime.messages.filter((message) => message.role === 'assistant')[step]
-  return answer ? toolUsesOf(answer) : []
-}
-
-function formatCall(use: ToolUseBlock['toolUse']): string {
-  const args = Object.entries(use.input as Record<string, unknown>).map(([name, value]) => {
-    const shown = typeof value === 'string' ? value.replace('https://example.org', '') : JSON.stringify(value)
-    return `${name}="${truncate(shown, 20)}"`
-  })
-  return `${use.name}(${args.join(', ')})`
-}
-
-function plural(n: number, noun: string): string {
-  return `${n} ${noun}${n === 1 ? '' : 's'}`
-}
-
-function truncate(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`
 }
 
 async function runWorker(role: Role, dir: string): Promise<{ code: number | null; signal: NodeJS.Signals | null; report: WorkerReport | undefined }> {

@@ -40,11 +40,14 @@ export class CheckpointWriter {
   #inFlight = false
   #kickScheduled = false
   #failure: Error | undefined
+  readonly #onCommit: ((checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void) | undefined
 
-  constructor(store: CheckpointStore, runId: string, options: WriterOptions) {
+  /** `onCommit` is told of the checkpoints of every durable commit, with their ids. */
+  constructor(store: CheckpointStore, runId: string, options: WriterOptions, onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void) {
     this.#store = store
     this.#runId = runId
     this.#options = options
+    this.#onCommit = onCommit
   }
 
   /** Queue a checkpoint. In async mode it is written soon; a full queue makes this wait. */
@@ -117,8 +120,9 @@ export class CheckpointWriter {
       this.#intents = []
       this.#inFlight = true
       try {
-        await this.#store.write({ runId: this.#runId, checkpoints, intents, completions })
+        const ids = await this.#store.write({ runId: this.#runId, checkpoints, intents, completions })
         this.commits++
+        if (checkpoints.length > 0) this.#onCommit?.(checkpoints, ids)
       } catch (err) {
         this.#failure =
           err instanceof Error ? err : new StoreError(`run ${this.#runId}: a checkpoint write failed: ${String(err)}`, { runId: this.#runId })

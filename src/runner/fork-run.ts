@@ -84,9 +84,9 @@ export async function forkRun(store: CheckpointStore, options: ForkRunOptions): 
 }
 
 /** The newest checkpoint at or before `source` in its run that holds a runtime snapshot. */
-async function snapshotAtOrBefore(store: CheckpointStore, source: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>>> {
+export async function snapshotAtOrBefore(store: CheckpointStore, source: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>>> {
   if (hasRuntime(source)) return source
-  let before: string | undefined = source.id
+  let before = source.id
   for (;;) {
     const page = await store.listCheckpoints({ runId: source.runId, limit: 64, before })
     const found = page.find((info) => info.kind === RUNNER_KIND && info.metadata.snapshot === true)
@@ -94,8 +94,9 @@ async function snapshotAtOrBefore(store: CheckpointStore, source: CheckpointReco
       const record = await store.load<Record<string, unknown>>(found.id)
       if (hasRuntime(record)) return record
     }
-    if (page.length < 64) break
-    before = page[page.length - 1]?.id
+    const last = page[page.length - 1]
+    if (page.length < 64 || !last) break
+    before = last.id
   }
   const later = (await store.listCheckpoints({ runId: source.runId, limit: 10_000 })).reverse().find((info) => info.seq > source.seq && info.metadata.snapshot === true)
   const hint = later ? `; the nearest checkpoint that can be forked is ${later.id} (${later.phase})` : ''
@@ -113,7 +114,8 @@ function hasRuntime(record: CheckpointRecord<Record<string, unknown>>): boolean 
 /**
  * The journal entries of the calls that had completed at the fork point: those whose results are
  * in the snapshot's conversation, every call of the batch a `post_tool_batch` checkpoint closes,
- * and a pending call whose outcome was recorded before the fork point was written.
+ * and any other call whose outcome was recorded before the fork point was written (a snapshot
+ * older than the fork point does not know of them; a resume that asks for them again replays them).
  */
 function completedBefore(effects: readonly EffectRecord[], runtime: RuntimeSnapshot, source: CheckpointRecord): EffectRecord[] {
   const answered = new Set(runtime.messages.flatMap((message) => message.content.flatMap((block) => ('toolResult' in block ? [block.toolResult.toolUseId] : []))))
@@ -121,8 +123,7 @@ function completedBefore(effects: readonly EffectRecord[], runtime: RuntimeSnaps
   const batchClosed = source.phase === 'post_tool_batch' || source.phase === 'post_subagent_batch'
   return effects.filter((effect) => {
     if (effect.status !== 'succeeded' && effect.status !== 'failed') return false
-    if (answered.has(effect.callId)) return true
-    if (!pending.has(effect.callId)) return false
-    return batchClosed || (effect.completedAt !== null && effect.completedAt <= source.createdAt)
+    if (answered.has(effect.callId) || (batchClosed && pending.has(effect.callId))) return true
+    return effect.completedAt !== null && effect.completedAt <= source.createdAt
   })
 }

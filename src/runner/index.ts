@@ -13,3 +13,7 @@ export {
   type ToolExecutionRecord,
 } from './phases.js'
 export type { RunResult, RunState } from './run-result.js'
+export { buildTimeline, formatTimeline, formatCall, runtimeOf, type Timeline, type TimelineEntry, type TimelineToolCall } from './timeline.js'
+export { diffCheckpoints, formatDiff, describeMessage, type CheckpointDiff, type DiffSide, type EffectChange, type ValueChange } from './checkpoint-diff.js'
+export { summarizeRun, type RunSummary } from './run-summary.js'
+export type { StreamOptions } from './runner.js'

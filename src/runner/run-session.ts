@@ -7,6 +7,7 @@ import type { ModelResponse } from '../model/model.js'
 import type { CheckpointInput } from '../store/checkpoint-store.js'
 import type { CheckpointWriter } from './checkpoint-writer.js'
 import type { EffectJournal } from './effect-journal.js'
+import type { Emit } from './run-observer.js'
 import { RUNNER_KIND, RUNNER_SCHEMA_VERSION, type RunnerPhase, type RuntimeSnapshot, type SubagentExecutionRecord } from './phases.js'
 
 /**
@@ -22,10 +23,12 @@ export class RunSession implements LoopObserver {
   readonly #writer: CheckpointWriter
   readonly #journal: EffectJournal
   readonly #sync: boolean
+  readonly #emit: Emit
   /** A tool batch ended since the last sync commit. */
   #batchUncommitted = false
 
-  constructor(params: { agent: Agent; runId: string; writer: CheckpointWriter; journal: EffectJournal; runtime: RuntimeSnapshot; sync: boolean }) {
+  constructor(params: { agent: Agent; runId: string; writer: CheckpointWriter; journal: EffectJournal; runtime: RuntimeSnapshot; sync: boolean; emit?: Emit }) {
+    this.#emit = params.emit ?? (() => {})
     this.#agent = params.agent
     this.runId = params.runId
     this.#writer = params.writer
@@ -44,6 +47,7 @@ export class RunSession implements LoopObserver {
   }
 
   async beforeModel(): Promise<void> {
+    this.#emit({ type: 'model_call_started', runId: this.runId, step: this.runtime.step, model: this.runtime.requested_model })
     await this.stage('pre_llm', { model: this.runtime.requested_model, provider: this.runtime.provider_adapter, message_count: this.#agent.messages.length })
   }
 
@@ -60,6 +64,7 @@ export class RunSession implements LoopObserver {
     rt.pending_llm_response = response.stopReason === 'tool_use' && toolCalls > 0 ? response.message : null
     rt.next = rt.pending_llm_response ? 'tools' : 'model'
     rt.final_text = textOf(response.message)
+    this.#emit({ type: 'model_call_finished', runId: this.runId, step: rt.step, model: rt.requested_model, stopReason: response.stopReason, usage: { ...response.usage }, toolCalls })
     await this.stage(
       'post_llm',
       {

@@ -18,11 +18,19 @@ import { resultFromTerminal, terminalPayload, type RunResult } from './run-resul
 import { RunSession } from './run-session.js'
 import { newRuntime, ownerIsDead, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
 import { subagentTool } from './subagent-tool.js'
+import type { RunEvent, RunEventListener } from '../observe/run-events.js'
+import { loadOpenTelemetry, runTracing } from '../observe/telemetry.js'
+import { emitter, observedTools, reportOutcome, streamOf, type Emit } from './run-observer.js'
 
 /** How to build a {@link Runner}. */
 export interface RunnerOptions extends Partial<WriterOptions> {
   store: CheckpointStore
+  /** Told of every {@link RunEvent} of every run this runner drives (see also `runner.stream`). */
+  onEvent?: RunEventListener
 }
+
+/** What `runner.stream` takes: a new run's options, or `{ resume: true, ...ResumeOptions }`. */
+export type StreamOptions = (RunOptions & { resume?: false }) | (ResumeOptions & { resume: true })
 
 /** What `runner.run` takes. */
 export interface RunOptions {
@@ -67,10 +75,14 @@ export class Runner {
   readonly store: CheckpointStore
   readonly #writer: WriterOptions
   readonly #active = new Set<string>()
+  readonly #onEvent: RunEventListener | undefined
+  /** Listeners of `stream` calls, by run id (a run is driven once at a time per process). */
+  readonly #listeners = new Map<string, RunEventListener>()
 
   constructor(options: RunnerOptions) {
     if (!options?.store) throw new TypeError('Runner needs a store: new Runner({ store })')
     this.store = options.store
+    this.#onEvent = options.onEvent
     this.#writer = {
       durability: options.durability ?? 'async',
       queueMaxSize: options.queueMaxSize ?? 1000,
@@ -150,6 +162,27 @@ export class Runner {
     return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, resumed: true, signal: options.signal, repaired, finalAnswer })
   }
 
+  /**
+   * `run` (or, with `resume: true`, `resume`) as a stream of {@link RunEvent}s; the generator
+   * returns the `RunResult`.
+   *
+   * @example
+   * ```ts
+   * for await (const event of runner.stream(agent, { input: 'Analyze Q4', runId: 'q4' })) console.log(event.type)
+   * ```
+   */
+  stream(agent: Agent, options: StreamOptions): AsyncGenerator<RunEvent, RunResult> {
+    const runId = options.resume === true ? options.runId : (options.runId ?? newId())
+    return streamOf(async (listener) => {
+      this.#listeners.set(runId, listener)
+      try {
+        return options.resume === true ? await this.resume(agent, options) : await this.run(agent, { ...options, runId })
+      } finally {
+        this.#listeners.delete(runId)
+      }
+    })
+  }
+
   /** The run's checkpoints, oldest first, with the seed's field names: its audit log. */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
@@ -203,10 +236,28 @@ export class Runner {
   }
 
   async #drive(params: DriveParams): Promise<RunResult> {
-    const { agent, runId, threadId, runtime } = params
+    const { agent, runId, runtime } = params
     if (this.#active.has(runId)) throw new CairnError('agent_busy', `run ${runId} is already being driven by this process`)
     this.#active.add(runId)
-    const writer = new CheckpointWriter(this.store, runId, this.#writer)
+    const emit = emitter([this.#onEvent, this.#listeners.get(runId), await tracing()])
+    emit({ type: 'run_started', runId, agentName: agent.name, model: runtime.requested_model, resumed: params.resumed, step: runtime.step })
+    try {
+      const result = await this.#driveOnce(params, emit)
+      reportOutcome(emit, runId, runtime.step, { result })
+      return result
+    } catch (error) {
+      reportOutcome(emit, runId, runtime.step, { error })
+      throw error
+    } finally {
+      this.#active.delete(runId)
+    }
+  }
+
+  async #driveOnce(params: DriveParams, emit: Emit): Promise<RunResult> {
+    const { agent, runId, threadId, runtime } = params
+    const writer = new CheckpointWriter(this.store, runId, this.#writer, (records, ids) => {
+      records.forEach((record, i) => emit({ type: 'phase_committed', runId, checkpointId: ids[i] ?? '', phase: record.phase, step: typeof record.metadata?.step === 'number' ? record.metadata.step : 0 }))
+    })
     const journal = new EffectJournal({
       store: this.store,
       runId,
@@ -216,11 +267,11 @@ export class Runner {
       interruptedCalls: agent.pendingInterrupts.filter((i) => i.name !== OUTCOME_UNKNOWN).map((i) => i.toolUseId),
       responses: params.responses,
     })
-    const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync' })
+    const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync', emit })
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
       if (params.resumed) await this.store.updateRun(runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
-      await session.stage('run_started', { agent_name: agent.name, resumed: params.resumed }, !params.resumed)
+      await session.stage('run_started', { agent_name: agent.name, resumed: params.resumed, owner: ownerMetadata() }, !params.resumed)
       // The input is durable before the model is first asked (bounded like every final flush).
       if (!params.resumed) await writer.flush()
       if (params.finalAnswer) {
@@ -234,7 +285,7 @@ export class Runner {
         message: params.message,
         resumed: params.resumed,
         observer: session,
-        executor: (inner) => journal.wrap(inner),
+        executor: (inner) => observedTools(journal.wrap(inner), emit, runId, () => runtime.step),
         idempotencyKey: (use) => journal.keyOf(use),
         options: params.signal ? { signal: params.signal } : {},
       })
@@ -254,8 +305,6 @@ export class Runner {
       return { ...base(runId, threadId, counts), state, result }
     } catch (err) {
       return this.#fail(err, { session, writer, runtime, runId, threadId, replayed: journal.replayed })
-    } finally {
-      this.#active.delete(runId)
     }
   }
 
@@ -342,4 +391,10 @@ function describeError(err: unknown): { name: string; message: string; code?: st
     return { name: err.name, message: err.message, ...(typeof code === 'string' ? { code } : {}) }
   }
   return { name: 'Error', message: String(err) }
+}
+
+/** The OpenTelemetry listener when `@opentelemetry/api` is installed, else undefined. */
+async function tracing(): Promise<RunEventListener | undefined> {
+  const api = await loadOpenTelemetry()
+  return api ? runTracing(api) : undefined
 }

@@ -1,0 +1,49 @@
+import { CairnError } from '../core/errors.js'
+import type { CheckpointRecord, CheckpointStore, RunRecord } from '../store/checkpoint-store.js'
+import { CliError } from './cli-error.js'
+import { openStore, type OpenStore } from './open-store.js'
+import type { Output } from './output.js'
+
+/** What every command gets: the store (opened on first use), lookups with one-line errors, the output. */
+export interface Context {
+  out: Output
+  storeUrl: string
+  store(options?: { create?: boolean }): Promise<CheckpointStore>
+  opened(options?: { create?: boolean }): Promise<OpenStore>
+  /** The run, or a one-line error naming it and how to list runs. */
+  run(runId: string): Promise<RunRecord>
+  /** The checkpoint, or a one-line error naming it. */
+  checkpoint(checkpointId: string): Promise<CheckpointRecord>
+  close(): Promise<void>
+}
+
+/** A context on the store at `storeUrl`. */
+export function makeContext(storeUrl: string, out: Output): Context {
+  let opening: Promise<OpenStore> | undefined
+  const opened = (options: { create?: boolean } = {}) => (opening ??= openStore(storeUrl, options))
+  const ctx: Context = {
+    out,
+    storeUrl,
+    opened: (options = {}) => opened(options),
+    store: async (options = {}) => (await opened(options)).store,
+    async run(runId) {
+      const run = await (await ctx.store()).getRun(runId)
+      if (!run) throw new CliError(`run ${runId} is not in ${storeUrl}; list the runs with \`cairn runs\``)
+      return run
+    },
+    async checkpoint(checkpointId) {
+      try {
+        return await (await ctx.store()).load(checkpointId)
+      } catch (err) {
+        if (err instanceof CairnError && err.code === 'checkpoint_not_found') {
+          throw new CliError(`checkpoint ${checkpointId} is not in ${storeUrl}; see a run's checkpoint ids with \`cairn show RUN --json\``, { cause: err })
+        }
+        throw err
+      }
+    },
+    async close() {
+      if (opening) await (await opening.catch(() => undefined))?.store.close()
+    },
+  }
+  return ctx
+}

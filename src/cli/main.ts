@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+/**
+ * The `cairn` command: look inside any Cairn store, fork, resume and move runs, and serve the
+ * local inspector. `cairn --help` lists the commands.
+ */
+import { Command, Option } from 'commander'
+import { describeFailure } from './cli-error.js'
+import { makeContext, type Context } from './context.js'
+import { DEFAULT_STORE } from './open-store.js'
+import { makeOutput } from './output.js'
+import { diffCommand, effectsCommand, exportCommand, runsCommand, showCommand, verifyCommand } from './read-commands.js'
+import { forkCommand, importCommand, migrateCommand, pruneCommand, recoverCommand, resumeCommand } from './write-commands.js'
+
+interface GlobalOptions {
+  store: string
+  json?: boolean
+  debug?: boolean
+}
+
+/** Build the command line program. */
+function buildProgram(): Command {
+  const program = new Command('cairn')
+    .description('Inspect, fork, resume and move durable Cairn runs, in any store')
+    .addOption(new Option('--store <url>', 'the store: sqlite:PATH, file:DIR or postgres://…?schema=NAME').env('CAIRN_STORE').default(DEFAULT_STORE))
+    .option('--json', 'print JSON for scripts instead of tables')
+    .option('--debug', 'print the stack of an error')
+    .showHelpAfterError()
+  program.command('runs').description('runs, newest first').option('--status <status>', 'only runs in this status').option('--name <text>', 'only runs whose id or name contains this').option('--limit <n>', 'at most this many runs', '20').action(action(runsCommand))
+  program.command('show').description("a run's timeline, one line per checkpoint").argument('[run]', 'run id').option('--payload <checkpoint>', "print one checkpoint's full payload").action(action(showCommand))
+  program.command('diff').description('what changed between two checkpoints (of one run, or a run and its fork)').argument('<a>', 'checkpoint id').argument('<b>', 'checkpoint id').action(action(diffCommand))
+  program.command('effects').description("a run's effect journal").argument('<run>', 'run id').action(action(effectsCommand))
+  program.command('fork').description('a new run continuing from a checkpoint, resumable with `cairn resume`').argument('<checkpoint>', 'checkpoint id').option('--run-id <id>', 'id of the new run').action(action(forkCommand))
+  program.command('resume').description('resume a run with agents from your module').argument('<run>', 'run id').option('--agents <module>', 'a module exporting agent factories by name').option('--response <id=json...>', 'answers to pending interrupts').action(action(resumeCommand))
+  program.command('recover').description('resume every run a dead process left running').option('--agents <module>', 'a module exporting agent factories by name').action(action(recoverCommand))
+  program.command('prune').description('delete old checkpoints (the latest of each run and terminal ones stay)').option('--run <run>', 'only this run').option('--keep-last <n>', 'keep this many newest checkpoints per run').option('--older-than <days>', 'only checkpoints older than this many days').action(action(pruneCommand))
+  program.command('migrate').description("apply the store's schema migrations and report its versions").action(action(migrateCommand))
+  program.command('verify').description('read every checkpoint back and check digests and hash chains').argument('[run]', 'only this run').action(action(verifyCommand))
+  program.command('export').description('a run with its checkpoints and effects as one JSON document').argument('<run>', 'run id').action(action(exportCommand))
+  program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
+  return program
+}
+
+/** A commander action running `handler` with a context, its arguments first. */
+function action<A extends unknown[]>(handler: (ctx: Context, ...args: A) => Promise<void>): (...args: unknown[]) => Promise<void> {
+  return async (...args: unknown[]) => {
+    const command = args[args.length - 1] as Command
+    await withContext(command, (ctx) => handler(ctx, ...(args.slice(0, -1) as A)))
+  }
+}
+
+async function withContext(command: Command, run: (ctx: Context) => Promise<void>): Promise<void> {
+  const globals = command.optsWithGlobals<GlobalOptions>()
+  const ctx = makeContext(globals.store, makeOutput({ json: globals.json === true }))
+  try {
+    await run(ctx)
+  } finally {
+    await ctx.close().catch(() => {})
+  }
+}
+
+const program = buildProgram()
+try {
+  await program.parseAsync(process.argv)
+} catch (err) {
+  const debug = program.opts<GlobalOptions>().debug === true || process.argv.includes('--debug')
+  process.stderr.write(`${describeFailure(err, debug)}\n`)
+  process.exitCode = 1
+}

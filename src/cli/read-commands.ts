@@ -1,0 +1,126 @@
+import { encodeValue } from '../core/codec.js'
+import type { RunRecord, RunStatus } from '../store/checkpoint-store.js'
+import { diffCheckpoints, formatDiff } from '../runner/checkpoint-diff.js'
+import { exportRun } from '../store/portable-run.js'
+import { summarizeRun } from '../runner/run-summary.js'
+import { buildTimeline, formatTimeline } from '../runner/timeline.js'
+import { verifyRun, type VerifyReport } from '../store/verify-run.js'
+import { CliError } from './cli-error.js'
+import type { Context } from './context.js'
+import { table, time } from './output.js'
+
+const STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']
+
+/** `cairn runs`: runs, newest first. */
+export async function runsCommand(ctx: Context, options: { status?: string; name?: string; limit?: string }): Promise<void> {
+  const limit = positiveInt(options.limit ?? '20', '--limit')
+  if (options.status !== undefined && !STATUSES.includes(options.status as RunStatus)) {
+    throw new CliError(`unknown status ${JSON.stringify(options.status)}; use one of ${STATUSES.join(', ')}`)
+  }
+  const store = await ctx.store()
+  const runs = await findRuns(store, { limit, ...(options.status === undefined ? {} : { status: options.status as RunStatus }), ...(options.name === undefined ? {} : { search: options.name }) })
+  const summaries = await Promise.all(runs.map((run) => summarizeRun(store, run)))
+  ctx.out.result(summaries, () => {
+    const rows = summaries.map((s) => [s.runId, s.name, s.status, s.steps, s.checkpoints, s.toolCalls, s.tokens, time(s.startedAt), time(s.updatedAt), s.owner])
+    for (const line of table(['RUN', 'NAME', 'STATUS', 'STEPS', 'CHECKPOINTS', 'TOOL CALLS', 'TOKENS', 'STARTED', 'UPDATED', 'OWNER'], rows)) ctx.out.line(line)
+    if (summaries.length === 0) ctx.out.line('(no runs)')
+  })
+}
+
+/** Runs newest first, filtered by status and by a substring of their id or name. */
+export async function findRuns(store: Awaited<ReturnType<Context['store']>>, query: { status?: RunStatus; search?: string; limit: number }): Promise<RunRecord[]> {
+  const found: RunRecord[] = []
+  const needle = query.search?.toLowerCase()
+  let before: string | undefined
+  while (found.length < query.limit) {
+    const page = await store.listRuns({ limit: 200, ...(query.status === undefined ? {} : { status: query.status }), ...(before === undefined ? {} : { before }) })
+    for (const run of page) {
+      const haystack = `${run.runId} ${run.name ?? ''} ${run.workflowName ?? ''}`.toLowerCase()
+      if (needle === undefined || haystack.includes(needle)) found.push(run)
+    }
+    if (page.length < 200) break
+    before = page[page.length - 1]?.runId
+  }
+  return found.slice(0, query.limit)
+}
+
+/** `cairn show RUN` and `cairn show [RUN] --payload CHECKPOINT`. */
+export async function showCommand(ctx: Context, runId: string | undefined, options: { payload?: string }): Promise<void> {
+  const store = await ctx.store()
+  if (options.payload !== undefined) {
+    const record = await ctx.checkpoint(options.payload)
+    if (runId !== undefined && record.runId !== runId) throw new CliError(`checkpoint ${record.id} belongs to run ${record.runId}, not ${runId}`)
+    ctx.out.line(JSON.stringify({ ...record, payload: encodeValue(record.payload) }, null, 2))
+    return
+  }
+  if (runId === undefined) throw new CliError('show needs a run id: cairn show RUN (list them with `cairn runs`)')
+  await ctx.run(runId)
+  const timeline = await buildTimeline(store, runId)
+  ctx.out.result(timeline.entries, () => {
+    const { run } = timeline
+    ctx.out.line(`run ${run.runId}  ${run.name ?? run.workflowName ?? ''}  ${run.status}  started ${time(run.createdAt)}`)
+    ctx.out.line('ms: since the run started; proc: which process wrote it (a new one after each resume); * holds the full runtime snapshot')
+    ctx.out.line()
+    for (const line of formatTimeline(timeline)) ctx.out.line(line)
+  })
+}
+
+/** `cairn diff A B`. */
+export async function diffCommand(ctx: Context, from: string, to: string): Promise<void> {
+  const store = await ctx.store()
+  await Promise.all([ctx.checkpoint(from), ctx.checkpoint(to)])
+  const diff = await diffCheckpoints(store, from, to)
+  ctx.out.result(diff, () => {
+    for (const line of formatDiff(diff)) ctx.out.line(line)
+  })
+}
+
+/** `cairn effects RUN`: the effect journal. */
+export async function effectsCommand(ctx: Context, runId: string): Promise<void> {
+  const store = await ctx.store()
+  await ctx.run(runId)
+  const effects = await store.listEffects(runId)
+  ctx.out.result(effects, () => {
+    const rows = effects.map((e) => [e.callId, e.name, e.status, e.attempts, e.idempotencyKey, time(e.startedAt), time(e.completedAt)])
+    for (const line of table(['CALL', 'TOOL', 'STATUS', 'ATTEMPTS', 'IDEMPOTENCY KEY', 'STARTED', 'COMPLETED'], rows)) ctx.out.line(line)
+    if (effects.length === 0) ctx.out.line('(no effects)')
+  })
+}
+
+/** `cairn verify [RUN]`: every checkpoint read back and checked. Exit code 1 when one is bad. */
+export async function verifyCommand(ctx: Context, runId: string | undefined): Promise<void> {
+  const store = await ctx.store()
+  const runs = runId === undefined ? await findRuns(store, { limit: Number.MAX_SAFE_INTEGER }) : [await ctx.run(runId)]
+  const progress = ctx.out.progress('verify')
+  const reports: VerifyReport[] = []
+  for (const [i, run] of runs.entries()) {
+    reports.push(await verifyRun(store, run.runId))
+    progress.update(i + 1, runs.length)
+  }
+  progress.stop()
+  const bad = reports.filter((report) => !report.ok)
+  ctx.out.result(reports, () => {
+    for (const report of reports) {
+      ctx.out.line(report.ok ? `ok   ${report.runId}: ${report.checkpoints} checkpoints` : `BAD  ${report.runId}: checkpoint ${report.firstBad!.checkpointId} (#${report.firstBad!.seq}): ${report.firstBad!.problem}`)
+    }
+    ctx.out.line(`${reports.length} runs verified, ${bad.length} with a bad record`)
+  })
+  if (bad.length > 0) process.exitCode = 1
+}
+
+/** `cairn export RUN > run.json`. */
+export async function exportCommand(ctx: Context, runId: string): Promise<void> {
+  const store = await ctx.store()
+  await ctx.run(runId)
+  const progress = ctx.out.progress('export')
+  const document = await exportRun(store, runId, (done, total) => progress.update(done, total))
+  progress.stop()
+  process.stdout.write(`${JSON.stringify(document)}\n`)
+}
+
+/** Parse a positive integer option. */
+export function positiveInt(value: string, flag: string): number {
+  const n = Number(value)
+  if (!Number.isInteger(n) || n <= 0) throw new CliError(`${flag} must be a positive integer, got ${JSON.stringify(value)}`)
+  return n
+}

@@ -1,0 +1,1 @@
+export { emitTo, type RunEvent, type RunEventListener, type RunEventUsage } from './run-events.js'

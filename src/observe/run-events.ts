@@ -1,0 +1,49 @@
+/** Token counts of one model call. */
+export interface RunEventUsage {
+  inputTokens: number
+  outputTokens: number
+  totalTokens: number
+}
+
+/**
+ * What a `Runner` reports while it drives a run, through `onEvent` and `runner.stream()`: for
+ * logs, progress and tracing. Every event carries the `runId` and a `type`, like the Worker's
+ * events; `step` is the model-loop step it belongs to.
+ *
+ * - `run_started`: this process starts driving the run (`resumed` when it continues one);
+ * - `phase_committed`: a checkpoint is durable in the store;
+ * - `model_call_started` / `model_call_finished`: one model request, with its tokens;
+ * - `tool_call_started` / `tool_call_finished`: one tool call that ran in this process;
+ * - `tool_call_replayed`: a tool call satisfied from the effect journal instead of running;
+ * - `interrupt`: the run paused for answers;
+ * - `run_finished`: this process stopped driving the run (`state` as in `RunResult`, or
+ *   `error` when the run could not continue, e.g. the store failed).
+ */
+export type RunEvent =
+  | { type: 'run_started'; runId: string; agentName: string; model: string; resumed: boolean; step: number }
+  | { type: 'phase_committed'; runId: string; checkpointId: string; phase: string; step: number }
+  | { type: 'model_call_started'; runId: string; step: number; model: string }
+  | { type: 'model_call_finished'; runId: string; step: number; model: string; stopReason: string; usage: RunEventUsage; toolCalls: number }
+  | { type: 'tool_call_started'; runId: string; step: number; toolUseId: string; name: string }
+  | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
+  | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
+  | { type: 'interrupt'; runId: string; step: number; interrupts: { id: string; name: string; reason: unknown }[] }
+  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'interrupted' | 'error'; error?: string }
+
+/** A listener of {@link RunEvent}s. */
+export type RunEventListener = (event: RunEvent) => void
+
+/**
+ * Call every listener with `event`; a listener that throws is reported once on stderr and never
+ * breaks the run (events are for watching, not for steering).
+ */
+export function emitTo(listeners: Iterable<RunEventListener | undefined>, event: RunEvent): void {
+  for (const listener of listeners) {
+    if (!listener) continue
+    try {
+      listener(event)
+    } catch (err) {
+      process.emitWarning(`a run event listener threw on ${event.type}: ${err instanceof Error ? err.message : String(err)}`)
+    }
+  }
+}

@@ -1,0 +1,180 @@
+import { textOf, toolUsesOf, type Message } from '../model/messages.js'
+import type { CheckpointRecord, CheckpointStore, EffectStatus } from '../store/checkpoint-store.js'
+import { snapshotAtOrBefore } from './fork-run.js'
+import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
+
+/** One side of a diff. */
+export interface DiffSide {
+  checkpointId: string
+  runId: string
+  phase: string
+  seq: number
+  createdAt: number
+  /** The checkpoint whose runtime snapshot stands for this one (itself, or the newest before it). */
+  runtimeFrom: string | null
+}
+
+/** One value that differs between two checkpoints, at a dotted path. */
+export interface ValueChange {
+  path: string
+  before: unknown
+  after: unknown
+}
+
+/** One journaled call whose status differs at the two checkpoints. */
+export interface EffectChange {
+  callId: string
+  name: string
+  before: EffectStatus | null
+  after: EffectStatus | null
+}
+
+/** What changed between two checkpoints: {@link diffCheckpoints}. */
+export interface CheckpointDiff {
+  from: DiffSide
+  to: DiffSide
+  /** Messages in `to` after the conversation both share. */
+  messagesAppended: Message[]
+  /** Messages of `from` that `to` no longer has (a fork that went another way). */
+  messagesDropped: number
+  /** State, counters and payload fields that differ (the conversation aside). */
+  changes: ValueChange[]
+  effects: EffectChange[]
+}
+
+/**
+ * What changed from checkpoint `fromId` to checkpoint `toId`, of one run or of a run and its
+ * fork: the messages appended, the values that differ (state keys, counters, payload fields) and
+ * the effect journal entries whose status moved. A runner checkpoint without its own runtime
+ * snapshot is compared through the newest snapshot at or before it.
+ */
+export async function diffCheckpoints(store: CheckpointStore, fromId: string, toId: string): Promise<CheckpointDiff> {
+  const [from, to] = await Promise.all([sideOf(store, fromId), sideOf(store, toId)])
+  const prefix = commonPrefix(from.messages, to.messages)
+  const changes: ValueChange[] = []
+  compare(from.value, to.value, '', changes)
+  return {
+    from: from.side,
+    to: to.side,
+    messagesAppended: to.messages.slice(prefix),
+    messagesDropped: from.messages.length - prefix,
+    changes,
+    effects: await effectChanges(store, from, to),
+  }
+}
+
+/** The diff as text, for `cairn diff`. */
+export function formatDiff(diff: CheckpointDiff): string[] {
+  const label = (side: DiffSide) =>
+    `${side.checkpointId} (${side.runId} #${side.seq} ${side.phase})${side.runtimeFrom && side.runtimeFrom !== side.checkpointId ? `, runtime as of the snapshot ${side.runtimeFrom}` : ''}`
+  const lines = [`from ${label(diff.from)}`, `  to ${label(diff.to)}`, '']
+  lines.push(`messages: ${diff.messagesAppended.length} appended${diff.messagesDropped ? `, ${diff.messagesDropped} dropped` : ''}`)
+  for (const message of diff.messagesAppended) lines.push(`  + ${describeMessage(message)}`)
+  lines.push(`values: ${diff.changes.length} changed`)
+  for (const change of diff.changes) lines.push(`  ~ ${change.path}: ${short(change.before)} -> ${short(change.after)}`)
+  lines.push(`effects: ${diff.effects.length} changed`)
+  for (const effect of diff.effects) lines.push(`  ~ ${effect.name} ${effect.callId}: ${effect.before ?? '(none)'} -> ${effect.after ?? '(none)'}`)
+  return lines
+}
+
+/** A message in one line: role, text and tool calls or results. */
+export function describeMessage(message: Message): string {
+  const parts: string[] = []
+  const text = textOf(message)
+  if (text) parts.push(JSON.stringify(text.length > 80 ? `${text.slice(0, 79)}…` : text))
+  for (const use of toolUsesOf(message)) parts.push(`call ${use.name} ${use.toolUseId}`)
+  for (const block of message.content) if ('toolResult' in block) parts.push(`result of ${block.toolResult.toolUseId} (${block.toolResult.status})`)
+  return `${message.role}: ${parts.join(', ')}`
+}
+
+interface Side {
+  side: DiffSide
+  messages: Message[]
+  value: unknown
+  /** The runtime snapshot standing for a runner checkpoint (undefined for other kinds, and terminal ones). */
+  runtime: RuntimeSnapshot | undefined
+}
+
+async function sideOf(store: CheckpointStore, checkpointId: string): Promise<Side> {
+  const record = await store.load<Record<string, unknown>>(checkpointId)
+  const side = { checkpointId: record.id, runId: record.runId, phase: record.phase, seq: record.seq, createdAt: record.createdAt, runtimeFrom: null as string | null }
+  if (record.kind !== RUNNER_KIND) {
+    return { side, messages: [], value: { phase: record.phase, metadata: record.metadata, payload: record.payload }, runtime: undefined }
+  }
+  const snapshot = await runtimeAt(store, record)
+  const runtime = snapshot?.payload.runtime as RuntimeSnapshot | undefined
+  side.runtimeFrom = snapshot?.id ?? null
+  const { runtime: _own, ...payload } = record.payload
+  const { messages = [], ...rest } = runtime ?? ({} as Partial<RuntimeSnapshot>)
+  return { side, messages, value: { phase: record.phase, payload, runtime: rest }, runtime }
+}
+
+async function runtimeAt(store: CheckpointStore, record: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>> | undefined> {
+  try {
+    return await snapshotAtOrBefore(store, record)
+  } catch {
+    return undefined
+  }
+}
+
+function commonPrefix(a: readonly Message[], b: readonly Message[]): number {
+  let i = 0
+  while (i < a.length && i < b.length && JSON.stringify(a[i]) === JSON.stringify(b[i])) i++
+  return i
+}
+
+/** Record every path where `a` and `b` differ; arrays of equal length are compared item by item. */
+function compare(a: unknown, b: unknown, path: string, out: ValueChange[]): void {
+  if (JSON.stringify(a) === JSON.stringify(b)) return
+  if (isObject(a) && isObject(b)) {
+    for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) compare(a[key], b[key], path ? `${path}.${key}` : key, out)
+    return
+  }
+  if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
+    a.forEach((item, i) => compare(item, b[i], `${path}[${i}]`, out))
+    return
+  }
+  out.push({ path, before: a, after: b })
+}
+
+/**
+ * Where each journaled call stood at each side: a runner checkpoint knows it from its
+ * conversation (a call with a result there had completed; one in the pending model response had
+ * its intent); other checkpoints fall back to the journal's times.
+ */
+async function effectChanges(store: CheckpointStore, from: Side, to: Side): Promise<EffectChange[]> {
+  const [before, after] = await Promise.all([statusAt(store, from), statusAt(store, to)])
+  const changes: EffectChange[] = []
+  for (const callId of new Set([...before.keys(), ...after.keys()])) {
+    const a = before.get(callId)
+    const b = after.get(callId)
+    if (a?.status !== b?.status) changes.push({ callId, name: (a ?? b)!.name, before: a?.status ?? null, after: b?.status ?? null })
+  }
+  return changes
+}
+
+async function statusAt(store: CheckpointStore, side: Side): Promise<Map<string, { name: string; status: EffectStatus }>> {
+  const effects = await store.listEffects(side.side.runId)
+  if (side.runtime === undefined) {
+    const at = side.side.createdAt
+    return new Map(effects.filter((e) => e.startedAt <= at).map((e) => [e.callId, { name: e.name, status: e.completedAt !== null && e.completedAt <= at ? e.status : 'pending' }]))
+  }
+  const answered = new Set(side.messages.flatMap((m) => m.content.flatMap((block) => ('toolResult' in block ? [block.toolResult.toolUseId] : []))))
+  const pending = new Set(side.runtime.pending_llm_response ? toolUsesOf(side.runtime.pending_llm_response).map((use) => use.toolUseId) : [])
+  const closed = side.side.phase === 'post_tool_batch' || side.side.phase === 'post_subagent_batch'
+  const statuses = new Map<string, { name: string; status: EffectStatus }>()
+  for (const e of effects) {
+    if (answered.has(e.callId) || (closed && pending.has(e.callId))) statuses.set(e.callId, { name: e.name, status: e.status })
+    else if (pending.has(e.callId)) statuses.set(e.callId, { name: e.name, status: 'pending' })
+  }
+  return statuses
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}
+
+function short(value: unknown): string {
+  const text = value === undefined ? '(none)' : JSON.stringify(value)
+  return text.length > 70 ? `${text.slice(0, 69)}…` : text
+}

@@ -1,0 +1,81 @@
+import type { ToolExecutor } from '../tools/tool-executor.js'
+import { emitTo, type RunEvent, type RunEventListener } from '../observe/run-events.js'
+import type { RunResult } from './run-result.js'
+
+/** Where one drive of a run sends its events. */
+export type Emit = (event: RunEvent) => void
+
+/** An emitter over the runner's listener, the caller's stream and the tracer. */
+export function emitter(listeners: readonly (RunEventListener | undefined)[]): Emit {
+  const live = listeners.filter((listener): listener is RunEventListener => listener !== undefined)
+  return live.length === 0 ? () => {} : (event) => emitTo(live, event)
+}
+
+/**
+ * `executor` with `tool_call_started`/`tool_call_finished` around every call that really runs,
+ * and `tool_call_replayed` for the calls of the batch the journal satisfied (they never reach
+ * `runOne`). Wrap the journal's executor with it.
+ */
+export function observedTools(executor: ToolExecutor, emit: Emit, runId: string, step: () => number): ToolExecutor {
+  return {
+    async execute(calls, runOne) {
+      const ran = new Set<string>()
+      const outcomes = await executor.execute(calls, async (use) => {
+        ran.add(use.toolUseId)
+        emit({ type: 'tool_call_started', runId, step: step(), toolUseId: use.toolUseId, name: use.name })
+        const outcome = await runOne(use)
+        if (outcome.type === 'result') emit({ type: 'tool_call_finished', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
+        return outcome
+      })
+      outcomes.forEach((outcome, i) => {
+        const use = calls[i]
+        if (use && !ran.has(use.toolUseId) && outcome.type === 'result') {
+          emit({ type: 'tool_call_replayed', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
+        }
+      })
+      return outcomes
+    },
+  }
+}
+
+/** The `interrupt` and `run_finished` events of a drive's outcome. */
+export function reportOutcome(emit: Emit, runId: string, step: number, outcome: { result: RunResult } | { error: unknown }): void {
+  if ('error' in outcome) {
+    emit({ type: 'run_finished', runId, state: 'error', error: outcome.error instanceof Error ? outcome.error.message : String(outcome.error) })
+    return
+  }
+  const { result } = outcome
+  if (result.state === 'interrupted') {
+    emit({ type: 'interrupt', runId, step, interrupts: result.interrupts.map((i) => ({ id: i.id, name: i.name, reason: i.reason ?? null })) })
+  }
+  emit({ type: 'run_finished', runId, state: result.state, ...(result.error ? { error: result.error.message } : {}) })
+}
+
+/**
+ * The events of one drive as an async generator that returns its result: what
+ * `runner.stream()` gives. `start` begins the drive with a listener that feeds the generator.
+ */
+export async function* streamOf(start: (listener: RunEventListener) => Promise<RunResult>): AsyncGenerator<RunEvent, RunResult> {
+  const queue: RunEvent[] = []
+  let wake: (() => void) | undefined
+  let settled: { result: RunResult } | { error: unknown } | undefined
+  const poke = () => {
+    wake?.()
+    wake = undefined
+  }
+  start((event) => {
+    queue.push(event)
+    poke()
+  }).then(
+    (result) => ((settled = { result }), poke()),
+    (error: unknown) => ((settled = { error }), poke()),
+  )
+  for (;;) {
+    while (queue.length > 0) yield queue.shift()!
+    if (settled) {
+      if ('error' in settled) throw settled.error
+      return settled.result
+    }
+    await new Promise<void>((resolve) => (wake = resolve))
+  }
+}

@@ -1,0 +1,254 @@
+import type { JsonObject } from '../core/codec.js'
+import { CheckpointNotFoundError } from '../core/errors.js'
+import { textOf, toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
+import type { CheckpointRecord, CheckpointStore, EffectRecord, RunRecord } from '../store/checkpoint-store.js'
+import { loadMany } from '../store/delegating-store.js'
+import { allCheckpoints } from '../store/verify-run.js'
+import { RUNNER_KIND, type RuntimeSnapshot, type ToolExecutionRecord } from './phases.js'
+
+/** One tool call as the timeline shows it. */
+export interface TimelineToolCall {
+  id: string
+  name: string
+  input: unknown
+}
+
+/** One checkpoint of a run, in plain words: a line of `cairn show` and a row of the inspector. */
+export interface TimelineEntry {
+  /** 1-based position in the run. */
+  index: number
+  checkpointId: string
+  seq: number
+  kind: string
+  phase: string
+  step: number
+  createdAt: number
+  /** Milliseconds since the run's first checkpoint. */
+  sinceStartMs: number
+  /** Which execution wrote it: 1 for the process that started the run, 2 for the first resume, … */
+  execution: number
+  /** The process or lease that wrote it (`pid 42 on host`, `lease w1 epoch 3`), when known. */
+  writer: string
+  /** It holds the full runtime snapshot (a run can resume from it). */
+  snapshot: boolean
+  /** A new process took the run over here (a resume after a crash or a pause). */
+  resumedHere: boolean
+  /** What happened, in one line. */
+  summary: string
+  /** The calls the model asked for (`post_llm`), with their inputs. */
+  toolCalls: TimelineToolCall[]
+  /** Tools satisfied from the effect journal instead of running (`post_tool_batch`). */
+  replayed: string[]
+  /** The model's text (`post_llm`). */
+  text: string
+}
+
+/** A run's whole history as {@link buildTimeline} reads it. */
+export interface Timeline {
+  run: RunRecord
+  entries: TimelineEntry[]
+  effects: EffectRecord[]
+  /** The newest runtime snapshot (runner runs): the conversation and the tool executions. */
+  runtime: RuntimeSnapshot | undefined
+}
+
+/**
+ * Read a run's checkpoints, oldest first, and describe each: the audit log behind `cairn show`,
+ * the inspector and the demo. Throws `CheckpointNotFoundError` for an unknown run.
+ *
+ * @example
+ * ```ts
+ * for (const line of formatTimeline(await buildTimeline(store, 'q4'))) console.log(line)
+ * ```
+ */
+export async function buildTimeline(store: CheckpointStore, runId: string): Promise<Timeline> {
+  const run = await store.getRun(runId)
+  if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; list the runs with \`cairn runs\``, { runId, code: 'run_not_found' })
+  const infos = await allCheckpoints(store, runId)
+  const records = await loadMany<Record<string, unknown>>(store, infos.map((info) => info.id))
+  const effects = await store.listEffects(runId)
+  const runtime = records.map((record) => runtimeOf(record)).findLast((snapshot) => snapshot !== undefined)
+  const start = records[0]?.createdAt ?? run.createdAt
+  const entries: TimelineEntry[] = []
+  let execution = 0
+  let writer = ''
+  let batchStep = 0
+  for (const [i, record] of records.entries()) {
+    const resumedHere = record.phase === 'run_started' && record.payload.resumed === true
+    if (record.phase === 'run_started' || (i === 0 && execution === 0)) execution++
+    writer = writerOf(record) ?? (record.phase === 'run_started' ? '' : writer)
+    const step = record.phase === 'post_tool_batch' ? batchStep : numberOr(record.metadata.step, 0)
+    if (record.phase === 'pre_tool_batch') batchStep = step
+    const calls = record.kind === RUNNER_KIND && record.phase === 'post_llm' ? callsOfStep(runtime, step) : []
+    entries.push({
+      index: i + 1,
+      checkpointId: record.id,
+      seq: record.seq,
+      kind: record.kind,
+      phase: record.phase,
+      step,
+      createdAt: record.createdAt,
+      sinceStartMs: record.createdAt - start,
+      execution,
+      writer,
+      snapshot: runtimeOf(record) !== undefined,
+      resumedHere,
+      summary: forkNote(record, i) + describe({ record, step, runtime, effects, records: records.slice(0, i), calls }),
+      toolCalls: calls.map((use) => ({ id: use.toolUseId, name: use.name, input: use.input })),
+      replayed: record.phase === 'post_tool_batch' ? executionsOf(runtime, step).filter((e) => e.replayed).map((e) => e.tool_name) : [],
+      text: record.phase === 'post_llm' ? answerText(runtime, step) : '',
+    })
+  }
+  return { run, entries, effects, runtime }
+}
+
+/**
+ * The timeline as text, one line per checkpoint, with a marked line where a new process took
+ * the run over.
+ */
+export function formatTimeline(timeline: Timeline): string[] {
+  const lines = [`   ${'#'.padStart(3)}  ${'ms'.padStart(6)}  proc  step  ${'phase'.padEnd(17)}what happened`]
+  for (const entry of timeline.entries) {
+    if (entry.index === 1 && entry.writer) lines.push(`   process 1 (${entry.writer}) started the run`)
+    if (entry.resumedHere) {
+      lines.push(`   ${'-'.repeat(90)}`, `   process ${entry.execution - 1} stopped here; process ${entry.execution}${entry.writer ? ` (${entry.writer})` : ''} resumed the run`, `   ${'-'.repeat(90)}`)
+    }
+    const phase = `${entry.phase}${entry.snapshot ? '*' : ''}`.padEnd(17)
+    lines.push(`   ${String(entry.index).padStart(3)}  ${String(entry.sinceStartMs).padStart(6)}  ${String(entry.execution).padStart(4)}  ${String(entry.step).padStart(4)}  ${phase}${entry.summary}`)
+  }
+  return lines
+}
+
+/** The runtime snapshot a runner checkpoint holds, if any. */
+export function runtimeOf(record: CheckpointRecord): RuntimeSnapshot | undefined {
+  if (record.kind !== RUNNER_KIND) return undefined
+  const runtime = (record.payload as { runtime?: unknown } | null)?.runtime
+  return typeof runtime === 'object' && runtime !== null ? (runtime as RuntimeSnapshot) : undefined
+}
+
+interface DescribeParams {
+  record: CheckpointRecord<Record<string, unknown>>
+  step: number
+  runtime: RuntimeSnapshot | undefined
+  effects: readonly EffectRecord[]
+  records: readonly CheckpointRecord<Record<string, unknown>>[]
+  calls: ToolUseBlock['toolUse'][]
+}
+
+/** One checkpoint in plain words. */
+function describe({ record, step, runtime, effects, records, calls }: DescribeParams): string {
+  const { payload } = record
+  if (record.kind !== RUNNER_KIND) return describeOther(record)
+  switch (record.phase) {
+    case 'run_started': {
+      if (payload.resumed !== true) return `run started: "${truncate(firstUserText(runtimeOf(record) ?? runtime), 70)}"`
+      const snapshot = records.findLastIndex((earlier) => runtimeOf(earlier) !== undefined) + 1
+      return `a fresh process loaded the latest checkpoint (#${records.length}) and the runtime snapshot (#${snapshot}), and resumed`
+    }
+    case 'step_started':
+      return `step ${step} begins with ${plural(Number(payload.message_count), 'message')}`
+    case 'pre_llm':
+      return `calling the model ${str(payload.model)} with ${plural(Number(payload.message_count), 'message')}`
+    case 'post_llm':
+      return payload.finish_reason === 'tool_use' ? `model asked for ${calls.map(formatCall).join(', ') || plural(Number(payload.tool_call_count), 'tool call')}` : `model answered: "${truncate(answerText(runtime, step), 70)}"`
+    case 'pre_tool_batch': {
+      const again = records.some((earlier) => earlier.phase === 'pre_tool_batch' && numberOr(earlier.metadata.step, -1) === step)
+      const n = plural(Number(payload.tool_call_count), 'tool call')
+      return again ? `${n} again; their intents are already in the journal` : `${n} about to run; intents written to the journal first`
+    }
+    case 'post_tool_batch':
+      return describeBatch(executionsOf(runtime, step), effects)
+    case 'pre_subagent_batch':
+    case 'post_subagent_batch':
+      return `${plural(Number(payload.subagent_call_count), 'subagent call')}`
+    case 'run_paused':
+      return `paused: waiting for ${plural(Array.isArray(payload.interrupts) ? payload.interrupts.length : 0, 'answer')} to an interrupt`
+    case 'run_terminal':
+      return `run ${str(payload.state)}${payload.state === 'completed' ? `: "${truncate(str(payload.final_text), 60)}"` : ''}`
+    default:
+      return ''
+  }
+}
+
+/** "forked from checkpoint X of run Y; " on a fork's first checkpoint. */
+function forkNote(record: CheckpointRecord, index: number): string {
+  const forked = record.metadata.forkedFrom as JsonObject | undefined
+  return index === 0 && forked ? `forked from checkpoint ${str(forked.checkpointId)} of run ${str(forked.runId)}; ` : ''
+}
+
+function describeOther(record: CheckpointRecord<Record<string, unknown>>): string {
+  const payload = record.payload
+  if (typeof payload.iterationCount === 'number') {
+    const inFlight = Array.isArray(payload.messages) ? payload.messages.length : 0
+    const pending = Object.keys((payload.pendingRequestInfoEvents as object | undefined) ?? {}).length
+    return `super step ${payload.iterationCount}: ${plural(inFlight, 'message')} in flight${pending ? `, ${plural(pending, 'pending request')}` : ''}`
+  }
+  return `${record.kind} checkpoint${record.terminal ? ' (terminal)' : ''}`
+}
+
+/** "3 tool results: save_note replayed from the journal; …" for one batch. */
+function describeBatch(executions: readonly ToolExecutionRecord[], effects: readonly EffectRecord[]): string {
+  const attempts = new Map(effects.map((effect) => [effect.callId, effect.attempts]))
+  const names = (filter: (e: ToolExecutionRecord) => boolean) => executions.filter(filter).map((e) => e.tool_name).join(', ')
+  const parts = [
+    [names((e) => e.replayed), 'REPLAYED from the journal, not run'],
+    [names((e) => !e.replayed && (attempts.get(e.tool_call_id) ?? 1) > 1), 'ran again (same idempotency key)'],
+    [names((e) => !e.replayed && (attempts.get(e.tool_call_id) ?? 1) <= 1), 'ran'],
+  ].flatMap(([who, what]) => (who ? [`${who} ${what}`] : []))
+  return `${plural(executions.length, 'tool result')}${parts.length ? `: ${parts.join('; ')}` : ''}`
+}
+
+function writerOf(record: CheckpointRecord<Record<string, unknown>>): string | undefined {
+  const lease = record.metadata.lease as JsonObject | undefined
+  if (lease && typeof lease.owner === 'string') return `lease ${lease.owner} epoch ${str(lease.epoch)}`
+  const owner = record.payload.owner as JsonObject | undefined
+  if (record.phase === 'run_started' && owner && typeof owner.pid === 'number') return `pid ${owner.pid} on ${str(owner.host)}`
+  return undefined
+}
+
+function executionsOf(runtime: RuntimeSnapshot | undefined, step: number): ToolExecutionRecord[] {
+  return (runtime?.tool_executions ?? []).filter((execution) => execution.step === step)
+}
+
+function assistantAt(runtime: RuntimeSnapshot | undefined, step: number): Message | undefined {
+  return runtime?.messages.filter((message) => message.role === 'assistant')[step]
+}
+
+function callsOfStep(runtime: RuntimeSnapshot | undefined, step: number): ToolUseBlock['toolUse'][] {
+  const answer = assistantAt(runtime, step) ?? runtime?.pending_llm_response ?? undefined
+  return answer ? toolUsesOf(answer) : []
+}
+
+function answerText(runtime: RuntimeSnapshot | undefined, step: number): string {
+  const answer = assistantAt(runtime, step)
+  return answer ? textOf(answer) : (runtime?.final_text ?? '')
+}
+
+function firstUserText(runtime: RuntimeSnapshot | undefined): string {
+  const first = runtime?.messages.find((message) => message.role === 'user')
+  return first ? textOf(first) : ''
+}
+
+/** `name(arg="value", …)`, short. */
+export function formatCall(use: { name: string; input: unknown }): string {
+  const args = Object.entries((use.input ?? {}) as Record<string, unknown>).map(([name, value]) => `${name}=${truncate(typeof value === 'string' ? `"${value}"` : JSON.stringify(value), 28)}`)
+  return `${use.name}(${args.join(', ')})`
+}
+
+function numberOr(value: unknown, fallback: number): number {
+  return typeof value === 'number' ? value : fallback
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`
+}
+
+function truncate(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`
+}
+
+/** A stored scalar as text ('' for null and undefined). */
+function str(value: unknown): string {
+  if (value === null || value === undefined) return ''
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : JSON.stringify(value)
+}

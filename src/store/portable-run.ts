@@ -1,0 +1,90 @@
+import { decodeValue, encodeValue, type JsonObject, type JsonValue } from '../core/codec.js'
+import { CairnError } from '../core/errors.js'
+import type { CheckpointInput, CheckpointStore, EffectRecord, RunRecord } from './checkpoint-store.js'
+import { loadMany } from './delegating-store.js'
+import { allCheckpoints } from './verify-run.js'
+
+/** The format tag of a {@link RunDocument}. */
+export const RUN_DOCUMENT_FORMAT = 'cairn-run'
+
+/**
+ * One run with its checkpoints and effect journal as one portable JSON document: what
+ * `cairn export` writes and `cairn import` reads, from and to any store. Payloads and effect
+ * outputs are in the codec's tagged JSON (Dates, Maps, bytes and BigInts survive).
+ */
+export interface RunDocument {
+  format: typeof RUN_DOCUMENT_FORMAT
+  version: 1
+  run: RunRecord
+  checkpoints: {
+    id: string
+    parentId: string | null
+    seq: number
+    kind: string
+    phase: string
+    schemaVersion: number
+    createdAt: number
+    workflowName: string | null
+    terminal: boolean
+    metadata: JsonObject
+    payload: JsonValue
+  }[]
+  effects: (Omit<EffectRecord, 'output'> & { output: JsonValue })[]
+}
+
+const CHUNK = 200
+
+/** Read a run into a {@link RunDocument}. `onProgress` is told how many checkpoints were read. */
+export async function exportRun(store: CheckpointStore, runId: string, onProgress?: (done: number, total: number) => void): Promise<RunDocument> {
+  const run = await store.getRun(runId)
+  if (!run) throw new CairnError('run_not_found', `run ${runId} is not in this store; list the runs with \`cairn runs\``)
+  const infos = await allCheckpoints(store, runId)
+  const checkpoints: RunDocument['checkpoints'] = []
+  for (let at = 0; at < infos.length; at += CHUNK) {
+    for (const record of await loadMany(store, infos.slice(at, at + CHUNK).map((info) => info.id))) {
+      const { checkpointId: _same, runId: _run, payload, ...fields } = record
+      checkpoints.push({ ...fields, payload: encodeValue(payload, `checkpoint ${record.id}`) })
+    }
+    onProgress?.(checkpoints.length, infos.length)
+  }
+  const effects = (await store.listEffects(runId)).map((effect) => ({ ...effect, output: encodeValue(effect.output, `effect ${effect.callId}`) }))
+  return { format: RUN_DOCUMENT_FORMAT, version: 1, run, checkpoints, effects }
+}
+
+/**
+ * Write a {@link RunDocument} into `store` under the same run id, checkpoint ids and seqs. A run
+ * id the store already holds is refused. Effects keep their outcome; their times become the
+ * import's.
+ */
+export async function importRun(store: CheckpointStore, document: unknown, onProgress?: (done: number, total: number) => void): Promise<RunRecord> {
+  const doc = assertDocument(document)
+  const { run } = doc
+  if (await store.getRun(run.runId)) {
+    throw new CairnError('run_exists', `run ${run.runId} is already in this store; delete it first or import into another store`)
+  }
+  await store.createRun({ runId: run.runId, status: run.status, name: run.name, threadId: run.threadId, workflowName: run.workflowName, configSignature: run.configSignature, metadata: run.metadata })
+  for (let at = 0; at < doc.checkpoints.length; at += CHUNK) {
+    const checkpoints: CheckpointInput[] = doc.checkpoints.slice(at, at + CHUNK).map((c) => ({ ...c, runId: run.runId, payload: decodeValue(c.payload) }))
+    await store.write({ runId: run.runId, checkpoints })
+    onProgress?.(Math.min(at + CHUNK, doc.checkpoints.length), doc.checkpoints.length)
+  }
+  const effects = doc.effects
+  if (effects.length > 0) {
+    const done = effects.filter((e) => e.status === 'succeeded' || e.status === 'failed')
+    await store.write({
+      runId: run.runId,
+      intents: effects.map((e) => ({ runId: run.runId, callId: e.callId, name: e.name, inputHash: e.inputHash, idempotencyKey: e.idempotencyKey })),
+      completions: done.map((e) => ({ runId: run.runId, callId: e.callId, status: e.status as 'succeeded' | 'failed', output: decodeValue(e.output) })),
+    })
+    for (const e of effects.filter((x) => x.status === 'started')) await store.startEffect(run.runId, e.callId)
+  }
+  return store.updateRun(run.runId, { status: run.status, metadata: run.metadata })
+}
+
+function assertDocument(value: unknown): RunDocument {
+  const doc = value as Partial<RunDocument> | null
+  if (typeof doc !== 'object' || doc === null || doc.format !== RUN_DOCUMENT_FORMAT || doc.version !== 1 || !doc.run || !Array.isArray(doc.checkpoints) || !Array.isArray(doc.effects)) {
+    throw new CairnError('invalid_argument', `not a Cairn run document (expected {"format":"${RUN_DOCUMENT_FORMAT}","version":1,...}); make one with \`cairn export RUN\``)
+  }
+  return doc as RunDocument
+}
