@@ -37,6 +37,15 @@ function buildProgram(): Command {
   program.command('verify').description('read every checkpoint back and check digests and hash chains').argument('[run]', 'only this run').action(action(verifyCommand))
   program.command('export').description('a run with its checkpoints and effects as one JSON document').argument('<run>', 'run id').action(action(exportCommand))
   program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
+  program
+    .command('inspect')
+    .description('serve the local web inspector on 127.0.0.1 (the URL carries an access token)')
+    .option('--port <port>', 'port (0: any free port)', '0')
+    .action(async (options: { port: string }, command: Command) => {
+      // The HTTP server loads only for this command.
+      const { inspectCommand } = await import('./inspect/inspect-command.js')
+      await withContext(command, (ctx) => inspectCommand(ctx, options))
+    })
   return program
 }
 

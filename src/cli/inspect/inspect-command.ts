@@ -1,0 +1,17 @@
+import { once } from 'node:events'
+import type { Context } from '../context.js'
+import { positiveIntOrZero } from './port.js'
+import { startInspector } from './server.js'
+
+/** `cairn inspect [--port P]`: serve the inspector until Ctrl-C. */
+export async function inspectCommand(ctx: Context, options: { port: string }): Promise<void> {
+  const store = await ctx.store()
+  const inspector = await startInspector(store, { port: positiveIntOrZero(options.port, '--port') })
+  ctx.out.result({ url: inspector.url, port: inspector.port }, () => {
+    ctx.out.line(`Cairn inspector for ${ctx.storeUrl}`)
+    ctx.out.line(`open ${inspector.url}`)
+    ctx.out.line('(only this machine can reach it, and only with the token in the URL; Ctrl-C stops it)')
+  })
+  await Promise.race([once(process, 'SIGINT'), once(process, 'SIGTERM')])
+  await inspector.close()
+}

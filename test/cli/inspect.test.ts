@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import { SqliteStore } from '../../src/sqlite.js'
+import { CAIRN_BIN, ROOT } from './cli-helpers.js'
+
+const CHROMIUM = '/usr/bin/chromium'
+const missing = existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is not installed (apt-get install -y chromium; .ci/run installs it)`
+if (missing) console.info(`inspector browser test skipped: ${missing}`)
+const TIMEOUT_MS = 120_000
+
+describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', () => {
+  let dir = ''
+  let server: ChildProcess | undefined
+  let url = ''
+  let context: BrowserContext
+  let page: Page
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-'))
+    const demo = spawn(process.execPath, ['--import', 'tsx', 'examples/research-demo.ts', '--dir', dir], { cwd: ROOT, stdio: 'ignore' })
+    expect(await new Promise((resolve) => demo.on('close', resolve))).toBe(0)
+    server = spawn(process.execPath, [CAIRN_BIN, '--store', `sqlite:${join(dir, 'demo.db')}`, 'inspect'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+    url = await new Promise<string>((resolve, reject) => {
+      let out = ''
+      server!.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+        out += chunk
+        const found = /open (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)/.exec(out)
+        if (found) resolve(found[1]!)
+      })
+      server!.on('exit', (code) => reject(new Error(`cairn inspect exited ${code}: ${out}`)))
+    })
+    context = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      viewport: { width: 1400, height: 1000 },
+    })
+    page = await context.newPage()
+  }, TIMEOUT_MS)
+
+  afterAll(async () => {
+    await context?.close()
+    server?.kill('SIGTERM')
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('refuses requests without the access token', async () => {
+    const bare = url.replace(/\?token=.*/, '')
+    expect((await fetch(bare)).status).toBe(403)
+    expect((await fetch(`${bare}api/runs`)).status).toBe(403)
+    expect((await fetch(`${bare}api/runs?token=wrong`)).status).toBe(403)
+    expect((await fetch(url)).status).toBe(200)
+  })
+
+  it('lists the runs, opens the demo run, shows its timeline, a diff, the journal and a fork; keeps a screenshot', async () => {
+    await page.goto(url)
+    await page.locator('tr[data-run="research-demo"]').waitFor()
+    await page.fill('#search', 'no-such-thing')
+    await page.locator('#runs', { hasText: 'no runs' }).waitFor()
+    await page.fill('#search', 'research')
+    await page.locator('tr[data-run="research-demo"]').click()
+    await page.locator('#timeline li.cp').nth(26).waitFor()
+    expect(await page.locator('#timeline li.cp').count()).toBe(27)
+    expect(await page.locator('#timeline li.resume').innerText()).toMatch(/process 1 stopped here · process 2 \(pid \d+ on .+\) took over/)
+    expect(await page.locator('#timeline .badge.replayed').first().innerText()).toBe('replayed: save_note')
+    expect(await page.locator('#timeline li.cp[data-phase="post_llm"]').first().innerText()).toContain('search_web {"query":"durable execution for AI agents"}')
+    expect(await page.locator('#effects tbody tr').count()).toBe(8)
+    expect(await page.locator('#conversation .msg').count()).toBe(10)
+    // A diff of two checkpoints.
+    await page.locator('#timeline li.cp[data-phase="post_llm"] input[type=checkbox]').nth(2).check()
+    await page.locator('#timeline li.cp[data-phase="post_llm"] input[type=checkbox]').nth(4).check()
+    await page.click('#diff')
+    const diff = page.locator('#diff-panel')
+    await diff.waitFor()
+    expect(await diff.innerText()).toContain('messages: 4 appended')
+    expect(await diff.innerText()).toMatch(/save_note note-2: \(none\) → succeeded/)
+    const artifacts = await mkdtemp(join(tmpdir(), 'cairn-inspect-artifacts-'))
+    await page.screenshot({ path: join(artifacts, 'inspector.png'), fullPage: false })
+    console.info(`inspector screenshot: ${join(artifacts, 'inspector.png')}`)
+    if (process.env.CAIRN_UPDATE_SCREENSHOT === '1') {
+      await mkdir(join(ROOT, 'docs'), { recursive: true })
+      await copyFile(join(artifacts, 'inspector.png'), join(ROOT, 'docs', 'inspector.png'))
+    }
+    // One checkpoint's payload.
+    await page.locator('#timeline li.cp[data-phase="run_terminal"] button', { hasText: 'payload' }).click()
+    expect(await page.locator('#payload').innerText()).toContain('"state": "completed"')
+    // Fork here: the page moves to the new run.
+    await page.locator('#timeline li.cp[data-phase="pre_llm"] button.fork').nth(3).click()
+    await page.waitForURL(/#\/run\/(?!research-demo)/)
+    await page.locator('#timeline li.cp').first().waitFor()
+    expect(await page.locator('#timeline li.cp').first().innerText()).toContain('forked from checkpoint')
+  }, TIMEOUT_MS)
+
+  it('shows a running run live: a new checkpoint appears without a reload', async () => {
+    const store = new SqliteStore({ path: join(dir, 'demo.db') })
+    try {
+      await store.save({ runId: 'live-run', kind: 'notes', phase: 'first', payload: { n: 1 } })
+      await page.goto(`${url}#/run/live-run`)
+      await page.locator('#timeline li.cp').first().waitFor()
+      expect(await page.locator('#live').innerText()).toContain('live')
+      await store.save({ runId: 'live-run', kind: 'notes', phase: 'second', payload: { n: 2 } })
+      await page.locator('#timeline li.cp[data-phase="second"]').waitFor()
+      expect(await page.locator('#timeline li.cp').count()).toBe(2)
+    } finally {
+      await store.close()
+    }
+  }, TIMEOUT_MS)
+})
