@@ -64,7 +64,7 @@ export function inspectorApp(store: CheckpointStore, token: string): Hono {
   })
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
   app.post('/api/fork', async (c) => {
-    const body = (await c.req.json()) as { checkpointId?: unknown; runId?: unknown }
+    const body = await c.req.json<{ checkpointId?: unknown; runId?: unknown }>()
     if (typeof body.checkpointId !== 'string') return c.json({ error: 'give { checkpointId }' }, 400)
     const fork = await forkRun(store, { checkpointId: body.checkpointId, ...(typeof body.runId === 'string' && body.runId ? { runId: body.runId } : {}) })
     return c.json({ runId: fork.runId, checkpointId: fork.checkpoint.id, effectsCopied: fork.effectsCopied })
