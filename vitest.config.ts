@@ -8,6 +8,7 @@ import { defineConfig } from 'vitest/config'
  * `npm test` runs both. A test file that spawns a process or opens Postgres belongs in the list.
  */
 const integration = [
+  'test/cli/**/*.test.ts',
   'test/conformance/file.conformance.test.ts',
   'test/conformance/keyed.conformance.test.ts',
   'test/conformance/sqlite.conformance.test.ts',
