@@ -17,6 +17,7 @@ const integration = [
   'test/examples.test.ts',
   'test/file-engine.test.ts',
   'test/migrations.test.ts',
+  'test/observe/telemetry.test.ts',
   'test/pglite-client.test.ts',
   'test/postgres-engine.test.ts',
   'test/providers/demo-real-model.test.ts',

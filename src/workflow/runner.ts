@@ -12,6 +12,7 @@ import { acceptResponses } from './responses.js'
 import type { RunPlan } from './run-options.js'
 import { SharedState } from './shared-state.js'
 import { deliver, runSuperstep } from './superstep.js'
+import { loadOpenTelemetry, superstepTracing } from '../observe/telemetry.js'
 
 /** What a run needs besides its plan. */
 export interface RunSettings {
@@ -36,9 +37,17 @@ export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGe
   settings.onRun(run)
   const resumedFrom = plan.kind === 'resume' ? plan.checkpointId : undefined
   yield { type: 'workflow_started', workflowName: graph.name, runId: run.runId, resumedFrom, iteration: run.iteration }
+  // A span per super step when OpenTelemetry is installed (nothing is loaded otherwise).
+  const api = await loadOpenTelemetry()
+  const trace = api ? superstepTracing(api, { workflowName: graph.name, runId: run.runId }) : undefined
   try {
     yield* begin(settings, run, plan)
-    while (deliver(graph, run.queue).inboxes.size > 0) yield* superstep(settings, run)
+    while (deliver(graph, run.queue).inboxes.size > 0) {
+      for await (const event of superstep(settings, run)) {
+        trace?.(event as { type: string })
+        yield event
+      }
+    }
     const status: WorkflowRunStatus = run.pending.size > 0 ? 'idle_with_pending_requests' : 'idle'
     await setRunStatus(settings.storage, run, status === 'idle' ? 'completed' : 'paused')
     yield {
@@ -54,6 +63,7 @@ export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGe
     await setRunStatus(settings.storage, run, 'failed').catch(() => undefined)
     const err = error instanceof Error ? error : new Error(String(error))
     const where = error instanceof WorkflowError || error instanceof WorkflowCheckpointError ? error : undefined
+    trace?.({ type: 'workflow_failed' })
     yield { type: 'workflow_failed', error: err, iteration: where?.superstep ?? run.iteration, executorId: where?.executorId }
     throw error
   }
