@@ -41,6 +41,11 @@ export interface TortureOptions {
   tsx?: boolean
   /** Play only the named scenarios whose id contains this (debugging). */
   only?: string
+  /**
+   * Play at most this many named scenarios (a bounded sample for the test suite): the kills inside
+   * tool calls first (they leave unknown outcomes to answer), then others spread evenly over the run.
+   */
+  namedLimit?: number
   log?: (line: string) => void
 }
 
@@ -94,9 +99,10 @@ async function torture(options: TortureOptions, command: WorkerCommand): Promise
     if (!isDeepStrictEqual(first?.reference.transcripts, other.reference.transcripts)) throw new Error('the reference transcripts differ between durabilities')
   }
 
-  const named = [...references]
+  const all = [...references]
     .flatMap(([durability, { trace }]) => namedScenarios(durability, trace, options.named, tally))
     .filter((scenario) => options.only === undefined || scenario.id.includes(options.only))
+  const named = options.namedLimit === undefined ? all : sampleNamed(all, options.namedLimit)
   const record = (report: ScenarioReport) => {
     addToTally(tally, report)
     if (report.failures.length > 0 && tally.failures.length <= 20) log(`FAIL ${report.scenario.id}: ${report.failures.join('; ')}`)
@@ -176,6 +182,16 @@ function namedScenarios(durability: Durability, trace: readonly TraceEntry[], mo
     scenarios.push({ id: `${durability}-${index}-${entry.points[0]}`, durability, named: { killAt: entry.points[0]!, covers: entry.points, role: entry.role }, seed: index })
   }
   return scenarios
+}
+
+/** At most `limit` scenarios: those killed inside a tool call first, then the rest spread evenly. */
+function sampleNamed(scenarios: readonly Scenario[], limit: number): Scenario[] {
+  const inTool = scenarios.filter((scenario) => scenario.named?.killAt.startsWith('tool:'))
+  const others = scenarios.filter((scenario) => !inTool.includes(scenario))
+  const picked = inTool.slice(0, limit)
+  const room = Math.min(limit - picked.length, others.length)
+  for (let i = 0; i < room; i++) picked.push(others[Math.floor((i * others.length) / room)]!)
+  return picked
 }
 
 /**
