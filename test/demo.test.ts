@@ -1,14 +1,12 @@
-import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Runner, type RunnerCheckpoint } from '../src/index.js'
 import { SqliteStore } from '../src/sqlite.js'
+import { runScript } from './support/child.js'
 
 // The demo imports `cairn`, which resolves to dist/: `npm test` builds before running this.
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const TIMEOUT_MS = 60_000
 
 interface ToolRun {
@@ -28,7 +26,7 @@ describe('npm run demo (examples/research-demo.ts)', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cairn-demo-'))
-    demo = await runDemo(dir)
+    demo = await runScript(['examples/research-demo.ts', '--dir', dir])
     const log = await readFile(join(dir, 'demo-tool-runs.jsonl'), 'utf8').catch(() => '')
     toolRuns = log.split('\n').filter(Boolean).map((line) => JSON.parse(line) as ToolRun)
     const store = new SqliteStore({ path: join(dir, 'demo.db') })
@@ -97,15 +95,3 @@ function hasExecution(checkpoint: RunnerCheckpoint, callId: string): boolean {
   return runtime?.tool_executions?.some((execution) => execution.tool_call_id === callId) === true
 }
 
-async function runDemo(dir: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'examples/research-demo.ts', '--dir', dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject)
-    child.on('close', (exitCode) => resolve(exitCode))
-  })
-  return { code, stdout, stderr }
-}

@@ -1,18 +1,16 @@
-import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { linesStartingWith, runScript } from './support/child.js'
 
 // The examples import `cairn`, which resolves to dist/: `npm test` builds before running this.
-const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const TIMEOUT_MS = 60_000
 const KEYS = ['alpha', 'beta', 'gamma', 'delta', 'epsilon']
 
 describe('examples/weather.ts', () => {
   it('checkpoints after_model and after_tools of cycle 0, then answers from the tool results', async () => {
-    const run = await runExample(['examples/weather.ts'])
+    const run = await runScript(['examples/weather.ts'])
     expect(run.code, run.stderr).toBe(0)
     expect(linesStartingWith(run.stdout, 'CHECKPOINT: ')).toEqual(['position=after_model cycleIndex=0', 'position=after_tools cycleIndex=0'])
     expect(linesStartingWith(run.stdout, 'STOP REASON: ')).toEqual(['end_turn'])
@@ -36,7 +34,7 @@ describe('examples/crash-recovery.ts', () => {
   ])(
     'a worker killed with SIGKILL after its $position checkpoint is resumed by a fresh process that repeats no lookup',
     async ({ crashAfter, position, lookedUpBeforeCrash }) => {
-      const run = await runExample(['examples/crash-recovery.ts', '--crash-after', String(crashAfter), '--dir', dir])
+      const run = await runScript(['examples/crash-recovery.ts', '--crash-after', String(crashAfter), '--dir', dir])
       expect(run.code, run.stderr).toBe(0)
       expect(run.stdout).toContain(`checkpoint ${crashAfter} persisted: ${position}`)
       const [killed] = linesStartingWith(run.stdout, 'KILLED: ')
@@ -56,19 +54,4 @@ describe('examples/crash-recovery.ts', () => {
   )
 })
 
-async function runExample(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject)
-    child.on('close', (exitCode) => resolve(exitCode))
-  })
-  return { code, stdout, stderr }
-}
 
-function linesStartingWith(text: string, prefix: string): string[] {
-  return text.split('\n').flatMap((line) => (line.startsWith(prefix) ? [line.slice(prefix.length)] : []))
-}

@@ -5,6 +5,7 @@ import { afterEach } from 'vitest'
 import { Agent, tool, type CheckpointStore, type ContentBlock, type Message, type Tool } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { waitFor } from '../support/wait.js'
 
 const dirs: string[] = []
 afterEach(async () => {
@@ -103,4 +104,20 @@ export function dyingStore(store: CheckpointStore, writes: number): CheckpointSt
       }
     },
   })
+}
+
+/**
+ * Wait until the store shows a run hanging where the test left it (its process "died" there):
+ * the `hanging` calls journaled, and every other effect of the run finished and written.
+ */
+export async function waitForHang(store: CheckpointStore, runId: string, hanging: readonly string[]): Promise<void> {
+  await waitFor(
+    async () => {
+      const effects = await store.listEffects(runId)
+      const stuck = effects.filter((effect) => hanging.includes(effect.callId))
+      const settled = effects.every((effect) => hanging.includes(effect.callId) || effect.status === 'succeeded' || effect.status === 'failed')
+      return stuck.length === hanging.length && settled
+    },
+    `run ${runId} to hang at ${hanging.join(', ')}`,
+  )
 }

@@ -2,7 +2,8 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
-import { dyingStore, forever, researchAgent, researchTools, sqliteStore, World } from './helpers.js'
+import { dyingStore, forever, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
+import { waitFor } from '../support/wait.js'
 
 const RUNTIME_FIELDS = [
   'messages', 'step', 'state', 'context', 'llm_calls', 'tool_calls', 'started_at_s', 'usage', 'total_cost_usd', 'session_token',
@@ -121,7 +122,7 @@ describe('managed runner (rules 35-48)', () => {
     const first = researchAgent(world, { onLookup: () => forever() })
     void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'skip-llm' })
     await waitFor(() => world.effects.length === 2)
-    await sleep(20)
+    await waitForHang(store, 'skip-llm', ['lookup-a', 'lookup-b'])
     expect(first.model.calls).toHaveLength(1)
     const fresh = researchAgent(world)
     const resumed = await new Runner({ store: reopen(), durability: 'sync' }).resume(fresh.agent, { runId: 'skip-llm', context: { extra: 1 } })
@@ -175,7 +176,7 @@ describe('managed runner (rules 35-48)', () => {
     const first = researchAgent(world, { onNote: () => forever() })
     void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'replay' })
     await waitFor(() => world.count('note:a and b') === 1)
-    await sleep(20)
+    await waitForHang(store, 'replay', ['note-1'])
     // The note started and hangs: complete it by hand as if its outcome had been written before the crash.
     await store.completeEffect({ runId: 'replay', callId: 'note-1', status: 'succeeded', output: { toolUseId: 'note-1', status: 'success', content: [{ text: 'saved' }] } })
     const fresh = researchAgent(world)
@@ -191,7 +192,7 @@ describe('managed runner (rules 35-48)', () => {
     const world = new World()
     void new Runner({ store: dyingStore(store, 2), durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'mismatch' })
     await waitFor(() => world.effects.length === 2)
-    await sleep(20)
+    await waitForHang(store, 'mismatch', ['lookup-a', 'lookup-b'])
     const before = world.effects.length
     await expect(new Runner({ store: reopen() }).resume(researchAgent(world).agent, { runId: 'mismatch' })).rejects.toThrow(/journaled with other input/)
     expect(world.effects).toHaveLength(before)
@@ -203,7 +204,7 @@ describe('managed runner (rules 35-48)', () => {
       const world = new World()
       void new Runner({ store, durability: 'async' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'r', runId: `unknown-${answer}` })
       await waitFor(() => world.count('note:a and b') === 1)
-      await sleep(20)
+      await waitForHang(store, `unknown-${answer}`, ['note-1'])
       const runner = new Runner({ store: reopen() })
       const paused = await runner.resume(researchAgent(world).agent, { runId: `unknown-${answer}` })
       expect(paused.state).toBe('interrupted')
@@ -256,7 +257,7 @@ describe('managed runner (rules 35-48)', () => {
     const first = new StatefulModel()
     void new Runner({ store, durability: 'sync' }).run(new Agent({ model: first, tools: [waitTool(true)] }), { input: 'x', runId: 'tokens' })
     await waitFor(() => first.requests.length === 1)
-    await sleep(30)
+    await waitForHang(store, 'tokens', ['w'])
     const second = new StatefulModel(1)
     const resumed = await new Runner({ store: reopen() }).resume(new Agent({ model: second, tools: [waitTool(false)] }), { runId: 'tokens' })
     expect(resumed.state).toBe('completed')
@@ -366,14 +367,3 @@ function waitTool(hang: boolean) {
   return tool({ name: 'wait', description: 'Wait.', idempotent: true, inputSchema: { type: 'object' }, callback: () => (hang ? forever() : 'waited') })
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const started = Date.now()
-  while (!condition()) {
-    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time')
-    await sleep(5)
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}

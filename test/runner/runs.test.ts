@@ -2,7 +2,8 @@ import { spawnSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 import { Agent, Runner, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
-import { forever, researchAgent, sqliteStore, World } from './helpers.js'
+import { forever, researchAgent, sqliteStore, waitForHang, World } from './helpers.js'
+import { waitFor } from '../support/wait.js'
 
 describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
   it('rule 41: the context is the restored one with the caller overlay on top', async () => {
@@ -14,7 +15,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
       context: { team: 'ops', region: 'eu' },
     })
     await waitFor(() => world.count('note:a and b') === 1)
-    await sleep(20)
+    await waitForHang(store, 'ctx', ['note-1'])
     const runner = new Runner({ store })
     await runner.resume(researchAgent(world).agent, { runId: 'ctx', context: { region: 'us' } })
     await runner.resume(researchAgent(world).agent, { runId: 'ctx', responses: { 'note-1:effect_outcome_unknown': 'skip' }, context: { region: 'us' } })
@@ -38,7 +39,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     const world = new World()
     void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'mono' })
     await waitFor(() => world.count('note:a and b') === 1)
-    await sleep(20)
+    await waitForHang(store, 'mono', ['note-1'])
     const before = await store.getLatest({ runId: 'mono' })
     const runner = new Runner({ store })
     await runner.resume(researchAgent(world).agent, { runId: 'mono' })
@@ -72,7 +73,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     const world = new World()
     void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
     await waitFor(() => world.count('note:a and b') === 1)
-    await sleep(20)
+    await waitForHang(store, 'orphan', ['note-1'])
     const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
     const run = await store.getRun('orphan')
     await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
@@ -87,7 +88,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     const world = new World()
     void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'stable' })
     await waitFor(() => world.count('note:a and b') === 1)
-    await sleep(20)
+    await waitForHang(store, 'stable', ['note-1'])
     const fresh = researchAgent(world)
     const paused = await new Runner({ store: reopen() }).resume(fresh.agent, { runId: 'stable' })
     expect(paused.state).toBe('interrupted')
@@ -132,14 +133,3 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
   })
 })
 
-async function waitFor(condition: () => boolean, timeoutMs = 5000): Promise<void> {
-  const started = Date.now()
-  while (!condition()) {
-    if (Date.now() - started > timeoutMs) throw new Error('condition not met in time')
-    await sleep(5)
-  }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms))
-}

@@ -5,6 +5,7 @@ import { RUNNER_KIND } from '../../src/runner/phases.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { FailStopStore } from '../../src/worker/fail-stop-store.js'
 import { postgresTarget } from '../fixtures/postgres-target.js'
+import { gate, until, type Gate } from '../support/wait.js'
 
 /**
  * A store that is briefly unavailable under a running worker: one of its connections is cut by
@@ -24,33 +25,10 @@ afterEach(async () => {
   for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
 })
 
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-}
 
-/** A gate a tool waits at until the test opens it. */
-function gate(): { wait: () => Promise<void>; open: () => void; reached: () => boolean } {
-  let open: () => void = () => {}
-  let reached = false
-  const opened = new Promise<void>((resolve) => (open = resolve))
-  return {
-    wait: () => {
-      reached = true
-      return opened
-    },
-    open: () => open(),
-    reached: () => reached,
-  }
-}
 
 /** An agent whose one tool call is a non-idempotent side effect (journaled with a write of its own after it runs). */
-function senderAgent(sends: { count: number }, toolGate: ReturnType<typeof gate>): Agent {
+function senderAgent(sends: { count: number }, toolGate: Gate): Agent {
   const model = new ScriptedModel([[{ toolUse: { toolUseId: 'send-1', name: 'send', input: { to: 'ops' } } }], [{ text: 'sent' }]])
   const send = tool({
     name: 'send',

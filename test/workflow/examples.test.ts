@@ -1,9 +1,7 @@
-import { spawn } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
+import { linesStartingWith, runScript } from '../support/child.js'
 
 // The examples import `cairn` and `cairn/sqlite`, which resolve to dist/: `npm test` builds first.
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const TIMEOUT_MS = 60_000
 const SQUARES = JSON.stringify([{ 1: 1, 2: 4, 3: 9, 4: 16, 5: 25, 6: 36, 7: 49, 8: 64, 9: 81, 10: 100 }])
 
@@ -14,7 +12,7 @@ describe('examples/workflow-squares.ts', () => {
   ])(
     'a run SIGKILLed after super step $killAfter ($store storage) resumes in a fresh process and prints the same results as an uninterrupted run',
     async ({ store, killAfter }) => {
-      const run = await runExample(['examples/workflow-squares.ts', '--store', store, '--kill-after', String(killAfter)])
+      const run = await runScript(['examples/workflow-squares.ts', '--store', store, '--kill-after', String(killAfter)])
       expect(run.code, run.stderr).toBe(0)
       expect(linesStartingWith(run.stdout, 'Results: ')).toEqual([SQUARES, SQUARES])
       expect(linesStartingWith(run.stdout, 'KILLED: ')).toEqual([`the worker died by SIGKILL after super step ${killAfter}`])
@@ -32,7 +30,7 @@ describe('examples/workflow-recovery.ts', () => {
   it.each([{ seed: 1 }, { seed: 7 }])(
     'the recovery loop survives random interruptions and crashes (seed $seed) and processes every item exactly once',
     async ({ seed }) => {
-      const run = await runExample(['examples/workflow-recovery.ts', '--seed', String(seed)])
+      const run = await runScript(['examples/workflow-recovery.ts', '--seed', String(seed)])
       expect(run.code, run.stderr).toBe(0)
       expect(linesStartingWith(run.stdout, 'Workflow completed: ')).toEqual(['Processed 10 items: 1, 2, 3, 4, 5, 6, 7, 8, 9, 10'])
       const interruptions = linesStartingWith(run.stdout, 'Simulated interruption')
@@ -49,7 +47,7 @@ describe('examples/workflow-recovery.ts', () => {
 
 describe('examples/workflow-approval.ts', () => {
   it('asks a human for approval, stops, and is answered (a rejection, then an approval) by fresh processes', async () => {
-    const run = await runExample(['examples/workflow-approval.ts'])
+    const run = await runScript(['examples/workflow-approval.ts'])
     expect(run.code, run.stderr).toBe(0)
     expect(linesStartingWith(run.stdout, 'STATUS: ')).toEqual(['idle_with_pending_requests', 'idle_with_pending_requests', 'idle'])
     const requests = linesStartingWith(run.stdout, 'REQUEST: ').map((line) => JSON.parse(line) as { draft: { revision: number; text: string } })
@@ -64,19 +62,4 @@ function range(from: number, to: number): number[] {
   return Array.from({ length: to - from + 1 }, (_, i) => from + i)
 }
 
-async function runExample(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
-  const code = await new Promise<number | null>((resolve, reject) => {
-    child.on('error', reject)
-    child.on('close', (exitCode) => resolve(exitCode))
-  })
-  return { code, stdout, stderr }
-}
 
-function linesStartingWith(text: string, prefix: string): string[] {
-  return text.split('\n').flatMap((line) => (line.startsWith(prefix) ? [line.slice(prefix.length)] : []))
-}
