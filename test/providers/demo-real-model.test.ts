@@ -1,15 +1,13 @@
-import { spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { anthropicStream } from './anthropic-wire.js'
 import { SECRET_KEY, useReplayServer } from './helpers.js'
 import { responsesStream } from './openai-wire.js'
 import type { Replay } from './replay-server.js'
+import { runScript } from '../support/child.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const server = useReplayServer()
 let dir = ''
 beforeEach(async () => {
@@ -37,16 +35,7 @@ const cases: [string, () => Record<string, string>, () => Replay[]][] = [
 describe.each(cases)('npm run demo with CAIRN_MODEL=%s against the replay server', (model, env, turns) => {
   it('runs on the provider, is killed after its first tool batch, resumes, and asks the model once per turn', async () => {
     server.enqueue(...turns())
-    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/research-demo.ts', '--dir', dir], {
-      cwd: ROOT,
-      env: { ...process.env, CAIRN_MODEL: model, ...env() },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk))
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+    const { code, stdout, stderr } = await runScript(['examples/research-demo.ts', '--dir', dir], { env: { ...process.env, CAIRN_MODEL: model, ...env() } })
     expect(code, `${stdout}\n${stderr}`).toBe(0)
     expect(stdout).toContain(`Its model is ${model}`)
     expect(stdout).toMatch(/KILLED: process 1/)

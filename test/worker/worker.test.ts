@@ -7,6 +7,7 @@ import { Agent, CairnClient, MemoryStore, tool, Worker, type WorkerEvent, type W
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { jobAgent } from './fixtures/job-agent.js'
+import { waitFor } from '../support/wait.js'
 
 const cleanups: (() => Promise<unknown>)[] = []
 afterEach(async () => {
@@ -28,13 +29,6 @@ async function startWorker(options: Omit<WorkerOptions, 'onEvent'>): Promise<{ w
   return { worker, events }
 }
 
-async function until(condition: () => boolean | Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 10))
-  }
-}
 
 describe('Worker', () => {
   it('workers complete every enqueued run, each effect applied once, and result() returns the answer', async () => {
@@ -84,7 +78,7 @@ describe('Worker', () => {
     }
     const { events } = await startWorker({ store, agents, leaseMs: 2000, heartbeatMs: 50 })
     await client.enqueue('job', { input: 'go', runId: 'long' })
-    await until(() => toolStarted, 'the second tool call to start')
+    await waitFor(() => toolStarted, 'the second tool call to start')
     expect(await client.cancel('long')).toEqual({ outcome: 'requested', status: 'running' })
     const outcome = await client.result('long', { timeoutMs: 10_000 })
     expect(toolAborted).toBe(true)
@@ -100,7 +94,7 @@ describe('Worker', () => {
     const agents = { job: () => jobAgent({ effectsDir: dir, cycles: 4, toolDelayMs: 60 }) }
     const first = await startWorker({ store, agents, concurrency: 4, id: 'first' })
     for (let i = 0; i < 4; i++) await client.enqueue('job', { input: 'go', runId: `r${i}` })
-    await until(async () => (await readdir(join(dir, 'applied'))).length >= 4, 'the first effects')
+    await waitFor(async () => (await readdir(join(dir, 'applied'))).length >= 4, 'the first effects')
     await first.worker.stop({ timeoutMs: 30 })
     expect(first.worker.activeRuns).toEqual([])
     const handedBack = first.events.flatMap((e) => (e.type === 'released' && e.reason === 'suspended' ? [e.runId] : []))
@@ -236,14 +230,14 @@ describe('Worker', () => {
     }
     const { events } = await startWorker({ store, agents, leaseMs: 1000, heartbeatMs: 50, id: 'zombie' })
     await client.enqueue('job', { input: 'go', runId: 'r1' })
-    await until(() => events.some((e) => e.type === 'claimed'), 'the claim')
-    await until(async () => (await readFile(join(dir, 'attempts.log'), 'utf8').catch(() => '')).includes('call-1'), 'the second tool call')
+    await waitFor(() => events.some((e) => e.type === 'claimed'), 'the claim')
+    await waitFor(async () => (await readFile(join(dir, 'attempts.log'), 'utf8').catch(() => '')).includes('call-1'), 'the second tool call')
     // Another worker takes the run over (as after a lapse): a higher epoch, another owner.
     const db = new Database(path)
     db.prepare("UPDATE runs SET owner = 'thief', lease_epoch = lease_epoch + 1 WHERE run_id = 'r1'").run()
     db.close()
-    await until(() => events.some((e) => e.type === 'lost'), 'the worker to notice')
-    await until(() => signalled, 'the tool’s signal')
+    await waitFor(() => events.some((e) => e.type === 'lost'), 'the worker to notice')
+    await waitFor(() => signalled, 'the tool’s signal')
     // A write posted before the takeover may still land (its fence held then); none after it.
     const before = (await store.listCheckpoints({ runId: 'r1' })).length
     await new Promise((resolve) => setTimeout(resolve, 300))
