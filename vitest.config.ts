@@ -18,6 +18,7 @@ const integration = [
   'test/file-engine.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
+  'test/observe/telemetry.test.ts',
   'test/pglite-client.test.ts',
   'test/postgres-engine.test.ts',
   'test/providers/demo-real-model.test.ts',
