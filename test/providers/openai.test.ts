@@ -102,6 +102,12 @@ describe('OpenAIResponsesModel against the real openai client', () => {
     expect(server.requests).toHaveLength(2)
   })
 
+  it('retries a connection reset before the first byte', async () => {
+    server.enqueue({ json: {}, cutAfterBytes: 0 }, responsesStream({ text: 'after the reset' }))
+    expect((await new Agent({ model: responses() }).invoke('hi')).toString()).toBe('after the reset')
+    expect(server.requests).toHaveLength(2)
+  })
+
   it('a stream cut in the middle is a ModelError with status and request id, and no message is added', async () => {
     const replay = responsesStream({ id: 'resp_cut', text: 'This answer will never finish arriving at the client' })
     server.enqueue({ ...replay, cutAfterBytes: 900 })
