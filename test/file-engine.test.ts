@@ -277,7 +277,7 @@ describe('FileStore', () => {
     // 200 checkpoint files of well under 1 KB each on top of the list: not 200 × 100 KB.
     expect(total).toBeLessThan(finalListBytes + 200 * 1024)
     expect((await store.getLatest<{ messages: unknown[] }>({ runId: 'long' }))?.payload.messages).toHaveLength(200)
-  })
+  }, 60_000)
 
   it('a reopened store sees everything and keeps appending to the same lists', async () => {
     const directory = await tempDir()
