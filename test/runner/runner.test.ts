@@ -228,7 +228,7 @@ describe('managed runner (rules 35-48)', () => {
   it('rule 44: a failed write is surfaced and fails the run; the final flush is bounded', async () => {
     const { store } = await sqliteStore()
     const failing = new Proxy(store, {
-      get(target, property, receiver) {
+      get(target, property) {
         if (property === 'write') return async () => Promise.reject(new Error('disk full'))
         const value = Reflect.get(target, property) as unknown
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
@@ -236,7 +236,7 @@ describe('managed runner (rules 35-48)', () => {
     })
     await expect(new Runner({ store: failing }).run(researchAgent(new World()).agent, { input: 'x', runId: 'fails' })).rejects.toThrow(/disk full/)
     const slow = new Proxy(store, {
-      get(target, property, receiver) {
+      get(target, property) {
         if (property === 'write') return () => forever()
         const value = Reflect.get(target, property) as unknown
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
@@ -321,7 +321,7 @@ describe('managed runner (rules 35-48)', () => {
     // works again right after.
     let marks = 0
     const flaky = new Proxy(store, {
-      get(target, property, receiver) {
+      get(target, property) {
         const value = Reflect.get(target, property) as unknown
         if (property === 'write') {
           return async (...args: unknown[]) => {
