@@ -25,6 +25,9 @@ export interface HeldLease {
   fence: Fence
 }
 
+/** Tries in a row when a lease was found free just after taking it failed. */
+const MAX_QUICK_RETRIES = 5
+
 /** Longest pause between two tries while waiting for an owner. */
 const MAX_WAIT_STEP_MS = 1000
 
@@ -72,6 +75,7 @@ export class RunOwnership {
     const owner = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`
     const deadline = waitDeadline(params.waitForOwner)
     let takeFrom: { owner: string; epoch: number } | undefined
+    let quickRetries = 0
     for (let attempt = 0; ; attempt++) {
       const sentAt = Date.now()
       const outcome = await leases.acquire({
@@ -86,6 +90,10 @@ export class RunOwnership {
         return new RunOwnership({ fence: outcome.fence, run: outcome.run, created: outcome.created, leases, leaseMs: params.leaseMs, sentAt })
       }
       const holder = outcome.lease
+      // Released or lapsed between the take and the read of who holds it (a backend without one
+      // transaction for both): take it again.
+      const free = holder.owner === null || (holder.leaseExpiresAt !== null && holder.leaseExpiresAt < Date.now())
+      if (free && quickRetries++ < MAX_QUICK_RETRIES) continue
       if (holder.owner !== null && ownerProcessIsGone(holder.owner) && takeFrom?.epoch !== holder.epoch) {
         takeFrom = { owner: holder.owner, epoch: holder.epoch }
         continue
