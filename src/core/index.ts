@@ -6,8 +6,6 @@ export {
   CheckpointError,
   CheckpointNotFoundError,
   ConfigMismatchError,
-  EffectStartedError,
-  RunBusyError,
   SchemaVersionError,
   StoreError,
   isStoreOutage,
