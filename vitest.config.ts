@@ -22,6 +22,7 @@ const integration = [
   'test/postgres-engine.test.ts',
   'test/providers/demo-real-model.test.ts',
   'test/providers/end-to-end.test.ts',
+  'test/runner/race.test.ts',
   'test/runner/runs.test.ts',
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',

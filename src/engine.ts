@@ -40,6 +40,8 @@ export type {
   RequeueRequest,
 } from './store/engine/lease-engine.js'
 export { CLAIMABLE_STATUSES } from './store/engine/lease-engine.js'
+export type { AcquireOutcome, AcquireRequest } from './store/engine/lease-engine.js'
+export { firstNotPending } from './store/engine/effect-starts.js'
 export type { EffectStatus, ListCheckpointsQuery, ListRunsQuery, RunStatus } from './store/checkpoint-store.js'
 export { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from './store/engine/row-order.js'
 export { retainedListLengths } from './store/engine/list-retention.js'

@@ -1,12 +1,14 @@
 import { writeSync } from 'node:fs'
 import {
   DelegatingStore,
+  type AcquireRunInput,
   type CheckpointInput,
   type CheckpointStore,
   type CreateRunInput,
   type EffectCompletion,
   type EffectCompletionResult,
   type EffectRecord,
+  type RunLeases,
   type RunRecord,
   type UpdateRunInput,
   type WriteBatch,
@@ -118,6 +120,24 @@ export class KillingStore extends DelegatingStore {
     return result
   }
 
+  /** The run's lease protocol, reaching `after-create-run` when taking a lease created the run. */
+  override get leases(): RunLeases | undefined {
+    const leases = this.inner.leases
+    if (!leases) return undefined
+    const kill = this.#kill
+    return new Proxy(leases, {
+      get(target, property) {
+        const value = Reflect.get(target, property) as unknown
+        if (property !== 'acquire') return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+        return async (input: AcquireRunInput) => {
+          const outcome = await target.acquire(input)
+          if (outcome.outcome === 'acquired' && outcome.created) kill.hit(['after-create-run'], roleOf(input.runId))
+          return outcome
+        }
+      },
+    })
+  }
+
   async #around<T>(batch: WriteBatch, write: () => Promise<T>): Promise<T> {
     const parts = unique([
       ...(batch.checkpoints ?? []).map((c) => c.phase),
@@ -127,7 +147,12 @@ export class KillingStore extends DelegatingStore {
     const role = roleOf(batch.runId)
     this.#kill.hit(parts.map((part) => `before-write:${part}`), role)
     const written = await write()
-    this.#kill.hit(parts.map((part) => `after-write:${part}`), role)
+    const effects = [
+      ...((batch.starts ?? []).length > 0 ? ['after-start-effect'] : []),
+      ...((batch.completions ?? []).length > 0 && (batch.checkpoints ?? []).length === 0 ? ['after-complete-effect'] : []),
+      ...(batch.run !== undefined ? ['after-update-run'] : []),
+    ]
+    this.#kill.hit([...parts.map((part) => `after-write:${part}`), ...effects], role)
     return written
   }
 }

@@ -29,6 +29,8 @@ export type CairnErrorCode =
   | 'executor_hook_failed'
   | 'checkpoint_save_failed'
   | 'lease_lost'
+  | 'run_busy'
+  | 'effect_started'
   | 'result_timeout'
   | 'model_error'
 
@@ -178,6 +180,66 @@ export class LeaseLostError extends CairnError {
     this.runId = params.runId
     this.owner = params.owner
     this.epoch = params.epoch
+  }
+}
+
+/**
+ * Another execution owns the run: its lease is live. `owner` is the holder's id (a `Runner`'s is
+ * `<host>:<pid>:<random>`, a worker's is its id); `host` and `pid` are read from it when it has
+ * that form. The lease ends at `leaseExpiresAt` (Unix ms) unless its holder renews it, which it
+ * does while it runs. Wait for it (`waitForOwner` on `runner.resume`/`runner.run`), or try later:
+ * a holder that died stops renewing, and its lease lapses.
+ */
+export class RunBusyError extends CairnError {
+  readonly runId: string
+  readonly owner: string
+  readonly host: string | undefined
+  readonly pid: number | undefined
+  readonly leaseExpiresAt: number | null
+
+  constructor(params: { runId: string; owner: string; leaseExpiresAt: number | null; message?: string }) {
+    const { host, pid } = parseOwner(params.owner)
+    const until = params.leaseExpiresAt === null ? 'until it releases it' : `until ${new Date(params.leaseExpiresAt).toISOString()} unless renewed`
+    const who = pid === undefined ? `owner ${params.owner}` : `process ${pid} on ${host} (owner ${params.owner})`
+    super(
+      'run_busy',
+      params.message ??
+        `run ${params.runId} is being executed by ${who}, whose lease holds it ${until}; ` +
+          'wait for it (waitForOwner: true) or resume the run once that execution ends or its lease lapses',
+    )
+    this.runId = params.runId
+    this.owner = params.owner
+    this.host = host
+    this.pid = pid
+    this.leaseExpiresAt = params.leaseExpiresAt
+  }
+}
+
+/** The host and pid of an owner id of the form `<host>:<pid>:<random>`. */
+export function parseOwner(owner: string): { host: string | undefined; pid: number | undefined } {
+  const match = /^(.+):(\d+):[0-9a-f]+$/.exec(owner)
+  return match ? { host: match[1], pid: Number(match[2]) } : { host: undefined, pid: undefined }
+}
+
+/**
+ * A side effect could not be marked started because it is not `pending`: another execution
+ * started it already (its outcome is unknown until it records one), or it finished. Starting it
+ * again would run it twice; the runner treats a started call as an unknown outcome instead.
+ */
+export class EffectStartedError extends CairnError {
+  readonly runId: string
+  readonly callId: string
+  readonly status: 'started' | 'succeeded' | 'failed'
+
+  constructor(params: { runId: string; callId: string; status: 'started' | 'succeeded' | 'failed' }) {
+    super(
+      'effect_started',
+      `effect ${params.callId} of run ${params.runId} is already ${params.status}, so it was not started again; ` +
+        (params.status === 'started' ? 'its outcome is unknown until its execution records one' : 'use its recorded outcome'),
+    )
+    this.runId = params.runId
+    this.callId = params.callId
+    this.status = params.status
   }
 }
 

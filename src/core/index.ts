@@ -6,6 +6,8 @@ export {
   CheckpointError,
   CheckpointNotFoundError,
   ConfigMismatchError,
+  EffectStartedError,
+  RunBusyError,
   SchemaVersionError,
   StoreError,
   isStoreOutage,

@@ -1,6 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreError } from '../core/errors.js'
-import type { CheckpointInput, CheckpointStore, EffectCompletion, EffectIntent } from '../store/checkpoint-store.js'
+import type { CheckpointInput, CheckpointStore, EffectCompletion, EffectIntent, UpdateRunInput } from '../store/checkpoint-store.js'
+import type { Fence } from '../store/engine/lease-engine.js'
+
+/** What a durable commit carries besides the staged records: effect entries and a change to the run. */
+export interface CommitExtras {
+  intents?: readonly EffectIntent[]
+  completions?: readonly EffectCompletion[]
+  run?: UpdateRunInput
+}
 
 /** Most checkpoints the async writer lets wait for a turn of the event loop before it writes them anyway. */
 const MAX_LAG_RECORDS = 32
@@ -41,13 +49,23 @@ export class CheckpointWriter {
   #kickScheduled = false
   #failure: Error | undefined
   readonly #onCommit: ((checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void) | undefined
+  readonly #fence: Fence | undefined
 
-  /** `onCommit` is told of the checkpoints of every durable commit, with their ids. */
-  constructor(store: CheckpointStore, runId: string, options: WriterOptions, onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void) {
+  /**
+   * `onCommit` is told of the checkpoints of every durable commit, with their ids; `fence` is the
+   * lease every write carries (the execution's hold on the run).
+   */
+  constructor(
+    store: CheckpointStore,
+    runId: string,
+    options: WriterOptions,
+    hooks: { onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void; fence?: Fence } = {},
+  ) {
     this.#store = store
     this.#runId = runId
     this.#options = options
-    this.#onCommit = onCommit
+    this.#onCommit = hooks.onCommit
+    this.#fence = hooks.fence
   }
 
   /** Queue a checkpoint. In async mode it is written soon; a full queue makes this wait. */
@@ -81,7 +99,7 @@ export class CheckpointWriter {
   }
 
   /** Write everything staged, with `extra` effect entries, in one durable commit, and wait for it. */
-  async commit(extra: { intents?: readonly EffectIntent[]; completions?: readonly EffectCompletion[] } = {}): Promise<void> {
+  async commit(extra: CommitExtras = {}): Promise<void> {
     this.#throwIfFailed()
     const done = this.#enqueue(extra)
     await done
@@ -89,9 +107,9 @@ export class CheckpointWriter {
   }
 
   /** `commit`, bounded by `flushTimeoutMs`: a flush that cannot finish in time is an error. */
-  async flush(): Promise<void> {
+  async flush(extra: CommitExtras = {}): Promise<void> {
     const timeout = sleep(this.#options.flushTimeoutMs, 'timeout' as const, { ref: false })
-    const outcome = await Promise.race([this.commit().then(() => 'done' as const), timeout])
+    const outcome = await Promise.race([this.commit(extra).then(() => 'done' as const), timeout])
     if (outcome === 'timeout') {
       throw new StoreError(`run ${this.#runId}: checkpoints could not be flushed within ${this.#options.flushTimeoutMs} ms`, { runId: this.#runId })
     }
@@ -108,19 +126,26 @@ export class CheckpointWriter {
     })
   }
 
-  #enqueue(extra: { intents?: readonly EffectIntent[]; completions?: readonly EffectCompletion[] }): Promise<void> {
+  #enqueue(extra: CommitExtras): Promise<void> {
     const next = this.#chain.then(async () => {
       if (this.#failure) return
       const checkpoints = this.#queue
       const completions = [...this.#completions, ...(extra.completions ?? [])]
       const intents = [...this.#intents, ...(extra.intents ?? [])]
-      if (checkpoints.length === 0 && completions.length === 0 && intents.length === 0) return
+      if (checkpoints.length === 0 && completions.length === 0 && intents.length === 0 && extra.run === undefined) return
       this.#queue = []
       this.#completions = []
       this.#intents = []
       this.#inFlight = true
       try {
-        const ids = await this.#store.write({ runId: this.#runId, checkpoints, intents, completions })
+        const ids = await this.#store.write({
+          runId: this.#runId,
+          checkpoints,
+          intents,
+          completions,
+          ...(extra.run === undefined ? {} : { run: extra.run }),
+          ...(this.#fence === undefined ? {} : { fence: this.#fence }),
+        })
         this.commits++
         if (checkpoints.length > 0) this.#onCommit?.(checkpoints, ids)
       } catch (err) {

@@ -1,9 +1,12 @@
 import type { JsonValue } from '../core/codec.js'
-import { CheckpointCorruptionError } from '../core/errors.js'
+import { CheckpointCorruptionError, EffectStartedError } from '../core/errors.js'
 import { isDeepFrozen } from '../core/freeze.js'
 import { hashValue } from '../core/hash.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
-import type { EffectCompletion, EffectIntent, EffectRecord, CheckpointStore } from '../store/checkpoint-store.js'
+import type { CheckpointStore, EffectCompletion, EffectIntent, EffectRecord, WriteBatch } from '../store/checkpoint-store.js'
+
+/** A write of the run's execution: to its run, fenced by its lease. */
+export type RunWrite = (batch: Omit<WriteBatch, 'runId' | 'fence'>) => Promise<unknown>
 import type { Tool } from '../tools/tool.js'
 import type { RunToolCall, ToolCallOutcome, ToolExecutor } from '../tools/tool-executor.js'
 
@@ -26,6 +29,7 @@ export class EffectJournal {
   /** Outcomes of idempotent calls, written with the batch's checkpoint. */
   pendingCompletions: EffectCompletion[] = []
   readonly #store: CheckpointStore
+  readonly #write: RunWrite
   readonly #runId: string
   readonly #tools: ReadonlyMap<string, Tool>
   readonly #effects: Map<string, EffectRecord>
@@ -36,6 +40,7 @@ export class EffectJournal {
 
   constructor(params: {
     store: CheckpointStore
+    write: RunWrite
     runId: string
     tools: ReadonlyMap<string, Tool>
     effects: readonly EffectRecord[]
@@ -43,6 +48,7 @@ export class EffectJournal {
     responses: Record<string, JsonValue>
   }) {
     this.#store = params.store
+    this.#write = params.write
     this.#runId = params.runId
     this.#tools = params.tools
     this.#effects = new Map(params.effects.map((effect) => [effect.callId, effect]))
@@ -104,7 +110,13 @@ export class EffectJournal {
       if (answer === 'skip') return this.#complete(use, skippedResult(use), true)
       if (answer !== 'retry') return unknownOutcome(use, this.keyOf(use))
     }
-    if (!idempotent) await this.#store.startEffect(this.#runId, use.toolUseId)
+    // A compare-and-set under this execution's lease: a call another execution started is an
+    // unknown outcome, never a fresh start. A call known started here was approved to run again
+    // (answered 'retry', or it stopped at ctx.interrupt): it stays started.
+    if (!idempotent && existing?.status !== 'started') {
+      const refused = await this.#start(use)
+      if (refused) return refused
+    }
     const outcome = await runOne(use)
     if (outcome.type === 'interrupt') {
       this.#interrupted.add(use.toolUseId)
@@ -113,9 +125,23 @@ export class EffectJournal {
     return this.#complete(use, outcome.result, !idempotent)
   }
 
+  /** Mark a call started; what to return instead of running it when it was not pending. */
+  async #start(use: ToolUse): Promise<ToolCallOutcome | undefined> {
+    try {
+      await this.#write({ starts: [use.toolUseId] })
+      return undefined
+    } catch (err) {
+      if (!(err instanceof EffectStartedError)) throw err
+      const stored = await this.#store.getEffect(this.#runId, use.toolUseId)
+      if (stored) this.#effects.set(use.toolUseId, stored)
+      if (stored && (stored.status === 'succeeded' || stored.status === 'failed')) return this.#replay(use, stored)
+      return unknownOutcome(use, this.keyOf(use))
+    }
+  }
+
   async #complete(use: ToolUse, result: ToolResult, durableNow: boolean): Promise<ToolCallOutcome> {
     const completion: EffectCompletion = { runId: this.#runId, callId: use.toolUseId, status: result.status === 'success' ? 'succeeded' : 'failed', output: result }
-    if (durableNow) await this.#store.completeEffect(completion)
+    if (durableNow) await this.#write({ completions: [completion] })
     else this.pendingCompletions.push(completion)
     const known = this.#effects.get(use.toolUseId)
     if (known) this.#effects.set(use.toolUseId, { ...known, status: completion.status, output: result })

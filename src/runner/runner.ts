@@ -1,12 +1,12 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, isStoreOutage, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
 import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
-import type { CheckpointStore, EffectRecord, ListRunsQuery, RunRecord } from '../store/checkpoint-store.js'
+import type { CheckpointStore, CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, UpdateRunInput } from '../store/checkpoint-store.js'
 import { loadMany } from '../store/delegating-store.js'
 import { assertId } from '../store/encoding/validate.js'
 import type { Tool } from '../tools/tool.js'
@@ -16,7 +16,8 @@ import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnaps
 import { loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
 import { RunSession } from './run-session.js'
-import { newRuntime, ownerIsDead, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
+import { ownerProcessIsGone, RunOwnership, type HeldLease, type WaitForOwner } from './run-ownership.js'
+import { newRuntime, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
 import { subagentTool } from './subagent-tool.js'
 import type { RunEvent, RunEventListener } from '../observe/run-events.js'
 import { loadOpenTelemetry, runTracing } from '../observe/telemetry.js'
@@ -27,13 +28,37 @@ export interface RunnerOptions extends Partial<WriterOptions> {
   store: CheckpointStore
   /** Told of every {@link RunEvent} of every run this runner drives (see also `runner.stream`). */
   onEvent?: RunEventListener
+  /**
+   * How long this runner's hold on a run it executes lasts without renewal. The runner renews it
+   * in the background (every third of it) for as long as it runs, so it only matters when the
+   * process dies or freezes: another process may take the run over once it lapses (at once when
+   * the dead process was on the same machine). Keep it well above the longest pause of the event
+   * loop (a model call does not pause it). Default 60 s.
+   */
+  leaseMs?: number
+}
+
+/** How a second execution of a run that is already being executed behaves. */
+export interface OwnershipOptions {
+  /**
+   * When another live process executes the run: `false` (default) throws `RunBusyError` at once
+   * (naming the owner and when its lease expires); `true` waits until it finishes or its lease
+   * lapses, then continues (a finished run returns its stored result); `{ timeoutMs }` waits at
+   * most that long.
+   */
+  waitForOwner?: WaitForOwner
+  /**
+   * The run is already held under this lease (a worker's claim): writes carry its fence, and the
+   * runner neither renews nor releases it. Set by the worker layer.
+   */
+  lease?: HeldLease
 }
 
 /** What `runner.stream` takes: a new run's options, or `{ resume: true, ...ResumeOptions }`. */
 export type StreamOptions = (RunOptions & { resume?: false }) | (ResumeOptions & { resume: true })
 
 /** What `runner.run` takes. */
-export interface RunOptions {
+export interface RunOptions extends OwnershipOptions {
   input: string | ContentBlock[]
   /** A stable id makes the run findable after a crash; a fresh one by default. */
   runId?: string
@@ -46,7 +71,7 @@ export interface RunOptions {
 }
 
 /** What `runner.resume` takes. */
-export interface ResumeOptions {
+export interface ResumeOptions extends OwnershipOptions {
   runId: string
   threadId?: string
   /** Answers to pending interrupts, by interrupt id. */
@@ -78,11 +103,16 @@ export class Runner {
   readonly #onEvent: RunEventListener | undefined
   /** Listeners of `stream` calls, by run id (a run is driven once at a time per process). */
   readonly #listeners = new Map<string, RunEventListener>()
+  readonly #leaseMs: number
 
   constructor(options: RunnerOptions) {
     if (!options?.store) throw new TypeError('Runner needs a store: new Runner({ store })')
     this.store = options.store
     this.#onEvent = options.onEvent
+    this.#leaseMs = options.leaseMs ?? 60_000
+    if (typeof this.#leaseMs !== 'number' || !Number.isFinite(this.#leaseMs) || this.#leaseMs <= 0) {
+      throw new TypeError(`leaseMs must be a positive number of ms, got ${String(options.leaseMs)}`)
+    }
     this.#writer = {
       durability: options.durability ?? 'async',
       queueMaxSize: options.queueMaxSize ?? 1000,
@@ -102,38 +132,57 @@ export class Runner {
   async run(agent: Agent, options: RunOptions): Promise<RunResult> {
     const runId = options.runId ?? newId()
     assertId(runId, 'runId')
-    const existing = await this.store.getRun(runId)
-    if (existing && existing.lastSeq > 0) {
-      throw new CairnError('run_exists', `run ${runId} already exists; continue it with runner.resume(agent, { runId: '${runId}' })`)
-    }
     const threadId = options.threadId ?? runId
-    if (!existing) await this.store.createRun({
-      runId,
+    const fields = {
       threadId,
       name: agent.name,
       configSignature: agent.configSignature.hash,
       metadata: { ...ownerMetadata(), ...(options.parentRunId === undefined ? {} : { parentRunId: options.parentRunId }) },
-    })
-    const message: Message = { role: 'user', content: typeof options.input === 'string' ? [{ text: options.input }] : options.input }
-    const runtime = newRuntime(agent, options.context ?? {})
-    const start: LoopStart = { phase: 'model', cycleIndex: 0, responses: {} }
-    agent.messages.push(freezeDeep(message))
-    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects: [], responses: {}, resumed: false, signal: options.signal })
+    }
+    const ownership = await this.#own(runId, options, fields)
+    try {
+      const existing = ownership.created ? undefined : (ownership.run ?? (await this.store.getRun(runId)))
+      if (existing && existing.lastSeq > 0) {
+        throw new CairnError('run_exists', `run ${runId} already exists; continue it with runner.resume(agent, { runId: '${runId}' })`)
+      }
+      // A run with no checkpoint yet (enqueued, or its process died before the first commit) is adopted.
+      if (existing) await this.#writeRun(ownership, runId, { ...fields, status: 'running', metadata: { ...existing.metadata, ...fields.metadata } })
+      else if (!ownership.created) await this.store.createRun({ runId, ...fields })
+      const message: Message = { role: 'user', content: typeof options.input === 'string' ? [{ text: options.input }] : options.input }
+      const runtime = newRuntime(agent, options.context ?? {})
+      const start: LoopStart = { phase: 'model', cycleIndex: 0, responses: {} }
+      agent.messages.push(freezeDeep(message))
+      return await this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects: [], responses: {}, resumed: false, signal: options.signal, ownership })
+    } finally {
+      await ownership.release()
+    }
   }
 
   /**
    * Continue a run from its latest checkpoint, in this or a fresh process. A finished run
-   * returns its stored result without running anything; a paused one needs `responses`.
+   * returns its stored result without running anything; a paused one needs `responses`. The run
+   * is owned for the time of the call: a second execution of it at the same time, in any process,
+   * gets `RunBusyError` (or waits, with `waitForOwner`).
    */
   async resume(agent: Agent, options: ResumeOptions): Promise<RunResult> {
     const { runId } = options
     assertId(runId, 'runId')
+    const ownership = await this.#own(runId, options, undefined)
+    try {
+      return await this.#resumeOwned(agent, options, ownership)
+    } finally {
+      await ownership.release()
+    }
+  }
+
+  async #resumeOwned(agent: Agent, options: ResumeOptions, ownership: RunOwnership): Promise<RunResult> {
+    const { runId } = options
     const stored = await loadRunState(this.store, runId)
     const run = await this.store.getRun(runId)
     const threadId = options.threadId ?? run?.threadId ?? runId
     if (stored.kind === 'terminal') {
       const state = stored.record.payload.state as 'completed' | 'failed' | 'cancelled'
-      if (run && run.status !== state) await this.store.updateRun(runId, { status: state })
+      if (run && run.status !== state) await this.#writeRun(ownership, runId, { status: state })
       return resultFromTerminal(stored.record, threadId)
     }
     const runtime = structuredClone({ ...stored.runtime, messages: [] }) as RuntimeSnapshot
@@ -159,7 +208,29 @@ export class Runner {
     const finalAnswer = start.phase === 'model' && lastMessage?.role === 'assistant' && toolUsesOf(lastMessage).length === 0 ? lastMessage : undefined
     const repaired = start.phase === 'model' && repairDanglingToolUses(agent)
     const effects = await this.store.listEffects(runId)
-    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, resumed: true, signal: options.signal, repaired, finalAnswer })
+    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, resumed: true, signal: options.signal, repaired, finalAnswer, ownership })
+  }
+
+  /** Take the run's lease (or use the caller's); `create`: insert the run when it does not exist. */
+  async #own(runId: string, options: OwnershipOptions & { signal?: AbortSignal | undefined }, create: Omit<CreateRunInput, 'runId'> | undefined): Promise<RunOwnership> {
+    if (options.lease) return RunOwnership.held(options.lease)
+    const ownership = await RunOwnership.acquire({
+      store: this.store,
+      runId,
+      leaseMs: this.#leaseMs,
+      ...(create ? { create } : {}),
+      ...(options.waitForOwner === undefined ? {} : { waitForOwner: options.waitForOwner }),
+      signal: options.signal,
+    })
+    // An unknown run: the checkpoint reader names it.
+    if (!ownership) await loadRunState(this.store, runId)
+    if (!ownership) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    return ownership
+  }
+
+  /** A change to the run, fenced by the execution's lease. */
+  async #writeRun(ownership: RunOwnership, runId: string, run: UpdateRunInput): Promise<void> {
+    await this.store.write({ runId, run, fence: ownership.fence })
   }
 
   /**
@@ -213,7 +284,10 @@ export class Runner {
   }
 
   /**
-   * Resume every run a dead process on this machine left `running`: its owner pid is gone.
+   * Resume every run left `running` by an execution that is gone: its process died (on this
+   * machine: at once; elsewhere: once its lease lapsed, `leaseMs` after its last renewal). A run
+   * another live process is executing is skipped (it is that process's). Two processes may call
+   * this at once (two pods starting): each run is resumed by exactly one of them.
    * `resolveAgent` builds the agent for a run (by its name, say).
    */
   async recoverAll(resolveAgent: (run: RunRecord) => Agent | Promise<Agent>): Promise<RunResult[]> {
@@ -221,8 +295,14 @@ export class Runner {
     for (const run of await this.store.listRuns({ status: 'running' })) {
       // A run with no checkpoint died before its first commit: there is nothing to resume; start
       // it again with runner.run and the same runId.
-      if (this.#active.has(run.runId) || run.lastSeq === 0 || !ownerIsDead(run)) continue
-      results.push(await this.resume(await resolveAgent(run), { runId: run.runId }))
+      if (this.#active.has(run.runId) || run.lastSeq === 0) continue
+      const lease = await this.store.leases?.getLease(run.runId)
+      if (lease?.owner && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= Date.now() && !ownerProcessIsGone(lease.owner)) continue
+      try {
+        results.push(await this.resume(await resolveAgent(run), { runId: run.runId }))
+      } catch (err) {
+        if (!(err instanceof RunBusyError)) throw err
+      }
     }
     return results
   }
@@ -255,11 +335,16 @@ export class Runner {
 
   async #driveOnce(params: DriveParams, emit: Emit): Promise<RunResult> {
     const { agent, runId, threadId, runtime } = params
-    const writer = new CheckpointWriter(this.store, runId, this.#writer, (records, ids) => {
-      records.forEach((record, i) => emit({ type: 'phase_committed', runId, checkpointId: ids[i] ?? '', phase: record.phase, step: typeof record.metadata?.step === 'number' ? record.metadata.step : 0 }))
+    const { ownership } = params
+    const writer = new CheckpointWriter(this.store, runId, this.#writer, {
+      fence: ownership.fence,
+      onCommit: (records, ids) => {
+        records.forEach((record, i) => emit({ type: 'phase_committed', runId, checkpointId: ids[i] ?? '', phase: record.phase, step: typeof record.metadata?.step === 'number' ? record.metadata.step : 0 }))
+      },
     })
     const journal = new EffectJournal({
       store: this.store,
+      write: (batch) => this.store.write({ ...batch, runId, fence: ownership.fence }),
       runId,
       tools: agent.tools,
       effects: params.effects,
@@ -270,7 +355,7 @@ export class Runner {
     const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync', emit })
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
-      if (params.resumed) await this.store.updateRun(runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
+      if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
       await session.stage('run_started', { agent_name: agent.name, resumed: params.resumed, owner: ownerMetadata() }, !params.resumed)
       // The input is durable before the model is first asked (bounded like every final flush).
       if (!params.resumed) await writer.flush()
@@ -287,7 +372,7 @@ export class Runner {
         observer: session,
         executor: (inner) => observedTools(journal.wrap(inner), emit, runId, () => runtime.step),
         idempotencyKey: (use) => journal.keyOf(use),
-        options: params.signal ? { signal: params.signal } : {},
+        options: { signal: params.signal ? AbortSignal.any([params.signal, ownership.signal]) : ownership.signal },
       })
       let next = await events.next()
       while (!next.done) next = await events.next()
@@ -296,15 +381,14 @@ export class Runner {
       if (result.stopReason === 'interrupt') {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
         await session.stage('run_paused', { interrupts: result.interrupts as unknown as JsonValue }, true)
-        await writer.flush()
-        await this.store.updateRun(runId, { status: 'paused' })
+        await writer.flush({ run: { status: 'paused' } })
         return { ...base(runId, threadId, counts), state: 'interrupted', result, interrupts: result.interrupts }
       }
       const state = result.stopReason === 'cancelled' ? 'cancelled' : 'completed'
       await this.#finish(session, writer, runtime, { state, result, error: undefined })
       return { ...base(runId, threadId, counts), state, result }
     } catch (err) {
-      return this.#fail(err, { session, writer, runtime, runId, threadId, replayed: journal.replayed })
+      return this.#fail(err, { session, writer, runtime, runId, threadId, replayed: journal.replayed, ownership })
     }
   }
 
@@ -318,11 +402,16 @@ export class Runner {
       totalCostUsd: runtime.total_cost_usd,
     })
     await session.stage('run_terminal', payload, false, { terminal: true })
-    await writer.flush()
-    await this.store.updateRun(session.runId, { status: outcome.state })
+    await writer.flush({ run: { status: outcome.state } })
   }
 
-  async #fail(err: unknown, ctx: { session: RunSession; writer: CheckpointWriter; runtime: RuntimeSnapshot; runId: string; threadId: string; replayed: number }): Promise<RunResult> {
+  async #fail(
+    err: unknown,
+    ctx: { session: RunSession; writer: CheckpointWriter; runtime: RuntimeSnapshot; runId: string; threadId: string; replayed: number; ownership: RunOwnership },
+  ): Promise<RunResult> {
+    // Another execution took the run over: nothing of this one may be recorded, not even a failure.
+    const lost = ctx.ownership.lost ?? leaseLostIn(err)
+    if (lost) throw lost
     const error = describeError(err)
     // The store failed (a disk error, a dropped connection, a write that could not be flushed): the
     // run did not fail, its persistence did. Like a process that died, it stays resumable from
@@ -351,6 +440,7 @@ export class Runner {
 }
 
 interface DriveParams {
+  ownership: RunOwnership
   agent: Agent
   runId: string
   threadId: string
@@ -383,6 +473,13 @@ function base(runId: string, threadId: string, counts: { replayed: number; llm: 
 
 function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts'], runtime: RuntimeSnapshot): RunResult {
   return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'interrupted', result: undefined, interrupts }
+}
+
+function leaseLostIn(err: unknown): LeaseLostError | undefined {
+  for (let cause = err, depth = 0; cause instanceof Error && depth < 8; cause = cause.cause, depth++) {
+    if (cause instanceof LeaseLostError) return cause
+  }
+  return undefined
 }
 
 function describeError(err: unknown): { name: string; message: string; code?: string } {

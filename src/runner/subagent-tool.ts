@@ -18,12 +18,15 @@ export function subagentTool(runner: Runner, buildAgent: () => Agent, options: {
       const childRunId = ctx.idempotencyKey.replace(/[^A-Za-z0-9_.:@-]/g, '_')
       const parentRunId = childRunId.split(':')[0] ?? childRunId
       const exists = await runner.store.getRun(childRunId)
+      // The parent's execution owns the parent run, so only a dead execution of it can still hold
+      // the child: wait for that lease to lapse rather than fail the call.
+      const owned = { waitForOwner: true, signal: ctx.signal } as const
       let run = exists && exists.lastSeq > 0
-        ? await runner.resume(buildAgent(), { runId: childRunId })
-        : await runner.run(buildAgent(), { input: prompt, runId: childRunId, parentRunId, signal: ctx.signal })
+        ? await runner.resume(buildAgent(), { runId: childRunId, ...owned })
+        : await runner.run(buildAgent(), { input: prompt, runId: childRunId, parentRunId, ...owned })
       for (let i = 0; i < 4 && run.state === 'interrupted'; i++) {
         const responses = Object.fromEntries(run.interrupts.map((pending) => [pending.id, ctx.interrupt({ name: pending.name, ...(pending.reason === undefined ? {} : { reason: pending.reason }) })]))
-        run = await runner.resume(buildAgent(), { runId: childRunId, responses })
+        run = await runner.resume(buildAgent(), { runId: childRunId, responses, ...owned })
       }
       if (run.state !== 'completed') {
         throw new Error(`subagent run ${childRunId} ended ${run.state}${run.error ? `: ${run.error.message}` : ''}`)

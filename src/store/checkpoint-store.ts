@@ -1,4 +1,6 @@
 import type { JsonObject } from '../core/codec.js'
+import type { Fence } from './engine/lease-engine.js'
+import type { RunLeases } from './leases/run-leases.js'
 
 /** Where a run stands; `queued` is a run enqueued for workers that none has started yet. */
 export type RunStatus = 'queued' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled'
@@ -161,14 +163,29 @@ export interface EffectCompletionResult {
 
 /**
  * Several writes to one run committed atomically: checkpoints (in order, each continuing the
- * one before), effect intents and effect outcomes. The runner commits a model response together
- * with the intents of the tool calls it asks for, so one durable commit covers both.
+ * one before), effect intents, starts and outcomes, and a change to the run. The runner commits a
+ * model response together with the intents of the tool calls it asks for, so one durable commit
+ * covers both.
  */
 export interface WriteBatch {
   runId: string
   checkpoints?: readonly CheckpointInput<unknown>[]
   intents?: readonly EffectIntent[]
+  /**
+   * Call ids of effects to mark `started`, a compare-and-set: when one of them is not `pending`
+   * nothing of the batch is written and the write throws `EffectStartedError` (see `startEffect`).
+   */
+  starts?: readonly string[]
   completions?: readonly EffectCompletion[]
+  /** A change to the run, applied last (the run must exist by then). */
+  run?: UpdateRunInput
+  /**
+   * Write only while this lease holds the run (see `RunLeases`): checked under the same lock as
+   * the write, so once another execution took the run over (a higher epoch) nothing is written
+   * and the write throws `LeaseLostError`. The fenced run may be another run than `runId` (a
+   * subagent's child run written under its parent's lease). Needs a store with `leases`.
+   */
+  fence?: Fence
 }
 
 /** What `prune` may remove. Without `runId`, every run is considered. */
@@ -234,7 +251,12 @@ export interface CheckpointStore {
 
   /** Record an intent; if one exists for (runId, callId), count the attempt and return it. */
   recordEffectIntent(intent: EffectIntent): Promise<EffectRecord>
-  /** Mark an effect `started` just before its callback runs (so a crash leaves an unknown outcome, not a silent retry). */
+  /**
+   * Mark an effect `started` just before its callback runs (so a crash leaves an unknown outcome,
+   * not a silent retry). A compare-and-set: only a `pending` effect becomes `started`, once; an
+   * effect already started or finished throws `EffectStartedError` (code `effect_started`) with
+   * its status, and an unknown one `invalid_argument`.
+   */
   startEffect(runId: string, callId: string): Promise<EffectRecord>
   /** Record an outcome; the first outcome recorded for a call wins. */
   completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult>
@@ -243,4 +265,11 @@ export interface CheckpointStore {
 
   prune(options?: PruneOptions): Promise<PruneResult>
   close(): Promise<void>
+
+  /**
+   * The store's lease protocol, when it has one: how an execution (a `Runner`, a worker) owns a
+   * run, and what `WriteBatch.fence` is checked against. Every built-in store has it; a store
+   * without it cannot keep two processes from executing one run at once.
+   */
+  readonly leases?: RunLeases | undefined
 }

@@ -18,6 +18,7 @@ import type {
   UpdateRunInput,
   WriteBatch,
 } from './checkpoint-store.js'
+import type { RunLeases } from './leases/run-leases.js'
 
 /**
  * A `CheckpointStore` that forwards every call to `inner`. Extend it to change a few methods of
@@ -89,6 +90,9 @@ export class DelegatingStore implements CheckpointStore {
   }
   close(): Promise<void> {
     return this.inner.close()
+  }
+  get leases(): RunLeases | undefined {
+    return this.inner.leases
   }
 }
 

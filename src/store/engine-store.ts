@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, LeaseLostError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, EffectStartedError, LeaseLostError, StoreError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
 import type {
@@ -137,7 +137,8 @@ export class EngineStore implements CheckpointStore {
   }
 
   async write(batch: WriteBatch): Promise<string[]> {
-    return (await this.#write(batch, undefined)).ids
+    if (batch.fence !== undefined) assertFence(batch.fence)
+    return (await this.#write(batch, batch.fence)).ids
   }
 
   /**
@@ -166,10 +167,7 @@ export class EngineStore implements CheckpointStore {
    * ```
    */
   fenced(fence: Fence, hooks: FenceHooks = {}): FencedStore {
-    assertId(fence.runId, 'runId')
-    if (typeof fence.owner !== 'string' || fence.owner === '' || !Number.isSafeInteger(fence.epoch)) {
-      throw new CheckpointError('invalid_argument', 'a fence needs a run id, a non-empty owner and an integer epoch', { runId: fence.runId })
-    }
+    assertFence(fence)
     const commit: FencedCommit = {
       write: (batch) => this.#write(batch, fence),
       effects: async (runId, parts) => {
@@ -178,6 +176,7 @@ export class EngineStore implements CheckpointStore {
         const result = await this.#withRunLock(runId, () => this.#call(runId, 'write under a lease', () => this.#engine.commit(request)))
         if (result.ok) return { cancelRequested: result.cancelRequested === true }
         if (result.reason === 'fenced') throw new LeaseLostError(fence)
+        if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
         throw new StoreError(`run ${runId}: an effects-only write was refused (${result.reason})`, { runId })
       },
     }
@@ -195,18 +194,22 @@ export class EngineStore implements CheckpointStore {
     const effects = {
       intents: (batch.intents ?? []).map((intent) => intentRow(intent, runId)),
       completions: (batch.completions ?? []).map((completion) => completionRow(completion, runId)),
+      ...(batch.starts === undefined || batch.starts.length === 0 ? {} : { starts: startIds(batch.starts) }),
     }
+    const runPatch = batch.run === undefined ? undefined : toRunPatch(batch.run)
     return this.#withRunLock(runId, async () => {
       for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt++) {
-        const state = await this.#writerState(runId)
-        const { rows, appends, next } = encodeBatch(inputs, state, this.#schemas)
+        // An effects-only write (an effect start, an outcome, a run change) encodes nothing.
+        const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
+        const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now())
-        const request: CommitRequest = fence ? { rows, appends, run, effects, fence } : { rows, appends, run, effects }
+        const request: CommitRequest = { rows, appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
-          if (rows.length > 0) this.#cache.set(runId, next)
+          if (next) this.#cache.set(runId, next)
           return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
         }
+        if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
         this.#cache.delete(runId)
         if (result.reason === 'fenced') throw new LeaseLostError(fence!)
         const explicitSeq = inputs[0]?.seq !== undefined
@@ -229,11 +232,10 @@ export class EngineStore implements CheckpointStore {
 
   async startEffect(runId: string, callId: string): Promise<EffectRecord> {
     assertId(runId, 'runId')
-    const row = await this.#call(runId, `mark effect ${callId} started`, () => this.#engine.startEffect(runId, callId))
-    if (!row) {
-      throw new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
-    }
-    return decodeEffectRow(row)
+    // A compare-and-set inside one commit: pending → started happens once.
+    await this.#write({ runId, starts: [callId] }, undefined)
+    const row = await this.#call(runId, `read effect ${callId}`, () => this.#engine.getEffect(runId, callId))
+    return decodeEffectRow(row!)
   }
 
   async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
@@ -509,6 +511,28 @@ function newRunRow(runId: string, workflowName: string | null, now: number) {
     updatedAt: now,
     metadata: '{}',
   }
+}
+
+function assertFence(fence: Fence): void {
+  assertId(fence?.runId, 'runId')
+  if (typeof fence.owner !== 'string' || fence.owner === '' || !Number.isSafeInteger(fence.epoch)) {
+    throw new CheckpointError('invalid_argument', 'a fence needs a run id, a non-empty owner and an integer epoch', { runId: fence.runId })
+  }
+}
+
+function startIds(starts: readonly string[]): string[] {
+  for (const callId of starts) {
+    if (typeof callId !== 'string' || callId === '') throw new CheckpointError('invalid_argument', `an effect start needs a call id, got ${JSON.stringify(callId)}`)
+  }
+  return [...starts]
+}
+
+/** The error of a commit whose effect start found the effect not `pending`. */
+function notPendingError(runId: string, result: { callId: string; status: EffectRecord['status'] | null }): CairnError {
+  if (result.status === null || result.status === 'pending') {
+    return new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${result.callId}; record the intent before the effect starts`, { runId })
+  }
+  return new EffectStartedError({ runId, callId: result.callId, status: result.status })
 }
 
 function assertLimit(limit: number | undefined): void {

@@ -154,13 +154,14 @@ export class RunExecution {
   async #drive(agent: Agent, input: string | ContentBlock[], responses: Record<string, JsonValue> | undefined): Promise<RunResult> {
     const signal = this.#controller.signal
     const threadId = this.claimed.run.threadId ?? this.runId
+    const lease = { fence: this.claimed.fence }
     if (await hasRunnerSnapshot(this.#view, this.runId)) {
       const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
-      return runner.resume(agent, { runId: this.runId, threadId, signal, ...(responses === undefined ? {} : { responses }) })
+      return runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses }) })
     }
     // Never started, or stopped before its first runtime snapshot: start over.
     const runner = new Runner({ store: new AdoptedRunStore(this.#store, this.claimed.run), durability: this.#ctx.durability })
-    return runner.run(agent, { runId: this.runId, input, threadId, signal })
+    return runner.run(agent, { runId: this.runId, input, threadId, signal, lease })
   }
 
   async #settleFailure(err: unknown): Promise<void> {

@@ -1,4 +1,5 @@
 import {
+  firstNotPending,
   compareCheckpointsNewestFirst,
   compareRunsNewestFirst,
   page,
@@ -79,6 +80,8 @@ export class KvEngine implements StorageEngine {
     if (rows.some((row) => this.#db.get(key.checkpoint(row.id)))) return { ok: false, reason: 'duplicate_id' }
     if (rows[0] && rows[0].seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
     if (appends.some((append) => this.#list(run.runId, append.listId).length !== append.expectedLength)) return { ok: false, reason: 'list_conflict' }
+    const notPending = firstNotPending(effects, (callId) => this.#db.get<EffectRow>(key.effect(run.runId, callId))?.status)
+    if (notPending) return notPending
     for (const append of appends) this.#db.set(key.list(run.runId, append.listId), [...this.#list(run.runId, append.listId), ...append.items])
     let next: RunRow = stored ?? run
     for (const row of rows) {

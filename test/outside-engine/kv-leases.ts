@@ -40,6 +40,16 @@ export function kvLeases(db: KvDatabase): LeaseEngine {
       db.leases.wake()
       return { outcome: 'queued' }
     },
+    acquire: async (request) => {
+      let created = false
+      if (!run(request.runId)) {
+        if (!request.create) return { outcome: 'not_found' }
+        db.set(key.run(request.runId), request.create)
+        created = true
+      }
+      const { acquired, row } = db.leases.acquire(request.runId, request)
+      return acquired ? { outcome: 'acquired', run: run(request.runId)!, lease: row, created } : { outcome: 'held', lease: row }
+    },
     getLease: async (runId) => (run(runId) ? (db.leases.get(runId) ?? unleased(runId)) : undefined),
   }
 }

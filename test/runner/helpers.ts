@@ -83,16 +83,53 @@ export function researchAgent(world: World, hooks: Parameters<typeof researchToo
 /** A promise that never settles: what a process that died leaves behind. */
 export const forever = () => new Promise<never>(() => {})
 
+/** The lease of a runner made to "die" in a test: short, so the test's resume does not wait long. */
+export const CRASH_LEASE_MS = 150
+
+/**
+ * The store as a process that froze or died sees it: its lease renewals (and release) never
+ * answer, so a runner using it loses the run once `leaseMs` passes and another may take it over.
+ */
+export function frozenLeases(store: CheckpointStore): CheckpointStore {
+  const leases = store.leases
+  const frozen = leases && new Proxy(leases, {
+    get(target, property) {
+      if (property === 'heartbeat' || property === 'release') return () => forever()
+      const value = Reflect.get(target, property) as unknown
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+    },
+  })
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'leases') return frozen
+      const value = Reflect.get(target, property) as unknown
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
+
+/** Wait until the run's lease lapsed: the "dead" runner holding it can be taken over now. */
+export async function leaseLapsed(store: CheckpointStore, runId: string): Promise<void> {
+  for (;;) {
+    const expiresAt = (await store.leases!.getLease(runId))?.leaseExpiresAt ?? null
+    if (expiresAt === null || expiresAt < Date.now()) return
+    await new Promise((resolve) => setTimeout(resolve, Math.max(1, expiresAt - Date.now() + 1)))
+  }
+}
+
 /**
  * A store that "dies" after `writes` calls of `write`: from then on every call hangs, as if the
- * process had been killed. Everything before the death is in the real store.
+ * process had been killed (its lease renewals never answer). Everything before the death is in
+ * the real store.
  */
 export function dyingStore(store: CheckpointStore, writes: number): CheckpointStore {
   let left = writes
   let dead = false
+  const frozen = frozenLeases(store)
   return new Proxy(store, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver) as unknown
+    get(target, property) {
+      if (property === 'leases') return frozen.leases
+      const value = Reflect.get(target, property) as unknown
       if (typeof value !== 'function') return value
       return (...args: unknown[]) => {
         if (dead) return forever()

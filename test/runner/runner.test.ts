@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
 import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
-import { dyingStore, forever, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
+import { CRASH_LEASE_MS, dyingStore, forever, frozenLeases, leaseLapsed, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'
 
 const RUNTIME_FIELDS = [
@@ -120,9 +120,10 @@ describe('managed runner (rules 35-48)', () => {
     // The first commit holds step_started, pre_llm, post_llm, pre_tool_batch and the intents; the
     // lookups then hang: the process "dies" with the model's answer checkpointed and no outcome.
     const first = researchAgent(world, { onLookup: () => forever() })
-    void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'skip-llm' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'skip-llm' })
     await waitFor(() => world.effects.length === 2)
     await waitForHang(store, 'skip-llm', ['lookup-a', 'lookup-b'])
+    await leaseLapsed(store, 'skip-llm')
     expect(first.model.calls).toHaveLength(1)
     const fresh = researchAgent(world)
     const resumed = await new Runner({ store: reopen(), durability: 'sync' }).resume(fresh.agent, { runId: 'skip-llm', context: { extra: 1 } })
@@ -158,8 +159,9 @@ describe('managed runner (rules 35-48)', () => {
     const { store, reopen } = await sqliteStore()
     const world = new World()
     const first = researchAgent(world, { onLookup: async (key) => (key === 'b' ? forever() : undefined) })
-    void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'mid-batch' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'mid-batch' })
     await waitFor(() => world.effects.length === 2)
+    await leaseLapsed(store, 'mid-batch')
     // lookup:a finished (its outcome waits for the batch commit: idempotent), lookup:b hangs: the process "dies".
     const fresh = researchAgent(world)
     const resumed = await new Runner({ store: reopen(), durability: 'sync' }).resume(fresh.agent, { runId: 'mid-batch' })
@@ -174,9 +176,10 @@ describe('managed runner (rules 35-48)', () => {
     const { store } = await sqliteStore()
     const world = new World()
     const first = researchAgent(world, { onNote: () => forever() })
-    void new Runner({ store, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'replay' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(first.agent, { input: 'research', runId: 'replay' })
     await waitFor(() => world.count('note:a and b') === 1)
     await waitForHang(store, 'replay', ['note-1'])
+    await leaseLapsed(store, 'replay')
     // The note started and hangs: complete it by hand as if its outcome had been written before the crash.
     await store.completeEffect({ runId: 'replay', callId: 'note-1', status: 'succeeded', output: { toolUseId: 'note-1', status: 'success', content: [{ text: 'saved' }] } })
     const fresh = researchAgent(world)
@@ -190,9 +193,10 @@ describe('managed runner (rules 35-48)', () => {
     const { store, reopen } = await sqliteStore()
     await store.recordEffectIntent({ runId: 'mismatch', callId: 'lookup-a', name: 'lookup', inputHash: 'not-the-real-hash', idempotencyKey: 'k' })
     const world = new World()
-    void new Runner({ store: dyingStore(store, 2), durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'mismatch' })
+    void new Runner({ store: dyingStore(store, 2), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'mismatch' })
     await waitFor(() => world.effects.length === 2)
     await waitForHang(store, 'mismatch', ['lookup-a', 'lookup-b'])
+    await leaseLapsed(store, 'mismatch')
     const before = world.effects.length
     await expect(new Runner({ store: reopen() }).resume(researchAgent(world).agent, { runId: 'mismatch' })).rejects.toThrow(/journaled with other input/)
     expect(world.effects).toHaveLength(before)
@@ -202,9 +206,10 @@ describe('managed runner (rules 35-48)', () => {
     for (const answer of ['retry', 'skip'] as const) {
       const { store, reopen } = await sqliteStore()
       const world = new World()
-      void new Runner({ store, durability: 'async' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'r', runId: `unknown-${answer}` })
+      void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'async' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'r', runId: `unknown-${answer}` })
       await waitFor(() => world.count('note:a and b') === 1)
       await waitForHang(store, `unknown-${answer}`, ['note-1'])
+      await leaseLapsed(store, `unknown-${answer}`)
       const runner = new Runner({ store: reopen() })
       const paused = await runner.resume(researchAgent(world).agent, { runId: `unknown-${answer}` })
       expect(paused.state).toBe('interrupted')
@@ -223,17 +228,17 @@ describe('managed runner (rules 35-48)', () => {
   it('rule 44: a failed write is surfaced and fails the run; the final flush is bounded', async () => {
     const { store } = await sqliteStore()
     const failing = new Proxy(store, {
-      get(target, property, receiver) {
+      get(target, property) {
         if (property === 'write') return async () => Promise.reject(new Error('disk full'))
-        const value = Reflect.get(target, property, receiver) as unknown
+        const value = Reflect.get(target, property) as unknown
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
       },
     })
     await expect(new Runner({ store: failing }).run(researchAgent(new World()).agent, { input: 'x', runId: 'fails' })).rejects.toThrow(/disk full/)
     const slow = new Proxy(store, {
-      get(target, property, receiver) {
+      get(target, property) {
         if (property === 'write') return () => forever()
-        const value = Reflect.get(target, property, receiver) as unknown
+        const value = Reflect.get(target, property) as unknown
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
       },
     })
@@ -255,9 +260,10 @@ describe('managed runner (rules 35-48)', () => {
   it('rule 45: provider tokens are stored and passed back on resume', async () => {
     const { store, reopen } = await sqliteStore()
     const first = new StatefulModel()
-    void new Runner({ store, durability: 'sync' }).run(new Agent({ model: first, tools: [waitTool(true)] }), { input: 'x', runId: 'tokens' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(new Agent({ model: first, tools: [waitTool(true)] }), { input: 'x', runId: 'tokens' })
     await waitFor(() => first.requests.length === 1)
     await waitForHang(store, 'tokens', ['w'])
+    await leaseLapsed(store, 'tokens')
     const second = new StatefulModel(1)
     const resumed = await new Runner({ store: reopen() }).resume(new Agent({ model: second, tools: [waitTool(false)] }), { runId: 'tokens' })
     expect(resumed.state).toBe('completed')
@@ -301,8 +307,9 @@ describe('managed runner (rules 35-48)', () => {
     const stored = await new Runner({ store: reopen() }).resume(new Agent({ model: boom }), { runId: 'failed' })
     expect(stored).toMatchObject({ state: 'failed', fromTerminalCheckpoint: true, error: { message: 'provider exploded' } })
     const world = new World()
-    void new Runner({ store: dyingStore(store, 2), durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'died' })
+    void new Runner({ store: dyingStore(store, 2), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'died' })
     await waitFor(() => world.effects.length > 0)
+    await leaseLapsed(store, 'died')
     expect((await reopen().getRun('died'))?.status).toBe('running')
   })
 
@@ -314,11 +321,11 @@ describe('managed runner (rules 35-48)', () => {
     // works again right after.
     let marks = 0
     const flaky = new Proxy(store, {
-      get(target, property, receiver) {
-        const value = Reflect.get(target, property, receiver) as unknown
-        if (property === 'startEffect') {
+      get(target, property) {
+        const value = Reflect.get(target, property) as unknown
+        if (property === 'write') {
           return async (...args: unknown[]) => {
-            if (++marks === 1) throw new StoreError('failed to mark effect note-1 started (run outage): Connection terminated unexpectedly')
+            if ((args[0] as { starts?: unknown[] }).starts?.length && ++marks === 1) throw new StoreError('failed to mark effect note-1 started (run outage): Connection terminated unexpectedly')
             return (value as (...a: unknown[]) => unknown).apply(target, args)
           }
         }
@@ -336,8 +343,9 @@ describe('managed runner (rules 35-48)', () => {
   it('rule 16 for runs: resuming with a different agent configuration is refused', async () => {
     const { store } = await sqliteStore()
     const world = new World()
-    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'config' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'config' })
     await waitFor(() => world.count('note:a and b') === 1)
+    await leaseLapsed(store, 'config')
     const other = new Agent({ model: new ScriptedModel([]), systemPrompt: 'Something else.' })
     await expect(new Runner({ store }).resume(other, { runId: 'config' })).rejects.toBeInstanceOf(ConfigMismatchError)
   })

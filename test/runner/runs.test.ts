@@ -2,20 +2,21 @@ import { spawnSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
 import { Agent, Runner, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
-import { forever, researchAgent, sqliteStore, waitForHang, World } from './helpers.js'
+import { CRASH_LEASE_MS, forever, frozenLeases, leaseLapsed, researchAgent, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'
 
 describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
   it('rule 41: the context is the restored one with the caller overlay on top', async () => {
     const { store } = await sqliteStore()
     const world = new World()
-    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, {
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, {
       input: 'x',
       runId: 'ctx',
       context: { team: 'ops', region: 'eu' },
     })
     await waitFor(() => world.count('note:a and b') === 1)
     await waitForHang(store, 'ctx', ['note-1'])
+    await leaseLapsed(store, 'ctx')
     const runner = new Runner({ store })
     await runner.resume(researchAgent(world).agent, { runId: 'ctx', context: { region: 'us' } })
     await runner.resume(researchAgent(world).agent, { runId: 'ctx', responses: { 'note-1:effect_outcome_unknown': 'skip' }, context: { region: 'us' } })
@@ -37,9 +38,10 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
   it('rule 48: a resume never moves the latest checkpoint backwards or restarts the step count', async () => {
     const { store } = await sqliteStore()
     const world = new World()
-    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'mono' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'mono' })
     await waitFor(() => world.count('note:a and b') === 1)
     await waitForHang(store, 'mono', ['note-1'])
+    await leaseLapsed(store, 'mono')
     const before = await store.getLatest({ runId: 'mono' })
     const runner = new Runner({ store })
     await runner.resume(researchAgent(world).agent, { runId: 'mono' })
@@ -71,9 +73,10 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
   it('rule 51: recoverAll resumes the runs a dead process on this machine left running', async () => {
     const { store } = await sqliteStore()
     const world = new World()
-    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
     await waitFor(() => world.count('note:a and b') === 1)
     await waitForHang(store, 'orphan', ['note-1'])
+    await leaseLapsed(store, 'orphan')
     const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
     const run = await store.getRun('orphan')
     await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
@@ -86,9 +89,10 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
   it('rule 49: a fresh worker resumes a run by its stable id and repeats no completed work', async () => {
     const { store, reopen } = await sqliteStore()
     const world = new World()
-    void new Runner({ store, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'stable' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'stable' })
     await waitFor(() => world.count('note:a and b') === 1)
     await waitForHang(store, 'stable', ['note-1'])
+    await leaseLapsed(store, 'stable')
     const fresh = researchAgent(world)
     const paused = await new Runner({ store: reopen() }).resume(fresh.agent, { runId: 'stable' })
     expect(paused.state).toBe('interrupted')

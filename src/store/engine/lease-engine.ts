@@ -53,6 +53,16 @@ export interface LeaseEngine {
    * Otherwise change nothing and say why. Undefined for an unknown run.
    */
   requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined>
+  /**
+   * Take the lease of one named run for `owner`, in one atomic step: when nobody holds it (never
+   * leased, released, or its holder's lease lapsed — or it is held by exactly `takeFrom`, a holder
+   * known to be dead), set the owner, raise the epoch and start a lease of `leaseMs`; a lapsed or
+   * dead holder counts one more recovery and is fenced out by the raised epoch. A run held under a
+   * live lease is left alone (`held`). With `create`, an unknown run is inserted (with the lease)
+   * first; without it, an unknown run is `not_found`. The status is not changed. This is how a
+   * `Runner` owns a run it executes, enqueued or not.
+   */
+  acquire(request: AcquireRequest): Promise<AcquireOutcome>
   /** The lease columns of a run; undefined for an unknown run. */
   getLease(runId: string): Promise<LeaseRow | undefined>
   /**
@@ -101,6 +111,23 @@ export interface ClaimedRun {
   run: RunRow
   lease: LeaseRow
 }
+
+/** What `acquire` takes. */
+export interface AcquireRequest {
+  runId: string
+  owner: string
+  leaseMs: number
+  /** Insert this run (with the lease) when no run has the id. */
+  create?: RunRow
+  /** Take the lease even while it is live if exactly this owner holds it at this epoch (its process is known dead). */
+  takeFrom?: { owner: string; epoch: number }
+}
+
+/** What `acquire` did: the lease is the caller's now, or a live owner holds it, or the run does not exist. */
+export type AcquireOutcome =
+  | { outcome: 'acquired'; run: RunRow; lease: LeaseRow; created: boolean }
+  | { outcome: 'held'; lease: LeaseRow }
+  | { outcome: 'not_found' }
 
 /** What `heartbeat` takes: the runs `owner` believes it holds, at the epochs it claimed them. */
 export interface HeartbeatRequest {

@@ -1,4 +1,4 @@
-import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
+import type { EffectStatus, ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import type { Fence, LeaseEngine } from './lease-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, RunPatch, RunRow } from './rows.js'
 
@@ -104,7 +104,12 @@ export interface CommitRequest {
   effects?: {
     intents?: readonly EffectRow[]
     completions?: readonly EffectCompletionRow[]
-    /** Call ids of `pending` effects to mark `started` (after the intents are written). */
+    /**
+     * Call ids of `pending` effects to mark `started` (after the intents are written): a
+     * compare-and-set. When one of them is not `pending` (already started, finished, or has no
+     * intent, neither stored nor in this commit), nothing is written and the commit answers
+     * `effect_not_pending` with the stored status (null: no intent).
+     */
     starts?: readonly string[]
   }
   /** A change to the run row, applied last (the run must exist by then). */
@@ -120,6 +125,7 @@ export type CommitResult =
   | { ok: false; reason: 'stale_seq'; lastSeq: number }
   | { ok: false; reason: 'list_conflict' }
   | { ok: false; reason: 'duplicate_id' }
+  | { ok: false; reason: 'effect_not_pending'; callId: string; status: EffectStatus | null }
 
 /** Sealed contents of existing records of one run, replaced in place by {@link StorageEngine.rewrite}. */
 export interface RewriteRequest {

@@ -1,6 +1,7 @@
 import type { RunStatus } from '../checkpoint-store.js'
 import {
   CLAIMABLE_STATUSES,
+  type AcquireRequest,
   type ClaimRequest,
   type Fence,
   type HeartbeatRequest,
@@ -9,9 +10,9 @@ import {
   type RequeueOutcome,
 } from '../engine/lease-engine.js'
 
-/** One enqueued run's lease state, as the in-process engines keep it. */
+/** One run's lease state, as the in-process engines keep it; `queue` is null for a run never enqueued. */
 export interface LeaseEntry {
-  queue: string
+  queue: string | null
   priority: number
   createdAt: number
   owner: string | null
@@ -53,7 +54,7 @@ export class LeaseTable {
     const live = new Map<string, number>()
     const candidates: [string, LeaseEntry][] = []
     for (const [runId, entry] of this.#entries) {
-      if (!claimable(statusOf(runId))) continue
+      if (entry.queue === null || !claimable(statusOf(runId))) continue
       if (entry.owner !== null && entry.expiresAt !== null && entry.expiresAt >= now) {
         live.set(entry.queue, (live.get(entry.queue) ?? 0) + 1)
       } else if (request.queues === undefined || request.queues.includes(entry.queue)) {
@@ -64,9 +65,10 @@ export class LeaseTable {
     const claimed: { runId: string; row: LeaseRow }[] = []
     for (const [runId, entry] of candidates) {
       if (claimed.length >= request.limit) break
-      const cap = request.queueLimits?.[entry.queue]
-      if (cap !== undefined && (live.get(entry.queue) ?? 0) >= cap) continue
-      live.set(entry.queue, (live.get(entry.queue) ?? 0) + 1)
+      const queue = entry.queue!
+      const cap = request.queueLimits?.[queue]
+      if (cap !== undefined && (live.get(queue) ?? 0) >= cap) continue
+      live.set(queue, (live.get(queue) ?? 0) + 1)
       if (entry.owner !== null) entry.recoveries++
       entry.owner = request.owner
       entry.epoch++
@@ -74,6 +76,26 @@ export class LeaseTable {
       claimed.push({ runId, row: leaseRow(runId, entry) })
     }
     return claimed
+  }
+
+  /**
+   * Take the lease of `runId` (which exists) for `request.owner` unless a live lease holds it
+   * (see `LeaseEngine.acquire`); a run never leased gets an entry of no queue.
+   */
+  acquire(runId: string, request: AcquireRequest, now = Date.now()): { acquired: boolean; row: LeaseRow } {
+    let entry = this.#entries.get(runId)
+    if (!entry) {
+      entry = { queue: null, priority: 0, createdAt: now, owner: null, epoch: 0, expiresAt: null, recoveries: 0, cancelRequested: false }
+      this.#entries.set(runId, entry)
+    }
+    const live = entry.owner !== null && entry.expiresAt !== null && entry.expiresAt >= now
+    const dead = request.takeFrom !== undefined && entry.owner === request.takeFrom.owner && entry.epoch === request.takeFrom.epoch
+    if (live && !dead) return { acquired: false, row: leaseRow(runId, entry) }
+    if (entry.owner !== null) entry.recoveries++
+    entry.owner = request.owner
+    entry.epoch++
+    entry.expiresAt = now + request.leaseMs
+    return { acquired: true, row: leaseRow(runId, entry) }
   }
 
   heartbeat(request: HeartbeatRequest, now = Date.now()): HeartbeatRow[] {
@@ -124,7 +146,7 @@ export class LeaseTable {
    */
   blocksRequeue(runId: string, now = Date.now()): Exclude<RequeueOutcome, { outcome: 'queued' | 'not_paused' }> | undefined {
     const entry = this.#entries.get(runId)
-    if (!entry) return { outcome: 'not_enqueued' }
+    if (!entry || entry.queue === null) return { outcome: 'not_enqueued' }
     if (entry.owner !== null && entry.expiresAt !== null && entry.expiresAt >= now) {
       return { outcome: 'held', owner: entry.owner, leaseLeftMs: entry.expiresAt - now }
     }

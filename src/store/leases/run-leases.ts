@@ -1,9 +1,10 @@
 import type { JsonObject } from '../../core/codec.js'
 import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { RunRecord, RunStatus } from '../checkpoint-store.js'
+import type { CreateRunInput, RunRecord, RunStatus } from '../checkpoint-store.js'
 import type { RunRow } from '../engine/rows.js'
 import type {
+  AcquireRequest,
   CancelOutcome,
   ClaimRequest,
   Fence,
@@ -36,6 +37,15 @@ export interface ClaimedLease {
   fence: Fence
   lease: LeaseRow
 }
+
+/** What `RunLeases.acquire` takes: `create` is the run to insert (with the lease) when the id is unknown. */
+export type AcquireRunInput = Omit<AcquireRequest, 'create'> & { create?: Omit<CreateRunInput, 'runId'> }
+
+/** What `RunLeases.acquire` did (see {@link LeaseEngine.acquire}). */
+export type AcquiredLease =
+  | { outcome: 'acquired'; run: RunRecord; lease: LeaseRow; fence: Fence; created: boolean }
+  | { outcome: 'held'; lease: LeaseRow }
+  | { outcome: 'not_found' }
 
 /** How a worker gives a run back. */
 export interface ReleaseOptions {
@@ -112,6 +122,22 @@ export class RunLeases {
     return claimed.map(({ run, lease }) => ({ run: decodeRunRow(run), lease, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch } }))
   }
 
+  /**
+   * Take the lease of one named run (see {@link LeaseEngine.acquire}): `acquired` with the fence
+   * its writes must carry, `held` by a live owner (with its lease), or `not_found`.
+   */
+  async acquire(input: AcquireRunInput): Promise<AcquiredLease> {
+    const { runId, create, ...rest } = input
+    assertId(runId, 'runId')
+    if (typeof input.owner !== 'string' || input.owner === '') throw new CheckpointError('invalid_argument', 'acquire needs a non-empty owner', { runId })
+    if (!Number.isFinite(input.leaseMs) || input.leaseMs <= 0) throw new CheckpointError('invalid_argument', `leaseMs must be positive, got ${input.leaseMs}`, { runId })
+    const request: AcquireRequest = { runId, ...rest, ...(create ? { create: newRunRow(runId, create) } : {}) }
+    const outcome = await this.#call(runId, 'acquire run lease', () => this.#engine.acquire(request))
+    if (outcome.outcome !== 'acquired') return outcome
+    const { run, lease, created } = outcome
+    return { outcome: 'acquired', run: decodeRunRow(run), lease, created, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch } }
+  }
+
   /** Extend the leases still held; returns those (a run missing from the answer was lost). */
   async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {
     return this.#call(undefined, 'extend leases', () => this.#engine.heartbeat(request))
@@ -161,6 +187,24 @@ export class RunLeases {
     const subscribe = this.#engine.subscribe?.bind(this.#engine)
     return subscribe ? this.#call(undefined, 'listen for new runs', () => subscribe(onWake)) : undefined
   }
+}
+
+function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>): RunRow {
+  const now = Date.now()
+  const row: RunRow = {
+    runId,
+    status: input.status ?? 'running',
+    name: input.name ?? null,
+    threadId: input.threadId ?? null,
+    workflowName: input.workflowName ?? null,
+    configSignature: input.configSignature ?? null,
+    lastSeq: 0,
+    createdAt: now,
+    updatedAt: now,
+    metadata: encodeMetadata(input.metadata),
+  }
+  assertRunPatch(row)
+  return row
 }
 
 function pick(options: ReleaseOptions): { status?: RunStatus; metadata?: JsonObject } {

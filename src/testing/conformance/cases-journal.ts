@@ -41,15 +41,34 @@ export function journalCases(ctx: SuiteContext): void {
       })
     })
 
-    it('marks an effect started, and a started effect still takes its first outcome', async () => {
+    it('marks an effect started once (a compare-and-set), and a started effect still takes its first outcome', async () => {
       const store = ctx.store()
       await store.recordEffectIntent(intent)
       expect((await store.startEffect('fx', 'call-1')).status).toBe('started')
-      expect((await store.startEffect('fx', 'call-1')).status).toBe('started')
+      await expect(store.startEffect('fx', 'call-1')).rejects.toMatchObject({ code: 'effect_started', status: 'started', callId: 'call-1' })
       const done = await store.completeEffect({ runId: 'fx', callId: 'call-1', status: 'succeeded', output: 1 })
       expect(done).toMatchObject({ recorded: true, effect: { status: 'succeeded', output: 1 } })
-      expect((await store.startEffect('fx', 'call-1')).status).toBe('succeeded')
+      await expect(store.startEffect('fx', 'call-1')).rejects.toMatchObject({ code: 'effect_started', status: 'succeeded' })
       await expect(store.startEffect('fx', 'nope')).rejects.toMatchObject({ code: 'invalid_argument' })
+    })
+
+    it('of many concurrent starts of one effect exactly one succeeds', async () => {
+      const store = ctx.store()
+      await store.recordEffectIntent({ ...intent, callId: 'raced' })
+      const starts = await Promise.allSettled(Array.from({ length: 5 }, () => store.startEffect('fx', 'raced')))
+      expect(starts.filter((start) => start.status === 'fulfilled')).toHaveLength(1)
+      for (const start of starts) if (start.status === 'rejected') expect(start.reason).toMatchObject({ code: 'effect_started' })
+    })
+
+    it('a write whose effect start finds the effect started writes nothing of the batch', async () => {
+      const store = ctx.store()
+      await store.recordEffectIntent({ ...intent, callId: 'once' })
+      await store.write({ runId: 'fx', starts: ['once'] })
+      const before = await store.listCheckpoints({ runId: 'fx' })
+      await expect(store.write({ runId: 'fx', starts: ['once'], checkpoints: [{ runId: 'fx', kind: 'demo', phase: 'p', payload: 1 }] })).rejects.toMatchObject({
+        code: 'effect_started',
+      })
+      expect(await store.listCheckpoints({ runId: 'fx' })).toEqual(before)
     })
 
     it('commits several checkpoints with effect intents and outcomes in one write', async () => {

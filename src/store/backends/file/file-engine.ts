@@ -7,6 +7,7 @@ import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from 
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
+import { firstNotPending } from '../../engine/effect-starts.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
@@ -155,6 +156,10 @@ export class FileEngine implements StorageEngine {
       const lastSeq = lastSeqOf(state)
       const first = rows[0]
       if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+      const stored = new Map<string, EffectRow['status'] | undefined>()
+      for (const callId of effects?.starts ?? []) stored.set(callId, (await this.#effects.get(run.runId, callId))?.status)
+      const notPending = firstNotPending(effects, (callId) => stored.get(callId))
+      if (notPending) return notPending
       const files = rows.map((row) => ({ seq: row.seq, id: row.id, name: checkpointFileName(row.seq, row.id) }))
       // Claim the ids before the next await, so a concurrent commit in another run cannot take them.
       for (const file of files) index.set(file.id, { runId: run.runId, file })

@@ -2,6 +2,8 @@ import { join } from 'node:path'
 import type { RunRow } from '../../engine/rows.js'
 import {
   CLAIMABLE_STATUSES,
+  type AcquireOutcome,
+  type AcquireRequest,
   type CancelOutcome,
   type ClaimedRun,
   type LeaseEngine,
@@ -70,6 +72,25 @@ export class FileLeases implements LeaseEngine {
     const claimed = table.claim(request, (runId) => (this.#dir.isLocked(runId) ? undefined : states.get(runId)?.row?.status))
     if (claimed.length > 0) await this.#persist(table)
     return claimed.map(({ runId, row }) => ({ run: { ...states.get(runId)!.row! }, lease: row }))
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
+    const table = await this.table()
+    return this.#runs.write(request.runId, async (state): Promise<AcquireOutcome> => {
+      if (state.error) throw state.error
+      let created = false
+      if (!state.row) {
+        if (!request.create) return { outcome: 'not_found' }
+        await this.#runs.writeRunFile(request.create, true)
+        state.row = { ...request.create }
+        state.lagging = false
+        created = true
+      }
+      const { acquired, row } = table.acquire(request.runId, request)
+      if (!acquired) return { outcome: 'held', lease: row }
+      await this.#persist(table)
+      return { outcome: 'acquired', run: { ...state.row }, lease: row, created }
+    })
   }
 
   async heartbeat(request: Parameters<LeaseEngine['heartbeat']>[0]) {

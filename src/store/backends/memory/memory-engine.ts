@@ -5,6 +5,7 @@ import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased } from '../../leases/lease-table.js'
+import { firstNotPending } from '../../engine/effect-starts.js'
 
 /**
  * A {@link StorageEngine} in process memory. Rows hold only strings and numbers and are copied
@@ -57,6 +58,17 @@ export class MemoryEngine implements StorageEngine {
       Object.assign(run, { status: 'queued', metadata: updated, updatedAt: Math.max(run.updatedAt, now) })
       this.#leases.wake()
       return { outcome: 'queued' }
+    },
+    acquire: async (request) => {
+      let created = false
+      if (!this.#runs.has(request.runId)) {
+        if (!request.create) return { outcome: 'not_found' }
+        this.#runs.set(request.runId, { ...request.create })
+        created = true
+      }
+      const { acquired, row } = this.#leases.acquire(request.runId, request)
+      if (!acquired) return { outcome: 'held', lease: row }
+      return { outcome: 'acquired', run: { ...this.#runs.get(request.runId)! }, lease: row, created }
     },
     getLease: async (runId) => (this.#runs.has(runId) ? (this.#leases.get(runId) ?? unleased(runId)) : undefined),
     subscribe: async (onWake) => {
@@ -115,6 +127,8 @@ export class MemoryEngine implements StorageEngine {
         return { ok: false, reason: 'list_conflict' }
       }
     }
+    const notPending = firstNotPending(effects, (callId) => this.#effects.get(listKey(run.runId, callId))?.status)
+    if (notPending) return notPending
     for (const append of appends) {
       const key = listKey(run.runId, append.listId)
       const items = this.#lists.get(key) ?? []

@@ -3,7 +3,8 @@
  * seq, list lengths) and the writes of one {@link CommitRequest}.
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import type { EffectCompletionRow, ListAppend } from '../../engine/rows.js'
+import type { EffectCompletionRow, EffectRow, ListAppend } from '../../engine/rows.js'
+import { firstNotPending } from '../../engine/effect-starts.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 
@@ -45,6 +46,10 @@ db: PostgresQueryable,
   const first = rows[0]
   if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
   if (!(await listsHaveLengths(db, sql, run.runId, appends))) return { ok: false, reason: 'list_conflict' }
+  const stored = new Map<string, EffectRow['status'] | undefined>()
+  for (const callId of effects?.starts ?? []) stored.set(callId, (await db.query(sql.getEffect, [run.runId, callId])).rows[0]?.status as EffectRow['status'] | undefined)
+  const notPending = firstNotPending(effects, (callId) => stored.get(callId))
+  if (notPending) return notPending
   const items = appends.flatMap((append) => append.items.map((item, i) => [append.listId, append.expectedLength + i, item] as const))
   if (items.length > 0) {
     await db.query(sql.insertItems, [run.runId, items.map(([listId]) => listId), items.map(([, idx]) => idx), items.map(([, , item]) => item)])

@@ -1,6 +1,8 @@
 import { sha256 } from '../../../core/hash.js'
 import type { RunRow } from '../../engine/rows.js'
 import type {
+  AcquireOutcome,
+  AcquireRequest,
   CancelOutcome,
   ClaimedRun,
   ClaimRequest,
@@ -16,7 +18,7 @@ import type {
 } from '../../engine/lease-engine.js'
 import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './driver.js'
 import { PostgresListener } from './postgres-listener.js'
-import { RUN_PARAMS, leaseStatements, releaseSql, type LeaseStatements } from './sql.js'
+import { RUN_PARAMS, leaseStatements, postgresStatements, releaseSql, type LeaseStatements } from './sql.js'
 
 /** What the leases need of their engine. */
 export interface PostgresLeaseAccess {
@@ -40,11 +42,13 @@ export interface PostgresLeaseAccess {
 export class PostgresLeases implements LeaseEngine {
   readonly #db: PostgresLeaseAccess
   readonly #sql: LeaseStatements
+  readonly #insertRun: string
   readonly #channel: string
 
   constructor(access: PostgresLeaseAccess) {
     this.#db = access
     this.#sql = leaseStatements(access.schema)
+    this.#insertRun = postgresStatements(access.schema).insertRun
     this.#channel = wakeChannel(access.schema)
   }
 
@@ -83,6 +87,19 @@ export class PostgresLeases implements LeaseEngine {
       const { rows } = await db.query(this.#sql.claimRuns, [request.owner, picked, request.leaseMs])
       return claimedRows(rows)
     })
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
+    let created = false
+    if (request.create) {
+      const row = request.create
+      created = (await this.#db.query(this.#insertRun, RUN_PARAMS.map((key) => row[key]))).rowCount === 1
+    }
+    const values = [request.runId, request.owner, request.leaseMs, request.takeFrom?.owner ?? null, request.takeFrom?.epoch ?? null]
+    const { rows } = await this.#db.query(this.#sql.acquire, values)
+    if (rows[0]) return { outcome: 'acquired', run: runRowOf(rows[0]), lease: leaseRow(rows[0]), created }
+    const current = await this.getLease(request.runId)
+    return current ? { outcome: 'held', lease: current } : { outcome: 'not_found' }
   }
 
   async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {

@@ -226,6 +226,14 @@ export function leaseStatements(schema: string) {
     liveCounts: `SELECT queue, count(*)::int AS n FROM ${s}.runs
       WHERE queue = ANY($1::text[]) AND owner IS NOT NULL AND lease_expires_at >= now() AND status IN ('queued', 'running')
       GROUP BY queue`,
+    /**
+     * Take the lease of run `$1` for owner `$2`, `$3` ms, unless a live lease holds it (a holder
+     * `$4` at epoch `$5` is taken from). Under READ COMMITTED a concurrent taker waits for the row
+     * and re-checks the condition on the new version, so exactly one of them gets it.
+     */
+    acquire: `UPDATE ${s}.runs r SET ${takeLease('$2', '$3')}
+      WHERE r.run_id = $1 AND (r.owner IS NULL OR r.lease_expires_at IS NULL OR r.lease_expires_at < now() OR (r.owner = $4 AND r.lease_epoch = $5))
+      RETURNING ${RUN_COLUMNS}, ${LEASE_COLUMNS}`,
     /** Extend owner `$1`'s leases of runs `$3` at epochs `$4` by `$2` ms. */
     heartbeat: `UPDATE ${s}.runs r SET lease_expires_at = now() + $2 * interval '1 millisecond'
       FROM unnest($3::text[], $4::bigint[]) AS h(run_id, epoch)

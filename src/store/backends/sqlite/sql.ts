@@ -100,6 +100,11 @@ export const LEASE_SQL = {
   claimRun: `UPDATE runs SET owner = :owner, lease_epoch = lease_epoch + 1, lease_expires_at = :expires,
       recoveries = recoveries + (owner IS NOT NULL)
     WHERE run_id = :runId RETURNING ${LEASE_COLUMNS}`,
+  /** Take the lease of one run unless a live lease holds it (a holder named by `:takeOwner` at `:takeEpoch` is taken from). */
+  acquireRun: `UPDATE runs SET owner = :owner, lease_epoch = lease_epoch + 1, lease_expires_at = :expires,
+      recoveries = recoveries + (owner IS NOT NULL)
+    WHERE run_id = :runId AND (owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at < :now OR (owner = :takeOwner AND lease_epoch = :takeEpoch))
+    RETURNING ${LEASE_COLUMNS}`,
   heartbeat: `UPDATE runs SET lease_expires_at = :expires WHERE run_id = :runId AND owner = :owner AND lease_epoch = :epoch
     RETURNING run_id AS runId, cancel_requested AS cancelRequested`,
   release: `UPDATE runs SET owner = NULL, lease_expires_at = NULL, recoveries = recoveries + :failed

@@ -3,7 +3,8 @@
  * commit means the same thing on either.
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import type { RunPatch, RunRow } from '../../engine/rows.js'
+import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
+import { firstNotPending } from '../../engine/effect-starts.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
 
@@ -52,6 +53,8 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
   for (const append of appends) {
     if (s.listLength.get(run.runId, append.listId) !== append.expectedLength) return { ok: false, reason: 'list_conflict' }
   }
+  const notPending = firstNotPending(effects, (callId) => (s.getEffect.get(run.runId, callId) as EffectRow | undefined)?.status)
+  if (notPending) return notPending
   for (const append of appends) {
     append.items.forEach((item, i) => s.insertItem.run(run.runId, append.listId, append.expectedLength + i, item))
   }

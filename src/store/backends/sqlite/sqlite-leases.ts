@@ -1,5 +1,7 @@
 import type { RunPatch, RunRow } from '../../engine/rows.js'
 import type {
+  AcquireOutcome,
+  AcquireRequest,
   CancelOutcome,
   ClaimedRun,
   ClaimRequest,
@@ -25,12 +27,14 @@ import { LEASE_SQL, SQL } from './sql.js'
 export class SqliteLeases implements LeaseEngine {
   readonly #s: LeaseStatements
   readonly #getRun: SqliteStatement
+  readonly #insertRun: SqliteStatement
   readonly #patchRun: (runId: string, patch: RunPatch) => unknown
   readonly #transaction: SqliteTransaction<[fn: () => unknown], unknown>
 
   constructor(db: SqliteDatabase, patchRun: (runId: string, patch: RunPatch) => unknown) {
     this.#s = Object.fromEntries(Object.entries(LEASE_SQL).map(([key, sql]) => [key, db.prepare(sql)])) as LeaseStatements
     this.#getRun = db.prepare(SQL.getRun)
+    this.#insertRun = db.prepare(SQL.insertRun)
     this.#patchRun = patchRun
     this.#transaction = db.transaction((fn: () => unknown) => fn())
   }
@@ -62,6 +66,24 @@ export class SqliteLeases implements LeaseEngine {
         claimed.push({ run: this.#getRun.get(candidate.runId) as RunRow, lease: leaseRow(lease) })
       }
       return claimed
+    })
+  }
+
+  async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
+    return this.#write(() => {
+      const now = Date.now()
+      const created = request.create !== undefined && this.#insertRun.run(request.create).changes === 1
+      const lease = this.#s.acquireRun.get({
+        runId: request.runId,
+        owner: request.owner,
+        expires: now + request.leaseMs,
+        now,
+        takeOwner: request.takeFrom?.owner ?? null,
+        takeEpoch: request.takeFrom?.epoch ?? null,
+      }) as StoredLease | undefined
+      if (lease) return { outcome: 'acquired', run: this.#getRun.get(request.runId) as RunRow, lease: leaseRow(lease), created }
+      const current = this.#s.getLease.get(request.runId) as StoredLease | undefined
+      return current ? { outcome: 'held', lease: leaseRow(current) } : { outcome: 'not_found' }
     })
   }
 

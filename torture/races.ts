@@ -1,0 +1,192 @@
+/**
+ * The ownership races of the torture run: a run left by a SIGKILLed process in each interesting
+ * state (model response checkpointed, intent journaled, effect started, paused for a human) is
+ * resumed by two and by five fresh processes released at the same instant by a socket barrier;
+ * five processes start `runner.run` under one new run id at once; a SIGSTOPped owner wakes after
+ * another process took its run over. Each case is repeated `repeats` times on SQLite and, when a
+ * server answers, Postgres. Duplicate executions (an email sent twice, two terminal checkpoints,
+ * two processes that both executed the run) must be zero.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pg from 'pg'
+import type { CheckpointStore } from '../src/index.js'
+import { PostgresStore } from '../src/postgres.js'
+import { SqliteStore } from '../src/sqlite.js'
+import { prepare, race, report, runChild, type RaceConfig, type RaceState } from '../test/runner/fixtures/race.js'
+
+/** The totals of the race phase. */
+export interface RaceTally {
+  /** Races played (each: one run, 2 or 5 racing processes, or a zombie and its taker). */
+  races: number
+  racingProcesses: number
+  /** Racers refused with RunBusyError or run_exists. */
+  busy: number
+  /** Extra executions of the non-idempotent tool beyond what the case allows. */
+  duplicateExecutions: number
+  /** Runs with more than one `run_terminal` checkpoint. */
+  duplicateTerminals: number
+  /** Races in which more than one process executed the run. */
+  doubleOwners: number
+  /** Zombies whose writes were not rejected once they woke. */
+  zombieWrites: number
+  failures: { race: string; problem: string }[]
+  byBackend: Record<string, number>
+}
+
+interface Backend {
+  name: string
+  config: () => RaceConfig['backend']
+  open: (config: RaceConfig['backend']) => CheckpointStore
+}
+
+const STATES: RaceState[] = ['model_checkpointed', 'intent_journaled', 'effect_started', 'paused_for_human']
+const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test'
+
+/** Play every race case `repeats` times on every backend that is available; `lanes` races at once. */
+export async function runRaces(options: { repeats: number; lanes: number; log?: (line: string) => void }): Promise<RaceTally> {
+  const tally: RaceTally = { races: 0, racingProcesses: 0, busy: 0, duplicateExecutions: 0, duplicateTerminals: 0, doubleOwners: 0, zombieWrites: 0, failures: [], byBackend: {} }
+  const root = await mkdtemp(join(tmpdir(), 'cairn-races-'))
+  const backends = [sqliteBackend(root), ...((await postgresAnswers()) ? [postgresBackend()] : [])]
+  const cases: { backend: Backend; name: string; play: (dir: string, backend: Backend) => Promise<void> }[] = []
+  for (const backend of backends) {
+    for (let i = 0; i < options.repeats; i++) {
+      for (const state of STATES) for (const racers of [2, 5]) cases.push({ backend, name: `${state} x${racers}`, play: (dir, b) => resumeRace(tally, dir, b, state, racers) })
+      cases.push({ backend, name: 'run x5', play: (dir, b) => runRace(tally, dir, b) })
+      cases.push({ backend, name: 'zombie', play: (dir, b) => zombieRace(tally, dir, b) })
+    }
+  }
+  let next = 0
+  const lane = async () => {
+    for (let index = next++; index < cases.length; index = next++) {
+      const item = cases[index]!
+      const dir = await mkdtemp(join(root, 'race-'))
+      try {
+        await item.play(dir, item.backend)
+      } catch (err) {
+        tally.failures.push({ race: `${item.backend.name} ${item.name}`, problem: (err as Error).message })
+      } finally {
+        tally.races++
+        tally.byBackend[item.backend.name] = (tally.byBackend[item.backend.name] ?? 0) + 1
+        await rm(dir, { recursive: true, force: true })
+      }
+      if (tally.races % 20 === 0) options.log?.(`  races: ${tally.races}/${cases.length}, duplicate executions so far: ${tally.duplicateExecutions}`)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, lane))
+  await rm(root, { recursive: true, force: true })
+  return tally
+}
+
+/** The totals as the torture run prints them. */
+export function formatRaceTally(tally: RaceTally): string {
+  const backends = Object.entries(tally.byBackend).map(([name, n]) => `${name} ${n}`).join(', ')
+  return [
+    `ownership races: ${tally.races} (${backends}), ${tally.racingProcesses} racing processes, ${tally.busy} refused as busy`,
+    `  duplicate executions: ${tally.duplicateExecutions}, duplicate terminal checkpoints: ${tally.duplicateTerminals}, runs executed by two owners: ${tally.doubleOwners}, zombie writes accepted: ${tally.zombieWrites}`,
+    ...tally.failures.slice(0, 20).map((f) => `  FAILED ${f.race}: ${f.problem}`),
+  ].join('\n')
+}
+
+async function resumeRace(tally: RaceTally, dir: string, backend: Backend, state: RaceState, racers: number): Promise<void> {
+  const base = { backend: backend.config(), runId: 'raced', effectsFile: join(dir, 'effects.log') }
+  await prepare(base, state)
+  const outcomes = await race({ ...base, role: 'resume', state }, racers, dir)
+  await settle(tally, base, backend, outcomes, { sends: 1, terminals: state === 'effect_started' ? 0 : 1 })
+}
+
+async function runRace(tally: RaceTally, dir: string, backend: Backend): Promise<void> {
+  const base = { backend: backend.config(), runId: 'raced', effectsFile: join(dir, 'effects.log') }
+  const outcomes = await race({ ...base, role: 'run' }, 5, dir)
+  await settle(tally, base, backend, outcomes, { sends: 1, terminals: 1 })
+}
+
+async function settle(
+  tally: RaceTally,
+  base: Omit<RaceConfig, 'role'>,
+  backend: Backend,
+  outcomes: Awaited<ReturnType<typeof race>>,
+  expected: { sends: number; terminals: number },
+): Promise<void> {
+  const store = backend.open(base.backend)
+  try {
+    const result = await report(store, base.runId, base.effectsFile, outcomes)
+    tally.racingProcesses += outcomes.length
+    tally.busy += outcomes.filter((o) => o.error?.code === 'run_busy' || o.error?.code === 'run_exists').length
+    tally.duplicateExecutions += Math.max(0, result.sends - expected.sends)
+    tally.duplicateTerminals += Math.max(0, result.terminals - 1)
+    if (outcomes.filter((o) => o.error === undefined && o.fromTerminalCheckpoint !== true && o.state === 'completed').length > 1) tally.doubleOwners++
+    const other = outcomes.find((o) => o.error && o.error.code !== 'run_busy' && o.error.code !== 'run_exists')
+    if (other) throw new Error(`a racer failed: ${other.error!.code ?? other.error!.name}: ${other.error!.message}`)
+    if (result.sends !== expected.sends || result.terminals !== expected.terminals) {
+      throw new Error(`expected ${expected.sends} send(s) and ${expected.terminals} terminal checkpoint(s), found ${result.sends} and ${result.terminals}`)
+    }
+  } finally {
+    await store.close()
+  }
+}
+
+async function zombieRace(tally: RaceTally, dir: string, backend: Backend): Promise<void> {
+  const base = { backend: backend.config(), runId: 'raced', effectsFile: join(dir, 'effects.log') }
+  const zombie = runChild({ ...base, role: 'zombie', leaseMs: 1500 })
+  const pid = await stoppedPid(base.effectsFile)
+  const taker = await runChild({ ...base, role: 'resume', wait: true, leaseMs: 1500 })
+  process.kill(pid, 'SIGCONT')
+  const woke = await zombie
+  tally.racingProcesses += 2
+  if (woke.outcome?.error?.code !== 'lease_lost') tally.zombieWrites++
+  await settle(tally, base, backend, [taker.outcome ?? { pid: taker.pid, error: { code: 'died', name: 'Died', message: 'the taker died' } }], { sends: 1, terminals: 1 })
+}
+
+async function stoppedPid(effectsFile: string): Promise<number> {
+  const { readFile } = await import('node:fs/promises')
+  for (;;) {
+    const match = /stopping (\d+)/.exec(await readFile(effectsFile, 'utf8').catch(() => ''))
+    if (match) return Number(match[1])
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+function sqliteBackend(root: string): Backend {
+  let n = 0
+  return {
+    name: 'sqlite',
+    config: () => ({ kind: 'sqlite', path: join(root, `race-${process.pid}-${n++}.db`) }),
+    open: (config) => new SqliteStore({ path: (config as { path: string }).path }),
+  }
+}
+
+function postgresBackend(): Backend {
+  let n = 0
+  return {
+    name: 'postgres',
+    config: () => ({ kind: 'postgres', connectionString: POSTGRES_URL, schema: `cairn_race_${process.pid}_${n++}` }),
+    open: (config) => {
+      const { connectionString, schema } = config as { connectionString: string; schema: string }
+      const store = new PostgresStore({ connectionString }, { schema })
+      const close = store.close.bind(store)
+      // The race's schema goes with it.
+      store.close = async () => {
+        await close()
+        const client = new pg.Client({ connectionString })
+        await client.connect()
+        await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => client.end())
+      }
+      return store
+    },
+  }
+}
+
+async function postgresAnswers(): Promise<boolean> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 })
+  try {
+    await client.connect()
+    await client.query('SELECT 1')
+    return true
+  } catch {
+    return false
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}
