@@ -66,8 +66,10 @@ export function scriptedAgent(world: World, hooks: { onNote?: () => Promise<void
 export async function crashedRun(store: CheckpointStore, runId: string): Promise<World> {
   const world = new World()
   const { agent } = scriptedAgent(world, { onNote: () => new Promise<never>(() => {}) })
-  void new Runner({ store, durability: 'sync' }).run(agent, { input: 'research', runId })
+  // The "dead" process's lease renewals never answer: its short lease lapses and a resume takes over.
+  void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
   await waitUntil(() => world.count('note:') === 1)
+  if (store.leases) await leaseLapsed(store, runId)
   return world
 }
 
@@ -79,3 +81,39 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
+
+// A process that froze or died, for a rotation child too (which cannot load the runner tests' helpers).
+/** The lease of a runner made to "die" in a test: short, so the test's resume does not wait long. */
+export const CRASH_LEASE_MS = 150
+
+/**
+ * The store as a process that froze or died sees it: its lease renewals (and release) never
+ * answer, so a runner using it loses the run once `leaseMs` passes and another may take it over.
+ */
+export function frozenLeases(store: CheckpointStore): CheckpointStore {
+  const leases = store.leases
+  const frozen = leases && new Proxy(leases, {
+    get(target, property) {
+      if (property === 'heartbeat' || property === 'release') return () => new Promise<never>(() => {})
+      const value = Reflect.get(target, property) as unknown
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+    },
+  })
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'leases') return frozen
+      const value = Reflect.get(target, property) as unknown
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
+
+/** Wait until the run's lease lapsed: the "dead" runner holding it can be taken over now. */
+export async function leaseLapsed(store: CheckpointStore, runId: string): Promise<void> {
+  for (;;) {
+    const expiresAt = (await store.leases!.getLease(runId))?.leaseExpiresAt ?? null
+    if (expiresAt === null || expiresAt < Date.now()) return
+    await new Promise((resolve) => setTimeout(resolve, Math.max(1, expiresAt - Date.now() + 1)))
+  }
+}
+
