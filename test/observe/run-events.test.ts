@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { Runner, type RunEvent } from '../../src/index.js'
-import { dyingStore, researchAgent, sqliteStore, World } from '../runner/helpers.js'
+import { dyingStore, researchAgent, sqliteStore, World, CRASH_LEASE_MS, leaseLapsed } from '../runner/helpers.js'
 
 describe('run events', () => {
   it('onEvent and runner.stream report the same typed events: started, model calls with tokens, tools, commits, finished', async () => {
@@ -30,8 +30,9 @@ describe('run events', () => {
     const { store, reopen } = await sqliteStore()
     // The store "dies" after the note's batch intents and outcome are written, before the batch checkpoint.
     const world = new World()
-    void new Runner({ store: dyingStore(store, 4), durability: 'sync' }).run(researchAgent(world).agent, { input: 'research', runId: 'ev2' })
+    void new Runner({ store: dyingStore(store, 6), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world).agent, { input: 'research', runId: 'ev2' })
     await expect.poll(() => world.count('note:a and b'), { timeout: 20_000 }).toBe(1)
+    await leaseLapsed(store, 'ev2')
     const seen: RunEvent[] = []
     const result = await new Runner({ store: reopen(), durability: 'sync', onEvent: (e) => seen.push(e) }).resume(researchAgent(new World()).agent, { runId: 'ev2' })
     expect(result.state).toBe('completed')

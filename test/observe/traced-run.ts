@@ -7,7 +7,7 @@
  */
 import { trace } from '@opentelemetry/api'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
-import { Agent, DelegatingStore, Runner, tool, type Message, type EffectCompletion, type EffectCompletionResult } from '../../src/index.js'
+import { Agent, DelegatingStore, Runner, tool, type Message, type EffectCompletion, type EffectCompletionResult, type WriteBatch } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 
@@ -48,6 +48,12 @@ if (role === 'first') {
       const result = await super.completeEffect(completion)
       if (completion.callId === 'note-1') await new Promise<never>(() => process.send?.({ spans: spans() }, () => process.kill(process.pid, 'SIGKILL')))
       return result
+    }
+    // An owned run journals its outcomes in fenced batches.
+    override async write(batch: WriteBatch): Promise<string[]> {
+      const ids = await super.write(batch)
+      if (batch.completions?.some((c) => c.callId === 'note-1')) await new Promise<never>(() => process.send?.({ spans: spans() }, () => process.kill(process.pid, 'SIGKILL')))
+      return ids
     }
   }
   await new Runner({ store: new DyingStore(store), durability: 'sync' }).run(researcher(), { input: 'research', runId: 'traced' })
