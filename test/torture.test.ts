@@ -5,7 +5,8 @@ import { failureKinds, formatTally, runTorture } from '../torture/harness.js'
 /**
  * A bounded sample of the crash torture (the full run is `npm run torture`): real child processes
  * running the scripted planner and its researcher subagent on SQLite, SIGKILLed at 16 named kill
- * points (every kill inside a tool call, then others spread over the run, in both durabilities)
+ * points (every kill inside a tool call, then kills right after an outcome was journaled, then
+ * others spread over the run, in both durabilities)
  * and 12 times at random instants, each resumed in fresh processes until the run completes. Sized
  * to finish well inside its timeout on a loaded 2-core machine.
  */

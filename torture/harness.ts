@@ -184,11 +184,17 @@ function namedScenarios(durability: Durability, trace: readonly TraceEntry[], mo
   return scenarios
 }
 
-/** At most `limit` scenarios: those killed inside a tool call first, then the rest spread evenly. */
+/**
+ * At most `limit` scenarios: those killed inside a tool call first (they leave unknown outcomes),
+ * then those killed right after a tool's outcome was journaled on its own (the resume replays it),
+ * then the rest spread evenly.
+ */
 function sampleNamed(scenarios: readonly Scenario[], limit: number): Scenario[] {
   const inTool = scenarios.filter((scenario) => scenario.named?.killAt.startsWith('tool:'))
-  const others = scenarios.filter((scenario) => !inTool.includes(scenario))
-  const picked = inTool.slice(0, limit)
+  const afterOutcome = scenarios.filter((scenario) => !inTool.includes(scenario) && scenario.named?.covers.some((point) => point.startsWith('after-complete-effect:')))
+  const first = [...inTool, ...afterOutcome]
+  const others = scenarios.filter((scenario) => !first.includes(scenario))
+  const picked = first.slice(0, limit)
   const room = Math.min(limit - picked.length, others.length)
   for (let i = 0; i < room; i++) picked.push(others[Math.floor((i * others.length) / room)]!)
   return picked
