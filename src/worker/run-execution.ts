@@ -9,7 +9,6 @@ import type { CheckpointStore, RunStatus } from '../store/checkpoint-store.js'
 import type { FencedStore } from '../store/leases/fenced-store.js'
 import type { ClaimedLease, ReleaseOptions, RunLeases } from '../store/leases/run-leases.js'
 import type { Workflow } from '../workflow/workflow.js'
-import { AdoptedRunStore } from './adopted-store.js'
 import { FailStopStore } from './fail-stop-store.js'
 import { describeFailure, isStoreFailure, jobOf, withJob, type RunFailure } from './job.js'
 import { driveWorkflow, WorkflowJobCancelled } from './workflow-job.js'
@@ -159,8 +158,9 @@ export class RunExecution {
       const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
       return runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses }) })
     }
-    // Never started, or stopped before its first runtime snapshot: start over.
-    const runner = new Runner({ store: new AdoptedRunStore(this.#store, this.claimed.run), durability: this.#ctx.durability })
+    // Never started, or stopped before its first runtime snapshot: start over. The runner adopts
+    // the queued run (a run without a checkpoint), keeping its metadata, which holds the job.
+    const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
     return runner.run(agent, { runId: this.runId, input, threadId, signal, lease })
   }
 
