@@ -6,7 +6,7 @@ import type { Agent } from '../agent/agent.js'
 import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
-import type { CheckpointStore, CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, UpdateRunInput } from '../store/checkpoint-store.js'
+import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import { loadMany } from '../store/delegating-store.js'
 import { assertId } from '../store/encoding/validate.js'
 import type { Tool } from '../tools/tool.js'
@@ -25,7 +25,7 @@ import { emitter, observedTools, reportOutcome, streamOf, type Emit } from './ru
 
 /** How to build a {@link Runner}. */
 export interface RunnerOptions extends Partial<WriterOptions> {
-  store: CheckpointStore
+  store: RunStore
   /** Told of every {@link RunEvent} of every run this runner drives (see also `runner.stream`). */
   onEvent?: RunEventListener
   /**
@@ -97,7 +97,7 @@ export interface ResumeOptions extends OwnershipOptions {
  * ```
  */
 export class Runner {
-  readonly store: CheckpointStore
+  readonly store: RunStore
   readonly #writer: WriterOptions
   readonly #active = new Set<string>()
   readonly #onEvent: RunEventListener | undefined

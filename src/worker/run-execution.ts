@@ -5,7 +5,7 @@ import type { ContentBlock } from '../model/messages.js'
 import { RUNNER_KIND } from '../runner/phases.js'
 import type { RunResult } from '../runner/run-result.js'
 import { Runner } from '../runner/runner.js'
-import type { CheckpointStore, RunStatus } from '../store/checkpoint-store.js'
+import type { RunStatus, StoreReader } from '../store/checkpoint-store.js'
 import type { FencedStore } from '../store/leases/fenced-store.js'
 import type { ClaimedLease, ReleaseOptions, RunLeases } from '../store/leases/run-leases.js'
 import type { Workflow } from '../workflow/workflow.js'
@@ -217,7 +217,7 @@ export class RunExecution {
 }
 
 /** Whether the run has a runner checkpoint to resume from (a runtime snapshot, or its end). */
-async function hasRunnerSnapshot(store: CheckpointStore, runId: string): Promise<boolean> {
+async function hasRunnerSnapshot(store: StoreReader, runId: string): Promise<boolean> {
   let before: string | undefined
   for (;;) {
     const page = await store.listCheckpoints({ runId, limit: 32, ...(before === undefined ? {} : { before }) })

@@ -1,4 +1,4 @@
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
 import { functionName, type EdgeCondition, type EdgeGroup, type FanOutSelection } from './edges.js'
 import type { Executor } from './executor.js'
 import { createGraph } from './graph.js'
@@ -15,7 +15,7 @@ export interface WorkflowBuilderOptions<TIn> {
   name?: string
   description?: string
   /** Where checkpoints go (any `CheckpointStore`); without it the workflow does not checkpoint. */
-  checkpointStorage?: CheckpointStorage
+  checkpointStorage?: WorkflowStore
   /** Fail a run that would go past this many super steps (default 100). */
   maxSupersteps?: number
 }

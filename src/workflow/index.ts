@@ -33,7 +33,7 @@ export {
   type WorkflowCheckpointSummary,
   type WorkflowMessage,
 } from './checkpoint.js'
-export { FileCheckpointStorage, InMemoryCheckpointStorage, type CheckpointStorage, type FileCheckpointStorageOptions } from './checkpoint-storage.js'
+export { FileCheckpointStorage, InMemoryCheckpointStorage, type CheckpointStorage, type FileCheckpointStorageOptions, type WorkflowStore } from './checkpoint-storage.js'
 export {
   getLatestWorkflowCheckpoint,
   inspectWorkflowCheckpoint,

@@ -1,6 +1,6 @@
 import { isPlainObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
 
 /**
  * How to run a workflow: a fresh run from `message`; a resume from `checkpointId`; answers to
@@ -15,7 +15,7 @@ export interface WorkflowRunOptions<TIn = unknown> {
   /** Answers to pending requests, by request id. */
   responses?: Record<string, unknown>
   /** Storage for this run only, overriding the workflow's (also where `checkpointId` is loaded from). */
-  checkpointStorage?: CheckpointStorage
+  checkpointStorage?: WorkflowStore
   /** Fail when the run would go past this many super steps (counted from the run's start, across resumes). */
   maxSupersteps?: number
 }

@@ -2,7 +2,7 @@ import { CairnError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import { INPUT_SOURCE, type WorkflowCheckpointPhase } from './checkpoint.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
 import { WorkflowCheckpointError, WorkflowError } from './errors.js'
 import { EventChannel, pump } from './event-channel.js'
 import type { WorkflowEvent, WorkflowRunStatus } from './events.js'
@@ -17,7 +17,7 @@ import { loadOpenTelemetry, superstepTracing } from '../observe/telemetry.js'
 /** What a run needs besides its plan. */
 export interface RunSettings {
   graph: WorkflowGraph
-  storage: CheckpointStorage | undefined
+  storage: WorkflowStore | undefined
   maxSupersteps: number
   /** The instance's last run, for `{ responses }` without a checkpoint. */
   current: RunState | undefined
@@ -145,7 +145,7 @@ async function checkpoint(settings: RunSettings, run: RunState, phase: WorkflowC
   return saveCheckpoint({ storage: settings.storage, graph: settings.graph, run, phase })
 }
 
-async function setRunStatus(storage: CheckpointStorage | undefined, run: RunState, status: RunStatus): Promise<void> {
+async function setRunStatus(storage: WorkflowStore | undefined, run: RunState, status: RunStatus): Promise<void> {
   if (storage?.updateRun === undefined || run.lastCheckpointId === null) return
   await storage.updateRun(run.runId, { status })
 }

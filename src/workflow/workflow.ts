@@ -1,5 +1,5 @@
 import type { WorkflowCheckpoint, WorkflowCheckpointSummary } from './checkpoint.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { CheckpointStorage, WorkflowStore } from './checkpoint-storage.js'
 import { WorkflowError } from './errors.js'
 import type { RequestInfoEvent, WorkflowEvent } from './events.js'
 import type { Executor } from './executor.js'
@@ -37,7 +37,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   /** Groups this workflow's checkpoints in the storage (`getLatest({ workflowName })`). */
   readonly name: string
   readonly description: string | undefined
-  readonly checkpointStorage: CheckpointStorage | undefined
+  readonly checkpointStorage: WorkflowStore | undefined
   /** The default super-step limit of a run. */
   readonly maxSupersteps: number
   readonly #graph: WorkflowGraph
@@ -45,7 +45,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   #running = false
 
   /** @internal Use `WorkflowBuilder.build()`. */
-  constructor(params: { graph: WorkflowGraph; description: string | undefined; checkpointStorage: CheckpointStorage | undefined; maxSupersteps: number }) {
+  constructor(params: { graph: WorkflowGraph; description: string | undefined; checkpointStorage: WorkflowStore | undefined; maxSupersteps: number }) {
     this.#graph = params.graph
     this.name = params.graph.name
     this.description = params.description
@@ -141,16 +141,25 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
 
   /** Delete one checkpoint; false when there was none. */
   async deleteCheckpoint(checkpointId: string): Promise<boolean> {
-    return this.#storage().delete(checkpointId)
+    return this.#admin('deleteCheckpoint').delete(checkpointId)
   }
 
   /** Apply a retention policy to this workflow's checkpoints; returns how many were deleted. */
   async pruneCheckpoints(options: Omit<PruneWorkflowCheckpointsOptions, 'workflowName'> = {}): Promise<number> {
-    return pruneWorkflowCheckpoints(this.#storage(), { ...options, workflowName: this.name })
+    return pruneWorkflowCheckpoints(this.#admin('pruneCheckpoints'), { ...options, workflowName: this.name })
   }
 
-  #storage(): CheckpointStorage {
+  #storage(): WorkflowStore {
     if (this.checkpointStorage === undefined) throw new TypeError(`workflow ${this.name} was built without checkpointStorage`)
     return this.checkpointStorage
+  }
+
+  /** The store, when it can delete checkpoints (a `CheckpointStore` can; a worker's fenced view cannot). */
+  #admin(method: string): CheckpointStorage {
+    const store = this.#storage()
+    if (typeof (store as Partial<CheckpointStorage>).delete !== 'function') {
+      throw new TypeError(`workflow ${this.name}: ${method} needs a store that deletes checkpoints (a CheckpointStore); this one only reads and writes them`)
+    }
+    return store as CheckpointStorage
   }
 }
