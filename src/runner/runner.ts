@@ -356,7 +356,7 @@ export class Runner {
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
       if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
-      await session.stage('run_started', { agent_name: agent.name, resumed: params.resumed, owner: ownerMetadata() }, !params.resumed)
+      await session.runStarted({ resumed: params.resumed, owner: ownerMetadata() })
       // The input is durable before the model is first asked (bounded like every final flush).
       if (!params.resumed) await writer.flush()
       if (params.finalAnswer) {
@@ -364,7 +364,7 @@ export class Runner {
         await this.#finish(session, writer, runtime, { state: 'completed', result, error: undefined })
         return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => writer.commits, runtime }), state: 'completed', result }
       }
-      if (params.repaired) await session.stage('post_tool_batch', { tool_calls_total: runtime.tool_calls, tool_failures: 0, repaired_dangling_tool_uses: true }, true)
+      if (params.repaired) await session.danglingToolUsesRepaired()
       const events = agent.streamManaged({
         start: params.start,
         message: params.message,
@@ -380,7 +380,7 @@ export class Runner {
       const counts = { replayed: journal.replayed, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits, runtime }
       if (result.stopReason === 'interrupt') {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
-        await session.stage('run_paused', { interrupts: result.interrupts as unknown as JsonValue }, true)
+        await session.runPaused(result.interrupts as unknown as JsonValue)
         await writer.flush({ run: { status: 'paused' } })
         return { ...base(runId, threadId, counts), state: 'interrupted', result, interrupts: result.interrupts }
       }
@@ -401,7 +401,7 @@ export class Runner {
       usage: runtime.usage,
       totalCostUsd: runtime.total_cost_usd,
     })
-    await session.stage('run_terminal', payload, false, { terminal: true })
+    await session.runFinished(payload)
     await writer.flush({ run: { status: outcome.state } })
   }
 
