@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError } from '../core/errors.js'
+import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
 import { toolUsesOf, type Message } from '../model/messages.js'
 import type { CheckpointRecord, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, RUNNER_PHASES, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
@@ -9,7 +9,7 @@ export type StoredRunState =
   | { kind: 'resumable'; latest: CheckpointRecord<Record<string, unknown>>; runtime: RuntimeSnapshot; snapshotId: string }
 
 /**
- * The seed's resume steps 1–4: load the latest checkpoint (none is a corruption error);
+ * The resume steps: load the latest checkpoint (none is `CheckpointNotFoundError`);
  * validate its shape; stop at a terminal one; otherwise find the newest runtime snapshot and
  * validate it, including a pending model response, which must decode — it is never replaced by
  * a fresh model call.
@@ -17,7 +17,7 @@ export type StoredRunState =
 export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
   const latest = await store.getLatest<Record<string, unknown>>({ runId })
   if (!latest) {
-    throw new CheckpointCorruptionError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted`, { runId })
+    throw new CheckpointNotFoundError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted; start it with runner.run`, { runId })
   }
   assertRunnerRecord(latest)
   if (latest.phase === 'run_terminal') {

@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
@@ -17,7 +17,7 @@ import { loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
 import { RunSession } from './run-session.js'
 import { ownerProcessIsGone, RunOwnership, type HeldLease, type WaitForOwner } from './run-ownership.js'
-import { newRuntime, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
+import { assertContext, newRuntime, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
 import { subagentTool } from './subagent-tool.js'
 import type { RunEvent, RunEventListener } from '../observe/run-events.js'
 import { loadOpenTelemetry, runTracing } from '../observe/telemetry.js'
@@ -132,6 +132,7 @@ export class Runner {
   async run(agent: Agent, options: RunOptions): Promise<RunResult> {
     const runId = options.runId ?? newId()
     assertId(runId, 'runId')
+    assertContext(options.context)
     const threadId = options.threadId ?? runId
     const fields = {
       threadId,
@@ -167,6 +168,7 @@ export class Runner {
   async resume(agent: Agent, options: ResumeOptions): Promise<RunResult> {
     const { runId } = options
     assertId(runId, 'runId')
+    assertContext(options.context)
     const ownership = await this.#own(runId, options, undefined)
     try {
       return await this.#resumeOwned(agent, options, ownership)
@@ -200,7 +202,7 @@ export class Runner {
       if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending, runtime)
       start = { phase: 'tools', cycleIndex: runtime.agent.interrupts.cycleIndex, responses }
     } else if (Object.keys(responses).length > 0) {
-      throw new CairnError('invalid_argument', `run ${runId} is not waiting for any response; resume it without responses`)
+      throw new RunNotPausedError({ runId, status: run?.status, message: `run ${runId} is not paused waiting for any response; resume it without responses` })
     } else {
       start = { phase: runtime.next, cycleIndex: runtime.step, responses: {} }
     }
@@ -222,9 +224,9 @@ export class Runner {
       ...(options.waitForOwner === undefined ? {} : { waitForOwner: options.waitForOwner }),
       signal: options.signal,
     })
-    // An unknown run: the checkpoint reader names it.
-    if (!ownership) await loadRunState(this.store, runId)
-    if (!ownership) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    if (!ownership) {
+      throw new CheckpointNotFoundError(`run ${runId} does not exist in this store; start it with runner.run(agent, { runId: '${runId}', input })`, { runId, code: 'run_not_found' })
+    }
     return ownership
   }
 

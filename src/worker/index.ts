@@ -1,4 +1,4 @@
-export { CairnClient, RunNotPausedError, type EnqueueOptions, type ResultOptions } from './cairn-client.js'
+export { CairnClient, type EnqueueOptions, type ResultOptions } from './cairn-client.js'
 export { Worker, type StopOptions, type WorkerOptions } from './worker.js'
 export type { WorkerEvent } from './worker-events.js'
 export type { WorkerStore } from './worker-store.js'

@@ -1,5 +1,5 @@
 import type { JsonValue } from '../core/codec.js'
-import { LeaseLostError } from '../core/errors.js'
+import { LeaseLostError, RecoveryLimitError } from '../core/errors.js'
 import type { Agent } from '../agent/agent.js'
 import type { ContentBlock } from '../model/messages.js'
 import { RUNNER_KIND } from '../runner/phases.js'
@@ -90,14 +90,7 @@ export class RunExecution {
     try {
       if (lease.recoveries > this.#ctx.maxRecoveryAttempts) {
         const last = jobOf(run)?.lastError
-        await this.#failRun({
-          name: 'RecoveryLimitError',
-          code: 'max_recovery_attempts',
-          message:
-            `run ${this.runId} was recovered ${lease.recoveries} times without finishing (each time its worker died, lost its lease or could not write); ` +
-            `it is failed after maxRecoveryAttempts (${this.#ctx.maxRecoveryAttempts}) instead of being retried forever` +
-            (last ? `; the last execution that ended failed with ${last.name}: ${last.message}` : ''),
-        })
+        await this.#failRun(new RecoveryLimitError({ runId: this.runId, recoveries: lease.recoveries, maxRecoveryAttempts: this.#ctx.maxRecoveryAttempts, lastError: last }))
         return
       }
       const job = jobOf(run)
@@ -183,8 +176,9 @@ export class RunExecution {
     await this.#release({ failed: true, metadata: withJob(run, { lastError: describeFailure(err) }) }, 'failed_attempt')
   }
 
-  async #failRun(failure: RunFailure): Promise<void> {
-    this.#ctx.emit({ type: 'error', runId: this.runId, error: Object.assign(new Error(failure.message), { name: failure.name }) })
+  async #failRun(cause: RunFailure | Error): Promise<void> {
+    const failure = cause instanceof Error ? describeFailure(cause) : cause
+    this.#ctx.emit({ type: 'error', runId: this.runId, error: cause instanceof Error ? cause : Object.assign(new Error(failure.message), { name: failure.name }) })
     await this.#release({ status: 'failed', metadata: withJob(await this.#currentRun(), { failure }) }, 'failed_by_worker')
   }
 

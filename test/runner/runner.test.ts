@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
+import { Agent, CheckpointNotFoundError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { CRASH_LEASE_MS, dyingStore, forever, frozenLeases, leaseLapsed, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'
@@ -88,7 +88,8 @@ describe('managed runner (rules 35-48)', () => {
     const { store } = await sqliteStore()
     const runner = new Runner({ store })
     await expect(runner.resume(researchAgent(new World()).agent, { runId: '../x' })).rejects.toMatchObject({ code: 'invalid_argument' })
-    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toBeInstanceOf(CheckpointNotFoundError)
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toMatchObject({ code: 'run_not_found', runId: 'never-ran' })
   })
 
   it('rule 39: a malformed or too-new latest checkpoint is refused with no partial recovery', async () => {
