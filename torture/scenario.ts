@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { JsonValue } from '../src/core/index.js'
+import type { JsonValue } from '../src/index.js'
 import { checkScenario, normalize, unknownOutcomes, type Reference, type ScenarioFacts } from './checks.js'
 import { runWorker, type WorkerCommand, type WorkerOutcome } from './child.js'
 import type { Role } from './kill-switch.js'

@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { Agent, CheckpointNotFoundError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
+import { Agent, CheckpointNotFoundError, ConfigMismatchError, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
+import { RUNNER_PHASES } from '../../src/runner/phases.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { CRASH_LEASE_MS, dyingStore, forever, frozenLeases, leaseLapsed, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'

@@ -5,12 +5,12 @@
  * would. Run: `npx tsx torture/repro/runner-bugs.ts`. Each line says BUG or ok.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Agent } from '../../src/agent/index.js'
-import type { ContentBlock, Message } from '../../src/model/index.js'
-import { Runner } from '../../src/runner/index.js'
-import { MemoryStore, type WriteBatch } from '../../src/store/index.js'
+import { Agent } from '../../src/index.js'
+import type { ContentBlock, Message } from '../../src/index.js'
+import { Runner } from '../../src/index.js'
+import { MemoryStore, type WriteBatch } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing/scripted-model.js'
-import { tool, type Tool } from '../../src/tools/index.js'
+import { tool, type Tool } from '../../src/index.js'
 
 const never = () => new Promise<never>(() => {})
 
