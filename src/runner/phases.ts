@@ -92,16 +92,18 @@ export interface RuntimeSnapshot {
 export type TerminalState = 'completed' | 'failed' | 'cancelled'
 
 /**
- * A runner checkpoint with the seed's field names: what `runner.history(runId)` returns. The
- * chain of them is the run's audit log.
+ * A runner checkpoint as `runner.history(runId)` returns it, with the same camelCase names as
+ * every other Cairn API. The chain of them is the run's audit log.
  */
 export interface RunnerCheckpoint {
-  checkpoint_id: string
-  run_id: string
-  thread_id: string | null
-  schema_version: number
+  checkpointId: string
+  runId: string
+  threadId: string | null
+  /** Version of the runner payload format it was written in. */
+  schemaVersion: number
   phase: RunnerPhase
   step: number
   payload: Record<string, unknown>
-  timestamp_ms: number
+  /** When it was written, in Unix milliseconds. */
+  timestampMs: number
 }

@@ -256,7 +256,7 @@ export class Runner {
     })
   }
 
-  /** The run's checkpoints, oldest first, with the seed's field names: its audit log. */
+  /** The run's runner checkpoints, oldest first: its audit log. */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
     const infos = []
@@ -269,14 +269,14 @@ export class Runner {
     }
     const records = await loadMany<Record<string, unknown>>(this.store, infos.filter((info) => info.kind === RUNNER_KIND).map((info) => info.id))
     return records.reverse().map((record) => ({
-      checkpoint_id: record.id,
-      run_id: record.runId,
-      thread_id: run?.threadId ?? null,
-      schema_version: record.schemaVersion,
+      checkpointId: record.id,
+      runId: record.runId,
+      threadId: run?.threadId ?? null,
+      schemaVersion: record.schemaVersion,
       phase: record.phase as RunnerPhase,
       step: typeof record.metadata.step === 'number' ? record.metadata.step : 0,
       payload: record.payload,
-      timestamp_ms: record.createdAt,
+      timestampMs: record.createdAt,
     }))
   }
 

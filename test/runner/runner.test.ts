@@ -30,7 +30,7 @@ describe('managed runner (rules 35-48)', () => {
         'run_terminal',
       ])
       for (const record of history) {
-        expect(Object.keys(record).sort()).toEqual(['checkpoint_id', 'payload', 'phase', 'run_id', 'schema_version', 'step', 'thread_id', 'timestamp_ms'])
+        expect(Object.keys(record).sort()).toEqual(['checkpointId', 'payload', 'phase', 'runId', 'schemaVersion', 'step', 'threadId', 'timestampMs'])
         expect(RUNNER_PHASES).toContain(record.phase)
       }
       const byPhase = (phase: string) => history.filter((c) => c.phase === phase)
