@@ -44,8 +44,8 @@ export async function driveWorkflow(params: {
   storage.link = linked
   const responses = params.responses === undefined ? {} : { responses: params.responses }
   const result = latest
-    ? await workflow.run({ checkpointId: latest.id, checkpointStorage: storage, ...responses })
-    : await workflow.run({ message: params.input, checkpointStorage: storage })
+    ? await workflow.run({ checkpointId: latest.id, store: storage, ...responses })
+    : await workflow.run({ message: params.input, store: storage })
   const outputs = result.getOutputs()
   return { status: result.status === 'idle' ? 'completed' : 'paused', workflowRunId: result.runId, outputs: plainOrEmpty(outputs) }
 }

@@ -25,7 +25,7 @@ export type CheckpointStorage = WorkflowStore & Pick<StoreAdmin, 'delete'> & Par
  * @example
  * ```ts
  * const storage = new InMemoryCheckpointStorage()
- * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, checkpointStorage: storage }).addEdge(start, worker).build()
+ * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, store: storage }).addEdge(start, worker).build()
  * ```
  */
 export class InMemoryCheckpointStorage extends MemoryStore {}

@@ -14,7 +14,9 @@ export interface WorkflowRunOptions<TIn = unknown> {
   checkpointId?: string
   /** Answers to pending requests, by request id. */
   responses?: Record<string, unknown>
-  /** Storage for this run only, overriding the workflow's (also where `checkpointId` is loaded from). */
+  /** A store for this run only, overriding the workflow's (also where `checkpointId` is loaded from). */
+  store?: WorkflowStore
+  /** @deprecated The former name of `store`. */
   checkpointStorage?: WorkflowStore
   /** Fail when the run would go past this many super steps (counted from the run's start, across resumes). */
   maxSupersteps?: number

@@ -79,7 +79,7 @@ async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> 
   }
   if (plan.kind === 'resume') {
     if (storage === undefined) {
-      throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no checkpointStorage; build it with one or pass checkpointStorage to run`)
+      throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
     }
     run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
   } else {

@@ -37,7 +37,8 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   /** Groups this workflow's checkpoints in the storage (`getLatest({ workflowName })`). */
   readonly name: string
   readonly description: string | undefined
-  readonly checkpointStorage: WorkflowStore | undefined
+  /** Where the workflow's checkpoints go; without one it does not checkpoint. */
+  readonly store: WorkflowStore | undefined
   /** The default super-step limit of a run. */
   readonly maxSupersteps: number
   readonly #graph: WorkflowGraph
@@ -45,11 +46,11 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   #running = false
 
   /** @internal Use `WorkflowBuilder.build()`. */
-  constructor(params: { graph: WorkflowGraph; description: string | undefined; checkpointStorage: WorkflowStore | undefined; maxSupersteps: number }) {
+  constructor(params: { graph: WorkflowGraph; description: string | undefined; store: WorkflowStore | undefined; maxSupersteps: number }) {
     this.#graph = params.graph
     this.name = params.graph.name
     this.description = params.description
-    this.checkpointStorage = params.checkpointStorage
+    this.store = params.store
     this.maxSupersteps = params.maxSupersteps
   }
 
@@ -103,7 +104,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
     try {
       const settings = {
         graph: this.#graph,
-        storage: options.checkpointStorage ?? this.checkpointStorage,
+        storage: options.store ?? options.checkpointStorage ?? this.store,
         maxSupersteps: options.maxSupersteps ?? this.maxSupersteps,
         current: this.#current,
         onRun: (run: RunState) => {
@@ -149,9 +150,14 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
     return pruneWorkflowCheckpoints(this.#admin('pruneCheckpoints'), { ...options, workflowName: this.name })
   }
 
+  /** @deprecated The former name of `store`. */
+  get checkpointStorage(): WorkflowStore | undefined {
+    return this.store
+  }
+
   #storage(): WorkflowStore {
-    if (this.checkpointStorage === undefined) throw new TypeError(`workflow ${this.name} was built without checkpointStorage`)
-    return this.checkpointStorage
+    if (this.store === undefined) throw new TypeError(`workflow ${this.name} was built without a store`)
+    return this.store
   }
 
   /** The store, when it can delete checkpoints (a `CheckpointStore` can; a worker's fenced view cannot). */

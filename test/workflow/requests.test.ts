@@ -48,7 +48,7 @@ function approvalWorkflow(storage: CheckpointStorage) {
     handled.push('publish')
     await ctx.yieldOutput(`Published: ${message.publish}`)
   })
-  const workflow = new WorkflowBuilder<{ topic: string }, string>({ name: 'approval', startExecutor: draft, checkpointStorage: storage })
+  const workflow = new WorkflowBuilder<{ topic: string }, string>({ name: 'approval', startExecutor: draft, store: storage })
     .addEdge(draft, review)
     .addEdge(review, publish)
     .addEdge(review, draft)
@@ -154,7 +154,7 @@ describe('human requests (rules 22, 29)', () => {
       await ctx.requestInfo('first')
       await ctx.requestInfo('second')
     }, { handleResponse: () => {} })
-    const build = () => new WorkflowBuilder({ name: 'two-questions', startExecutor: asker, checkpointStorage: storage }).build()
+    const build = () => new WorkflowBuilder({ name: 'two-questions', startExecutor: asker, store: storage }).build()
     const first = await build().run({ message: 1 })
     const [one, two] = first.getPendingRequests()
     const resumed = await collect(build().stream({ checkpointId: first.checkpointId! }))
@@ -167,7 +167,7 @@ describe('human requests (rules 22, 29)', () => {
   it('an executor without handleResponse fails loudly when its answer arrives', async () => {
     const storage = new InMemoryCheckpointStorage()
     const asker = executor('asker', async (_: unknown, ctx) => void (await ctx.requestInfo('?')))
-    const workflow = new WorkflowBuilder({ name: 'no-handler', startExecutor: asker, checkpointStorage: storage }).build()
+    const workflow = new WorkflowBuilder({ name: 'no-handler', startExecutor: asker, store: storage }).build()
     const first = await workflow.run({ message: 1 })
     const id = first.getPendingRequests()[0]!.requestId
     await expect(workflow.run({ responses: { [id]: 'answer' } })).rejects.toThrow(`executor asker received the response to request ${id} but does not implement handleResponse`)
