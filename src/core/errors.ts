@@ -36,6 +36,7 @@ export type CairnErrorCode =
   | 'model_stream_invalid'
   | 'run_not_paused'
   | 'max_recovery_attempts'
+  | 'request_answered'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {

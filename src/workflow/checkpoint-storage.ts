@@ -44,7 +44,8 @@ export interface FileCheckpointStorageOptions extends EngineStoreOptions {
  * @example
  * ```ts
  * const storage = new FileCheckpointStorage({ storagePath: './checkpoints' })
- * const latest = await storage.getLatest<WorkflowCheckpoint>({ workflowName: 'squares' })
+ * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, store: storage }).addEdge(start, worker).build()
+ * const latest = await workflow.getLatestCheckpoint() // a WorkflowCheckpoint, or undefined
  * ```
  */
 export class FileCheckpointStorage extends FileStore {

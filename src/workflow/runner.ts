@@ -3,6 +3,7 @@ import { newId } from '../core/ids.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import { INPUT_SOURCE, type WorkflowCheckpointPhase } from './checkpoint.js'
 import type { WorkflowStore } from './checkpoint-storage.js'
+import { refuseAnsweredLater } from './answered-later.js'
 import { WorkflowCheckpointError, WorkflowError } from './errors.js'
 import { EventChannel, pump } from './event-channel.js'
 import type { WorkflowEvent, WorkflowRunStatus } from './events.js'
@@ -82,6 +83,9 @@ async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> 
       throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
     }
     run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
+    if (plan.responses !== undefined && !plan.allowReanswer) {
+      await refuseAnsweredLater({ storage, workflowName: graph.name, runId: run.runId, checkpointId: plan.checkpointId, requestIds: Object.keys(plan.responses) })
+    }
   } else {
     if (settings.current === undefined) {
       throw new CairnError('invalid_argument', `workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)

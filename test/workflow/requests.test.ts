@@ -132,7 +132,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(await storage.listCheckpoints({ runId: first.runId })).toHaveLength(3)
   })
 
-  it('rule 29: an already answered request is refused with its id; answering from the checkpoint before the answer is a replay and allowed', async () => {
+  it('rule 29: an already answered request is refused with its id; answering it again from the checkpoint before the answer needs allowReanswer', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = approvalWorkflow(storage)
     const first = await workflow.run({ message: { topic: 'cairns' } })
@@ -144,8 +144,20 @@ describe('human requests (rules 22, 29)', () => {
     await expect(workflow.run({ checkpointId: answered.checkpointId!, responses: answer })).rejects.toThrow(
       `workflow approval has no pending request ${request!.requestId} (unknown, or already answered); no request is pending`,
     )
-    const replay = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: answer })
+    const again = approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: answer })
+    await expect(again).rejects.toMatchObject({ name: 'WorkflowError', code: 'request_answered', requestId: request!.requestId })
+    await expect(again).rejects.toThrow(`was already answered after checkpoint ${first.checkpointId!}`)
+    const replay = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: answer, allowReanswer: true })
     expect(replay.getOutputs()).toEqual(['Published: A post about cairns'])
+  })
+
+  it('answering from an older checkpoint a request no later checkpoint answered is allowed', async () => {
+    const storage = new InMemoryCheckpointStorage()
+    const { workflow } = approvalWorkflow(storage)
+    const first = await workflow.run({ message: { topic: 'cairns' } })
+    const [request] = first.getPendingRequests()
+    const fresh = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: { [request!.requestId]: { approved: true } } })
+    expect(fresh.getOutputs()).toEqual(['Published: A post about cairns'])
   })
 
   it('rule 29: a resume re-emits the requests still pending, but not those it answers', async () => {
