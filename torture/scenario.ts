@@ -126,7 +126,7 @@ class Play {
       if (attempt === 0 && named) this.report.missedNamedKill = true
       const result = checkedResult(out)
       this.report.replays += result.replayed
-      if (result.state !== 'interrupted') return result
+      if (result.state !== 'paused') return result
       responses = this.#answer(result.interrupts)
     }
     throw new Failure(`the run did not complete after ${MAX_PROCESSES} processes`)

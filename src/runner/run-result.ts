@@ -5,7 +5,7 @@ import type { Usage } from '../model/messages.js'
 import type { CheckpointRecord } from '../store/checkpoint-store.js'
 
 /** How a managed run stands when `run` or `resume` returns. */
-export type RunState = 'completed' | 'failed' | 'cancelled' | 'interrupted'
+export type RunState = 'completed' | 'failed' | 'cancelled' | 'paused'
 
 /** What `runner.run` and `runner.resume` return. */
 export interface RunResult {

@@ -384,7 +384,7 @@ export class Runner {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
         await session.runPaused(result.interrupts as unknown as JsonValue)
         await writer.flush({ run: { status: 'paused' } })
-        return { ...base(runId, threadId, counts), state: 'interrupted', result, interrupts: result.interrupts }
+        return { ...base(runId, threadId, counts), state: 'paused', result, interrupts: result.interrupts }
       }
       const state = result.stopReason === 'cancelled' ? 'cancelled' : 'completed'
       await this.#finish(session, writer, runtime, { state, result, error: undefined })
@@ -474,7 +474,7 @@ function base(runId: string, threadId: string, counts: { replayed: number; llm: 
 }
 
 function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts'], runtime: RuntimeSnapshot): RunResult {
-  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'interrupted', result: undefined, interrupts }
+  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'paused', result: undefined, interrupts }
 }
 
 function leaseLostIn(err: unknown): LeaseLostError | undefined {

@@ -231,5 +231,5 @@ function causedBy(err: unknown, type: new (...args: never[]) => Error): boolean 
 }
 
 function statusOf(result: RunResult): RunStatus {
-  return result.state === 'interrupted' ? 'paused' : result.state
+  return result.state
 }

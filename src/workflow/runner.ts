@@ -49,7 +49,7 @@ export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGe
         yield event
       }
     }
-    const status: WorkflowRunStatus = run.pending.size > 0 ? 'idle_with_pending_requests' : 'idle'
+    const status: WorkflowRunStatus = run.pending.size > 0 ? 'paused' : 'idle'
     await setRunStatus(settings.storage, run, status === 'idle' ? 'completed' : 'paused')
     yield {
       type: 'workflow_completed',

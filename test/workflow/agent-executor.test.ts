@@ -96,7 +96,7 @@ describe('AgentExecutor', () => {
     }
     const done: ScriptedTurn = [{ text: 'The invoice is paid.' }]
     const first = await build([[{ toolUse: { toolUseId: 'p1', name: 'pay', input: { amount: 40 } } }], done]).run({ message: 'Pay invoice 7' })
-    expect(first.status).toBe('idle_with_pending_requests')
+    expect(first.status).toBe('paused')
     const [request] = first.getPendingRequests()
     const asked = request!.data as AgentInterruptRequest
     expect(asked.interrupts.map((i) => i.id)).toEqual(['p1:approve_payment'])

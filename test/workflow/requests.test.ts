@@ -61,10 +61,10 @@ describe('human requests (rules 22, 29)', () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = approvalWorkflow(storage)
     const result = await workflow.run({ message: { topic: 'cairns' } })
-    expect(result.status).toBe('idle_with_pending_requests')
+    expect(result.status).toBe('paused')
     const [request] = result.getPendingRequests()
     expect(request).toMatchObject({ type: 'request_info', executorId: 'review', iteration: 2, data: { question: 'Publish this?', draft: 'A post about cairns' } })
-    expect(result.events.at(-1)).toMatchObject({ type: 'workflow_completed', status: 'idle_with_pending_requests', pendingRequestIds: [request!.requestId] })
+    expect(result.events.at(-1)).toMatchObject({ type: 'workflow_completed', status: 'paused', pendingRequestIds: [request!.requestId] })
     const checkpoint = await loadWorkflowCheckpoint(storage, result.checkpointId!)
     expect(checkpoint.pendingRequestInfoEvents).toEqual({ [request!.requestId]: request })
     expect(workflow.pendingRequests).toEqual([request])
@@ -173,7 +173,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(types(resumed)).toEqual(['workflow_started', 'request_info', 'request_info', 'workflow_completed'])
     const answered = await collect(build().stream({ checkpointId: first.checkpointId!, responses: { [one!.requestId]: 'yes' } }))
     expect(answered.filter((e) => e.type === 'request_info')).toEqual([two])
-    expect(answered.at(-1)).toMatchObject({ status: 'idle_with_pending_requests', pendingRequestIds: [two!.requestId] })
+    expect(answered.at(-1)).toMatchObject({ status: 'paused', pendingRequestIds: [two!.requestId] })
   })
 
   it('an executor without handleResponse fails loudly when its answer arrives', async () => {

@@ -84,7 +84,7 @@ async function childUnknownOutcomeNotSurfaced(): Promise<string> {
   const done = await runner.resume(parent(runner), { runId: 'p1' })
   const result = toolResultOf(done.result?.message, await runner.history('p1'))
   const childStatus = (await store.getRun('p1:call-1'))?.status
-  const bug = done.state !== 'interrupted'
+  const bug = done.state !== 'paused'
   return `${bug ? 'BUG' : 'ok '} 3 unknown outcome inside a subagent: parent ${done.state} with interrupts [${done.interrupts.map((i) => i.id).join(', ')}], research result ${result?.status}: ${JSON.stringify(result?.content)}; child run ${childStatus}`
 }
 
