@@ -5,7 +5,7 @@ import type { InterruptState } from '../agent/interrupts.js'
 import type { Message, Usage } from '../model/messages.js'
 import { RUNNER_MIGRATIONS } from './migrations.js'
 
-/** The phases a managed run checkpoints at (seed 003), plus `run_paused` for a run waiting on a human. */
+/** The phases a managed run checkpoints at, `run_paused` being a run waiting for a human. */
 export type RunnerPhase =
   | 'run_started'
   | 'step_started'
@@ -57,7 +57,7 @@ export interface SubagentExecutionRecord {
 }
 
 /**
- * Everything a fresh process needs to continue a run (seed 003's payload table), plus `agent`:
+ * Everything a fresh process needs to continue a run, plus `agent`:
  * the agent's state, conversation-manager state, interrupt state and configuration signature,
  * and `next`: whether the step continues with a model call or with the pending tool calls.
  */

@@ -83,7 +83,7 @@ export interface ResumeOptions extends OwnershipOptions {
 }
 
 /**
- * Durable managed runs (seed 003). The runner drives an agent's loop and persists a checkpoint
+ * Durable managed runs. The runner drives an agent's loop and persists a checkpoint
  * at every phase to a `CheckpointStore`, journals every tool call on its own, and resumes a run
  * in a fresh process from where it stopped: a checkpointed model response is never requested
  * again and a completed tool call never runs again.
