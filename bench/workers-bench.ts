@@ -56,7 +56,7 @@ interface Result {
 async function measure(workers: number): Promise<Result> {
   const schema = `cairn_bench_workers_${randomBytes(4).toString('hex')}`
   const dir = await mkdtemp(join(tmpdir(), 'cairn-bench-workers-'))
-  const store = new PostgresStore({ connectionString: DATABASE_URL }, { schema, onWarning: () => {} })
+  const store = new PostgresStore({ connectionString: DATABASE_URL, schema, onWarning: () => {} })
   await store.ready()
   const client = new CairnClient({ store })
   const fleet = new BenchFleet({ ...SETTINGS, connectionString: DATABASE_URL, schema, logFile: join(dir, 'events.log') })

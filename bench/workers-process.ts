@@ -59,7 +59,7 @@ function benchAgent(): Agent {
   return new Agent({ name: 'bench', model: new ScriptedModel(Array.from({ length: config.cycles + 1 }, () => turn)), tools: [step] })
 }
 
-const store = new PostgresStore({ connectionString: config.connectionString }, { schema: config.schema, onWarning: (message) => log({ type: 'warning', message }) })
+const store = new PostgresStore({ connectionString: config.connectionString, schema: config.schema, onWarning: (message) => log({ type: 'warning', message }) })
 const worker = new Worker({
   store,
   id: config.id,

@@ -64,7 +64,7 @@ function createWorkflow(storage: CheckpointStorage) {
   const publisher = executor('publisher', async (draft: Draft, ctx: WorkflowContext<never, string>) => {
     await ctx.yieldOutput(`Published (revision ${draft.revision}): ${draft.text}`)
   })
-  return new WorkflowBuilder<{ topic: string }, string>({ name: WORKFLOW, startExecutor: writer, checkpointStorage: storage })
+  return new WorkflowBuilder<{ topic: string }, string>({ name: WORKFLOW, startExecutor: writer, store: storage })
     .addEdge(writer, reviewer)
     .addEdge(reviewer, publisher)
     .addEdge(reviewer, writer)

@@ -54,7 +54,7 @@ class StatefulWorker extends Executor<Item> {
 
 function createWorkflow(storage: CheckpointStorage, random: () => number) {
   const worker = new StatefulWorker('worker', random)
-  return new WorkflowBuilder<Item, string>({ name: 'data-pipeline', startExecutor: worker, checkpointStorage: storage }).addEdge(worker, worker).build()
+  return new WorkflowBuilder<Item, string>({ name: 'data-pipeline', startExecutor: worker, store: storage }).addEdge(worker, worker).build()
 }
 
 const { values } = parseArgs({ options: { seed: { type: 'string' }, dir: { type: 'string' } } })

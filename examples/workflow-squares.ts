@@ -93,7 +93,7 @@ async function work(params: { dir: string; store: 'file' | 'sqlite'; killAfter: 
     params.store === 'sqlite' ? new SqliteStore({ path: join(params.dir, 'checkpoints.db') }) : new FileCheckpointStorage({ storagePath: join(params.dir, 'checkpoints') })
   const start = new StartExecutor('start')
   const worker = new WorkerExecutor('worker')
-  const workflow = new WorkflowBuilder<number, Record<number, number>>({ name: 'squares', startExecutor: start, checkpointStorage: storage })
+  const workflow = new WorkflowBuilder<number, Record<number, number>>({ name: 'squares', startExecutor: start, store: storage })
     .addEdge(start, worker)
     .addEdge(worker, worker) // Self-loop
     .build()

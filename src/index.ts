@@ -1,17 +1,91 @@
 /**
  * Cairn: durable execution for AI agents and agent workflows.
  *
- * The core API: the codec, hashing, ids, errors and schema migrations; the `CheckpointStore`
- * interface with its dependency-free backends; the model interface, tools and the agent loop;
- * the workflow engine.
- * SQLite lives in `cairn/sqlite`, test helpers in `cairn/testing`.
+ * The core API, listed by name: the codec, hashing, ids and errors; the store interfaces with
+ * their dependency-free backends; the model interface, tools and the agent loop; the workflow
+ * engine; the Runner; workers and their client; run events. SQLite lives in `cairn/sqlite`,
+ * Postgres in `cairn/postgres`, the storage-engine SPI in `cairn/engine`, test helpers in
+ * `cairn/testing`.
  */
-export * from './core/index.js'
-export * from './store/index.js'
-export * from './model/index.js'
-export * from './tools/index.js'
-export * from './agent/index.js'
-export * from './workflow/index.js'
-export * from './runner/index.js'
-export * from './worker/index.js'
-export * from './observe/index.js'
+
+// core
+export { decodeValue, deserialize, encodeValue, parseJson, serialize, type DecodeContext, type JsonObject, type JsonValue } from './core/codec.js'
+export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, isStoreOutage, LeaseLostError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
+export { freezeDeep, isDeepFrozen } from './core/freeze.js'
+export { canonicalJson, hashValue, sha256 } from './core/hash.js'
+export { idTimestamp, newId } from './core/ids.js'
+export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } from './core/schema.js'
+
+// store
+export { FileEngine } from './store/backends/file/file-engine.js'
+export { FileStore, type FileStoreOptions } from './store/backends/file/file-store.js'
+export { MemoryEngine } from './store/backends/memory/memory-engine.js'
+export { MemoryStore } from './store/backends/memory/memory-store.js'
+export { FINISHED_STATUSES, type CheckpointInfo, type CheckpointInput, type CheckpointRecord, type CheckpointStore, type CreateRunInput, type EffectCompletion, type EffectCompletionResult, type EffectIntent, type EffectRecord, type EffectStatus, type ForkOptions, type LatestQuery, type ListCheckpointsQuery, type ListRunsQuery, type PruneOptions, type PruneResult, type RunRecord, type RunStatus, type RunStore, type StoreAdmin, type StoreReader, type StoreWriter, type UpdateRunInput, type WriteBatch } from './store/checkpoint-store.js'
+export { DelegatingRunStore, DelegatingStore } from './store/delegating-store.js'
+export { EngineStore, type EngineStoreOptions } from './store/engine-store.js'
+export type { CancelOutcome, ClaimRequest, Fence, LeaseRow, RequeueOutcome } from './store/engine/lease-engine.js'
+export { FencedStore, type FenceHooks } from './store/leases/fenced-store.js'
+export { DEFAULT_QUEUE, RunLeases, type AcquiredLease, type AcquireRunInput, type ClaimedLease, type EnqueueRunInput, type ReleaseOptions } from './store/leases/run-leases.js'
+export { exportRun, importRun, RUN_DOCUMENT_FORMAT, type RunDocument } from './store/portable-run.js'
+export { KeyRing, type KeyInput } from './store/trust/key-ring.js'
+export type { RekeyOptions, RekeyProgress, RekeyResult } from './store/trust/rekey.js'
+export { verifyRun, type VerifyReport } from './store/verify-run.js'
+
+// model
+export { addUsage, costOf, emptyUsage, textOf, toolUsesOf, type BlockExtras, type CheckpointResumeBlock, type ContentBlock, type DocumentBlock, type ImageBlock, type InterruptResponseBlock, type MediaSource, type Message, type ModelPrices, type ModelStopReason, type PromptBlock, type ProviderMetadata, type ReasoningBlock, type Role, type TextBlock, type ToolResultBlock, type ToolResultContent, type ToolUseBlock, type Usage } from './model/messages.js'
+export { ModelError, ModelStreamError, ResponseAssembler, type Model, type ModelCallOptions, type ModelErrorDetails, type ModelNotice, type ModelRequest, type ModelResponse, type ModelStreamEvent, type ProviderTokens, type ToolSpec } from './model/model.js'
+
+// tools
+export { jsonSchemaOf, validateInput, type InferInput, type InputSchema, type StandardSchemaV1 } from './tools/input-schema.js'
+export { concurrentToolExecutor, sequentialToolExecutor, type RunToolCall, type ToolCallOutcome, type ToolExecutor } from './tools/tool-executor.js'
+export { errorResult, tool, type AgentState, type InterruptRequest, type Tool, type ToolContext, type ToolDefinition } from './tools/tool.js'
+
+// agent
+export { Agent, type AgentOptions, type InvokeOptions } from './agent/agent.js'
+export { Checkpoint, CHECKPOINT_SCHEMA_VERSION, type CheckpointJSON, type CheckpointPosition } from './agent/checkpoint.js'
+export { assertSameConfig, signConfig, type ConfigSignature } from './agent/config-signature.js'
+export { NullConversationManager, SlidingWindowConversationManager, type ConversationManager } from './agent/conversation-manager.js'
+export type { AgentStreamEvent } from './agent/events.js'
+export type { AgentHooks } from './agent/hooks.js'
+export type { Interrupt, InterruptState } from './agent/interrupts.js'
+export type { AgentInput } from './agent/prompt.js'
+export { AgentResult, type AgentMetrics, type AgentResultJSON, type AgentStopReason } from './agent/result.js'
+export { SNAPSHOT_FIELDS, SNAPSHOT_SCHEMA_VERSION, type AgentSnapshot, type PartialAgentSnapshot, type SnapshotField } from './agent/snapshot.js'
+
+// workflow
+export { AgentExecutor, type AgentExecutorInput, type AgentExecutorOptions, type AgentExecutorResponse, type AgentInterruptRequest } from './workflow/agent-executor.js'
+export { DEFAULT_MAX_SUPERSTEPS, WorkflowBuilder, type EdgeOptions, type FanOutOptions, type SwitchCase, type WorkflowBuilderOptions } from './workflow/builder.js'
+export { FileCheckpointStorage, InMemoryCheckpointStorage, type CheckpointStorage, type FileCheckpointStorageOptions, type WorkflowStore } from './workflow/checkpoint-storage.js'
+export { readWorkflowCheckpoint, WORKFLOW_CHECKPOINT_KIND, WORKFLOW_CHECKPOINT_VERSION, type WorkflowCheckpoint, type WorkflowCheckpointMetadata, type WorkflowCheckpointPhase, type WorkflowCheckpointSummary, type WorkflowMessage } from './workflow/checkpoint.js'
+export type { RequestInfoOptions, SendMessageOptions, WorkflowContext } from './workflow/context.js'
+export type { EdgeCondition, FanOutSelection } from './workflow/edges.js'
+export { WorkflowCheckpointError, WorkflowError, type WorkflowErrorOptions } from './workflow/errors.js'
+export type { ExecutorCompletedEvent, ExecutorInvokedEvent, RequestInfoEvent, SuperstepCompletedEvent, SuperstepStartedEvent, WorkflowCompletedEvent, WorkflowEvent, WorkflowFailedEvent, WorkflowOutputEvent, WorkflowRunStatus, WorkflowStartedEvent } from './workflow/events.js'
+export { executor, Executor, FunctionExecutor, type ExecutorFunction, type ExecutorState, type FunctionExecutorOptions } from './workflow/executor.js'
+export type { GraphSignature } from './workflow/graph.js'
+export { getLatestWorkflowCheckpoint, inspectWorkflowCheckpoint, listWorkflowCheckpointIds, listWorkflowCheckpoints, loadWorkflowCheckpoint, pruneWorkflowCheckpoints, type ListWorkflowCheckpointsOptions, type PruneWorkflowCheckpointsOptions } from './workflow/management.js'
+export { WorkflowRunResult } from './workflow/result.js'
+export type { WorkflowRunOptions } from './workflow/run-options.js'
+export type { WorkflowState } from './workflow/shared-state.js'
+export { Workflow } from './workflow/workflow.js'
+
+// runner
+export { diffCheckpoints, formatDiff, type CheckpointDiff, type DiffSide, type EffectChange, type ValueChange } from './runner/checkpoint-diff.js'
+export type { WriterOptions } from './runner/checkpoint-writer.js'
+export { forkRun, type ForkRunOptions, type ForkRunResult } from './runner/fork-run.js'
+export type { RunnerCheckpoint, RunnerPhase, RuntimeSnapshot, SubagentExecutionRecord, ToolExecutionRecord } from './runner/phases.js'
+export type { RunResult, RunState } from './runner/run-result.js'
+export { summarizeRun, type RunSummary } from './runner/run-summary.js'
+export { Runner, type ResumeOptions, type RunnerOptions, type RunOptions, type StreamOptions } from './runner/runner.js'
+export { buildTimeline, formatTimeline, type Timeline, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
+
+// worker
+export { CairnClient, type EnqueueOptions, type ResultOptions } from './worker/cairn-client.js'
+export type { JobSpec, RunFailure, RunOutcome } from './worker/job.js'
+export type { WorkerEvent } from './worker/worker-events.js'
+export type { WorkerStore } from './worker/worker-store.js'
+export { Worker, type StopOptions, type WorkerOptions } from './worker/worker.js'
+
+// observe
+export type { RunEvent, RunEventListener, RunEventUsage } from './observe/run-events.js'

@@ -9,7 +9,7 @@
  * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL! })
  * ```
  */
-export { PostgresStore, type PostgresConnection, type PostgresStoreOptions } from './store/backends/postgres/postgres-store.js'
+export { PostgresStore, type PostgresConnection, type PostgresStoreOptions, type PostgresStoreSettings } from './store/backends/postgres/postgres-store.js'
 export { PostgresEngine, type PostgresEngineOptions } from './store/backends/postgres/postgres-engine.js'
 export type { PostgresPool, PostgresPoolClient, PostgresQueryable, PostgresQueryResult } from './store/backends/postgres/driver.js'
 export { PGliteClient, type PGliteDatabase } from './store/backends/postgres/pglite-client.js'

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { CairnError, MemoryEngine, SchemaVersionError, StoreError, type CommitRequest, type StorageEngine } from '../src/index.js'
+import { CairnError, MemoryEngine, SchemaVersionError, StoreError } from '../src/index.js'
+import { type CommitRequest, type StorageEngine } from '../src/engine.js'
 import { POSTGRES_MIGRATIONS, PostgresEngine, PostgresStore, migratePostgres, type PostgresPool } from '../src/postgres.js'
 import { leaseStatements, listCheckpointsSql, listRunsSql, postgresStatements } from '../src/store/backends/postgres/sql.js'
 import { batchOf, commitOf, effectOf, runOf } from './fixtures/engine-rows.js'
@@ -101,7 +102,7 @@ describe('Postgres schema and migrations', () => {
       await new Promise((resolve) => setTimeout(resolve, ${startAt} - Date.now()))
       const applied = await migratePostgres(pool, ${JSON.stringify(schema)})
       await pool.end()
-      const store = new PostgresStore({ connectionString: ${JSON.stringify(target.connectionString)} }, { schema: ${JSON.stringify(schema)} })
+      const store = new PostgresStore({ connectionString: ${JSON.stringify(target.connectionString)}, schema: ${JSON.stringify(schema)} })
       await store.save({ runId: 'child-' + process.pid, kind: 'demo', phase: 'p', payload: { pid: process.pid } })
       await store.close()
       process.stdout.write(JSON.stringify(applied))
@@ -135,18 +136,23 @@ describe('Postgres schema and migrations', () => {
   it('takes only a plain identifier as schema name, before touching the database', async () => {
     const pool = failingPool()
     for (const bad of ['', 'Cairn', 'cairn-prod', 'x; DROP TABLE runs', '"quoted"', '1st', 'pg_cairn', 'a'.repeat(64), 'café']) {
-      expect(() => new PostgresStore({ pool }, { schema: bad }), bad).toThrow(CairnError)
-      expect(() => new PostgresStore({ pool }, { schema: bad }), bad).toThrow('is not a plain identifier')
+      expect(() => new PostgresStore({ pool, schema: bad }), bad).toThrow(CairnError)
+      expect(() => new PostgresStore({ pool, schema: bad }), bad).toThrow('is not a plain identifier')
     }
     expect(pool.calls).toBe(0)
     const store = new PostgresStore({ pool })
     expect(store.schema).toBe('cairn')
     await store.close()
     expect(() => new PostgresStore({} as never)).toThrow('needs a connection string')
+    expect(() => new PostgresStore({ pool, connectionString: 'postgresql://x' } as never)).toThrow('not both')
+    // The settings as a second argument still work (deprecated).
+    const legacy = new PostgresStore({ pool }, { schema: 'cairn_legacy' })
+    expect(legacy.schema).toBe('cairn_legacy')
+    await legacy.close()
   })
 
   it('reports a server it cannot reach as a StoreError naming the schema, and retries on the next call', async () => {
-    const unreachable = new PostgresStore({ connectionString: 'postgresql://postgres@127.0.0.1:1/none' }, { schema })
+    const unreachable = new PostgresStore({ connectionString: 'postgresql://postgres@127.0.0.1:1/none', schema })
     toClose.push(unreachable)
     await expect(unreachable.ready()).rejects.toBeInstanceOf(StoreError)
     await expect(unreachable.ready()).rejects.toThrow(`cannot open the Postgres store in schema "${schema}"`)
@@ -154,7 +160,7 @@ describe('Postgres schema and migrations', () => {
 
     // A pool whose server was briefly down: the first attempt fails, the next call migrates.
     const flaky = failingPool(openPool(), 1)
-    const store = new PostgresStore({ pool: flaky }, { schema })
+    const store = new PostgresStore({ pool: flaky, schema })
     toClose.push(store)
     await expect(store.ready()).rejects.toThrow('server is restarting')
     await store.save({ runId: 'r1', kind: 'demo', phase: 'p', payload: 1 })
@@ -163,7 +169,7 @@ describe('Postgres schema and migrations', () => {
 
   it('close() leaves a pool it was given open', async () => {
     const pool = openPool()
-    const store = new PostgresStore({ pool }, { schema })
+    const store = new PostgresStore({ pool, schema })
     await store.save({ runId: 'r1', kind: 'demo', phase: 'p', payload: 1 })
     await store.close()
     expect((await pool.query(`SELECT count(*)::int AS n FROM "${schema}".checkpoints`)).rows).toEqual([{ n: 1 }])
@@ -207,7 +213,7 @@ describe('PostgresStore', () => {
 
   it('getLatest and load take two queries, whatever the length of the run', async () => {
     const { pool, counter } = countingPool(openPool())
-    const writer = new PostgresStore({ pool }, { schema })
+    const writer = new PostgresStore({ pool, schema })
     toClose.push(writer)
     const grow = (n: number) => ({ messages: conversation(n), notes: conversation(n, 'note') })
     for (let i = 1; i <= 5; i++) await writer.save({ runId: 'short', kind: 'agent', phase: 'p', payload: grow(i) })
@@ -216,7 +222,7 @@ describe('PostgresStore', () => {
       const id = await writer.save({ runId: 'long', kind: 'agent', phase: 'p', payload: grow(i) })
       firstLong ||= id
     }
-    const reader = new PostgresStore({ pool }, { schema }) // a cold store: nothing cached
+    const reader = new PostgresStore({ pool, schema }) // a cold store: nothing cached
     toClose.push(reader)
     await reader.ready()
     const queries = async (read: () => Promise<unknown>) => {

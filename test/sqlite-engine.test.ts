@@ -6,16 +6,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import {
-  MemoryEngine,
-  SchemaVersionError,
-  StoreError,
-  type CheckpointRow,
-  type CommitRequest,
-  type EffectRow,
-  type RunRow,
-  type StorageEngine,
-} from '../src/index.js'
+import { MemoryEngine, SchemaVersionError, StoreError } from '../src/index.js'
+import { type CheckpointRow, type CommitRequest, type EffectRow, type RunRow, type StorageEngine } from '../src/engine.js'
 import { SQLITE_MIGRATIONS, SqliteEngine, SqliteStore, migrateSqlite } from '../src/sqlite.js'
 
 /** An empty database: one 8 KiB page for each table and index. */

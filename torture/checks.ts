@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import { join } from 'node:path'
-import type { ContentBlock, Message, ToolResultBlock } from '../src/model/index.js'
+import type { ContentBlock, Message, ToolResultBlock } from '../src/index.js'
 import { SqliteStore } from '../src/sqlite.js'
 import { NON_IDEMPOTENT_TOOLS, plannerTurn, researcherTurn } from './script.js'
 import { EffectLog, type EffectLine } from './side-effects.js'

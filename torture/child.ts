@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import type { JsonValue } from '../src/core/index.js'
+import type { JsonValue } from '../src/index.js'
 import { KILL_ENV, TRACE_ENV, type Role, type TraceEntry } from './kill-switch.js'
 import type { WorkerError, WorkerResult } from './protocol.js'
 

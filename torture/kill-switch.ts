@@ -12,7 +12,7 @@ import {
   type RunRecord,
   type UpdateRunInput,
   type WriteBatch,
-} from '../src/store/index.js'
+} from '../src/index.js'
 
 /** Which run a kill point was reached in: the planner's own run or the researcher's child run. */
 export type Role = 'parent' | 'child'

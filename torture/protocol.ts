@@ -1,5 +1,5 @@
-import type { Message } from '../src/model/index.js'
-import type { RunResult } from '../src/runner/index.js'
+import type { Message } from '../src/index.js'
+import type { RunResult } from '../src/index.js'
 
 /*
  * What a worker reports on stdout, one JSON line each: `ready` once its store is open, `trace`

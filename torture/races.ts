@@ -164,7 +164,7 @@ function postgresBackend(): Backend {
     config: () => ({ kind: 'postgres', connectionString: POSTGRES_URL, schema: `cairn_race_${process.pid}_${n++}` }),
     open: (config) => {
       const { connectionString, schema } = config as { connectionString: string; schema: string }
-      const store = new PostgresStore({ connectionString }, { schema })
+      const store = new PostgresStore({ connectionString, schema })
       const close = store.close.bind(store)
       // The race's schema goes with it.
       store.close = async () => {

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { JsonValue } from '../src/core/index.js'
+import type { JsonValue } from '../src/index.js'
 import { checkScenario, normalize, unknownOutcomes, type Reference, type ScenarioFacts } from './checks.js'
 import { runWorker, type WorkerCommand, type WorkerOutcome } from './child.js'
 import type { Role } from './kill-switch.js'
@@ -126,7 +126,7 @@ class Play {
       if (attempt === 0 && named) this.report.missedNamedKill = true
       const result = checkedResult(out)
       this.report.replays += result.replayed
-      if (result.state !== 'interrupted') return result
+      if (result.state !== 'paused') return result
       responses = this.#answer(result.interrupts)
     }
     throw new Failure(`the run did not complete after ${MAX_PROCESSES} processes`)

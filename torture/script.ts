@@ -1,9 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Agent } from '../src/agent/index.js'
-import type { ContentBlock, Message } from '../src/model/index.js'
-import type { Runner } from '../src/runner/index.js'
+import { Agent } from '../src/index.js'
+import type { ContentBlock, Message } from '../src/index.js'
+import type { Runner } from '../src/index.js'
 import { ScriptedModel } from '../src/testing/scripted-model.js'
-import { tool, type Tool } from '../src/tools/index.js'
+import { tool, type Tool } from '../src/index.js'
 import type { KillSwitch, Role } from './kill-switch.js'
 import type { EffectLog } from './side-effects.js'
 

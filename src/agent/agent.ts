@@ -37,7 +37,7 @@ export interface AgentOptions {
   state?: JsonObject
 }
 
-/** What a managed runner passes to `agent.streamManaged`. */
+/** What a managed runner passes to `agent.streamManaged`. @internal */
 export interface ManagedInvocation {
   /** Where the loop starts: a model call, or the tools of the last assistant message. */
   start: LoopStart
@@ -159,6 +159,8 @@ export class Agent {
    * says where to start, observes every boundary (to persist it) and wraps tool calls (to
    * journal them). Checkpointing mode is ignored: the loop runs to the end. Use `Runner` rather
    * than calling this.
+   *
+   * @internal
    */
   async *streamManaged(params: ManagedInvocation): AsyncGenerator<AgentStreamEvent, AgentResult> {
     this.#assertIdle()

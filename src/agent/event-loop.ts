@@ -20,6 +20,8 @@ import { cancelledResult, runToolCall } from './tool-calls.js'
  * `stepStarted`, `beforeModel` (pre_llm), `afterModel` (post_llm: the reply is appended, its
  * tools not run), `beforeTools` (pre_tool_batch), `afterTools` (post_tool_batch: the results are
  * appended). An error thrown by the observer ends the invocation with that error.
+ *
+ * @internal
  */
 export interface LoopObserver {
   stepStarted(cycleIndex: number): Promise<void>
@@ -59,7 +61,7 @@ export interface Invocation {
   structured: { tool: Tool; value?: unknown; captured: boolean; forced: boolean } | undefined
 }
 
-/** Where the loop starts: at a model call, or at the tools of the last assistant message. */
+/** Where the loop starts: at a model call, or at the tools of the last assistant message. @internal */
 export interface LoopStart {
   phase: 'model' | 'tools'
   cycleIndex: number

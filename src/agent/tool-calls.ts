@@ -1,4 +1,5 @@
 import type { JsonValue } from '../core/codec.js'
+import { CheckpointError } from '../core/errors.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
 import { errorResult, type AgentState, type Tool } from '../tools/tool.js'
 import type { ToolCallOutcome } from '../tools/tool-executor.js'
@@ -23,7 +24,8 @@ export interface ToolCallScope {
 
 /**
  * Run one tool call and turn whatever happens into an outcome: an unknown tool, invalid input
- * or a thrown error becomes an error result the model sees; `ctx.interrupt` becomes an
+ * or a thrown error becomes an error result the model sees, except a `CheckpointError` (the
+ * tool put a value no checkpoint can hold into agent state), which fails the invocation; `ctx.interrupt` becomes an
  * interrupt; a call cut short by cancellation becomes a "cancelled" error result.
  */
 export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['toolUse']): Promise<ToolCallOutcome> {
@@ -47,6 +49,9 @@ export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['t
       })
     } catch (err) {
       if (err instanceof InterruptSignal) return { type: 'interrupt', interrupt: err.interrupt }
+      // A tool that put what no checkpoint can hold into agent state (a function, say) has a bug
+      // the model cannot fix: the invocation fails rather than hand the model the error.
+      if (err instanceof CheckpointError) throw err
       result = scope.signal.aborted ? cancelledResult(toolUse.toolUseId) : errorResult(toolUse.toolUseId, `Error: ${(err as Error)?.message ?? String(err)}`)
     }
   }

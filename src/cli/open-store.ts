@@ -123,7 +123,7 @@ async function openPostgres(location: Extract<StoreLocation, { kind: 'postgres' 
     await pool.end().catch(() => {})
     throw missing(location.url)
   }
-  const store = new PostgresStore({ pool }, { schema: location.schema })
+  const store = new PostgresStore({ pool, schema: location.schema })
   const close = store.close.bind(store)
   store.close = async () => {
     await close()

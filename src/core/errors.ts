@@ -33,6 +33,10 @@ export type CairnErrorCode =
   | 'effect_started'
   | 'result_timeout'
   | 'model_error'
+  | 'model_stream_invalid'
+  | 'run_not_paused'
+  | 'max_recovery_attempts'
+  | 'request_answered'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {
@@ -240,6 +244,49 @@ export class EffectStartedError extends CairnError {
     this.runId = params.runId
     this.callId = params.callId
     this.status = params.status
+  }
+}
+
+/**
+ * Answers were given to a run that is not paused waiting for them: `runner.resume` with
+ * `responses` for a run with no pending interrupt, or `CairnClient.respond` for a run that is
+ * not `paused` (answered already by another caller, finished, or cancelled). Nothing was changed.
+ * `status` is the run's status, when known.
+ */
+export class RunNotPausedError extends CairnError {
+  readonly runId: string
+  readonly status: string | undefined
+
+  constructor(params: { runId: string; status?: string | undefined; message: string }) {
+    super('run_not_paused', params.message)
+    this.runId = params.runId
+    this.status = params.status
+  }
+}
+
+/**
+ * A worker failed a run that was recovered more than `maxRecoveryAttempts` times without
+ * finishing (each time its worker died, lost its lease or could not write), instead of retrying
+ * it forever. `lastError` describes how the last unfinished execution ended, when it is known.
+ */
+export class RecoveryLimitError extends CairnError {
+  readonly runId: string
+  readonly recoveries: number
+  readonly maxRecoveryAttempts: number
+  readonly lastError: { name: string; message: string } | undefined
+
+  constructor(params: { runId: string; recoveries: number; maxRecoveryAttempts: number; lastError?: { name: string; message: string } | undefined }) {
+    const { runId, recoveries, maxRecoveryAttempts, lastError } = params
+    super(
+      'max_recovery_attempts',
+      `run ${runId} was recovered ${recoveries} times without finishing (each time its worker died, lost its lease or could not write); ` +
+        `it is failed after maxRecoveryAttempts (${maxRecoveryAttempts}) instead of being retried forever` +
+        (lastError ? `; the last execution that ended failed with ${lastError.name}: ${lastError.message}` : ''),
+    )
+    this.runId = runId
+    this.recoveries = recoveries
+    this.maxRecoveryAttempts = maxRecoveryAttempts
+    this.lastError = lastError
   }
 }
 

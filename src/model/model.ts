@@ -121,10 +121,14 @@ export class ModelError extends CairnError {
   }
 }
 
-/** A model stream that cannot be assembled into a message. */
+/**
+ * A model's stream cannot be assembled into a message (input for a tool use it never started,
+ * tool input that is not JSON, no stop reason): a fault of the model adapter, not of the call.
+ * Code `model_stream_invalid`.
+ */
 export class ModelStreamError extends CairnError {
   constructor(message: string) {
-    super('invalid_argument', message)
+    super('model_stream_invalid', message)
   }
 }
 

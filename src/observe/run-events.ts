@@ -28,7 +28,7 @@ export type RunEvent =
   | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
   | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
   | { type: 'interrupt'; runId: string; step: number; interrupts: { id: string; name: string; reason: unknown }[] }
-  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'interrupted' | 'error'; error?: string }
+  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string }
 
 /** A listener of {@link RunEvent}s. */
 export type RunEventListener = (event: RunEvent) => void

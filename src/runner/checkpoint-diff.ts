@@ -1,5 +1,5 @@
 import { textOf, toolUsesOf, type Message } from '../model/messages.js'
-import type { CheckpointRecord, CheckpointStore, EffectStatus } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, EffectStatus, StoreReader } from '../store/checkpoint-store.js'
 import { snapshotAtOrBefore } from './fork-run.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
@@ -48,7 +48,7 @@ export interface CheckpointDiff {
  * the effect journal entries whose status moved. A runner checkpoint without its own runtime
  * snapshot is compared through the newest snapshot at or before it.
  */
-export async function diffCheckpoints(store: CheckpointStore, fromId: string, toId: string): Promise<CheckpointDiff> {
+export async function diffCheckpoints(store: StoreReader, fromId: string, toId: string): Promise<CheckpointDiff> {
   const [from, to] = await Promise.all([sideOf(store, fromId), sideOf(store, toId)])
   const prefix = commonPrefix(from.messages, to.messages)
   const changes: ValueChange[] = []
@@ -95,7 +95,7 @@ interface Side {
   runtime: RuntimeSnapshot | undefined
 }
 
-async function sideOf(store: CheckpointStore, checkpointId: string): Promise<Side> {
+async function sideOf(store: StoreReader, checkpointId: string): Promise<Side> {
   const record = await store.load<Record<string, unknown>>(checkpointId)
   const side = { checkpointId: record.id, runId: record.runId, phase: record.phase, seq: record.seq, createdAt: record.createdAt, runtimeFrom: null as string | null }
   if (record.kind !== RUNNER_KIND) {
@@ -109,7 +109,7 @@ async function sideOf(store: CheckpointStore, checkpointId: string): Promise<Sid
   return { side, messages, value: { phase: record.phase, payload, runtime: rest }, runtime }
 }
 
-async function runtimeAt(store: CheckpointStore, record: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>> | undefined> {
+async function runtimeAt(store: StoreReader, record: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>> | undefined> {
   try {
     return await snapshotAtOrBefore(store, record)
   } catch {
@@ -142,7 +142,7 @@ function compare(a: unknown, b: unknown, path: string, out: ValueChange[]): void
  * conversation (a call with a result there had completed; one in the pending model response had
  * its intent); other checkpoints fall back to the journal's times.
  */
-async function effectChanges(store: CheckpointStore, from: Side, to: Side): Promise<EffectChange[]> {
+async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<EffectChange[]> {
   const [before, after] = await Promise.all([statusAt(store, from), statusAt(store, to)])
   const changes: EffectChange[] = []
   for (const callId of new Set([...before.keys(), ...after.keys()])) {
@@ -153,7 +153,7 @@ async function effectChanges(store: CheckpointStore, from: Side, to: Side): Prom
   return changes
 }
 
-async function statusAt(store: CheckpointStore, side: Side): Promise<Map<string, { name: string; status: EffectStatus }>> {
+async function statusAt(store: StoreReader, side: Side): Promise<Map<string, { name: string; status: EffectStatus }>> {
   const effects = await store.listEffects(side.side.runId)
   if (side.runtime === undefined) {
     const at = side.side.createdAt

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreError } from '../core/errors.js'
-import type { CheckpointInput, CheckpointStore, EffectCompletion, EffectIntent, UpdateRunInput } from '../store/checkpoint-store.js'
+import type { CheckpointInput, EffectCompletion, EffectIntent, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import type { Fence } from '../store/engine/lease-engine.js'
 
 /** What a durable commit carries besides the staged records: effect entries and a change to the run. */
@@ -38,7 +38,7 @@ export interface WriterOptions {
 export class CheckpointWriter {
   /** How many durable commits were made. */
   commits = 0
-  readonly #store: CheckpointStore
+  readonly #store: RunStore
   readonly #runId: string
   readonly #options: WriterOptions
   #queue: CheckpointInput[] = []
@@ -56,7 +56,7 @@ export class CheckpointWriter {
    * lease every write carries (the execution's hold on the run).
    */
   constructor(
-    store: CheckpointStore,
+    store: RunStore,
     runId: string,
     options: WriterOptions,
     hooks: { onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void; fence?: Fence } = {},

@@ -3,7 +3,7 @@ import { CheckpointCorruptionError, EffectStartedError } from '../core/errors.js
 import { isDeepFrozen } from '../core/freeze.js'
 import { hashValue } from '../core/hash.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
-import type { CheckpointStore, EffectCompletion, EffectIntent, EffectRecord, WriteBatch } from '../store/checkpoint-store.js'
+import type { EffectCompletion, EffectIntent, EffectRecord, RunStore, WriteBatch } from '../store/checkpoint-store.js'
 
 /** A write of the run's execution: to its run, fenced by its lease. */
 export type RunWrite = (batch: Omit<WriteBatch, 'runId' | 'fence'>) => Promise<unknown>
@@ -28,7 +28,7 @@ export class EffectJournal {
   replayed = 0
   /** Outcomes of idempotent calls, written with the batch's checkpoint. */
   pendingCompletions: EffectCompletion[] = []
-  readonly #store: CheckpointStore
+  readonly #store: RunStore
   readonly #write: RunWrite
   readonly #runId: string
   readonly #tools: ReadonlyMap<string, Tool>
@@ -39,7 +39,7 @@ export class EffectJournal {
   readonly #replayedIds = new Set<string>()
 
   constructor(params: {
-    store: CheckpointStore
+    store: RunStore
     write: RunWrite
     runId: string
     tools: ReadonlyMap<string, Tool>

@@ -1,7 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { CheckpointError } from '../core/errors.js'
 import { toolUsesOf } from '../model/messages.js'
-import type { CheckpointRecord, CheckpointStore, EffectRecord } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, CheckpointStore, EffectRecord, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
 /** What {@link forkRun} takes. */
@@ -84,7 +84,7 @@ export async function forkRun(store: CheckpointStore, options: ForkRunOptions): 
 }
 
 /** The newest checkpoint at or before `source` in its run that holds a runtime snapshot. */
-export async function snapshotAtOrBefore(store: CheckpointStore, source: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>>> {
+export async function snapshotAtOrBefore(store: StoreReader, source: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>>> {
   if (hasRuntime(source)) return source
   let before = source.id
   for (;;) {

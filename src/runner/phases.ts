@@ -5,7 +5,7 @@ import type { InterruptState } from '../agent/interrupts.js'
 import type { Message, Usage } from '../model/messages.js'
 import { RUNNER_MIGRATIONS } from './migrations.js'
 
-/** The phases a managed run checkpoints at (seed 003), plus `run_paused` for a run waiting on a human. */
+/** The phases a managed run checkpoints at, `run_paused` being a run waiting for a human. */
 export type RunnerPhase =
   | 'run_started'
   | 'step_started'
@@ -57,7 +57,7 @@ export interface SubagentExecutionRecord {
 }
 
 /**
- * Everything a fresh process needs to continue a run (seed 003's payload table), plus `agent`:
+ * Everything a fresh process needs to continue a run, plus `agent`:
  * the agent's state, conversation-manager state, interrupt state and configuration signature,
  * and `next`: whether the step continues with a model call or with the pending tool calls.
  */
@@ -92,16 +92,18 @@ export interface RuntimeSnapshot {
 export type TerminalState = 'completed' | 'failed' | 'cancelled'
 
 /**
- * A runner checkpoint with the seed's field names: what `runner.history(runId)` returns. The
- * chain of them is the run's audit log.
+ * A runner checkpoint as `runner.history(runId)` returns it, with the same camelCase names as
+ * every other Cairn API. The chain of them is the run's audit log.
  */
 export interface RunnerCheckpoint {
-  checkpoint_id: string
-  run_id: string
-  thread_id: string | null
-  schema_version: number
+  checkpointId: string
+  runId: string
+  threadId: string | null
+  /** Version of the runner payload format it was written in. */
+  schemaVersion: number
   phase: RunnerPhase
   step: number
   payload: Record<string, unknown>
-  timestamp_ms: number
+  /** When it was written, in Unix milliseconds. */
+  timestampMs: number
 }

@@ -1,6 +1,6 @@
-import { CheckpointCorruptionError } from '../core/errors.js'
+import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
 import { toolUsesOf, type Message } from '../model/messages.js'
-import type { CheckpointRecord, CheckpointStore } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, RUNNER_PHASES, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
 
 /** What a resume found in the store. */
@@ -9,15 +9,15 @@ export type StoredRunState =
   | { kind: 'resumable'; latest: CheckpointRecord<Record<string, unknown>>; runtime: RuntimeSnapshot; snapshotId: string }
 
 /**
- * The seed's resume steps 1–4: load the latest checkpoint (none is a corruption error);
+ * The resume steps: load the latest checkpoint (none is `CheckpointNotFoundError`);
  * validate its shape; stop at a terminal one; otherwise find the newest runtime snapshot and
  * validate it, including a pending model response, which must decode — it is never replaced by
  * a fresh model call.
  */
-export async function loadRunState(store: CheckpointStore, runId: string): Promise<StoredRunState> {
+export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
   const latest = await store.getLatest<Record<string, unknown>>({ runId })
   if (!latest) {
-    throw new CheckpointCorruptionError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted`, { runId })
+    throw new CheckpointNotFoundError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted; start it with runner.run`, { runId })
   }
   assertRunnerRecord(latest)
   if (latest.phase === 'run_terminal') {
@@ -30,7 +30,7 @@ export async function loadRunState(store: CheckpointStore, runId: string): Promi
   return { kind: 'resumable', latest, runtime, snapshotId: source.id }
 }
 
-async function newestSnapshot(store: CheckpointStore, latest: CheckpointRecord): Promise<CheckpointRecord<Record<string, unknown>>> {
+async function newestSnapshot(store: StoreReader, latest: CheckpointRecord): Promise<CheckpointRecord<Record<string, unknown>>> {
   let before: string | undefined = latest.id
   for (;;) {
     const page = await store.listCheckpoints({ runId: latest.runId, limit: 16, ...(before === undefined ? {} : { before }) })

@@ -45,7 +45,7 @@ export function reportOutcome(emit: Emit, runId: string, step: number, outcome: 
     return
   }
   const { result } = outcome
-  if (result.state === 'interrupted') {
+  if (result.state === 'paused') {
     emit({ type: 'interrupt', runId, step, interrupts: result.interrupts.map((i) => ({ id: i.id, name: i.name, reason: i.reason ?? null })) })
   }
   emit({ type: 'run_finished', runId, state: result.state, ...(result.error ? { error: result.error.message } : {}) })

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { CairnError, LeaseLostError, parseOwner, RunBusyError } from '../core/errors.js'
-import type { CheckpointStore, CreateRunInput, RunRecord } from '../store/checkpoint-store.js'
+import type { CreateRunInput, RunRecord, RunStore } from '../store/checkpoint-store.js'
 import type { Fence, LeaseRow } from '../store/engine/lease-engine.js'
 import type { RunLeases } from '../store/leases/run-leases.js'
 
@@ -11,7 +11,7 @@ export type WaitForOwner = boolean | { timeoutMs: number }
 
 /** What {@link RunOwnership.acquire} takes. */
 export interface AcquireOwnershipParams {
-  store: CheckpointStore
+  store: RunStore
   runId: string
   leaseMs: number
   /** Insert the run with the lease when it does not exist (`runner.run`). */
@@ -166,7 +166,7 @@ export class RunOwnership {
 }
 
 /** The store's leases, or a clear error when it has none. */
-function requireLeases(store: CheckpointStore, runId: string): RunLeases {
+function requireLeases(store: RunStore, runId: string): RunLeases {
   const leases = store.leases
   if (!leases) {
     throw new CairnError(

@@ -5,7 +5,7 @@ import type { Usage } from '../model/messages.js'
 import type { CheckpointRecord } from '../store/checkpoint-store.js'
 
 /** How a managed run stands when `run` or `resume` returns. */
-export type RunState = 'completed' | 'failed' | 'cancelled' | 'interrupted'
+export type RunState = 'completed' | 'failed' | 'cancelled' | 'paused'
 
 /** What `runner.run` and `runner.resume` return. */
 export interface RunResult {
@@ -39,7 +39,7 @@ export function zeroRunUsage(): Required<Usage> {
   return { inputTokens: 0, outputTokens: 0, totalTokens: 0, cacheReadInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 }
 }
 
-/** The terminal checkpoint's payload: the seed's fields and the serialized result. */
+/** The terminal checkpoint's payload: how the run ended, its final text, model, usage and cost, and the serialized result. */
 export function terminalPayload(params: {
   state: 'completed' | 'failed' | 'cancelled'
   result: AgentResult | undefined

@@ -1,10 +1,9 @@
-import type { JsonObject } from '../core/codec.js'
+import type { JsonObject, JsonValue } from '../core/codec.js'
 import { freezeDeep } from '../core/freeze.js'
 import type { Agent } from '../agent/agent.js'
 import type { LoopObserver } from '../agent/event-loop.js'
 import { addUsage, costOf, textOf, toolUsesOf, type Message, type ToolResultBlock, type ToolUseBlock } from '../model/messages.js'
 import type { ModelResponse } from '../model/model.js'
-import type { CheckpointInput } from '../store/checkpoint-store.js'
 import type { CheckpointWriter } from './checkpoint-writer.js'
 import type { EffectJournal } from './effect-journal.js'
 import type { Emit } from './run-observer.js'
@@ -12,7 +11,7 @@ import { RUNNER_KIND, RUNNER_SCHEMA_VERSION, type RunnerPhase, type RuntimeSnaps
 
 /**
  * One process's drive of one run: observes the agent loop's boundaries, keeps the runtime
- * snapshot, and stages a checkpoint at every phase. Durability points in sync mode: before a
+ * snapshot, and records a checkpoint at every phase (every runner phase write is here). Durability points in sync mode: before a
  * tool batch starts (the model's response and the batch's intents, with everything staged, in
  * one commit) and when the next step starts (the batch's outcomes, before the model sees them).
  */
@@ -40,7 +39,7 @@ export class RunSession implements LoopObserver {
   async stepStarted(cycleIndex: number): Promise<void> {
     this.runtime.step = cycleIndex
     this.runtime.next = 'model'
-    await this.stage('step_started', { state: this.runtime.state, message_count: this.#agent.messages.length }, true)
+    await this.#recordPhase('step_started', { payload: { state: this.runtime.state, message_count: this.#agent.messages.length }, snapshot: true })
     // Sync: the last tool batch's outcomes and records are durable before the model sees them.
     if (this.#sync && this.#batchUncommitted) await this.#writer.commit()
     this.#batchUncommitted = false
@@ -48,7 +47,7 @@ export class RunSession implements LoopObserver {
 
   async beforeModel(): Promise<void> {
     this.#emit({ type: 'model_call_started', runId: this.runId, step: this.runtime.step, model: this.runtime.requested_model })
-    await this.stage('pre_llm', { model: this.runtime.requested_model, provider: this.runtime.provider_adapter, message_count: this.#agent.messages.length })
+    await this.#recordPhase('pre_llm', { payload: { model: this.runtime.requested_model, provider: this.runtime.provider_adapter, message_count: this.#agent.messages.length } })
   }
 
   async afterModel(_cycleIndex: number, response: ModelResponse): Promise<void> {
@@ -65,9 +64,9 @@ export class RunSession implements LoopObserver {
     rt.next = rt.pending_llm_response ? 'tools' : 'model'
     rt.final_text = textOf(response.message)
     this.#emit({ type: 'model_call_finished', runId: this.runId, step: rt.step, model: rt.requested_model, stopReason: response.stopReason, usage: { ...response.usage }, toolCalls })
-    await this.stage(
-      'post_llm',
-      {
+    await this.#recordPhase('post_llm', {
+      snapshot: true,
+      payload: {
         model: rt.normalized_model,
         provider: rt.provider_adapter,
         finish_reason: response.stopReason,
@@ -79,15 +78,14 @@ export class RunSession implements LoopObserver {
         total_cost_usd: rt.total_cost_usd,
         ...(response.notices ? { notices: response.notices.map((notice) => ({ ...notice })) } : {}),
       },
-      true,
-    )
+    })
   }
 
   async beforeTools(cycleIndex: number, toolUses: ToolUseBlock['toolUse'][]): Promise<void> {
     this.runtime.step = cycleIndex
-    await this.stage('pre_tool_batch', { tool_call_count: toolUses.length })
+    await this.#recordPhase('pre_tool_batch', { payload: { tool_call_count: toolUses.length } })
     const subagents = toolUses.filter((use) => this.#agent.tools.get(use.name)?.subagent === true)
-    if (subagents.length > 0) await this.stage('pre_subagent_batch', { subagent_call_count: subagents.length, tool_call_ids: subagents.map((u) => u.toolUseId) })
+    if (subagents.length > 0) await this.#recordPhase('pre_subagent_batch', { payload: { subagent_call_count: subagents.length, tool_call_ids: subagents.map((u) => u.toolUseId) } })
     const intents = this.#journal.intentsFor(toolUses)
     const allIdempotent = toolUses.every((use) => this.#agent.tools.get(use.name)?.idempotent === true)
     if (!this.#sync && allIdempotent) {
@@ -125,7 +123,7 @@ export class RunSession implements LoopObserver {
       const result = results.find((r) => r.toolUseId === id)
       this.noteSubagent({ tool_call_id: id, child_run_id: this.#journal.keyOf(use).replace(/[^A-Za-z0-9_.:@-]/g, '_'), agent_name: use.name, step: cycleIndex, state: result?.status === 'success' ? 'completed' : 'failed' })
     }
-    if (subagentIds.length > 0) await this.stage('post_subagent_batch', { subagent_call_count: subagentIds.length, tool_call_ids: subagentIds })
+    if (subagentIds.length > 0) await this.#recordPhase('post_subagent_batch', { payload: { subagent_call_count: subagentIds.length, tool_call_ids: subagentIds } })
     this.#writer.stageCompletions(this.#journal.pendingCompletions.splice(0))
     const failures = results.filter((result) => result.status === 'error').length
     // The runtime now resumes at the next step; the record belongs to this one. It carries no
@@ -133,26 +131,55 @@ export class RunSession implements LoopObserver {
     // runtime. Should the run stop here, the post_llm snapshot before it resumes the batch, and
     // the journal replays every call whose outcome it holds.
     rt.step = cycleIndex + 1
-    await this.stage('post_tool_batch', { tool_calls_total: rt.tool_calls, tool_failures: failures }, false, {}, cycleIndex)
+    await this.#recordPhase('post_tool_batch', { payload: { tool_calls_total: rt.tool_calls, tool_failures: failures }, step: cycleIndex })
     this.#batchUncommitted = true
   }
 
-  /** Record a child run started by a subagent tool. */
+  /**
+   * The run starts (or resumes) in this process. A new run's checkpoint carries the full runtime
+   * snapshot, input included; a resumed run's continues from the snapshot it was restored from.
+   */
+  async runStarted(params: { resumed: boolean; owner: JsonObject }): Promise<void> {
+    await this.#recordPhase('run_started', { payload: { agent_name: this.#agent.name, resumed: params.resumed, owner: params.owner }, snapshot: !params.resumed })
+  }
+
+  /** A resumed run's tool calls without results were answered as interrupted (see `repairDanglingToolUses`). */
+  async danglingToolUsesRepaired(): Promise<void> {
+    await this.#recordPhase('post_tool_batch', { payload: { tool_calls_total: this.runtime.tool_calls, tool_failures: 0, repaired_dangling_tool_uses: true }, snapshot: true })
+  }
+
+  /** The run waits for a human: the pending interrupts, with the snapshot a resume answers them from. */
+  async runPaused(interrupts: JsonValue): Promise<void> {
+    await this.#recordPhase('run_paused', { payload: { interrupts }, snapshot: true })
+  }
+
+  /** The run ended: its terminal checkpoint, holding the result (see `terminalPayload`). */
+  async runFinished(payload: JsonObject): Promise<void> {
+    await this.#recordPhase('run_terminal', { payload, terminal: true })
+  }
+
+  /** Record a subagent's child run. */
   noteSubagent(record: SubagentExecutionRecord): void {
     this.runtime.subagent_executions.push(freezeDeep(record))
   }
 
-  /** Stage a checkpoint of `phase`; with `withRuntime`, it carries the full runtime snapshot. */
-  async stage(phase: RunnerPhase, payload: JsonObject, withRuntime = false, extra: Partial<CheckpointInput> = {}, step = this.runtime.step): Promise<void> {
-    if (withRuntime) this.refreshAgentState()
+  /**
+   * Every runner checkpoint is written here: the phase's payload, staged with the writer (which
+   * commits it with the next durability point). With `snapshot`, it carries the full runtime
+   * snapshot a resume continues from; `terminal` marks a finished run's last checkpoint; `step`
+   * defaults to the runtime's current step.
+   */
+  async #recordPhase(phase: RunnerPhase, options: RecordPhaseOptions): Promise<void> {
+    const snapshot = options.snapshot === true
+    if (snapshot) this.refreshAgentState()
     await this.#writer.stage({
       runId: this.runId,
       kind: RUNNER_KIND,
       phase,
       schemaVersion: RUNNER_SCHEMA_VERSION,
-      metadata: { step, snapshot: withRuntime },
-      payload: withRuntime ? { ...payload, runtime: snapshotOf(this.runtime) } : payload,
-      ...extra,
+      metadata: { step: options.step ?? this.runtime.step, snapshot },
+      payload: snapshot ? { ...options.payload, runtime: snapshotOf(this.runtime) } : options.payload,
+      ...(options.terminal === true ? { terminal: true } : {}),
     })
   }
 
@@ -167,6 +194,17 @@ export class RunSession implements LoopObserver {
       config: snapshot.data.config,
     }
   }
+}
+
+/** How {@link RunSession} records a phase. */
+interface RecordPhaseOptions {
+  payload: JsonObject
+  /** Carry the full runtime snapshot (a resume point). */
+  snapshot?: boolean
+  /** The run's last checkpoint (a finished run's result). */
+  terminal?: boolean
+  /** The step the checkpoint belongs to; the runtime's current step by default. */
+  step?: number
 }
 
 /**

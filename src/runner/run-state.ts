@@ -1,5 +1,5 @@
 import { hostname } from 'node:os'
-import type { JsonObject } from '../core/codec.js'
+import { encodeValue, type JsonObject } from '../core/codec.js'
 import { freezeDeep } from '../core/freeze.js'
 import type { Agent } from '../agent/agent.js'
 import { SNAPSHOT_SCHEMA_VERSION } from '../agent/snapshot.js'
@@ -8,6 +8,15 @@ import type { RunRecord } from '../store/checkpoint-store.js'
 import type { RuntimeSnapshot } from './phases.js'
 
 /** Building, restoring and repairing a run's agent state; who owns a run on this machine. */
+
+/**
+ * A runner `context` must be what a checkpoint can hold: a function, a class instance or a
+ * cycle in it is refused before the run starts, with a `CheckpointError` (code `unserializable`)
+ * naming its path (`context.client`).
+ */
+export function assertContext(context: JsonObject | undefined): void {
+  if (context !== undefined) encodeValue(context, 'context')
+}
 
 export function newRuntime(agent: Agent, context: JsonObject): RuntimeSnapshot {
   return {

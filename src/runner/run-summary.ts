@@ -1,5 +1,5 @@
 import type { JsonObject } from '../core/codec.js'
-import type { CheckpointStore, RunRecord, RunStatus } from '../store/checkpoint-store.js'
+import type { RunRecord, RunStatus, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
 /** One run in a listing: what `cairn runs` prints and the inspector's run list shows. */
@@ -24,7 +24,7 @@ export interface RunSummary {
 /**
  * Count a run's checkpoints and read its newest runtime snapshot (one load) to summarize it.
  */
-export async function summarizeRun(store: CheckpointStore, run: RunRecord): Promise<RunSummary> {
+export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<RunSummary> {
   let checkpoints = 0
   let newestSnapshot: string | undefined
   let steps = 0

@@ -1,12 +1,12 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
 import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
-import type { CheckpointStore, CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, UpdateRunInput } from '../store/checkpoint-store.js'
+import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import { loadMany } from '../store/delegating-store.js'
 import { assertId } from '../store/encoding/validate.js'
 import type { Tool } from '../tools/tool.js'
@@ -17,7 +17,7 @@ import { loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
 import { RunSession } from './run-session.js'
 import { ownerProcessIsGone, RunOwnership, type HeldLease, type WaitForOwner } from './run-ownership.js'
-import { newRuntime, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
+import { assertContext, newRuntime, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
 import { subagentTool } from './subagent-tool.js'
 import type { RunEvent, RunEventListener } from '../observe/run-events.js'
 import { loadOpenTelemetry, runTracing } from '../observe/telemetry.js'
@@ -25,7 +25,7 @@ import { emitter, observedTools, reportOutcome, streamOf, type Emit } from './ru
 
 /** How to build a {@link Runner}. */
 export interface RunnerOptions extends Partial<WriterOptions> {
-  store: CheckpointStore
+  store: RunStore
   /** Told of every {@link RunEvent} of every run this runner drives (see also `runner.stream`). */
   onEvent?: RunEventListener
   /**
@@ -83,7 +83,7 @@ export interface ResumeOptions extends OwnershipOptions {
 }
 
 /**
- * Durable managed runs (seed 003). The runner drives an agent's loop and persists a checkpoint
+ * Durable managed runs. The runner drives an agent's loop and persists a checkpoint
  * at every phase to a `CheckpointStore`, journals every tool call on its own, and resumes a run
  * in a fresh process from where it stopped: a checkpointed model response is never requested
  * again and a completed tool call never runs again.
@@ -97,7 +97,7 @@ export interface ResumeOptions extends OwnershipOptions {
  * ```
  */
 export class Runner {
-  readonly store: CheckpointStore
+  readonly store: RunStore
   readonly #writer: WriterOptions
   readonly #active = new Set<string>()
   readonly #onEvent: RunEventListener | undefined
@@ -132,6 +132,7 @@ export class Runner {
   async run(agent: Agent, options: RunOptions): Promise<RunResult> {
     const runId = options.runId ?? newId()
     assertId(runId, 'runId')
+    assertContext(options.context)
     const threadId = options.threadId ?? runId
     const fields = {
       threadId,
@@ -167,6 +168,7 @@ export class Runner {
   async resume(agent: Agent, options: ResumeOptions): Promise<RunResult> {
     const { runId } = options
     assertId(runId, 'runId')
+    assertContext(options.context)
     const ownership = await this.#own(runId, options, undefined)
     try {
       return await this.#resumeOwned(agent, options, ownership)
@@ -200,7 +202,7 @@ export class Runner {
       if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending, runtime)
       start = { phase: 'tools', cycleIndex: runtime.agent.interrupts.cycleIndex, responses }
     } else if (Object.keys(responses).length > 0) {
-      throw new CairnError('invalid_argument', `run ${runId} is not waiting for any response; resume it without responses`)
+      throw new RunNotPausedError({ runId, status: run?.status, message: `run ${runId} is not paused waiting for any response; resume it without responses` })
     } else {
       start = { phase: runtime.next, cycleIndex: runtime.step, responses: {} }
     }
@@ -222,9 +224,9 @@ export class Runner {
       ...(options.waitForOwner === undefined ? {} : { waitForOwner: options.waitForOwner }),
       signal: options.signal,
     })
-    // An unknown run: the checkpoint reader names it.
-    if (!ownership) await loadRunState(this.store, runId)
-    if (!ownership) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    if (!ownership) {
+      throw new CheckpointNotFoundError(`run ${runId} does not exist in this store; start it with runner.run(agent, { runId: '${runId}', input })`, { runId, code: 'run_not_found' })
+    }
     return ownership
   }
 
@@ -254,7 +256,7 @@ export class Runner {
     })
   }
 
-  /** The run's checkpoints, oldest first, with the seed's field names: its audit log. */
+  /** The run's runner checkpoints, oldest first: its audit log. */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
     const infos = []
@@ -267,14 +269,14 @@ export class Runner {
     }
     const records = await loadMany<Record<string, unknown>>(this.store, infos.filter((info) => info.kind === RUNNER_KIND).map((info) => info.id))
     return records.reverse().map((record) => ({
-      checkpoint_id: record.id,
-      run_id: record.runId,
-      thread_id: run?.threadId ?? null,
-      schema_version: record.schemaVersion,
+      checkpointId: record.id,
+      runId: record.runId,
+      threadId: run?.threadId ?? null,
+      schemaVersion: record.schemaVersion,
       phase: record.phase as RunnerPhase,
       step: typeof record.metadata.step === 'number' ? record.metadata.step : 0,
       payload: record.payload,
-      timestamp_ms: record.createdAt,
+      timestampMs: record.createdAt,
     }))
   }
 
@@ -356,7 +358,7 @@ export class Runner {
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
       if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
-      await session.stage('run_started', { agent_name: agent.name, resumed: params.resumed, owner: ownerMetadata() }, !params.resumed)
+      await session.runStarted({ resumed: params.resumed, owner: ownerMetadata() })
       // The input is durable before the model is first asked (bounded like every final flush).
       if (!params.resumed) await writer.flush()
       if (params.finalAnswer) {
@@ -364,7 +366,7 @@ export class Runner {
         await this.#finish(session, writer, runtime, { state: 'completed', result, error: undefined })
         return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => writer.commits, runtime }), state: 'completed', result }
       }
-      if (params.repaired) await session.stage('post_tool_batch', { tool_calls_total: runtime.tool_calls, tool_failures: 0, repaired_dangling_tool_uses: true }, true)
+      if (params.repaired) await session.danglingToolUsesRepaired()
       const events = agent.streamManaged({
         start: params.start,
         message: params.message,
@@ -380,9 +382,9 @@ export class Runner {
       const counts = { replayed: journal.replayed, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits, runtime }
       if (result.stopReason === 'interrupt') {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
-        await session.stage('run_paused', { interrupts: result.interrupts as unknown as JsonValue }, true)
+        await session.runPaused(result.interrupts as unknown as JsonValue)
         await writer.flush({ run: { status: 'paused' } })
-        return { ...base(runId, threadId, counts), state: 'interrupted', result, interrupts: result.interrupts }
+        return { ...base(runId, threadId, counts), state: 'paused', result, interrupts: result.interrupts }
       }
       const state = result.stopReason === 'cancelled' ? 'cancelled' : 'completed'
       await this.#finish(session, writer, runtime, { state, result, error: undefined })
@@ -401,7 +403,7 @@ export class Runner {
       usage: runtime.usage,
       totalCostUsd: runtime.total_cost_usd,
     })
-    await session.stage('run_terminal', payload, false, { terminal: true })
+    await session.runFinished(payload)
     await writer.flush({ run: { status: outcome.state } })
   }
 
@@ -472,7 +474,7 @@ function base(runId: string, threadId: string, counts: { replayed: number; llm: 
 }
 
 function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts'], runtime: RuntimeSnapshot): RunResult {
-  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'interrupted', result: undefined, interrupts }
+  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'paused', result: undefined, interrupts }
 }
 
 function leaseLostIn(err: unknown): LeaseLostError | undefined {

@@ -24,7 +24,7 @@ export function subagentTool(runner: Runner, buildAgent: () => Agent, options: {
       let run = exists && exists.lastSeq > 0
         ? await runner.resume(buildAgent(), { runId: childRunId, ...owned })
         : await runner.run(buildAgent(), { input: prompt, runId: childRunId, parentRunId, ...owned })
-      for (let i = 0; i < 4 && run.state === 'interrupted'; i++) {
+      for (let i = 0; i < 4 && run.state === 'paused'; i++) {
         const responses = Object.fromEntries(run.interrupts.map((pending) => [pending.id, ctx.interrupt({ name: pending.name, ...(pending.reason === undefined ? {} : { reason: pending.reason }) })]))
         run = await runner.resume(buildAgent(), { runId: childRunId, responses, ...owned })
       }

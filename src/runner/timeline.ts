@@ -1,7 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { CheckpointNotFoundError } from '../core/errors.js'
 import { textOf, toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
-import type { CheckpointRecord, CheckpointStore, EffectRecord, RunRecord } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, EffectRecord, RunRecord, StoreReader } from '../store/checkpoint-store.js'
 import { loadMany } from '../store/delegating-store.js'
 import { allCheckpoints } from '../store/verify-run.js'
 import { RUNNER_KIND, type RuntimeSnapshot, type ToolExecutionRecord } from './phases.js'
@@ -61,7 +61,7 @@ export interface Timeline {
  * for (const line of formatTimeline(await buildTimeline(store, 'q4'))) console.log(line)
  * ```
  */
-export async function buildTimeline(store: CheckpointStore, runId: string): Promise<Timeline> {
+export async function buildTimeline(store: StoreReader, runId: string): Promise<Timeline> {
   const run = await store.getRun(runId)
   if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; list the runs with \`cairn runs\``, { runId, code: 'run_not_found' })
   const infos = await allCheckpoints(store, runId)

@@ -212,26 +212,12 @@ export interface ForkOptions {
 }
 
 /**
- * Durable storage for runs, checkpoints and the effect journal. One interface serves the agent
- * loop, the runner and the workflow engine; Cairn ships memory, file and SQLite backends, and
- * `runStoreConformance` from `cairn/testing` checks any other implementation.
- *
- * Contracts: `save` is atomic (a crash leaves the previous or the new checkpoint, never a torn
- * one); a run's latest checkpoint never moves backwards; payloads go through the codec, so what
- * `load` returns equals what was saved (Date, Map, Set, bytes and BigInt included); storage of
- * a run whose payload grows by appending is linear in its number of checkpoints.
+ * Reading runs, checkpoints and the effect journal: what inspection tools (timelines, diffs,
+ * verification, export) need, and the read half of a {@link RunStore}.
  */
-export interface CheckpointStore {
-  createRun(input?: CreateRunInput): Promise<RunRecord>
+export interface StoreReader {
   getRun(runId: string): Promise<RunRecord | undefined>
   listRuns(query?: ListRunsQuery): Promise<RunRecord[]>
-  /** Throws `CheckpointNotFoundError` (code `run_not_found`) for an unknown run. */
-  updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord>
-
-  /** Persist a checkpoint atomically; returns its id. */
-  save<P>(record: CheckpointInput<P>): Promise<string>
-  /** Commit checkpoints and effect journal entries of one run atomically; returns the checkpoint ids. */
-  write(batch: WriteBatch): Promise<string[]>
   /** Throws `CheckpointNotFoundError` when absent, `CheckpointCorruptionError` when unreadable. */
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>>
   /**
@@ -243,12 +229,22 @@ export interface CheckpointStore {
   loadMany?<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]>
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
-  /** Returns false when there was nothing to delete. The run's `lastSeq` is unchanged. */
-  delete(checkpointId: string): Promise<boolean>
-  /** Removes the run, its checkpoints and its effects. Returns false for an unknown run. */
-  deleteRun(runId: string): Promise<boolean>
-  fork(options: ForkOptions): Promise<CheckpointRecord>
+  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
+  listEffects(runId: string): Promise<EffectRecord[]>
+}
 
+/**
+ * Writing a run as it executes: the run row, checkpoints and the effect journal. Every write
+ * only adds to a run or moves it forward; nothing here removes data (see {@link StoreAdmin}).
+ */
+export interface StoreWriter {
+  createRun(input?: CreateRunInput): Promise<RunRecord>
+  /** Throws `CheckpointNotFoundError` (code `run_not_found`) for an unknown run. */
+  updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord>
+  /** Persist a checkpoint atomically; returns its id. */
+  save<P>(record: CheckpointInput<P>): Promise<string>
+  /** Commit checkpoints and effect journal entries of one run atomically; returns the checkpoint ids. */
+  write(batch: WriteBatch): Promise<string[]>
   /** Record an intent; if one exists for (runId, callId), count the attempt and return it. */
   recordEffectIntent(intent: EffectIntent): Promise<EffectRecord>
   /**
@@ -260,12 +256,14 @@ export interface CheckpointStore {
   startEffect(runId: string, callId: string): Promise<EffectRecord>
   /** Record an outcome; the first outcome recorded for a call wins. */
   completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult>
-  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
-  listEffects(runId: string): Promise<EffectRecord[]>
+}
 
-  prune(options?: PruneOptions): Promise<PruneResult>
-  close(): Promise<void>
-
+/**
+ * What one execution of a run (a `Runner`, a worker's fenced view of the store) reads and
+ * writes. A worker's fenced view is a `RunStore` and nothing more: it cannot delete, fork or
+ * prune.
+ */
+export interface RunStore extends StoreReader, StoreWriter {
   /**
    * The store's lease protocol, when it has one: how an execution (a `Runner`, a worker) owns a
    * run, and what `WriteBatch.fence` is checked against. Every built-in store has it; a store
@@ -273,3 +271,28 @@ export interface CheckpointStore {
    */
   readonly leases?: RunLeases | undefined
 }
+
+/** Removing and copying data, and closing the store: what an operator (or the CLI) does to a store. */
+export interface StoreAdmin {
+  /** Returns false when there was nothing to delete. The run's `lastSeq` is unchanged. */
+  delete(checkpointId: string): Promise<boolean>
+  /** Removes the run, its checkpoints and its effects. Returns false for an unknown run. */
+  deleteRun(runId: string): Promise<boolean>
+  fork(options: ForkOptions): Promise<CheckpointRecord>
+  prune(options?: PruneOptions): Promise<PruneResult>
+  close(): Promise<void>
+}
+
+/**
+ * Durable storage for runs, checkpoints and the effect journal: reading ({@link StoreReader}),
+ * writing ({@link StoreWriter}) and administration ({@link StoreAdmin}). Cairn ships memory,
+ * file, SQLite and Postgres backends, and `runStoreConformance` from `cairn/testing` checks any
+ * other implementation. Code that only reads, or only executes runs, asks for the smaller part
+ * it uses (`StoreReader`, `RunStore`).
+ *
+ * Contracts: `save` is atomic (a crash leaves the previous or the new checkpoint, never a torn
+ * one); a run's latest checkpoint never moves backwards; payloads go through the codec, so what
+ * `load` returns equals what was saved (Date, Map, Set, bytes and BigInt included); storage of
+ * a run whose payload grows by appending is linear in its number of checkpoints.
+ */
+export interface CheckpointStore extends RunStore, StoreAdmin {}

@@ -15,19 +15,22 @@ import type {
   PruneOptions,
   PruneResult,
   RunRecord,
+  RunStore,
+  StoreReader,
   UpdateRunInput,
   WriteBatch,
 } from './checkpoint-store.js'
 import type { RunLeases } from './leases/run-leases.js'
 
 /**
- * A `CheckpointStore` that forwards every call to `inner`. Extend it to change a few methods of
- * a store (intercept run creation, add a kill point to writes) and inherit the rest.
+ * A {@link RunStore} that forwards every call to `inner`. Extend it to change a few methods of
+ * an execution's store (stop writing after a failure, add a kill point to writes) and inherit
+ * the rest.
  */
-export class DelegatingStore implements CheckpointStore {
-  protected readonly inner: CheckpointStore
+export class DelegatingRunStore<S extends RunStore = RunStore> implements RunStore {
+  protected readonly inner: S
 
-  constructor(inner: CheckpointStore) {
+  constructor(inner: S) {
     this.inner = inner
   }
 
@@ -61,15 +64,6 @@ export class DelegatingStore implements CheckpointStore {
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
     return this.inner.listCheckpoints(query)
   }
-  delete(checkpointId: string): Promise<boolean> {
-    return this.inner.delete(checkpointId)
-  }
-  deleteRun(runId: string): Promise<boolean> {
-    return this.inner.deleteRun(runId)
-  }
-  fork(options: ForkOptions): Promise<CheckpointRecord> {
-    return this.inner.fork(options)
-  }
   recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
     return this.inner.recordEffectIntent(intent)
   }
@@ -85,18 +79,34 @@ export class DelegatingStore implements CheckpointStore {
   listEffects(runId: string): Promise<EffectRecord[]> {
     return this.inner.listEffects(runId)
   }
+  get leases(): RunLeases | undefined {
+    return this.inner.leases
+  }
+}
+
+/**
+ * A `CheckpointStore` that forwards every call to `inner`. Extend it to change a few methods of
+ * a store (intercept run creation, add a kill point to writes) and inherit the rest.
+ */
+export class DelegatingStore extends DelegatingRunStore<CheckpointStore> implements CheckpointStore {
+  delete(checkpointId: string): Promise<boolean> {
+    return this.inner.delete(checkpointId)
+  }
+  deleteRun(runId: string): Promise<boolean> {
+    return this.inner.deleteRun(runId)
+  }
+  fork(options: ForkOptions): Promise<CheckpointRecord> {
+    return this.inner.fork(options)
+  }
   prune(options?: PruneOptions): Promise<PruneResult> {
     return this.inner.prune(options)
   }
   close(): Promise<void> {
     return this.inner.close()
   }
-  get leases(): RunLeases | undefined {
-    return this.inner.leases
-  }
 }
 
 /** `store.loadMany` when the store has it, else its records loaded one by one. */
-export function loadMany<P = unknown>(store: CheckpointStore, checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+export function loadMany<P = unknown>(store: StoreReader, checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
   return store.loadMany ? store.loadMany<P>(checkpointIds) : Promise.all(checkpointIds.map((id) => store.load<P>(id)))
 }

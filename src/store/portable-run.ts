@@ -1,6 +1,6 @@
 import { decodeValue, encodeValue, type JsonObject, type JsonValue } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
-import type { CheckpointInput, CheckpointStore, EffectRecord, RunRecord } from './checkpoint-store.js'
+import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
 import { loadMany } from './delegating-store.js'
 import { allCheckpoints } from './verify-run.js'
 
@@ -35,7 +35,7 @@ export interface RunDocument {
 const CHUNK = 200
 
 /** Read a run into a {@link RunDocument}. `onProgress` is told how many checkpoints were read. */
-export async function exportRun(store: CheckpointStore, runId: string, onProgress?: (done: number, total: number) => void): Promise<RunDocument> {
+export async function exportRun(store: StoreReader, runId: string, onProgress?: (done: number, total: number) => void): Promise<RunDocument> {
   const run = await store.getRun(runId)
   if (!run) throw new CairnError('run_not_found', `run ${runId} is not in this store; list the runs with \`cairn runs\``)
   const infos = await allCheckpoints(store, runId)
@@ -56,7 +56,7 @@ export async function exportRun(store: CheckpointStore, runId: string, onProgres
  * id the store already holds is refused. Effects keep their outcome; their times become the
  * import's.
  */
-export async function importRun(store: CheckpointStore, document: unknown, onProgress?: (done: number, total: number) => void): Promise<RunRecord> {
+export async function importRun(store: RunStore, document: unknown, onProgress?: (done: number, total: number) => void): Promise<RunRecord> {
   const doc = assertDocument(document)
   const { run } = doc
   if (await store.getRun(run.runId)) {

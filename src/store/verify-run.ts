@@ -1,5 +1,5 @@
 import { CairnError } from '../core/errors.js'
-import type { CheckpointInfo, CheckpointStore } from './checkpoint-store.js'
+import type { CheckpointInfo, StoreReader } from './checkpoint-store.js'
 import { loadMany } from './delegating-store.js'
 
 /** What {@link verifyRun} found in one run. */
@@ -18,7 +18,7 @@ const CHUNK = 100
  * stored lists and its shape, and report the first bad record. `onProgress` is told how many
  * checkpoints were read so far.
  */
-export async function verifyRun(store: CheckpointStore, runId: string, onProgress?: (read: number, total: number) => void): Promise<VerifyReport> {
+export async function verifyRun(store: StoreReader, runId: string, onProgress?: (read: number, total: number) => void): Promise<VerifyReport> {
   const infos = await allCheckpoints(store, runId)
   for (let at = 0; at < infos.length; at += CHUNK) {
     const chunk = infos.slice(at, at + CHUNK)
@@ -33,7 +33,7 @@ export async function verifyRun(store: CheckpointStore, runId: string, onProgres
   return { runId, checkpoints: infos.length, ok: true, firstBad: null }
 }
 
-async function firstBad(store: CheckpointStore, chunk: readonly CheckpointInfo[]): Promise<VerifyReport['firstBad']> {
+async function firstBad(store: StoreReader, chunk: readonly CheckpointInfo[]): Promise<VerifyReport['firstBad']> {
   for (const info of chunk) {
     try {
       await store.load(info.id)
@@ -46,7 +46,7 @@ async function firstBad(store: CheckpointStore, chunk: readonly CheckpointInfo[]
 }
 
 /** Every checkpoint of a run, oldest first. */
-export async function allCheckpoints(store: CheckpointStore, runId: string): Promise<CheckpointInfo[]> {
+export async function allCheckpoints(store: StoreReader, runId: string): Promise<CheckpointInfo[]> {
   const infos: CheckpointInfo[] = []
   let before: string | undefined
   for (;;) {

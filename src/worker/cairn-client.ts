@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointNotFoundError } from '../core/errors.js'
+import { CairnError, CheckpointNotFoundError, RunNotPausedError } from '../core/errors.js'
 import type { ContentBlock } from '../model/messages.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import type { CancelOutcome } from '../store/engine/lease-engine.js'
@@ -32,22 +32,6 @@ export interface ResultOptions {
   /** How often to look. Default 200 ms. */
   pollMs?: number
   signal?: AbortSignal
-}
-
-/**
- * `CairnClient.respond` found the run not `paused`: already answered (it is `queued` or
- * `running` again: another `respond` came first), or finished, or cancelled. Nothing was changed.
- */
-export class RunNotPausedError extends CairnError {
-  readonly runId: string
-  /** The run's status when the answers were refused. */
-  readonly status: RunStatus
-
-  constructor(runId: string, status: RunStatus) {
-    super('invalid_argument', `run ${runId} is ${status}, not paused: only a paused run takes responses (${notPausedHint(status)})`)
-    this.runId = runId
-    this.status = status
-  }
 }
 
 /**
@@ -133,7 +117,7 @@ export class CairnClient {
         case 'queued':
           return
         case 'not_paused':
-          throw new RunNotPausedError(runId, requeue.status)
+          throw new RunNotPausedError({ runId, status: requeue.status, message: `run ${runId} is ${requeue.status}, not paused: only a paused run takes responses (${notPausedHint(requeue.status)})` })
         case 'not_enqueued':
           throw new CairnError(
             'invalid_argument',

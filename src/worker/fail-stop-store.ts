@@ -8,17 +8,14 @@ import type {
   EffectCompletionResult,
   EffectIntent,
   EffectRecord,
-  ForkOptions,
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
-  PruneOptions,
-  PruneResult,
   RunRecord,
   UpdateRunInput,
   WriteBatch,
 } from '../store/checkpoint-store.js'
-import { DelegatingStore } from '../store/delegating-store.js'
+import { DelegatingRunStore } from '../store/delegating-store.js'
 import type { FencedStore } from '../store/leases/fenced-store.js'
 import { RUNNER_KIND } from '../runner/phases.js'
 
@@ -38,7 +35,7 @@ import { RUNNER_KIND } from '../runner/phases.js'
  * with no call failing) is refused, and stops the view too. Errors of the agent or workflow
  * itself, with the store healthy, are recorded as before.
  */
-export class FailStopStore extends DelegatingStore {
+export class FailStopStore extends DelegatingRunStore<FencedStore> {
   readonly #view: FencedStore
   readonly #runId: string
   #failure: Error | undefined
@@ -81,15 +78,6 @@ export class FailStopStore extends DelegatingStore {
   override listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
     return this.#read(() => super.listCheckpoints(query))
   }
-  override delete(checkpointId: string): Promise<boolean> {
-    return this.#write(() => super.delete(checkpointId))
-  }
-  override deleteRun(runId: string): Promise<boolean> {
-    return this.#write(() => super.deleteRun(runId))
-  }
-  override fork(options: ForkOptions): Promise<CheckpointRecord> {
-    return this.#write(() => super.fork(options))
-  }
   override recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
     return this.#write(() => super.recordEffectIntent(intent))
   }
@@ -104,9 +92,6 @@ export class FailStopStore extends DelegatingStore {
   }
   override listEffects(runId: string): Promise<EffectRecord[]> {
     return this.#read(() => super.listEffects(runId))
-  }
-  override prune(options?: PruneOptions): Promise<PruneResult> {
-    return this.#write(() => super.prune(options))
   }
 
   async #read<T>(call: () => Promise<T>): Promise<T> {

@@ -3,7 +3,7 @@ import { CairnError } from '../core/errors.js'
 import type { Interrupt } from '../agent/interrupts.js'
 import { RUNNER_KIND } from '../runner/phases.js'
 import { resultFromTerminal, type RunResult } from '../runner/run-result.js'
-import type { CheckpointRecord, CheckpointStore, RunRecord, RunStatus } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, RunRecord, RunStatus, StoreReader } from '../store/checkpoint-store.js'
 import { readWorkflowCheckpoint, WORKFLOW_CHECKPOINT_KIND } from '../workflow/checkpoint.js'
 import type { RequestInfoEvent } from '../workflow/events.js'
 
@@ -90,7 +90,7 @@ export function isStoreFailure(err: unknown): boolean {
 }
 
 /** Read how a settled run ended. */
-export async function outcomeOf(store: CheckpointStore, run: RunRecord): Promise<RunOutcome> {
+export async function outcomeOf(store: StoreReader, run: RunRecord): Promise<RunOutcome> {
   const job = jobOf(run)
   const latest = await store.getLatest<Record<string, unknown>>({ runId: run.runId })
   const runner = latest?.kind === RUNNER_KIND ? latest : undefined
@@ -109,7 +109,7 @@ export async function outcomeOf(store: CheckpointStore, run: RunRecord): Promise
   }
 }
 
-async function pendingRequestsOf(store: CheckpointStore, workflowRunId: string): Promise<RequestInfoEvent[]> {
+async function pendingRequestsOf(store: StoreReader, workflowRunId: string): Promise<RequestInfoEvent[]> {
   const latest = await store.getLatest({ runId: workflowRunId })
   if (latest?.kind !== WORKFLOW_CHECKPOINT_KIND) return []
   return Object.values(readWorkflowCheckpoint(latest).pendingRequestInfoEvents)

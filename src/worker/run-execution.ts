@@ -1,15 +1,14 @@
 import type { JsonValue } from '../core/codec.js'
-import { LeaseLostError } from '../core/errors.js'
+import { LeaseLostError, RecoveryLimitError } from '../core/errors.js'
 import type { Agent } from '../agent/agent.js'
 import type { ContentBlock } from '../model/messages.js'
 import { RUNNER_KIND } from '../runner/phases.js'
 import type { RunResult } from '../runner/run-result.js'
 import { Runner } from '../runner/runner.js'
-import type { CheckpointStore, RunStatus } from '../store/checkpoint-store.js'
+import type { RunStatus, StoreReader } from '../store/checkpoint-store.js'
 import type { FencedStore } from '../store/leases/fenced-store.js'
 import type { ClaimedLease, ReleaseOptions, RunLeases } from '../store/leases/run-leases.js'
 import type { Workflow } from '../workflow/workflow.js'
-import { AdoptedRunStore } from './adopted-store.js'
 import { FailStopStore } from './fail-stop-store.js'
 import { describeFailure, isStoreFailure, jobOf, withJob, type RunFailure } from './job.js'
 import { driveWorkflow, WorkflowJobCancelled } from './workflow-job.js'
@@ -91,14 +90,7 @@ export class RunExecution {
     try {
       if (lease.recoveries > this.#ctx.maxRecoveryAttempts) {
         const last = jobOf(run)?.lastError
-        await this.#failRun({
-          name: 'RecoveryLimitError',
-          code: 'max_recovery_attempts',
-          message:
-            `run ${this.runId} was recovered ${lease.recoveries} times without finishing (each time its worker died, lost its lease or could not write); ` +
-            `it is failed after maxRecoveryAttempts (${this.#ctx.maxRecoveryAttempts}) instead of being retried forever` +
-            (last ? `; the last execution that ended failed with ${last.name}: ${last.message}` : ''),
-        })
+        await this.#failRun(new RecoveryLimitError({ runId: this.runId, recoveries: lease.recoveries, maxRecoveryAttempts: this.#ctx.maxRecoveryAttempts, lastError: last }))
         return
       }
       const job = jobOf(run)
@@ -159,8 +151,9 @@ export class RunExecution {
       const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
       return runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses }) })
     }
-    // Never started, or stopped before its first runtime snapshot: start over.
-    const runner = new Runner({ store: new AdoptedRunStore(this.#store, this.claimed.run), durability: this.#ctx.durability })
+    // Never started, or stopped before its first runtime snapshot: start over. The runner adopts
+    // the queued run (a run without a checkpoint), keeping its metadata, which holds the job.
+    const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
     return runner.run(agent, { runId: this.runId, input, threadId, signal, lease })
   }
 
@@ -183,8 +176,9 @@ export class RunExecution {
     await this.#release({ failed: true, metadata: withJob(run, { lastError: describeFailure(err) }) }, 'failed_attempt')
   }
 
-  async #failRun(failure: RunFailure): Promise<void> {
-    this.#ctx.emit({ type: 'error', runId: this.runId, error: Object.assign(new Error(failure.message), { name: failure.name }) })
+  async #failRun(cause: RunFailure | Error): Promise<void> {
+    const failure = cause instanceof Error ? describeFailure(cause) : cause
+    this.#ctx.emit({ type: 'error', runId: this.runId, error: cause instanceof Error ? cause : Object.assign(new Error(failure.message), { name: failure.name }) })
     await this.#release({ status: 'failed', metadata: withJob(await this.#currentRun(), { failure }) }, 'failed_by_worker')
   }
 
@@ -217,7 +211,7 @@ export class RunExecution {
 }
 
 /** Whether the run has a runner checkpoint to resume from (a runtime snapshot, or its end). */
-async function hasRunnerSnapshot(store: CheckpointStore, runId: string): Promise<boolean> {
+async function hasRunnerSnapshot(store: StoreReader, runId: string): Promise<boolean> {
   let before: string | undefined
   for (;;) {
     const page = await store.listCheckpoints({ runId, limit: 32, ...(before === undefined ? {} : { before }) })
@@ -237,5 +231,5 @@ function causedBy(err: unknown, type: new (...args: never[]) => Error): boolean 
 }
 
 function statusOf(result: RunResult): RunStatus {
-  return result.state === 'interrupted' ? 'paused' : result.state
+  return result.state
 }

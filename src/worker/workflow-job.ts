@@ -1,7 +1,7 @@
 import { encodeValue, type JsonValue } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
-import type { CheckpointInput, CheckpointStore, RunRecord, RunStatus, UpdateRunInput } from '../store/checkpoint-store.js'
-import type { CheckpointStorage } from '../workflow/checkpoint-storage.js'
+import type { CheckpointInput, RunRecord, RunStatus, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
+import type { WorkflowStore } from '../workflow/checkpoint-storage.js'
 import type { Workflow } from '../workflow/workflow.js'
 import { jobOf, withJob } from './job.js'
 
@@ -29,7 +29,7 @@ export class WorkflowJobCancelled extends Error {
  * Cancellation is seen at the workflow's next checkpoint.
  */
 export async function driveWorkflow(params: {
-  store: CheckpointStore
+  store: RunStore
   run: RunRecord
   workflow: Workflow
   input: unknown
@@ -44,20 +44,20 @@ export async function driveWorkflow(params: {
   storage.link = linked
   const responses = params.responses === undefined ? {} : { responses: params.responses }
   const result = latest
-    ? await workflow.run({ checkpointId: latest.id, checkpointStorage: storage, ...responses })
-    : await workflow.run({ message: params.input, checkpointStorage: storage })
+    ? await workflow.run({ checkpointId: latest.id, store: storage, ...responses })
+    : await workflow.run({ message: params.input, store: storage })
   const outputs = result.getOutputs()
   return { status: result.status === 'idle' ? 'completed' : 'paused', workflowRunId: result.runId, outputs: plainOrEmpty(outputs) }
 }
 
 /** The workflow's storage: the fenced view, linking the job run to the workflow's run on its first save. */
-class LinkedWorkflowStorage implements CheckpointStorage {
+class LinkedWorkflowStorage implements WorkflowStore {
   link: string | undefined
-  readonly #store: CheckpointStore
+  readonly #store: RunStore
   readonly #jobRunId: string
   readonly #cancelled: () => boolean
 
-  constructor(store: CheckpointStore, jobRunId: string, cancelled: () => boolean) {
+  constructor(store: RunStore, jobRunId: string, cancelled: () => boolean) {
     this.#store = store
     this.#jobRunId = jobRunId
     this.#cancelled = cancelled
@@ -74,10 +74,9 @@ class LinkedWorkflowStorage implements CheckpointStorage {
     return this.#store.save(input)
   }
 
-  load: CheckpointStorage['load'] = (checkpointId) => this.#store.load(checkpointId)
-  getLatest: CheckpointStorage['getLatest'] = (query) => this.#store.getLatest(query)
-  listCheckpoints: CheckpointStorage['listCheckpoints'] = (query) => this.#store.listCheckpoints(query)
-  delete: CheckpointStorage['delete'] = (checkpointId) => this.#store.delete(checkpointId)
+  load: WorkflowStore['load'] = (checkpointId) => this.#store.load(checkpointId)
+  getLatest: WorkflowStore['getLatest'] = (query) => this.#store.getLatest(query)
+  listCheckpoints: WorkflowStore['listCheckpoints'] = (query) => this.#store.listCheckpoints(query)
   updateRun = (runId: string, patch: UpdateRunInput) => this.#store.updateRun(runId, patch)
 }
 

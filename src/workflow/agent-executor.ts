@@ -46,7 +46,7 @@ export interface AgentExecutorOptions {
  * @example
  * ```ts
  * const writer = new AgentExecutor(new Agent({ model, systemPrompt: 'Write a haiku.' }), { id: 'writer' })
- * const workflow = new WorkflowBuilder({ name: 'haiku', startExecutor: writer, checkpointStorage: storage }).build()
+ * const workflow = new WorkflowBuilder({ name: 'haiku', startExecutor: writer, store: storage }).build()
  * ```
  */
 export class AgentExecutor extends Executor<AgentExecutorInput> {

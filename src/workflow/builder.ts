@@ -1,4 +1,4 @@
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
 import { functionName, type EdgeCondition, type EdgeGroup, type FanOutSelection } from './edges.js'
 import type { Executor } from './executor.js'
 import { createGraph } from './graph.js'
@@ -15,7 +15,9 @@ export interface WorkflowBuilderOptions<TIn> {
   name?: string
   description?: string
   /** Where checkpoints go (any `CheckpointStore`); without it the workflow does not checkpoint. */
-  checkpointStorage?: CheckpointStorage
+  store?: WorkflowStore
+  /** @deprecated The former name of `store`. */
+  checkpointStorage?: WorkflowStore
   /** Fail a run that would go past this many super steps (default 100). */
   maxSupersteps?: number
 }
@@ -113,12 +115,13 @@ export class WorkflowBuilder<TIn = unknown, TOutput = unknown> {
 
   /** The workflow. Executors join the graph in the order they were first added. */
   build(): Workflow<TIn, TOutput> {
-    const { startExecutor, name, description, checkpointStorage, maxSupersteps } = this.#options
+    const { startExecutor, name, description, maxSupersteps } = this.#options
+    const store = this.#options.store ?? this.#options.checkpointStorage
     const limit = maxSupersteps ?? DEFAULT_MAX_SUPERSTEPS
     if (!Number.isSafeInteger(limit) || limit < 1) throw new TypeError(`maxSupersteps must be a positive integer, got ${String(maxSupersteps)}`)
     if (name !== undefined && (typeof name !== 'string' || name === '')) throw new TypeError('a workflow name is a non-empty string')
     const graph = createGraph({ name: name ?? startExecutor.id, start: startExecutor, executors: new Map(this.#executors), groups: [...this.#groups] })
-    return new Workflow<TIn, TOutput>({ graph, description, checkpointStorage, maxSupersteps: limit })
+    return new Workflow<TIn, TOutput>({ graph, description, store, maxSupersteps: limit })
   }
 
   #add(executor: Executor): string {

@@ -1,16 +1,21 @@
-import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { StoreAdmin, StoreReader, StoreWriter } from '../store/checkpoint-store.js'
 import type { EngineStoreOptions } from '../store/engine-store.js'
 import { FileStore } from '../store/backends/file/file-store.js'
 import { MemoryStore } from '../store/backends/memory/memory-store.js'
 
 /**
- * Where a workflow writes its checkpoints: any `CheckpointStore` (`MemoryStore`, `FileStore`,
- * `SqliteStore`, …), or your own object with the five methods the engine needs. With `prune`
- * it is used for retention; with `updateRun` the run's status follows the workflow (`paused`
- * while requests wait, `completed`, `failed`).
+ * What the workflow engine reads and writes while it runs: any `RunStore` or `CheckpointStore`
+ * (`MemoryStore`, `FileStore`, `SqliteStore`, a worker's fenced view, …), or your own object
+ * with the four methods it needs. With `updateRun` the run's status follows the workflow
+ * (`paused` while requests wait, `completed`, `failed`).
  */
-export type CheckpointStorage = Pick<CheckpointStore, 'save' | 'load' | 'listCheckpoints' | 'delete' | 'getLatest'> &
-  Partial<Pick<CheckpointStore, 'prune' | 'updateRun'>>
+export type WorkflowStore = Pick<StoreReader, 'load' | 'listCheckpoints' | 'getLatest'> & Pick<StoreWriter, 'save'> & Partial<Pick<StoreWriter, 'updateRun'>>
+
+/**
+ * A {@link WorkflowStore} that can also delete checkpoints: what `workflow.deleteCheckpoint` and
+ * `pruneWorkflowCheckpoints` need. With `prune` it is used for retention.
+ */
+export type CheckpointStorage = WorkflowStore & Pick<StoreAdmin, 'delete'> & Partial<Pick<StoreAdmin, 'prune'>>
 
 /**
  * In-memory checkpoint storage, for tests and development: a `MemoryStore` (everything is
@@ -20,7 +25,7 @@ export type CheckpointStorage = Pick<CheckpointStore, 'save' | 'load' | 'listChe
  * @example
  * ```ts
  * const storage = new InMemoryCheckpointStorage()
- * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, checkpointStorage: storage }).addEdge(start, worker).build()
+ * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, store: storage }).addEdge(start, worker).build()
  * ```
  */
 export class InMemoryCheckpointStorage extends MemoryStore {}
@@ -39,7 +44,8 @@ export interface FileCheckpointStorageOptions extends EngineStoreOptions {
  * @example
  * ```ts
  * const storage = new FileCheckpointStorage({ storagePath: './checkpoints' })
- * const latest = await storage.getLatest<WorkflowCheckpoint>({ workflowName: 'squares' })
+ * const workflow = new WorkflowBuilder({ name: 'squares', startExecutor: start, store: storage }).addEdge(start, worker).build()
+ * const latest = await workflow.getLatestCheckpoint() // a WorkflowCheckpoint, or undefined
  * ```
  */
 export class FileCheckpointStorage extends FileStore {

@@ -14,8 +14,9 @@ export interface WorkflowErrorOptions {
 /**
  * A workflow run cannot go on: an executor failed (`executor_failed`), the run did not finish
  * within `maxSupersteps` (`max_supersteps`), the workflow is already running (`workflow_busy`),
- * or a response names a request that is not pending (`unknown_request`) or fails its schema
- * (`invalid_response`).
+ * a response names a request that is not pending (`unknown_request`) or fails its schema
+ * (`invalid_response`), or answers, from an older checkpoint, a request a later checkpoint shows
+ * answered (`request_answered`, unless `allowReanswer`).
  *
  * @example
  * ```ts

@@ -1,7 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 
 /** How a run that did not fail ended: nothing left to do, or waiting for answers to requests. */
-export type WorkflowRunStatus = 'idle' | 'idle_with_pending_requests'
+export type WorkflowRunStatus = 'idle' | 'paused'
 
 /** A run began: fresh, or resumed from `resumedFrom`. */
 export interface WorkflowStartedEvent {

@@ -1,5 +1,5 @@
 import { readWorkflowCheckpoint, summarize, summarizeHeader, type WorkflowCheckpoint, type WorkflowCheckpointSummary } from './checkpoint.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { CheckpointStorage, WorkflowStore } from './checkpoint-storage.js'
 
 /** Which workflow checkpoints to list, newest first. `before` is an exclusive checkpoint-id cursor. */
 export interface ListWorkflowCheckpointsOptions {
@@ -31,7 +31,7 @@ const PAGE = 500
  * }
  * ```
  */
-export async function listWorkflowCheckpoints(storage: CheckpointStorage, options: ListWorkflowCheckpointsOptions): Promise<WorkflowCheckpointSummary[]> {
+export async function listWorkflowCheckpoints(storage: WorkflowStore, options: ListWorkflowCheckpointsOptions): Promise<WorkflowCheckpointSummary[]> {
   const { workflowName, runId, limit, before } = options
   const infos = await storage.listCheckpoints({
     workflowName,
@@ -46,7 +46,7 @@ export async function listWorkflowCheckpoints(storage: CheckpointStorage, option
 }
 
 /** Every checkpoint id of a workflow, newest first. */
-export async function listWorkflowCheckpointIds(storage: CheckpointStorage, options: { workflowName: string }): Promise<string[]> {
+export async function listWorkflowCheckpointIds(storage: WorkflowStore, options: { workflowName: string }): Promise<string[]> {
   const ids: string[] = []
   let before: string | undefined
   for (;;) {
@@ -66,14 +66,14 @@ export async function listWorkflowCheckpointIds(storage: CheckpointStorage, opti
  * console.log(cp.workflowName, cp.iterationCount, cp.graphSignatureHash, cp.messages.length, cp.state)
  * ```
  */
-export async function loadWorkflowCheckpoint(storage: CheckpointStorage, checkpointId: string): Promise<WorkflowCheckpoint & { runId: string }> {
+export async function loadWorkflowCheckpoint(storage: WorkflowStore, checkpointId: string): Promise<WorkflowCheckpoint & { runId: string }> {
   const record = await storage.load(checkpointId)
   return { ...readWorkflowCheckpoint(record), runId: record.runId }
 }
 
 /** A workflow's newest checkpoint (across its runs), or undefined when it has none. */
 export async function getLatestWorkflowCheckpoint(
-  storage: CheckpointStorage,
+  storage: WorkflowStore,
   options: { workflowName: string },
 ): Promise<(WorkflowCheckpoint & { runId: string }) | undefined> {
   const record = await storage.getLatest({ workflowName: options.workflowName })
@@ -81,7 +81,7 @@ export async function getLatestWorkflowCheckpoint(
 }
 
 /** Inspect one checkpoint from its full payload: name, iteration, hash, message count, state keys, pending requests. */
-export async function inspectWorkflowCheckpoint(storage: CheckpointStorage, checkpointId: string): Promise<WorkflowCheckpointSummary> {
+export async function inspectWorkflowCheckpoint(storage: WorkflowStore, checkpointId: string): Promise<WorkflowCheckpointSummary> {
   return summarize(await loadWorkflowCheckpoint(storage, checkpointId))
 }
 
@@ -108,7 +108,7 @@ export async function pruneWorkflowCheckpoints(storage: CheckpointStorage, optio
   return deleted
 }
 
-async function runsOf(storage: CheckpointStorage, workflowName: string): Promise<string[]> {
+async function runsOf(storage: WorkflowStore, workflowName: string): Promise<string[]> {
   const runs = new Set<string>()
   let before: string | undefined
   for (;;) {

@@ -11,7 +11,7 @@ import {
   type WorkflowCheckpointPhase,
   type WorkflowMessage,
 } from './checkpoint.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
 import { WorkflowCheckpointError } from './errors.js'
 import type { RequestInfoEvent } from './events.js'
 import type { ExecutorState } from './executor.js'
@@ -36,7 +36,7 @@ export interface RunState {
  * Write a checkpoint of `run`: collect every executor's state, save, and advance the lineage.
  * Any failure fails loudly with the super step named: durability is the point.
  */
-export async function saveCheckpoint(params: { storage: CheckpointStorage; graph: WorkflowGraph; run: RunState; phase: WorkflowCheckpointPhase }): Promise<string> {
+export async function saveCheckpoint(params: { storage: WorkflowStore; graph: WorkflowGraph; run: RunState; phase: WorkflowCheckpointPhase }): Promise<string> {
   const { storage, graph, run, phase } = params
   const executorStates = await collectExecutorStates(graph, run)
   const checkpointId = newId()
@@ -84,7 +84,7 @@ export async function saveCheckpoint(params: { storage: CheckpointStorage; graph
  * Load a checkpoint and bring the workflow back to it: check the workflow name and graph
  * signature, restore every executor's state, and return the run it describes.
  */
-export async function restoreCheckpoint(params: { storage: CheckpointStorage; graph: WorkflowGraph; checkpointId: string }): Promise<RunState> {
+export async function restoreCheckpoint(params: { storage: WorkflowStore; graph: WorkflowGraph; checkpointId: string }): Promise<RunState> {
   const { storage, graph, checkpointId } = params
   const record = await storage.load(checkpointId)
   const checkpoint = readWorkflowCheckpoint(record)

@@ -15,7 +15,7 @@ export class WorkflowRunResult<TOutput = unknown> {
   readonly events: readonly WorkflowEvent<TOutput>[]
   /** The store run the events belong to. */
   readonly runId: string
-  /** `idle` when nothing is left to do, `idle_with_pending_requests` when requests wait for answers. */
+  /** `idle` when nothing is left to do, `paused` when requests wait for answers. */
   readonly status: WorkflowRunStatus
   /** The run's last checkpoint (resume or answer from it); undefined without storage. */
   readonly checkpointId: string | undefined

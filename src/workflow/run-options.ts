@@ -1,6 +1,6 @@
 import { isPlainObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
 
 /**
  * How to run a workflow: a fresh run from `message`; a resume from `checkpointId`; answers to
@@ -14,16 +14,24 @@ export interface WorkflowRunOptions<TIn = unknown> {
   checkpointId?: string
   /** Answers to pending requests, by request id. */
   responses?: Record<string, unknown>
-  /** Storage for this run only, overriding the workflow's (also where `checkpointId` is loaded from). */
-  checkpointStorage?: CheckpointStorage
+  /** A store for this run only, overriding the workflow's (also where `checkpointId` is loaded from). */
+  store?: WorkflowStore
+  /** @deprecated The former name of `store`. */
+  checkpointStorage?: WorkflowStore
   /** Fail when the run would go past this many super steps (counted from the run's start, across resumes). */
   maxSupersteps?: number
+  /**
+   * Answer, from an older `checkpointId`, a request that a later checkpoint of the same run shows
+   * answered already (the run went on with that answer). Refused by default with a
+   * `WorkflowError` (code `request_answered`): the answer would start a second branch of the run.
+   */
+  allowReanswer?: boolean
 }
 
 /** What a run does, once its options are checked. */
 export type RunPlan =
   | { kind: 'fresh'; message: unknown }
-  | { kind: 'resume'; checkpointId: string; responses: Record<string, unknown> | undefined }
+  | { kind: 'resume'; checkpointId: string; responses: Record<string, unknown> | undefined; allowReanswer: boolean }
   | { kind: 'respond'; responses: Record<string, unknown> }
 
 /**
@@ -46,7 +54,7 @@ export function planRun(options: WorkflowRunOptions): RunPlan {
   }
   if (checkpointId !== undefined) {
     if (typeof checkpointId !== 'string' || checkpointId === '') throw invalid('checkpointId must be a non-empty string')
-    return { kind: 'resume', checkpointId, responses }
+    return { kind: 'resume', checkpointId, responses, allowReanswer: options.allowReanswer === true }
   }
   if (responses !== undefined) return { kind: 'respond', responses }
   throw invalid('run needs message (a fresh run), checkpointId (a resume) or responses (answers to pending requests)')

@@ -2,7 +2,8 @@ import { CairnError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import { INPUT_SOURCE, type WorkflowCheckpointPhase } from './checkpoint.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { WorkflowStore } from './checkpoint-storage.js'
+import { refuseAnsweredLater } from './answered-later.js'
 import { WorkflowCheckpointError, WorkflowError } from './errors.js'
 import { EventChannel, pump } from './event-channel.js'
 import type { WorkflowEvent, WorkflowRunStatus } from './events.js'
@@ -17,7 +18,7 @@ import { loadOpenTelemetry, superstepTracing } from '../observe/telemetry.js'
 /** What a run needs besides its plan. */
 export interface RunSettings {
   graph: WorkflowGraph
-  storage: CheckpointStorage | undefined
+  storage: WorkflowStore | undefined
   maxSupersteps: number
   /** The instance's last run, for `{ responses }` without a checkpoint. */
   current: RunState | undefined
@@ -48,7 +49,7 @@ export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGe
         yield event
       }
     }
-    const status: WorkflowRunStatus = run.pending.size > 0 ? 'idle_with_pending_requests' : 'idle'
+    const status: WorkflowRunStatus = run.pending.size > 0 ? 'paused' : 'idle'
     await setRunStatus(settings.storage, run, status === 'idle' ? 'completed' : 'paused')
     yield {
       type: 'workflow_completed',
@@ -79,9 +80,12 @@ async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> 
   }
   if (plan.kind === 'resume') {
     if (storage === undefined) {
-      throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no checkpointStorage; build it with one or pass checkpointStorage to run`)
+      throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
     }
     run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
+    if (plan.responses !== undefined && !plan.allowReanswer) {
+      await refuseAnsweredLater({ storage, workflowName: graph.name, runId: run.runId, checkpointId: plan.checkpointId, requestIds: Object.keys(plan.responses) })
+    }
   } else {
     if (settings.current === undefined) {
       throw new CairnError('invalid_argument', `workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)
@@ -145,7 +149,7 @@ async function checkpoint(settings: RunSettings, run: RunState, phase: WorkflowC
   return saveCheckpoint({ storage: settings.storage, graph: settings.graph, run, phase })
 }
 
-async function setRunStatus(storage: CheckpointStorage | undefined, run: RunState, status: RunStatus): Promise<void> {
+async function setRunStatus(storage: WorkflowStore | undefined, run: RunState, status: RunStatus): Promise<void> {
   if (storage?.updateRun === undefined || run.lastCheckpointId === null) return
   await storage.updateRun(run.runId, { status })
 }

@@ -1,5 +1,5 @@
 import type { WorkflowCheckpoint, WorkflowCheckpointSummary } from './checkpoint.js'
-import type { CheckpointStorage } from './checkpoint-storage.js'
+import type { CheckpointStorage, WorkflowStore } from './checkpoint-storage.js'
 import { WorkflowError } from './errors.js'
 import type { RequestInfoEvent, WorkflowEvent } from './events.js'
 import type { Executor } from './executor.js'
@@ -37,7 +37,8 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   /** Groups this workflow's checkpoints in the storage (`getLatest({ workflowName })`). */
   readonly name: string
   readonly description: string | undefined
-  readonly checkpointStorage: CheckpointStorage | undefined
+  /** Where the workflow's checkpoints go; without one it does not checkpoint. */
+  readonly store: WorkflowStore | undefined
   /** The default super-step limit of a run. */
   readonly maxSupersteps: number
   readonly #graph: WorkflowGraph
@@ -45,11 +46,11 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   #running = false
 
   /** @internal Use `WorkflowBuilder.build()`. */
-  constructor(params: { graph: WorkflowGraph; description: string | undefined; checkpointStorage: CheckpointStorage | undefined; maxSupersteps: number }) {
+  constructor(params: { graph: WorkflowGraph; description: string | undefined; store: WorkflowStore | undefined; maxSupersteps: number }) {
     this.#graph = params.graph
     this.name = params.graph.name
     this.description = params.description
-    this.checkpointStorage = params.checkpointStorage
+    this.store = params.store
     this.maxSupersteps = params.maxSupersteps
   }
 
@@ -103,7 +104,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
     try {
       const settings = {
         graph: this.#graph,
-        storage: options.checkpointStorage ?? this.checkpointStorage,
+        storage: options.store ?? options.checkpointStorage ?? this.store,
         maxSupersteps: options.maxSupersteps ?? this.maxSupersteps,
         current: this.#current,
         onRun: (run: RunState) => {
@@ -141,16 +142,30 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
 
   /** Delete one checkpoint; false when there was none. */
   async deleteCheckpoint(checkpointId: string): Promise<boolean> {
-    return this.#storage().delete(checkpointId)
+    return this.#admin('deleteCheckpoint').delete(checkpointId)
   }
 
   /** Apply a retention policy to this workflow's checkpoints; returns how many were deleted. */
   async pruneCheckpoints(options: Omit<PruneWorkflowCheckpointsOptions, 'workflowName'> = {}): Promise<number> {
-    return pruneWorkflowCheckpoints(this.#storage(), { ...options, workflowName: this.name })
+    return pruneWorkflowCheckpoints(this.#admin('pruneCheckpoints'), { ...options, workflowName: this.name })
   }
 
-  #storage(): CheckpointStorage {
-    if (this.checkpointStorage === undefined) throw new TypeError(`workflow ${this.name} was built without checkpointStorage`)
-    return this.checkpointStorage
+  /** @deprecated The former name of `store`. */
+  get checkpointStorage(): WorkflowStore | undefined {
+    return this.store
+  }
+
+  #storage(): WorkflowStore {
+    if (this.store === undefined) throw new TypeError(`workflow ${this.name} was built without a store`)
+    return this.store
+  }
+
+  /** The store, when it can delete checkpoints (a `CheckpointStore` can; a worker's fenced view cannot). */
+  #admin(method: string): CheckpointStorage {
+    const store = this.#storage()
+    if (typeof (store as Partial<CheckpointStorage>).delete !== 'function') {
+      throw new TypeError(`workflow ${this.name}: ${method} needs a store that deletes checkpoints (a CheckpointStore); this one only reads and writes them`)
+    }
+    return store as CheckpointStorage
   }
 }

@@ -1,4 +1,5 @@
-import { EngineStore, MemoryEngine, type CheckpointRow, type ListRef } from '../../src/index.js'
+import { EngineStore, MemoryEngine } from '../../src/index.js'
+import { type CheckpointRow, type ListRef } from '../../src/engine.js'
 import { runStoreConformance, type CorruptionKind } from '../../src/testing.js'
 
 /** A memory engine that can damage what it hands back, as a disk or a careless operator would. */

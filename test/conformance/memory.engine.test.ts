@@ -1,4 +1,5 @@
-import { MemoryEngine, type StorageEngine } from '../../src/index.js'
+import { MemoryEngine } from '../../src/index.js'
+import { type StorageEngine } from '../../src/engine.js'
 import { runEngineConformance } from '../../src/testing.js'
 
 // The data lives in the engine instance: the same location gives the same engine.

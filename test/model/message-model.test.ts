@@ -4,7 +4,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { Agent, RUNNER_SCHEMA_VERSION, Runner, tool, type ContentBlock, type Message, type RuntimeSnapshot } from '../../src/index.js'
+import { Agent, Runner, tool, type ContentBlock, type Message, type RuntimeSnapshot } from '../../src/index.js'
+import { RUNNER_SCHEMA_VERSION } from '../../src/runner/phases.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 
@@ -46,7 +47,7 @@ describe('the message model and run accounting', () => {
     expect(storedVersions(path)).toEqual([1])
     const store = new SqliteStore({ path })
     const paused = await new Runner({ store }).resume(new Agent({ name: 'v1-agent', model: new ScriptedModel([], { modelId: 'scripted:v1' }), tools: [approve], systemPrompt: 'Be careful.' }), { runId: 'v1-run' })
-    expect(paused.state).toBe('interrupted')
+    expect(paused.state).toBe('paused')
     expect(paused.usage).toEqual({ inputTokens: 100, outputTokens: 20, totalTokens: 120, cacheReadInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 })
     const model = new ScriptedModel([[], { content: [{ text: 'Deployed.' }], usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15, cacheReadInputTokens: 4 } }], {
       modelId: 'scripted:v1',
@@ -75,7 +76,7 @@ describe('the message model and run accounting', () => {
     }
     const first = build()
     const paused = await new Runner({ store: new SqliteStore({ path }) }).run(first.agent, { input: 'go', runId: 'cost' })
-    expect(paused.state).toBe('interrupted')
+    expect(paused.state).toBe('paused')
     const cost1 = (200 * 2 + 600 * 0.5 + 200 * 2.5 + 100 * 10) / 1e6
     expect(paused.totalCostUsd).toBeCloseTo(cost1, 12)
     const second = build()

@@ -195,7 +195,7 @@ describe('OpenAIResponsesModel stateful under the Runner', () => {
     const store = new MemoryStore()
     server.enqueue(responsesStream({ id: 'resp_A', calls: [{ id: 'fc_1', callId: 'call_1', name: 'approve', args: '{}' }] }))
     const paused = await new Runner({ store }).run(build(), { input: 'deploy?', runId: 'stateful' })
-    expect(paused.state).toBe('interrupted')
+    expect(paused.state).toBe('paused')
     server.enqueue(openAIError(400, "Previous response with id 'resp_A' not found.", { code: 'previous_response_not_found' }), responsesStream({ id: 'resp_B', text: 'Deployed.' }))
     const done = await new Runner({ store }).resume(build(), { runId: 'stateful', responses: { 'call_1:ok': 'yes' } })
     expect(done.result?.toString()).toBe('Deployed.')

@@ -13,9 +13,9 @@ describe('forking a runner run', () => {
       expect(history.some((c) => c.phase === 'pre_llm' && c.payload.runtime === undefined)).toBe(true)
       for (const [i, checkpoint] of history.entries()) {
         const forkWorld = new World()
-        const fork = await forkRun(store, { checkpointId: checkpoint.checkpoint_id, runId: `fork-${i}` })
+        const fork = await forkRun(store, { checkpointId: checkpoint.checkpointId, runId: `fork-${i}` })
         expect(fork.runId).toBe(`fork-${i}`)
-        expect(await store.getRun(fork.runId)).toMatchObject({ name: 'researcher', metadata: { forkedFrom: { runId: 'src', checkpointId: checkpoint.checkpoint_id } } })
+        expect(await store.getRun(fork.runId)).toMatchObject({ name: 'researcher', metadata: { forkedFrom: { runId: 'src', checkpointId: checkpoint.checkpointId } } })
         const resumed = await runner.resume(researchAgent(forkWorld).agent, { runId: fork.runId })
         expect(resumed.state, `fork at ${checkpoint.phase} #${i}`).toBe('completed')
         expect(String(resumed.result)).toBe('Done after 3 tool results.')
@@ -34,7 +34,7 @@ describe('forking a runner run', () => {
     await runner.run(researchAgent(new World()).agent, { input: 'research', runId: 'src' })
     const history = await runner.history('src')
     const batch = history.filter((c) => c.phase === 'post_tool_batch')[1]!
-    const fork = await forkRun(store, { checkpointId: batch.checkpoint_id, runId: 'after-note' })
+    const fork = await forkRun(store, { checkpointId: batch.checkpointId, runId: 'after-note' })
     expect(fork.effectsCopied).toBe(3)
     expect((await store.listEffects('after-note')).map((e) => [e.callId, e.status]).sort()).toEqual([
       ['lookup-a', 'succeeded'],
@@ -53,10 +53,10 @@ describe('forking a runner run', () => {
     await runner.run(researchAgent(new World()).agent, { input: 'research', runId: 'src' })
     const history = await runner.history('src')
     const preLlm = history.find((c) => c.phase === 'pre_llm')!
-    for (const c of history.slice(0, history.indexOf(preLlm))) await store.delete(c.checkpoint_id)
-    const error = await forkRun(store, { checkpointId: preLlm.checkpoint_id }).catch((err: unknown) => err)
+    for (const c of history.slice(0, history.indexOf(preLlm))) await store.delete(c.checkpointId)
+    const error = await forkRun(store, { checkpointId: preLlm.checkpointId }).catch((err: unknown) => err)
     expect(error).toBeInstanceOf(CheckpointError)
     const nearest = history.find((c, i) => i > history.indexOf(preLlm) && c.payload.runtime !== undefined)!
-    expect((error as Error).message).toContain(`the nearest checkpoint that can be forked is ${nearest.checkpoint_id}`)
+    expect((error as Error).message).toContain(`the nearest checkpoint that can be forked is ${nearest.checkpointId}`)
   })
 })

@@ -52,7 +52,7 @@ async function setup(backend: Backend) {
 const STATES: { state: RaceState; sends: number; terminals: number; final: string }[] = [
   { state: 'model_checkpointed', sends: 1, terminals: 1, final: 'completed' },
   { state: 'intent_journaled', sends: 1, terminals: 1, final: 'completed' },
-  { state: 'effect_started', sends: 1, terminals: 0, final: 'interrupted' },
+  { state: 'effect_started', sends: 1, terminals: 0, final: 'paused' },
   { state: 'paused_for_human', sends: 1, terminals: 1, final: 'completed' },
 ]
 

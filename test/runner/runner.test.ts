@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { Agent, CheckpointCorruptionError, ConfigMismatchError, RUNNER_PHASES, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
+import { Agent, CheckpointNotFoundError, ConfigMismatchError, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
+import { RUNNER_PHASES } from '../../src/runner/phases.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { CRASH_LEASE_MS, dyingStore, forever, frozenLeases, leaseLapsed, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'
@@ -29,7 +30,7 @@ describe('managed runner (rules 35-48)', () => {
         'run_terminal',
       ])
       for (const record of history) {
-        expect(Object.keys(record).sort()).toEqual(['checkpoint_id', 'payload', 'phase', 'run_id', 'schema_version', 'step', 'thread_id', 'timestamp_ms'])
+        expect(Object.keys(record).sort()).toEqual(['checkpointId', 'payload', 'phase', 'runId', 'schemaVersion', 'step', 'threadId', 'timestampMs'])
         expect(RUNNER_PHASES).toContain(record.phase)
       }
       const byPhase = (phase: string) => history.filter((c) => c.phase === phase)
@@ -88,7 +89,8 @@ describe('managed runner (rules 35-48)', () => {
     const { store } = await sqliteStore()
     const runner = new Runner({ store })
     await expect(runner.resume(researchAgent(new World()).agent, { runId: '../x' })).rejects.toMatchObject({ code: 'invalid_argument' })
-    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toBeInstanceOf(CheckpointNotFoundError)
+    await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toMatchObject({ code: 'run_not_found', runId: 'never-ran' })
   })
 
   it('rule 39: a malformed or too-new latest checkpoint is refused with no partial recovery', async () => {
@@ -212,7 +214,7 @@ describe('managed runner (rules 35-48)', () => {
       await leaseLapsed(store, `unknown-${answer}`)
       const runner = new Runner({ store: reopen() })
       const paused = await runner.resume(researchAgent(world).agent, { runId: `unknown-${answer}` })
-      expect(paused.state).toBe('interrupted')
+      expect(paused.state).toBe('paused')
       expect(paused.interrupts).toMatchObject([{ id: 'note-1:effect_outcome_unknown', name: 'effect_outcome_unknown' }])
       expect(world.count('note:a and b')).toBe(1)
       expect((await reopen().getRun(`unknown-${answer}`))?.status).toBe('paused')
@@ -285,10 +287,10 @@ describe('managed runner (rules 35-48)', () => {
       request.messages.some((m) => m.content.some((b) => 'toolResult' in b)) ? [{ text: 'paid' }] : [{ toolUse: { toolUseId: 'p', name: 'approve', input: {} } }]
     const build = () => new Agent({ model: new ScriptedModel([turn, turn]), tools: [approve] })
     const paused = await new Runner({ store }).run(build(), { input: 'pay', runId: 'hitl' })
-    expect(paused).toMatchObject({ state: 'interrupted', interrupts: [{ id: 'p:approval', reason: 'pay $40?' }] })
+    expect(paused).toMatchObject({ state: 'paused', interrupts: [{ id: 'p:approval', reason: 'pay $40?' }] })
     expect((await store.getRun('hitl'))?.status).toBe('paused')
     const again = await new Runner({ store: reopen() }).resume(build(), { runId: 'hitl' })
-    expect(again.state).toBe('interrupted')
+    expect(again.state).toBe('paused')
     await expect(new Runner({ store: reopen() }).resume(build(), { runId: 'hitl', responses: { nope: 1 } })).rejects.toThrow(/no pending interrupt nope/)
     const fresh = build()
     const done = await new Runner({ store: reopen() }).resume(fresh, { runId: 'hitl', responses: { 'p:approval': 'yes' } })

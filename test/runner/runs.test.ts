@@ -82,7 +82,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
     await store.createRun({ runId: 'alive', metadata: { host: run!.metadata.host!, pid: process.pid } })
     const recovered = await new Runner({ store }).recoverAll(() => researchAgent(world).agent)
-    expect(recovered.map((r) => [r.runId, r.state])).toEqual([['orphan', 'interrupted']])
+    expect(recovered.map((r) => [r.runId, r.state])).toEqual([['orphan', 'paused']])
     expect(recovered[0]!.interrupts[0]!.name).toBe('effect_outcome_unknown')
   })
 
@@ -95,7 +95,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     await leaseLapsed(store, 'stable')
     const fresh = researchAgent(world)
     const paused = await new Runner({ store: reopen() }).resume(fresh.agent, { runId: 'stable' })
-    expect(paused.state).toBe('interrupted')
+    expect(paused.state).toBe('paused')
     expect(fresh.model.calls).toHaveLength(0)
     expect(world.count('lookup:a')).toBe(1)
   })

@@ -40,7 +40,7 @@ describe.each(backends())('respond() on $name', ({ make }) => {
     expect(winners).toHaveLength(1)
     const refused = settled.find((s) => s.status === 'rejected')?.reason as unknown
     expect(refused).toBeInstanceOf(RunNotPausedError)
-    expect(refused).toMatchObject({ code: 'invalid_argument', runId: 'r1', status: 'queued' })
+    expect(refused).toMatchObject({ code: 'run_not_paused', runId: 'r1', status: 'queued' })
     expect((refused as Error).message).toContain('run r1 is queued, not paused')
     expect(await store.getRun('r1')).toMatchObject({ status: 'queued', metadata: { cairn: { name: 'job', input: 'go' } } })
     expect(await responsesOf(store, 'r1')).toEqual({ approval: winners[0] })

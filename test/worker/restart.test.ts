@@ -52,7 +52,7 @@ describe.skipIf(skipReason !== undefined)('PostgreSQL restarted under running wo
   it('workers ride out the restart: they reconnect, take over what was cut short, and every run finishes', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'cairn-restart-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))
-    const store = new PostgresStore({ connectionString }, { schema: 'cairn_restart', onWarning: () => {} })
+    const store = new PostgresStore({ connectionString, schema: 'cairn_restart', onWarning: () => {} })
     cleanups.push(() => store.close())
     const client = new CairnClient({ store })
     const fleet = new Fleet({

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { Agent, CairnClient, MemoryStore, tool, Worker, type WorkerEvent, type WorkerOptions } from '../../src/index.js'
+import { Agent, CairnClient, MemoryStore, RecoveryLimitError, tool, Worker, type WorkerEvent, type WorkerOptions } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { jobAgent } from './fixtures/job-agent.js'
@@ -164,9 +164,12 @@ describe('Worker', () => {
         throw new Error('the model endpoint is not configured')
       },
     }
-    await startWorker({ store, agents, maxRecoveryAttempts: 2 })
+    const { events } = await startWorker({ store, agents, maxRecoveryAttempts: 2 })
     await client.enqueue('broken', { input: 'go', runId: 'poison' })
     const outcome = await client.result('poison', { timeoutMs: 10_000 })
+    const limit = events.flatMap((event) => (event.type === 'error' && event.error instanceof RecoveryLimitError ? [event.error] : []))
+    expect(limit).toHaveLength(1)
+    expect(limit[0]).toMatchObject({ runId: 'poison', recoveries: 3, maxRecoveryAttempts: 2, lastError: { message: 'the model endpoint is not configured' } })
     expect(builds).toBe(3)
     expect(outcome.status).toBe('failed')
     expect(outcome.error).toMatchObject({ name: 'RecoveryLimitError', code: 'max_recovery_attempts' })

@@ -37,7 +37,7 @@ function editorial(storage: CheckpointStorage, turns: ScriptedTurn[], systemProm
     if (round === 1) await ctx.sendMessage('Make it shorter.')
     else await ctx.yieldOutput(`final: ${draft.text}`)
   })
-  return new WorkflowBuilder<string, string>({ name: 'editorial', startExecutor: writer, checkpointStorage: storage }).addEdge(writer, editor).addEdge(editor, writer).build()
+  return new WorkflowBuilder<string, string>({ name: 'editorial', startExecutor: writer, store: storage }).addEdge(writer, editor).addEdge(editor, writer).build()
 }
 
 describe('AgentExecutor', () => {
@@ -92,11 +92,11 @@ describe('AgentExecutor', () => {
         },
       })
       const clerk = new AgentExecutor(new Agent({ model: new ScriptedModel(turns), tools: [pay] }), { id: 'clerk' })
-      return new WorkflowBuilder({ name: 'payments', startExecutor: clerk, checkpointStorage: storage }).build()
+      return new WorkflowBuilder({ name: 'payments', startExecutor: clerk, store: storage }).build()
     }
     const done: ScriptedTurn = [{ text: 'The invoice is paid.' }]
     const first = await build([[{ toolUse: { toolUseId: 'p1', name: 'pay', input: { amount: 40 } } }], done]).run({ message: 'Pay invoice 7' })
-    expect(first.status).toBe('idle_with_pending_requests')
+    expect(first.status).toBe('paused')
     const [request] = first.getPendingRequests()
     const asked = request!.data as AgentInterruptRequest
     expect(asked.interrupts.map((i) => i.id)).toEqual(['p1:approve_payment'])

@@ -78,7 +78,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     const storage = new InMemoryCheckpointStorage()
     const build = () => {
       const [a, b] = [tracked('a'), tracked('b')]
-      return new WorkflowBuilder({ name: 'hooks', startExecutor: a, checkpointStorage: storage }).addEdge(a, b).build()
+      return new WorkflowBuilder({ name: 'hooks', startExecutor: a, store: storage }).addEdge(a, b).build()
     }
     const result = await build().run({ message: 1 })
     expect(calls).toEqual(['save a', 'save b', 'save a', 'save b', 'save a', 'save b'])
@@ -90,18 +90,18 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
   it('rule 26: a hook that throws or returns a non-object is wrapped in a checkpoint error; unknown executor ids or bad shapes in a checkpoint are refused on restore', async () => {
     const storage = new InMemoryCheckpointStorage()
     const failing = executor('failing', () => {}, { onCheckpointSave: () => Promise.reject(new Error('disk full')) })
-    const error = await new WorkflowBuilder({ name: 'bad-hook', startExecutor: failing, checkpointStorage: storage }).build().run({ message: 1 }).catch((e: unknown) => e)
+    const error = await new WorkflowBuilder({ name: 'bad-hook', startExecutor: failing, store: storage }).build().run({ message: 1 }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(WorkflowCheckpointError)
     expect(error).toMatchObject({ code: 'executor_hook_failed', executorId: 'failing', cause: new Error('disk full') })
     expect((error as Error).message).toMatch(/executor failing's onCheckpointSave threw: disk full/)
 
     const wrongShape = executor('wrong', () => {}, { onCheckpointSave: () => [1, 2] as unknown as ExecutorState })
-    await expect(new WorkflowBuilder({ name: 'wrong', startExecutor: wrongShape, checkpointStorage: storage }).build().run({ message: 1 })).rejects.toThrow(
+    await expect(new WorkflowBuilder({ name: 'wrong', startExecutor: wrongShape, store: storage }).build().run({ message: 1 })).rejects.toThrow(
       /onCheckpointSave returned an array; return a plain object/,
     )
 
     const throwsOnRestore = () => executor('r', () => {}, { onCheckpointRestore: () => Promise.reject(new Error('nope')) })
-    const restoring = new WorkflowBuilder({ name: 'restore', startExecutor: throwsOnRestore(), checkpointStorage: storage }).build()
+    const restoring = new WorkflowBuilder({ name: 'restore', startExecutor: throwsOnRestore(), store: storage }).build()
     const done = await restoring.run({ message: 1 })
     await expect(restoring.run({ checkpointId: done.checkpointId! })).rejects.toMatchObject({ code: 'executor_hook_failed', executorId: 'r' })
 
@@ -153,13 +153,13 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     const start = new StartExecutor('start')
     const worker = new WorkerExecutor('worker')
     const reviewer = executor('reviewer', () => {})
-    const changed = new WorkflowBuilder({ name: 'squares', startExecutor: start, checkpointStorage: storage }).addEdge(start, worker).addEdge(worker, worker).addEdge(worker, reviewer).build()
+    const changed = new WorkflowBuilder({ name: 'squares', startExecutor: start, store: storage }).addEdge(start, worker).addEdge(worker, worker).addEdge(worker, reviewer).build()
     const error = await changed.run({ checkpointId: first.checkpointId! }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(ConfigMismatchError)
     expect((error as Error).message).toMatch(/workflow squares has changed since checkpoint .* \(the graph has changed: executor reviewer was added; edge group single worker → reviewer was added or changed\)/)
     expect(error).toMatchObject({ expected: workflow.graphSignatureHash, actual: changed.graphSignatureHash })
 
-    const otherName = new WorkflowBuilder({ name: 'cubes', startExecutor: start, checkpointStorage: storage }).addEdge(start, worker).addEdge(worker, worker).build()
+    const otherName = new WorkflowBuilder({ name: 'cubes', startExecutor: start, store: storage }).addEdge(start, worker).addEdge(worker, worker).build()
     await expect(otherName.run({ checkpointId: first.checkpointId! })).rejects.toThrow(/belongs to workflow squares, not cubes/)
   })
 
@@ -191,10 +191,10 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     const { workflow } = squaresWorkflow(storage)
     const first = await workflow.run({ message: 2 })
     const { workflow: bare } = squaresWorkflow(null)
-    await expect(bare.run({ checkpointId: first.checkpointId! })).rejects.toThrow(/has no checkpointStorage/)
-    const resumed = await bare.run({ checkpointId: first.checkpointId!, checkpointStorage: storage })
+    await expect(bare.run({ checkpointId: first.checkpointId! })).rejects.toThrow(/has no store/)
+    const resumed = await bare.run({ checkpointId: first.checkpointId!, store: storage })
     expect(resumed.status).toBe('idle')
-    await expect(bare.run({ checkpointId: 'missing-id', checkpointStorage: storage })).rejects.toMatchObject({ code: 'checkpoint_not_found' })
+    await expect(bare.run({ checkpointId: 'missing-id', store: storage })).rejects.toMatchObject({ code: 'checkpoint_not_found' })
   })
 
   it('rule 31: checkpoints belong to the workflow definition: a new instance on a new storage object restores them, and resuming from every checkpoint of a run reproduces the same outputs', async () => {
@@ -206,7 +206,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
         ctx.state.set('last', n)
         if (n > 0) await ctx.sendMessage(n - 1)
       })
-      return new WorkflowBuilder<number, string>({ name: 'countdown', startExecutor: start, checkpointStorage: new FileCheckpointStorage({ storagePath }) })
+      return new WorkflowBuilder<number, string>({ name: 'countdown', startExecutor: start, store: new FileCheckpointStorage({ storagePath }) })
         .addEdge(start, step)
         .addEdge(step, step)
         .build()
@@ -277,7 +277,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
         received = message
         stateSeen = ctx.state.get('rich')
       })
-      return new WorkflowBuilder({ name: 'rich', startExecutor: start, checkpointStorage: new FileCheckpointStorage({ storagePath }) }).addEdge(start, end).build()
+      return new WorkflowBuilder({ name: 'rich', startExecutor: start, store: new FileCheckpointStorage({ storagePath }) }).addEdge(start, end).build()
     }
     const stopped: WorkflowEvent[] = []
     for await (const event of build().stream({ message: 1 })) {
@@ -293,14 +293,14 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
 
   it('rule 34: a value that cannot be serialized fails at save with its path named', async () => {
     const holder = executor('holder', async (_: unknown, ctx) => ctx.state.set('client', { connect: () => 1 }))
-    const workflow = new WorkflowBuilder({ name: 'unserializable', startExecutor: holder, checkpointStorage: new InMemoryCheckpointStorage() }).build()
+    const workflow = new WorkflowBuilder({ name: 'unserializable', startExecutor: holder, store: new InMemoryCheckpointStorage() }).build()
     const error = await workflow.run({ message: 1 }).catch((e: unknown) => e)
     expect(error).toMatchObject({ code: 'checkpoint_save_failed', path: 'payload.state.client.connect', superstep: 1 })
     expect((error as Error).message).toBe('workflow unserializable: the checkpoint of superstep 1 could not be saved: payload.state.client.connect: a function cannot be checkpointed')
 
     const sender = executor('sender', async (_: unknown, ctx) => ctx.sendMessage({ when: new Date(0), callback: () => 2 }))
     const sink = executor('sink', () => {})
-    const sends = new WorkflowBuilder({ name: 'sends', startExecutor: sender, checkpointStorage: new InMemoryCheckpointStorage() }).addEdge(sender, sink).build()
+    const sends = new WorkflowBuilder({ name: 'sends', startExecutor: sender, store: new InMemoryCheckpointStorage() }).addEdge(sender, sink).build()
     await expect(sends.run({ message: 1 })).rejects.toThrow('payload.messages[0].data.callback: a function cannot be checkpointed')
   })
 
@@ -320,5 +320,23 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     const resumed = await squaresWorkflow(storage).workflow.run({ checkpointId: id })
     expect(resumed.getOutputs()).toEqual([squares(3)])
     expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+  })
+})
+
+describe('a workflow store under its former name', () => {
+  it('checkpointStorage still works as a deprecated name of store, when building and when running', async () => {
+    const storage = new InMemoryCheckpointStorage()
+    const build = (options: { store?: InMemoryCheckpointStorage; checkpointStorage?: InMemoryCheckpointStorage }) => {
+      const start = new StartExecutor('start')
+      const worker = new WorkerExecutor('worker')
+      return new WorkflowBuilder<number, Record<number, number>>({ name: 'squares', startExecutor: start, ...options }).addEdge(start, worker).addEdge(worker, worker).build()
+    }
+    const built = build({ checkpointStorage: storage })
+    expect(built.store).toBe(storage)
+    expect(built.checkpointStorage).toBe(storage)
+    const first = await built.run({ message: 2 })
+    expect((await storage.load(first.checkpointId!)).kind).toBe('workflow')
+    const perRun = await build({}).run({ message: 2, checkpointStorage: storage })
+    expect((await storage.load(perRun.checkpointId!)).runId).toBe(perRun.runId)
   })
 })

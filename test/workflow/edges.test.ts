@@ -63,7 +63,7 @@ describe('edges', () => {
       const slow = executor('slow', async (_: unknown, ctx) => ctx.sendMessage('slow step 1'))
       const slower = executor('slower', async (_: unknown, ctx) => ctx.sendMessage('slow result'))
       const join = sink('join', log)
-      return new WorkflowBuilder({ name: 'fan-in', startExecutor: start, checkpointStorage: storage })
+      return new WorkflowBuilder({ name: 'fan-in', startExecutor: start, store: storage })
         .addFanOutEdges(start, [fast, slow])
         .addEdge(slow, slower)
         .addFanInEdges([slower, fast], join)

@@ -49,7 +49,7 @@ describe('examples/workflow-approval.ts', () => {
   it('asks a human for approval, stops, and is answered (a rejection, then an approval) by fresh processes', async () => {
     const run = await runScript(['examples/workflow-approval.ts'])
     expect(run.code, run.stderr).toBe(0)
-    expect(linesStartingWith(run.stdout, 'STATUS: ')).toEqual(['idle_with_pending_requests', 'idle_with_pending_requests', 'idle'])
+    expect(linesStartingWith(run.stdout, 'STATUS: ')).toEqual(['paused', 'paused', 'idle'])
     const requests = linesStartingWith(run.stdout, 'REQUEST: ').map((line) => JSON.parse(line) as { draft: { revision: number; text: string } })
     expect(requests.map((r) => r.draft.revision)).toEqual([1, 2])
     expect(requests[1]!.draft.text).toBe('Cairns mark the way.')

@@ -61,7 +61,7 @@ export function squaresWorkflow(storage: CheckpointStorage | null = new InMemory
   const workflow = new WorkflowBuilder<number, Record<number, number>>({
     name: 'squares',
     startExecutor: start,
-    ...(storage === null ? {} : { checkpointStorage: storage }),
+    ...(storage === null ? {} : { store: storage }),
   })
     .addEdge(start, worker)
     .addEdge(worker, worker)

@@ -48,7 +48,7 @@ function approvalWorkflow(storage: CheckpointStorage) {
     handled.push('publish')
     await ctx.yieldOutput(`Published: ${message.publish}`)
   })
-  const workflow = new WorkflowBuilder<{ topic: string }, string>({ name: 'approval', startExecutor: draft, checkpointStorage: storage })
+  const workflow = new WorkflowBuilder<{ topic: string }, string>({ name: 'approval', startExecutor: draft, store: storage })
     .addEdge(draft, review)
     .addEdge(review, publish)
     .addEdge(review, draft)
@@ -61,10 +61,10 @@ describe('human requests (rules 22, 29)', () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = approvalWorkflow(storage)
     const result = await workflow.run({ message: { topic: 'cairns' } })
-    expect(result.status).toBe('idle_with_pending_requests')
+    expect(result.status).toBe('paused')
     const [request] = result.getPendingRequests()
     expect(request).toMatchObject({ type: 'request_info', executorId: 'review', iteration: 2, data: { question: 'Publish this?', draft: 'A post about cairns' } })
-    expect(result.events.at(-1)).toMatchObject({ type: 'workflow_completed', status: 'idle_with_pending_requests', pendingRequestIds: [request!.requestId] })
+    expect(result.events.at(-1)).toMatchObject({ type: 'workflow_completed', status: 'paused', pendingRequestIds: [request!.requestId] })
     const checkpoint = await loadWorkflowCheckpoint(storage, result.checkpointId!)
     expect(checkpoint.pendingRequestInfoEvents).toEqual({ [request!.requestId]: request })
     expect(workflow.pendingRequests).toEqual([request])
@@ -132,7 +132,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(await storage.listCheckpoints({ runId: first.runId })).toHaveLength(3)
   })
 
-  it('rule 29: an already answered request is refused with its id; answering from the checkpoint before the answer is a replay and allowed', async () => {
+  it('rule 29: an already answered request is refused with its id; answering it again from the checkpoint before the answer needs allowReanswer', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = approvalWorkflow(storage)
     const first = await workflow.run({ message: { topic: 'cairns' } })
@@ -144,8 +144,20 @@ describe('human requests (rules 22, 29)', () => {
     await expect(workflow.run({ checkpointId: answered.checkpointId!, responses: answer })).rejects.toThrow(
       `workflow approval has no pending request ${request!.requestId} (unknown, or already answered); no request is pending`,
     )
-    const replay = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: answer })
+    const again = approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: answer })
+    await expect(again).rejects.toMatchObject({ name: 'WorkflowError', code: 'request_answered', requestId: request!.requestId })
+    await expect(again).rejects.toThrow(`was already answered after checkpoint ${first.checkpointId!}`)
+    const replay = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: answer, allowReanswer: true })
     expect(replay.getOutputs()).toEqual(['Published: A post about cairns'])
+  })
+
+  it('answering from an older checkpoint a request no later checkpoint answered is allowed', async () => {
+    const storage = new InMemoryCheckpointStorage()
+    const { workflow } = approvalWorkflow(storage)
+    const first = await workflow.run({ message: { topic: 'cairns' } })
+    const [request] = first.getPendingRequests()
+    const fresh = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: { [request!.requestId]: { approved: true } } })
+    expect(fresh.getOutputs()).toEqual(['Published: A post about cairns'])
   })
 
   it('rule 29: a resume re-emits the requests still pending, but not those it answers', async () => {
@@ -154,20 +166,20 @@ describe('human requests (rules 22, 29)', () => {
       await ctx.requestInfo('first')
       await ctx.requestInfo('second')
     }, { handleResponse: () => {} })
-    const build = () => new WorkflowBuilder({ name: 'two-questions', startExecutor: asker, checkpointStorage: storage }).build()
+    const build = () => new WorkflowBuilder({ name: 'two-questions', startExecutor: asker, store: storage }).build()
     const first = await build().run({ message: 1 })
     const [one, two] = first.getPendingRequests()
     const resumed = await collect(build().stream({ checkpointId: first.checkpointId! }))
     expect(types(resumed)).toEqual(['workflow_started', 'request_info', 'request_info', 'workflow_completed'])
     const answered = await collect(build().stream({ checkpointId: first.checkpointId!, responses: { [one!.requestId]: 'yes' } }))
     expect(answered.filter((e) => e.type === 'request_info')).toEqual([two])
-    expect(answered.at(-1)).toMatchObject({ status: 'idle_with_pending_requests', pendingRequestIds: [two!.requestId] })
+    expect(answered.at(-1)).toMatchObject({ status: 'paused', pendingRequestIds: [two!.requestId] })
   })
 
   it('an executor without handleResponse fails loudly when its answer arrives', async () => {
     const storage = new InMemoryCheckpointStorage()
     const asker = executor('asker', async (_: unknown, ctx) => void (await ctx.requestInfo('?')))
-    const workflow = new WorkflowBuilder({ name: 'no-handler', startExecutor: asker, checkpointStorage: storage }).build()
+    const workflow = new WorkflowBuilder({ name: 'no-handler', startExecutor: asker, store: storage }).build()
     const first = await workflow.run({ message: 1 })
     const id = first.getPendingRequests()[0]!.requestId
     await expect(workflow.run({ responses: { [id]: 'answer' } })).rejects.toThrow(`executor asker received the response to request ${id} but does not implement handleResponse`)

@@ -39,7 +39,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     const built = new InMemoryCheckpointStorage()
     const perRun = new InMemoryCheckpointStorage()
     const { workflow } = squaresWorkflow(built)
-    const first = await workflow.run({ message: 3, checkpointStorage: perRun })
+    const first = await workflow.run({ message: 3, store: perRun })
     expect(await perRun.listCheckpoints({ workflowName: 'squares' })).toHaveLength(5)
     expect(await built.listCheckpoints({ workflowName: 'squares' })).toHaveLength(0)
     const second = await workflow.run({ message: 3 })
@@ -52,7 +52,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     const unsaved = await bare.run({ message: 2 })
     expect(unsaved.events.filter((e) => e.type === 'superstep_completed').map((e) => e.checkpointId)).toEqual([undefined, undefined, undefined])
     const extra = new InMemoryCheckpointStorage()
-    await bare.run({ message: 2, checkpointStorage: extra })
+    await bare.run({ message: 2, store: extra })
     expect(await extra.listCheckpoints({ workflowName: 'squares' })).toHaveLength(4)
   })
 
@@ -62,7 +62,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
       ctx.state.set('topic', topic)
       await ctx.requestInfo({ question: `approve ${topic}?` })
     })
-    const workflow = new WorkflowBuilder({ name: 'ask', startExecutor: asker, checkpointStorage: storage }).build()
+    const workflow = new WorkflowBuilder({ name: 'ask', startExecutor: asker, store: storage }).build()
     const events = await collect(workflow.stream({ message: 'release' }))
     const completed = events.find((e) => e.type === 'superstep_completed')!
     // The request event comes before the super step's completion, whose checkpoint holds it.
@@ -115,7 +115,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     const later = executor('later', async (_: unknown, ctx) => {
       seen.nextStep = ctx.state.get('count')
     })
-    const workflow = new WorkflowBuilder({ name: 'staged', startExecutor: start, checkpointStorage: storage })
+    const workflow = new WorkflowBuilder({ name: 'staged', startExecutor: start, store: storage })
       .addFanOutEdges(start, [writer, reader])
       .addEdge(reader, later)
       .build()
@@ -137,7 +137,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
       ctx.state.set('step', 'flaky')
       if (fail) throw new Error('boom')
     })
-    const build = () => new WorkflowBuilder({ name: 'flaky', startExecutor: start, checkpointStorage: storage }).addEdge(start, flaky).build()
+    const build = () => new WorkflowBuilder({ name: 'flaky', startExecutor: start, store: storage }).addEdge(start, flaky).build()
     await expect(build().run({ message: 1 })).rejects.toThrow(/executor flaky failed in superstep 2: boom/)
     const latest = await storage.getLatest<WorkflowCheckpoint>({ workflowName: 'flaky' })
     expect(latest!.payload.iterationCount).toBe(1)
@@ -184,7 +184,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
   it('fails a run that exceeds maxSupersteps with an error that says so, after the last allowed checkpoint', async () => {
     const storage = new InMemoryCheckpointStorage()
     const loop = executor('loop', async (n: number, ctx: WorkflowContext<number>) => ctx.sendMessage(n + 1))
-    const workflow = new WorkflowBuilder({ name: 'forever', startExecutor: loop, checkpointStorage: storage, maxSupersteps: 5 }).addEdge(loop, loop).build()
+    const workflow = new WorkflowBuilder({ name: 'forever', startExecutor: loop, store: storage, maxSupersteps: 5 }).addEdge(loop, loop).build()
     const events: WorkflowEvent[] = []
     const error = await (async () => {
       for await (const event of workflow.stream({ message: 0 })) events.push(event)

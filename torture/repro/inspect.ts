@@ -5,7 +5,7 @@
  *   npx tsx torture/repro/inspect.ts /tmp/cairn-torture-XXXXXX
  */
 import { join } from 'node:path'
-import { Runner } from '../../src/runner/index.js'
+import { Runner } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 
 const dir = process.argv[2]!

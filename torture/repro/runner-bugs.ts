@@ -5,12 +5,12 @@
  * would. Run: `npx tsx torture/repro/runner-bugs.ts`. Each line says BUG or ok.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
-import { Agent } from '../../src/agent/index.js'
-import type { ContentBlock, Message } from '../../src/model/index.js'
-import { Runner } from '../../src/runner/index.js'
-import { MemoryStore, type WriteBatch } from '../../src/store/index.js'
+import { Agent } from '../../src/index.js'
+import type { ContentBlock, Message } from '../../src/index.js'
+import { Runner } from '../../src/index.js'
+import { MemoryStore, type WriteBatch } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing/scripted-model.js'
-import { tool, type Tool } from '../../src/tools/index.js'
+import { tool, type Tool } from '../../src/index.js'
 
 const never = () => new Promise<never>(() => {})
 
@@ -84,7 +84,7 @@ async function childUnknownOutcomeNotSurfaced(): Promise<string> {
   const done = await runner.resume(parent(runner), { runId: 'p1' })
   const result = toolResultOf(done.result?.message, await runner.history('p1'))
   const childStatus = (await store.getRun('p1:call-1'))?.status
-  const bug = done.state !== 'interrupted'
+  const bug = done.state !== 'paused'
   return `${bug ? 'BUG' : 'ok '} 3 unknown outcome inside a subagent: parent ${done.state} with interrupts [${done.interrupts.map((i) => i.id).join(', ')}], research result ${result?.status}: ${JSON.stringify(result?.content)}; child run ${childStatus}`
 }
 

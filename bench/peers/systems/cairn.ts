@@ -203,7 +203,7 @@ function openStore(backend: Backend, request: Pick<ChildRequest, 'location' | 's
     case 'sqlite':
       return new SqliteStore({ path: join(request.location, 'cairn.db') })
     case 'postgres':
-      return new PostgresStore({ connectionString: pgUrl(PG_DATABASES.cairn) }, { schema: request.schema })
+      return new PostgresStore({ connectionString: pgUrl(PG_DATABASES.cairn), schema: request.schema })
   }
 }
 

@@ -1,9 +1,9 @@
-import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
+import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
 import type {
   CheckpointInfo,
   CheckpointInput,
   CheckpointRecord,
-  CheckpointStore,
+  RunStore,
   CreateRunInput,
   EffectCompletion,
   EffectCompletionResult,
@@ -12,7 +12,6 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
-  PruneResult,
   RunRecord,
   UpdateRunInput,
   WriteBatch,
@@ -42,19 +41,19 @@ export interface FencedCommit {
  * A {@link CheckpointStore} whose every write is conditioned on a lease (see `EngineStore.fenced`).
  * Checkpoints it writes record the lease in their metadata (`lease: { owner, epoch }`), an audit
  * trail of which worker wrote what. Once a write is rejected, or the view is sealed, every later
- * write throws {@link LeaseLostError} without reaching the store. Deleting, forking and pruning
- * are not available through the view.
+ * write throws {@link LeaseLostError} without reaching the store. The view is a {@link RunStore}:
+ * what an execution reads and writes; deleting, forking, pruning and closing are the store's own.
  */
-export class FencedStore implements CheckpointStore {
+export class FencedStore implements RunStore {
   readonly fence: Fence
   /** Writes refused: the one the store rejected and every one attempted after. */
   rejectedWrites = 0
-  readonly #store: CheckpointStore
+  readonly #store: RunStore
   readonly #commit: FencedCommit
   readonly #hooks: FenceHooks
   #lost: LeaseLostError | undefined
 
-  constructor(store: CheckpointStore, fence: Fence, commit: FencedCommit, hooks: FenceHooks = {}) {
+  constructor(store: RunStore, fence: Fence, commit: FencedCommit, hooks: FenceHooks = {}) {
     this.#store = store
     this.fence = { ...fence }
     this.#commit = commit
@@ -155,25 +154,6 @@ export class FencedStore implements CheckpointStore {
     return this.#store.listEffects(runId)
   }
 
-  async delete(): Promise<boolean> {
-    throw this.#unavailable('delete')
-  }
-
-  async deleteRun(): Promise<boolean> {
-    throw this.#unavailable('deleteRun')
-  }
-
-  async fork(): Promise<CheckpointRecord> {
-    throw this.#unavailable('fork')
-  }
-
-  async prune(): Promise<PruneResult> {
-    throw this.#unavailable('prune')
-  }
-
-  /** The view does not own the store: closing it does nothing. */
-  async close(): Promise<void> {}
-
   /** Run a fenced write; a rejection marks the view lost. */
   async #guard<T extends { cancelRequested: boolean }>(write: () => Promise<T>): Promise<T> {
     if (this.#lost) {
@@ -206,9 +186,5 @@ export class FencedStore implements CheckpointStore {
       throw new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
     }
     return effect
-  }
-
-  #unavailable(method: string): CairnError {
-    return new CairnError('invalid_argument', `${method} is not available through a fenced view of the store (run ${this.fence.runId}); use the store itself`)
   }
 }

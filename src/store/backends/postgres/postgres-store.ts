@@ -10,8 +10,8 @@ import { PostgresEngine } from './postgres-engine.js'
  */
 export type PostgresConnection = { connectionString: string; pool?: never } | { pool: PostgresPool; connectionString?: never }
 
-/** Options of a {@link PostgresStore}. */
-export interface PostgresStoreOptions extends EngineStoreOptions {
+/** Settings of a {@link PostgresStore} besides its connection. */
+export interface PostgresStoreSettings extends EngineStoreOptions {
   /**
    * The Postgres schema holding Cairn's tables, created on first use. A plain lowercase
    * identifier (letters, digits, `_`); several independent stores may share a database under
@@ -19,6 +19,12 @@ export interface PostgresStoreOptions extends EngineStoreOptions {
    */
   schema?: string
 }
+
+/**
+ * What `new PostgresStore(options)` takes: one object with a connection (`connectionString` or
+ * `pool`, not both) and the settings.
+ */
+export type PostgresStoreOptions = PostgresConnection & PostgresStoreSettings
 
 /**
  * The production {@link CheckpointStore}: PostgreSQL through the `pg` driver (an optional peer
@@ -34,7 +40,7 @@ export interface PostgresStoreOptions extends EngineStoreOptions {
  * ```ts
  * import { PostgresStore } from 'cairn/postgres'
  *
- * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL! }, { schema: 'cairn' })
+ * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL!, schema: 'cairn' })
  * await store.ready() // optional: fail fast when the server is unreachable
  * await store.save({ runId: 'r1', kind: 'demo', phase: 'start', payload: { n: 1 } })
  * await store.close()
@@ -43,9 +49,14 @@ export interface PostgresStoreOptions extends EngineStoreOptions {
 export class PostgresStore extends EngineStore {
   readonly #engine: PostgresEngine
 
-  constructor(connection: PostgresConnection, options: PostgresStoreOptions = {}) {
-    const engine = openEngine(connection, options)
-    super(engine, options)
+  /**
+   * @param options The connection (`connectionString` or `pool`) and the settings, in one object.
+   * @param settings Deprecated: settings as a second argument; pass them in `options`.
+   */
+  constructor(options: PostgresStoreOptions, settings?: PostgresStoreSettings) {
+    const merged: PostgresStoreOptions = { ...settings, ...options }
+    const engine = openEngine(merged)
+    super(engine, merged)
     this.#engine = engine
   }
 
@@ -60,9 +71,12 @@ export class PostgresStore extends EngineStore {
   }
 }
 
-function openEngine(connection: PostgresConnection, options: PostgresStoreOptions): PostgresEngine {
+function openEngine(options: PostgresStoreOptions): PostgresEngine {
+  const connection: Partial<PostgresStoreOptions> = options
   const schema = options.schema === undefined ? {} : { schema: options.schema }
-  if (typeof connection !== 'object' || connection === null) throw missingConnection()
+  if (connection.pool !== undefined && connection.connectionString !== undefined) {
+    throw new CairnError('invalid_argument', 'PostgresStore takes a connection string or a pool, not both')
+  }
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
   if (connection.pool !== undefined) return new PostgresEngine({ pool: connection.pool, ...schema, onWarning: warn })
   const { connectionString } = connection

@@ -1,1 +1,0 @@
-export { emitTo, type RunEvent, type RunEventListener, type RunEventUsage } from './run-events.js'

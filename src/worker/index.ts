@@ -1,7 +1,0 @@
-export { CairnClient, RunNotPausedError, type EnqueueOptions, type ResultOptions } from './cairn-client.js'
-export { Worker, type StopOptions, type WorkerOptions } from './worker.js'
-export type { WorkerEvent } from './worker-events.js'
-export type { WorkerStore } from './worker-store.js'
-export { JOB_KEY, type JobSpec, type RunFailure, type RunOutcome } from './job.js'
-export type { WorkflowJobResult } from './workflow-job.js'
-export { LeaseLostError } from '../core/errors.js'
