@@ -15,6 +15,7 @@ export {
   type CairnErrorOptions,
   type CheckpointErrorOptions,
 } from './errors.js'
+export { configureLimits, DEFAULT_LIMITS, limits, MAX_DEPTH_CEILING, type CairnLimits } from './limits.js'
 export { canonicalJson, hashValue, sha256 } from './hash.js'
 export { idTimestamp, newId } from './ids.js'
 export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } from './schema.js'

@@ -1,5 +1,5 @@
 import { sha256 } from '../../core/hash.js'
-import { encodeNested, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { assertJsonText, encodeNested, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
@@ -367,6 +367,7 @@ function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
 }
 
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+  for (const [k, item] of items.entries()) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` })
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed
