@@ -2,6 +2,7 @@ import type { JsonValue } from '../core/codec.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
 import { errorResult, type AgentState, type Tool } from '../tools/tool.js'
 import type { ToolCallOutcome } from '../tools/tool-executor.js'
+import { boundToolResult } from '../tools/result-limit.js'
 import { fireHook, type AgentHooks } from './hooks.js'
 import { interruptFunction, InterruptSignal } from './interrupts.js'
 import type { AgentMetrics } from './result.js'
@@ -24,7 +25,9 @@ export interface ToolCallScope {
 /**
  * Run one tool call and turn whatever happens into an outcome: an unknown tool, invalid input
  * or a thrown error becomes an error result the model sees; `ctx.interrupt` becomes an
- * interrupt; a call cut short by cancellation becomes a "cancelled" error result.
+ * interrupt; a call cut short by cancellation becomes a "cancelled" error result. A result larger
+ * than the `maxToolResultChars` limit is truncated or refused by the `toolResultPolicy` limit
+ * before anything (hooks, the journal, the conversation) sees it.
  */
 export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['toolUse']): Promise<ToolCallOutcome> {
   const tool = scope.tools.get(toolUse.name)
@@ -49,6 +52,7 @@ export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['t
       if (err instanceof InterruptSignal) return { type: 'interrupt', interrupt: err.interrupt }
       result = scope.signal.aborted ? cancelledResult(toolUse.toolUseId) : errorResult(toolUse.toolUseId, `Error: ${(err as Error)?.message ?? String(err)}`)
     }
+    result = boundToolResult(result, toolUse.name)
   }
   const counts = (scope.metrics.toolCalls[toolUse.name] ??= { calls: 0, errors: 0 })
   counts.calls++
