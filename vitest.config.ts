@@ -16,6 +16,7 @@ const integration = [
   'test/demo.test.ts',
   'test/examples.test.ts',
   'test/file-engine.test.ts',
+  'test/hostile/fuzz.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
   'test/pglite-client.test.ts',
