@@ -17,6 +17,7 @@ const integration = [
   'test/examples.test.ts',
   'test/file-engine.test.ts',
   'test/hostile/fuzz.test.ts',
+  'test/hostile/injection.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
   'test/pglite-client.test.ts',
