@@ -66,7 +66,20 @@ export function encodeNested(value: unknown, path: string, ancestors: Set<object
 
 /** `JSON.stringify(encodeValue(value, path))`. */
 export function serialize(value: unknown, path = 'value'): string {
-  return JSON.stringify(encodeValue(value, path))
+  return stringifyEncoded(encodeValue(value, path), path)
+}
+
+/**
+ * `JSON.stringify` of what {@link encodeValue} returned, refusing (as `unserializable`) a text
+ * longer than the `maxPayloadChars` limit, which could never be loaded back.
+ */
+export function stringifyEncoded(json: JsonValue, path: string): string {
+  const text = JSON.stringify(json)
+  const { maxPayloadChars } = limits()
+  if (text.length > maxPayloadChars) {
+    throw unserializable(path, `its JSON is ${text.length} characters long, more than the limit maxPayloadChars (${maxPayloadChars}); store less, or raise the limit with configureLimits`)
+  }
+  return text
 }
 
 /** Parse and decode text written by {@link serialize}; bad JSON is a corruption error. */

@@ -88,7 +88,6 @@ describe('deep values in a SQLite store', () => {
       const err = await store.save({ runId: 'r1', kind: 'test', phase: 'p', payload: { tree: nestedArrays(10_000) } }).catch((e: unknown) => e)
       expect((err as CheckpointError).code).toBe('unserializable')
       const id = await store.save({ runId: 'r1', kind: 'test', phase: 'p', payload: { tree: [1] } })
-      await store.completeEffect?.({ runId: 'r1', callId: 'c1', status: 'succeeded', output: 1 }).catch(() => undefined)
       const db = new Database(path)
       db.prepare('UPDATE checkpoints SET body = ? WHERE id = ?').run(`{"tree":${deepText(100_000)}}`, id)
       db.close()
@@ -108,3 +107,27 @@ function catchError(fn: () => unknown): unknown {
   }
   throw new Error('expected an error')
 }
+
+describe('payload size on save', () => {
+  let dir: string | undefined
+  afterEach(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true })
+  })
+
+  it('a payload, effect output or run metadata longer than maxPayloadChars is refused on save, so nothing saved is unreadable', async () => {
+    configureLimits({ maxPayloadChars: 10_000 })
+    dir = mkdtempSync(join(tmpdir(), 'cairn-size-'))
+    const store = new SqliteStore({ path: join(dir, 'cairn.db') })
+    try {
+      const big = { note: 'y'.repeat(20_000) }
+      await expect(store.save({ runId: 'r1', kind: 'test', phase: 'p', payload: big })).rejects.toMatchObject({ code: 'unserializable', path: 'payload' })
+      await expect(store.createRun({ runId: 'r2', metadata: big })).rejects.toMatchObject({ code: 'unserializable', path: 'metadata' })
+      await store.save({ runId: 'r1', kind: 'test', phase: 'p', payload: { small: true } })
+      await store.write({ runId: 'r1', intents: [{ runId: 'r1', callId: 'c1', name: 'tool', inputHash: 'h', idempotencyKey: 'c1' }] })
+      await expect(store.completeEffect({ runId: 'r1', callId: 'c1', status: 'succeeded', output: big })).rejects.toMatchObject({ code: 'unserializable', path: 'effect output' })
+      expect(await store.listEffects('r1')).toMatchObject([{ status: 'pending' }])
+    } finally {
+      await store.close()
+    }
+  })
+})

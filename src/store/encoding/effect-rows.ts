@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson } from '../../core/codec.js'
+import { decodeValue, encodeValue, parseJson, stringifyEncoded } from '../../core/codec.js'
 import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
@@ -40,7 +40,7 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     runId,
     callId: completion.callId,
     status: completion.status,
-    output: JSON.stringify(encodeValue(completion.output, 'effect output')),
+    output: stringifyEncoded(encodeValue(completion.output, 'effect output'), 'effect output'),
     outputHash: hashValue(completion.output),
     completedAt: Date.now(),
   }
