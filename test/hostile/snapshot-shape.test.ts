@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest'
-import { Checkpoint, CheckpointCorruptionError, CheckpointError, Runner, type CheckpointJSON } from '../../src/index.js'
+import { Checkpoint, CheckpointCorruptionError, CheckpointError, Runner, type CheckpointJSON, type WorkflowCheckpoint } from '../../src/index.js'
 import { weatherAgent } from '../agent/helpers.js'
 import { researchAgent, sqliteStore, World } from '../runner/helpers.js'
+import { squaresWorkflow } from '../workflow/helpers.js'
 
 const resumeWith = (checkpoint: unknown) => [{ checkpointResume: { checkpoint } }]
 
@@ -92,5 +93,19 @@ describe('runner resume validates the stored runtime snapshot', () => {
     expect(err).toBeInstanceOf(CheckpointCorruptionError)
     expect((err as CheckpointCorruptionError).path).toMatch(/^runtime\.messages\[\d+\]\.content\[0\]\.toolResult/)
     expect(fresh.model.calls).toHaveLength(0)
+  })
+})
+
+describe('workflow restore validates the stored checkpoint', () => {
+  it('a checkpoint whose metadata phase or run id is not of the written shape is a CheckpointCorruptionError', async () => {
+    const { workflow, storage } = squaresWorkflow()
+    const ran = await workflow.run({ message: 2 })
+    const record = await storage.load<WorkflowCheckpoint>(ran.checkpointId!)
+    for (const edit of [(p: WorkflowCheckpoint) => void ((p.metadata as unknown as Record<string, unknown>).phase = 7), (p: WorkflowCheckpoint) => void ((p.metadata as unknown as Record<string, unknown>).runId = null)]) {
+      const payload = structuredClone(record.payload)
+      edit(payload)
+      const id = await storage.save({ runId: `tampered-${Math.random().toString(36).slice(2)}`, kind: 'workflow', phase: 'superstep', workflowName: 'squares', payload })
+      await expect(squaresWorkflow(storage).workflow.run({ checkpointId: id })).rejects.toThrow(CheckpointCorruptionError)
+    }
   })
 })
