@@ -84,7 +84,9 @@ export function stringifyEncoded(json: JsonValue, path: string): string {
 
 /** Parse and decode text written by {@link serialize}; bad JSON is a corruption error. */
 export function deserialize(text: string, context: DecodeContext = {}): unknown {
-  return decodeValue(parseJson(text, context), context)
+  // Decoding is the first walk of the parsed value and stops at maxDepth itself, so the text
+  // needs only its length checked, not a scan for depth.
+  return decodeValue(parseText(text, context, false), context)
 }
 
 /**
@@ -93,30 +95,21 @@ export function deserialize(text: string, context: DecodeContext = {}): unknown 
  * parsing, so no later walk of the value can overflow the stack).
  */
 export function parseJson(text: string, context: DecodeContext = {}): unknown {
-  if (typeof text !== 'string') throw corruption(context, 'value', `is a ${text === null ? 'null' : typeof text}, not JSON text`)
-  assertJsonText(text, context)
-  try {
-    return JSON.parse(text) as unknown
-  } catch (err) {
-    throw new CheckpointCorruptionError(`${describe(context)} is not valid JSON (${(err as Error).message})`, {
-      runId: context.runId,
-      checkpointId: context.checkpointId,
-      cause: err,
-    })
-  }
+  return parseText(text, context, true)
 }
 
 /**
  * Check stored JSON text against the limits without parsing it: longer than `maxPayloadChars`
- * or nested deeper than the codec could ever have written is a {@link CheckpointCorruptionError}.
+ * or (unless `checkDepth` is false, for text whose first walk is {@link decodeValue}) nested
+ * deeper than the codec could ever have written is a {@link CheckpointCorruptionError}.
  */
-export function assertJsonText(text: string, context: DecodeContext = {}): void {
+export function assertJsonText(text: string, context: DecodeContext = {}, checkDepth = true): void {
   const { maxPayloadChars } = limits()
   if (text.length > maxPayloadChars) {
     throw corruption(context, 'value', `is ${text.length} characters long, more than the limit maxPayloadChars (${maxPayloadChars}); raise it with configureLimits if this is expected`)
   }
   const deepest = maxJsonDepth()
-  if (text.length > 2 * deepest && jsonTextDepth(text, deepest) > deepest) {
+  if (checkDepth && text.length > 2 * deepest && jsonTextDepth(text, deepest) > deepest) {
     throw corruption(context, 'value', `nests deeper than ${deepest} levels, which Cairn never writes (limit maxDepth: ${limits().maxDepth})`)
   }
 }
@@ -126,6 +119,20 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
   if (typeof value !== 'object' || value === null) return false
   const proto = Object.getPrototypeOf(value) as unknown
   return proto === Object.prototype || proto === null
+}
+
+function parseText(text: string, context: DecodeContext, checkDepth: boolean): unknown {
+  if (typeof text !== 'string') throw corruption(context, 'value', `is a ${text === null ? 'null' : typeof text}, not JSON text`)
+  assertJsonText(text, context, checkDepth)
+  try {
+    return JSON.parse(text) as unknown
+  } catch (err) {
+    throw new CheckpointCorruptionError(`${describe(context)} is not valid JSON (${(err as Error).message})`, {
+      runId: context.runId,
+      checkpointId: context.checkpointId,
+      cause: err,
+    })
+  }
 }
 
 function encodeAt(value: unknown, path: string, ancestors: Set<object>): JsonValue {

@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson, stringifyEncoded } from '../../core/codec.js'
+import { deserialize, encodeValue, stringifyEncoded } from '../../core/codec.js'
 import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
@@ -54,5 +54,5 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
     )
   }
   const context = { runId: row.runId, what: `output of effect ${row.callId}` }
-  return { ...row, output: row.output === null ? undefined : decodeValue(parseJson(row.output, context), context) }
+  return { ...row, output: row.output === null ? undefined : deserialize(row.output, context) }
 }

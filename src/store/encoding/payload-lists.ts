@@ -367,7 +367,8 @@ function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
 }
 
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  for (const [k, item] of items.entries()) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` })
+  // Each item is decoded (which stops at maxDepth) before anything else walks it: only lengths are checked here.
+  for (const [k, item] of items.entries()) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed

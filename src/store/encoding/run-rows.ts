@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonObject } from '../../core/codec.js'
+import { deserialize, encodeValue, stringifyEncoded, type JsonObject } from '../../core/codec.js'
 import { CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
@@ -26,6 +26,6 @@ export function encodeMetadata(metadata: JsonObject | undefined): string {
 }
 
 export function decodeRunRow(row: RunRow): RunRecord {
-  const metadata = decodeValue(parseJson(row.metadata, { runId: row.runId, what: 'run metadata' }))
+  const metadata = deserialize(row.metadata, { runId: row.runId, what: 'run metadata' })
   return { ...row, metadata: (metadata ?? {}) as JsonObject }
 }
