@@ -16,6 +16,8 @@ const integration = [
   'test/demo.test.ts',
   'test/examples.test.ts',
   'test/file-engine.test.ts',
+  'test/hostile/fuzz.test.ts',
+  'test/hostile/injection.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
   'test/pglite-client.test.ts',

@@ -15,6 +15,7 @@ export { freezeDeep, isDeepFrozen } from './core/freeze.js'
 export { canonicalJson, hashValue, sha256 } from './core/hash.js'
 export { idTimestamp, newId } from './core/ids.js'
 export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } from './core/schema.js'
+export { configureLimits, DEFAULT_LIMITS, limits, MAX_DEPTH_CEILING, type CairnLimits } from './core/limits.js'
 
 // store
 export { FileEngine } from './store/backends/file/file-engine.js'

@@ -1,6 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { CheckpointError } from '../core/errors.js'
-import type { AgentSnapshot } from './snapshot.js'
+import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
+import { assertSnapshot, type AgentSnapshot } from './snapshot.js'
 
 /** Where in a cycle a checkpoint was taken: after the model asked for tools, or after they ran. */
 export type CheckpointPosition = 'after_model' | 'after_tools'
@@ -56,11 +57,16 @@ export class Checkpoint {
   /**
    * Rebuild a checkpoint from `toJSON()` output. A missing or different `schemaVersion` is a
    * `CheckpointError` with code `'schema_mismatch'`; unknown keys are reported with a warning
-   * and ignored.
+   * and ignored. The snapshot's shape is checked before anything reads it: a malformed one is a
+   * `CheckpointError` (`checkpoint_invalid`) naming the path.
    */
   static fromJSON(data: unknown): Checkpoint {
     if (typeof data !== 'object' || data === null || Array.isArray(data)) {
       throw new CheckpointError('checkpoint_invalid', 'a checkpoint must be the object produced by checkpoint.toJSON()')
+    }
+    const deep = valueDepthBeyond(data, maxJsonDepth())
+    if (deep !== undefined) {
+      throw new CheckpointError('checkpoint_invalid', `checkpoint${deep.slice(0, 120)} nests deeper than the limits allow (maxDepth ${limits().maxDepth})`, { path: `checkpoint${deep}` })
     }
     const record = data as Record<string, unknown>
     if (record.schemaVersion !== CHECKPOINT_SCHEMA_VERSION) {
@@ -81,6 +87,7 @@ export class Checkpoint {
       throw new CheckpointError('checkpoint_invalid', `checkpoint cycleIndex must be a non-negative integer, got ${JSON.stringify(cycleIndex)}`)
     }
     if (typeof record.snapshot !== 'object' || record.snapshot === null) throw new CheckpointError('checkpoint_invalid', 'checkpoint has no snapshot')
+    assertSnapshot(record.snapshot as AgentSnapshot)
     const appData = record.appData ?? {}
     if (typeof appData !== 'object' || appData === null || Array.isArray(appData)) {
       throw new CheckpointError('checkpoint_invalid', 'checkpoint appData must be an object')

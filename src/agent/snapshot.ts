@@ -3,6 +3,7 @@ import { CheckpointError } from '../core/errors.js'
 import type { Message } from '../model/messages.js'
 import type { ConfigSignature } from './config-signature.js'
 import type { InterruptState } from './interrupts.js'
+import { AGENT_SNAPSHOT_SCHEMA, assertShape } from './snapshot-schema.js'
 
 /** The version of the snapshot envelope. */
 export const SNAPSHOT_SCHEMA_VERSION = '1.0'
@@ -55,10 +56,15 @@ export function takeSnapshot(data: AgentSnapshot['data']): AgentSnapshot {
   return { scope: 'agent', schemaVersion: SNAPSHOT_SCHEMA_VERSION, createdAt: new Date().toISOString(), data: structuredClone(data), appData: {} }
 }
 
-/** Check a snapshot's envelope before restoring from it; a checkpoint's must hold every field. */
+/**
+ * Check a snapshot before restoring from it — its envelope, then the shape of everything a
+ * restore reads (messages, interrupt state, configuration signature) — so a malformed one is a
+ * `CheckpointError` naming the path, never an error from deep inside. A checkpoint's snapshot
+ * must hold every field.
+ */
 export function assertSnapshot(snapshot: AgentSnapshot | PartialAgentSnapshot, complete = true): void {
-  const data = (snapshot as Partial<AgentSnapshot>).data
-  if (snapshot.scope !== 'agent' || typeof data !== 'object' || data === null) {
+  const data = typeof snapshot === 'object' && snapshot !== null ? (snapshot as Partial<AgentSnapshot>).data : undefined
+  if (typeof snapshot !== 'object' || snapshot === null || snapshot.scope !== 'agent' || typeof data !== 'object' || data === null) {
     throw new CheckpointError('checkpoint_invalid', 'checkpoint snapshot is not an agent snapshot; pass checkpoint.toJSON() unchanged')
   }
   if (snapshot.schemaVersion !== SNAPSHOT_SCHEMA_VERSION) {
@@ -68,4 +74,5 @@ export function assertSnapshot(snapshot: AgentSnapshot | PartialAgentSnapshot, c
   const missing = SNAPSHOT_FIELDS.filter((field) => data[field] === undefined)
   if (complete && missing.length > 0) throw new CheckpointError('checkpoint_invalid', `checkpoint snapshot is missing ${missing.join(', ')}`)
   if (data.messages !== undefined && !Array.isArray(data.messages)) throw new CheckpointError('checkpoint_invalid', 'snapshot messages must be a list')
+  assertShape(AGENT_SNAPSHOT_SCHEMA, snapshot, 'snapshot')
 }

@@ -1,4 +1,5 @@
 import { CheckpointCorruptionError, CheckpointError } from './errors.js'
+import { jsonTextDepth, limits, maxJsonDepth } from './limits.js'
 
 /** A JSON value as Cairn persists it. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject
@@ -29,8 +30,10 @@ export const TAG = '~'
  * become tagged objects so they round-trip exactly. Object properties whose value is `undefined`
  * are omitted, as in JSON.
  *
- * Anything that cannot be persisted — a function, a class instance, a cycle, a symbol — is refused
- * with a {@link CheckpointError} (`code: 'unserializable'`) whose message names the path.
+ * Anything that cannot be persisted — a function, a class instance, a cycle, a symbol, or a value
+ * beyond the {@link CairnLimits} (nesting deeper than `maxDepth`, a string longer than
+ * `maxStringLength`, a BigInt of more than `maxBigIntDigits` digits) — is refused with a
+ * {@link CheckpointError} (`code: 'unserializable'`) whose message names the path.
  *
  * @example
  * ```ts
@@ -46,10 +49,11 @@ export function encodeValue(value: unknown, path = 'value'): JsonValue {
  * Decode what {@link encodeValue} produced (for example the output of `JSON.parse`). The input
  * is consumed: decoding rewrites tagged values in place. It never runs code, and a `__proto__`
  * key is kept as an own data property, never reaching an object's prototype. An unknown or
- * malformed tag is a {@link CheckpointCorruptionError}.
+ * malformed tag, or a value beyond the {@link CairnLimits}, is a {@link CheckpointCorruptionError}
+ * naming the path.
  */
 export function decodeValue(json: unknown, context: DecodeContext = {}): unknown {
-  return decodeAt(json, context, 'value')
+  return decodeAt(json, context, 'value', 0)
 }
 
 /**
@@ -62,16 +66,64 @@ export function encodeNested(value: unknown, path: string, ancestors: Set<object
 
 /** `JSON.stringify(encodeValue(value, path))`. */
 export function serialize(value: unknown, path = 'value'): string {
-  return JSON.stringify(encodeValue(value, path))
+  return stringifyEncoded(encodeValue(value, path), path)
+}
+
+/**
+ * `JSON.stringify` of what {@link encodeValue} returned, refusing (as `unserializable`) a text
+ * longer than the `maxPayloadChars` limit, which could never be loaded back.
+ */
+export function stringifyEncoded(json: JsonValue, path: string): string {
+  const text = JSON.stringify(json)
+  const { maxPayloadChars } = limits()
+  if (text.length > maxPayloadChars) {
+    throw unserializable(path, `its JSON is ${text.length} characters long, more than the limit maxPayloadChars (${maxPayloadChars}); store less, or raise the limit with configureLimits`)
+  }
+  return text
 }
 
 /** Parse and decode text written by {@link serialize}; bad JSON is a corruption error. */
 export function deserialize(text: string, context: DecodeContext = {}): unknown {
-  return decodeValue(parseJson(text, context), context)
+  // Decoding is the first walk of the parsed value and stops at maxDepth itself, so the text
+  // needs only its length checked, not a scan for depth.
+  return decodeValue(parseText(text, context, false), context)
 }
 
-/** `JSON.parse` that reports failure as a {@link CheckpointCorruptionError}. */
+/**
+ * `JSON.parse` that reports failure as a {@link CheckpointCorruptionError}: text that is not
+ * JSON, longer than `maxPayloadChars`, or nested deeper than the limits allow (checked before
+ * parsing, so no later walk of the value can overflow the stack).
+ */
 export function parseJson(text: string, context: DecodeContext = {}): unknown {
+  return parseText(text, context, true)
+}
+
+/**
+ * Check stored JSON text against the limits without parsing it: longer than `maxPayloadChars`
+ * or (unless `checkDepth` is false, for text whose first walk is {@link decodeValue}) nested
+ * deeper than the codec could ever have written is a {@link CheckpointCorruptionError}.
+ */
+export function assertJsonText(text: string, context: DecodeContext = {}, checkDepth = true): void {
+  const { maxPayloadChars } = limits()
+  if (text.length > maxPayloadChars) {
+    throw corruption(context, 'value', `is ${text.length} characters long, more than the limit maxPayloadChars (${maxPayloadChars}); raise it with configureLimits if this is expected`)
+  }
+  const deepest = maxJsonDepth()
+  if (checkDepth && text.length > 2 * deepest && jsonTextDepth(text, deepest) > deepest) {
+    throw corruption(context, 'value', `nests deeper than ${deepest} levels, which Cairn never writes (limit maxDepth: ${limits().maxDepth})`)
+  }
+}
+
+/** True for an object literal or `Object.create(null)`: the only objects Cairn persists as objects. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  if (typeof value !== 'object' || value === null) return false
+  const proto = Object.getPrototypeOf(value) as unknown
+  return proto === Object.prototype || proto === null
+}
+
+function parseText(text: string, context: DecodeContext, checkDepth: boolean): unknown {
+  if (typeof text !== 'string') throw corruption(context, 'value', `is a ${text === null ? 'null' : typeof text}, not JSON text`)
+  assertJsonText(text, context, checkDepth)
   try {
     return JSON.parse(text) as unknown
   } catch (err) {
@@ -83,23 +135,21 @@ export function parseJson(text: string, context: DecodeContext = {}): unknown {
   }
 }
 
-/** True for an object literal or `Object.create(null)`: the only objects Cairn persists as objects. */
-export function isPlainObject(value: unknown): value is Record<string, unknown> {
-  if (typeof value !== 'object' || value === null) return false
-  const proto = Object.getPrototypeOf(value) as unknown
-  return proto === Object.prototype || proto === null
-}
-
 function encodeAt(value: unknown, path: string, ancestors: Set<object>): JsonValue {
   switch (typeof value) {
     case 'string':
+      if (value.length > limits().maxStringLength) throw unserializable(path, `a string of ${value.length} characters is longer than the limit maxStringLength (${limits().maxStringLength}); store it elsewhere or raise the limit with configureLimits`)
+      return value
     case 'boolean':
       return value
     case 'number':
       if (Number.isFinite(value) && !Object.is(value, -0)) return value
       return { [TAG]: 'num', v: String(Object.is(value, -0) ? '-0' : value) }
-    case 'bigint':
-      return { [TAG]: 'BigInt', v: value.toString() }
+    case 'bigint': {
+      const digits = value.toString()
+      if (digits.length > limits().maxBigIntDigits + 1) throw unserializable(path, `a BigInt of ${digits.length} digits has more than the limit maxBigIntDigits (${limits().maxBigIntDigits})`)
+      return { [TAG]: 'BigInt', v: digits }
+    }
     case 'undefined':
       return { [TAG]: 'undef' }
     case 'function':
@@ -122,6 +172,9 @@ function encodeObject(value: object, path: string, ancestors: Set<object>): Json
     return { [TAG]: 'Date', v: Number.isNaN(time) ? null : value.toISOString() }
   }
   if (value instanceof Uint8Array) return { [TAG]: 'Bytes', v: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') }
+  if (ancestors.size >= limits().maxDepth) {
+    throw unserializable(path, `the value nests deeper than the limit maxDepth (${limits().maxDepth} levels); flatten it or raise the limit with configureLimits`)
+  }
   ancestors.add(value)
   try {
     if (Array.isArray(value) && Object.getPrototypeOf(value) === Array.prototype) return encodeArray(value, path, ancestors)
@@ -174,36 +227,54 @@ function encodePlain(value: Record<string, unknown>, path: string, ancestors: Se
   return escaped ? { [TAG]: 'obj', v: out } : out
 }
 
-function decodeAt(json: unknown, context: DecodeContext, path: string): unknown {
-  if (typeof json !== 'object' || json === null) return json
+function decodeAt(json: unknown, context: DecodeContext, path: string, depth: number): unknown {
+  if (typeof json !== 'object' || json === null) return checkScalar(json, context, path)
+  if (depth >= limits().maxDepth) throw corruption(context, path, `nests deeper than the limit maxDepth (${limits().maxDepth} levels)`)
   if (Array.isArray(json)) {
     for (let i = 0; i < json.length; i++) {
       const item: unknown = json[i]
-      if (typeof item === 'object' && item !== null) json[i] = decodeAt(item, context, `${path}[${i}]`)
+      if (typeof item === 'object' && item !== null) json[i] = decodeAt(item, context, `${path}[${i}]`, depth + 1)
+      else checkScalar(item, context, path)
     }
     return json
   }
   const obj = json as Record<string, unknown>
-  if (Object.prototype.hasOwnProperty.call(obj, TAG)) return decodeTag(obj, context, path)
-  for (const key of Object.keys(obj)) {
-    const item = obj[key]
-    if (typeof item === 'object' && item !== null) {
-      const decoded = decodeAt(item, context, childPath(path, key))
-      if (decoded !== item) setOwn(obj, key, decoded)
-    }
-  }
+  if (Object.prototype.hasOwnProperty.call(obj, TAG)) return decodeTag(obj, context, path, depth)
+  decodeFields(obj, context, path, depth)
   return obj
 }
 
-function decodeTag(obj: Record<string, unknown>, context: DecodeContext, path: string): unknown {
+function decodeFields(obj: Record<string, unknown>, context: DecodeContext, path: string, depth: number): void {
+  for (const key of Object.keys(obj)) {
+    const item = obj[key]
+    if (typeof item === 'object' && item !== null) {
+      const decoded = decodeAt(item, context, childPath(path, key), depth + 1)
+      if (decoded !== item) setOwn(obj, key, decoded)
+    } else {
+      checkScalar(item, context, path)
+    }
+  }
+}
+
+function checkScalar(value: unknown, context: DecodeContext, path: string): unknown {
+  if (typeof value === 'string' && value.length > limits().maxStringLength) {
+    throw corruption(context, path, `holds a string of ${value.length} characters, longer than the limit maxStringLength (${limits().maxStringLength})`)
+  }
+  return value
+}
+
+function decodeTag(obj: Record<string, unknown>, context: DecodeContext, path: string, depth: number): unknown {
   const tag = obj[TAG]
   const v = obj.v
   switch (tag) {
     case 'Date':
       if (v === null) return new Date(Number.NaN)
-      if (typeof v === 'string' && !Number.isNaN(Date.parse(v))) return new Date(v)
+      if (typeof v === 'string' && v.length <= 64 && !Number.isNaN(Date.parse(v))) return new Date(v)
       break
     case 'BigInt':
+      if (typeof v === 'string' && v.length > limits().maxBigIntDigits + 1) {
+        throw corruption(context, path, `holds a BigInt of ${v.length} digits, more than the limit maxBigIntDigits (${limits().maxBigIntDigits})`)
+      }
       if (typeof v === 'string' && /^-?\d+$/.test(v)) return BigInt(v)
       break
     case 'num':
@@ -215,32 +286,26 @@ function decodeTag(obj: Record<string, unknown>, context: DecodeContext, path: s
     case 'undef':
       return undefined
     case 'Bytes':
-      if (typeof v === 'string' && /^[A-Za-z0-9+/]*={0,2}$/.test(v)) return new Uint8Array(Buffer.from(v, 'base64'))
+      if (typeof v === 'string' && checkScalar(v, context, path) === v && /^[A-Za-z0-9+/]*={0,2}$/.test(v)) return new Uint8Array(Buffer.from(v, 'base64'))
       break
     case 'Map':
       if (Array.isArray(v) && v.every((e) => Array.isArray(e) && e.length === 2)) {
-        return new Map((v as [unknown, unknown][]).map(([k, val], i) => [decodeAt(k, context, `${path}.<key ${i}>`), decodeAt(val, context, `${path}.<value ${i}>`)]))
+        return new Map(
+          (v as [unknown, unknown][]).map(([k, val], i) => [decodeAt(k, context, `${path}.<key ${i}>`, depth + 1), decodeAt(val, context, `${path}.<value ${i}>`, depth + 1)]),
+        )
       }
       break
     case 'Set':
-      if (Array.isArray(v)) return new Set(v.map((item, i) => decodeAt(item, context, `${path}.<item ${i}>`)))
+      if (Array.isArray(v)) return new Set(v.map((item, i) => decodeAt(item, context, `${path}.<item ${i}>`, depth + 1)))
       break
     case 'obj':
       if (typeof v === 'object' && v !== null && !Array.isArray(v)) {
-        const inner = v as Record<string, unknown>
-        for (const key of Object.keys(inner)) {
-          const item = inner[key]
-          if (typeof item === 'object' && item !== null) setOwn(inner, key, decodeAt(item, context, childPath(path, key)))
-        }
-        return inner
+        decodeFields(v as Record<string, unknown>, context, path, depth)
+        return v
       }
       break
   }
-  throw new CheckpointCorruptionError(`${describe(context)}: ${path} holds an unknown or malformed tagged value (${JSON.stringify(tag)})`, {
-    runId: context.runId,
-    checkpointId: context.checkpointId,
-    path,
-  })
+  throw corruption(context, path, `holds an unknown or malformed tagged value (${JSON.stringify(typeof tag === 'string' ? tag.slice(0, 40) : typeof tag)})`)
 }
 
 /** Assign an own data property, even for `__proto__`, without touching any prototype. */
@@ -261,7 +326,16 @@ function keyLabel(key: unknown): string {
 }
 
 function unserializable(path: string, reason: string): CheckpointError {
-  return new CheckpointError('unserializable', `${path}: ${reason}`, { path })
+  return new CheckpointError('unserializable', `${shortPath(path)}: ${reason}`, { path })
+}
+
+function corruption(context: DecodeContext, path: string, problem: string): CheckpointCorruptionError {
+  return new CheckpointCorruptionError(`${describe(context)}: ${shortPath(path)} ${problem}`, { runId: context.runId, checkpointId: context.checkpointId, path })
+}
+
+/** A path short enough for a message (the error's `path` field keeps it whole). */
+function shortPath(path: string): string {
+  return path.length <= 160 ? path : `${path.slice(0, 80)}…${path.slice(-60)}`
 }
 
 function describe(context: DecodeContext): string {

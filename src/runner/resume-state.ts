@@ -1,4 +1,6 @@
+import type { JsonObject } from '../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
+import { assertStoredShape, CONFIG_SIGNATURE_SCHEMA, INTERRUPT_STATE_SCHEMA, MESSAGE_SCHEMA } from '../agent/snapshot-schema.js'
 import { toolUsesOf, type Message } from '../model/messages.js'
 import type { CheckpointRecord, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, RUNNER_PHASES, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
@@ -66,7 +68,54 @@ function assertRuntime(runtime: unknown, record: CheckpointRecord): asserts runt
   if (rt.pending_llm_response !== null && rt.pending_llm_response !== undefined && !isToolUseMessage(rt.pending_llm_response)) {
     throw corrupt(record, 'holds a pending model response that cannot be decoded; refusing to call the model again for it')
   }
+  assertStoredShape(RUNTIME_SCHEMA, runtime, { what: `the runtime snapshot of checkpoint ${record.id} of run ${record.runId}`, root: 'runtime', runId: record.runId, checkpointId: record.id })
   if (rt.next === 'tools' && !rt.pending_llm_response) throw corrupt(record, 'expects tool calls but holds no pending model response')
+}
+
+const COUNT = { type: 'integer', minimum: 0 }
+const NUMBER = { type: 'number' }
+const STRING = { type: 'string' }
+
+/** The shape of everything a resume reads from a runtime snapshot. */
+const RUNTIME_SCHEMA: JsonObject = {
+  type: 'object',
+  required: ['messages', 'step', 'next', 'agent', 'tool_executions'],
+  properties: {
+    messages: { type: 'array', items: MESSAGE_SCHEMA },
+    step: COUNT,
+    next: { enum: ['model', 'tools'] },
+    context: { type: 'object' },
+    llm_calls: COUNT,
+    tool_calls: COUNT,
+    started_at_s: NUMBER,
+    usage: { type: 'object', additionalProperties: NUMBER },
+    total_cost_usd: NUMBER,
+    session_token: { type: ['string', 'null'] },
+    checkpoint_token: { type: ['string', 'null'] },
+    pending_llm_response: { anyOf: [{ type: 'null' }, MESSAGE_SCHEMA] },
+    tool_executions: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['tool_call_id', 'tool_name', 'status'],
+        properties: { tool_call_id: STRING, tool_name: STRING, step: COUNT, status: { enum: ['success', 'error'] }, replayed: { type: 'boolean' } },
+      },
+    },
+    subagent_executions: {
+      type: 'array',
+      items: { type: 'object', required: ['tool_call_id', 'child_run_id'], properties: { tool_call_id: STRING, child_run_id: STRING, agent_name: STRING, step: COUNT, state: STRING } },
+    },
+    requested_model: STRING,
+    normalized_model: STRING,
+    provider_adapter: STRING,
+    final_text: STRING,
+    replayed_effect_count: COUNT,
+    agent: {
+      type: 'object',
+      required: ['state', 'conversation_manager', 'interrupts', 'config'],
+      properties: { state: { type: 'object' }, conversation_manager: { type: 'object' }, interrupts: INTERRUPT_STATE_SCHEMA, config: CONFIG_SIGNATURE_SCHEMA },
+    },
+  },
 }
 
 function isToolUseMessage(value: unknown): value is Message {

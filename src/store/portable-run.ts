@@ -1,5 +1,6 @@
 import { decodeValue, encodeValue, type JsonObject, type JsonValue } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
+import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
 import { loadMany } from './delegating-store.js'
 import { allCheckpoints } from './verify-run.js'
@@ -86,5 +87,32 @@ function assertDocument(value: unknown): RunDocument {
   if (typeof doc !== 'object' || doc === null || doc.format !== RUN_DOCUMENT_FORMAT || doc.version !== 1 || !doc.run || !Array.isArray(doc.checkpoints) || !Array.isArray(doc.effects)) {
     throw new CairnError('invalid_argument', `not a Cairn run document (expected {"format":"${RUN_DOCUMENT_FORMAT}","version":1,...}); make one with \`cairn export RUN\``)
   }
+  const problem = documentProblem(doc as RunDocument)
+  if (problem !== undefined) throw new CairnError('invalid_argument', `the run document is malformed: ${problem}; import a document made by \`cairn export RUN\` unchanged`)
   return doc as RunDocument
+}
+
+/** The first place where a run document is not of the shape `cairn export` writes, if any. */
+function documentProblem(doc: RunDocument): string | undefined {
+  const deep = valueDepthBeyond(doc, maxJsonDepth())
+  if (deep !== undefined) return `document${deep.slice(0, 120)} nests deeper than the limits allow (maxDepth ${limits().maxDepth})`
+  const run = doc.run as unknown as Record<string, unknown>
+  if (typeof run !== 'object' || typeof run.runId !== 'string' || typeof run.status !== 'string') return 'run needs a runId and a status'
+  for (const key of ['name', 'threadId', 'workflowName', 'configSignature'] as const) if (run[key] !== undefined && run[key] !== null && typeof run[key] !== 'string') return `run.${key} is not a string`
+  if (run.metadata !== undefined && !isObject(run.metadata)) return 'run.metadata is not an object'
+  for (const [i, c] of (doc.checkpoints as unknown[]).entries()) {
+    if (!isObject(c)) return `checkpoints[${i}] is not an object`
+    for (const key of ['id', 'kind', 'phase'] as const) if (typeof c[key] !== 'string') return `checkpoints[${i}].${key} is not a string`
+    if (!Number.isSafeInteger(c.seq)) return `checkpoints[${i}].seq is not an integer`
+    if (c.metadata !== undefined && !isObject(c.metadata)) return `checkpoints[${i}].metadata is not an object`
+  }
+  for (const [i, e] of (doc.effects as unknown[]).entries()) {
+    if (!isObject(e)) return `effects[${i}] is not an object`
+    for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey', 'status'] as const) if (typeof e[key] !== 'string') return `effects[${i}].${key} is not a string`
+  }
+  return undefined
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }

@@ -3,13 +3,17 @@ import type { JsonObject } from '../core/codec.js'
 /**
  * A validator for the JSON Schema subset tool inputs use: `type` (one or several), `properties`,
  * `required`, `additionalProperties: false`, `items`, `enum`, `const`, `minimum`/`maximum`,
- * `minLength`/`maxLength`, `anyOf`. Returns the first problem as `path: reason`, or undefined.
+ * `minLength`/`maxLength`, `anyOf`, and `additionalProperties` as a schema for the values of a
+ * record. Returns the first problem as `path: reason`, or undefined. A property whose value is
+ * `undefined` counts as absent. In an `anyOf`, the problem reported is that of the first option
+ * whose `required` keys the value has (so a tagged union names the branch meant), else the first.
  */
 export function validateJsonSchema(schema: JsonObject, value: unknown, path = ''): string | undefined {
   const at = path === '' ? 'input' : path
   if (Array.isArray(schema.anyOf)) {
-    const problems = (schema.anyOf as JsonObject[]).map((option) => validateJsonSchema(option, value, path))
-    if (problems.every((problem) => problem !== undefined)) return problems[0]
+    const options = schema.anyOf as JsonObject[]
+    const problems = options.map((option) => validateJsonSchema(option, value, path))
+    if (problems.every((problem) => problem !== undefined)) return problems[Math.max(0, options.findIndex((option) => hasRequired(option, value)))]
   }
   if (schema.const !== undefined && JSON.stringify(schema.const) !== JSON.stringify(value)) return `${at}: must be ${JSON.stringify(schema.const)}`
   if (Array.isArray(schema.enum) && !schema.enum.some((option) => JSON.stringify(option) === JSON.stringify(value))) {
@@ -43,15 +47,24 @@ function validateObject(schema: JsonObject, value: Record<string, unknown>, path
     if (value[key] === undefined) return `${join(path, key)}: is required`
   }
   for (const [key, item] of Object.entries(value)) {
-    const propertySchema = properties[key]
+    if (item === undefined) continue
+    const propertySchema = Object.prototype.hasOwnProperty.call(properties, key) ? properties[key] : undefined
     if (propertySchema) {
       const problem = validateJsonSchema(propertySchema, item, join(path, key))
       if (problem) return problem
     } else if (schema.additionalProperties === false) {
       return `${join(path, key)}: is not an allowed property`
+    } else if (isSchema(schema.additionalProperties)) {
+      const problem = validateJsonSchema(schema.additionalProperties, item, join(path, key))
+      if (problem) return problem
     }
   }
   return undefined
+}
+
+function hasRequired(option: JsonObject, value: unknown): boolean {
+  if (typeof value !== 'object' || value === null || !Array.isArray(option.required) || option.required.length === 0) return false
+  return option.required.every((key) => typeof key === 'string' && (value as Record<string, unknown>)[key] !== undefined)
 }
 
 function matchesType(type: string, value: unknown): boolean {

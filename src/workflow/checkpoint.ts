@@ -167,6 +167,9 @@ function shapeProblem(p: Partial<WorkflowCheckpoint> | null): string | undefined
   for (const key of ['state', 'executorStates', 'pendingRequestInfoEvents', 'metadata'] as const) {
     if (!isPlainObject(p[key])) return `${key} is not an object`
   }
+  const meta = p.metadata as Partial<WorkflowCheckpointMetadata>
+  if (meta.phase !== 'entry' && meta.phase !== 'superstep' && meta.phase !== 'responses') return 'metadata.phase is not entry, superstep or responses'
+  if (typeof meta.runId !== 'string') return 'metadata.runId is not a string'
   if (!Object.values(p.executorStates as object).every(isPlainObject)) return 'an executor state is not an object'
   if (!Object.entries(p.pendingRequestInfoEvents as object).every(([id, e]) => isRequest(e) && e.requestId === id)) {
     return 'pendingRequestInfoEvents holds a malformed request'

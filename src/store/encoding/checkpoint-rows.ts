@@ -1,4 +1,4 @@
-import { decodeValue, parseJson, type JsonObject } from '../../core/codec.js'
+import { decodeValue, deserialize, parseJson, type JsonObject } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointIntegrityError } from '../../core/errors.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
@@ -90,7 +90,7 @@ export function toRecord(stored: StoredCheckpoint, schemas: SchemaRegistry): Che
 /** Decode and check a header row; a malformed one is a corruption error. */
 export function decodeHeader(row: CheckpointHeaderRow): CheckpointInfo {
   assertHeader(row)
-  const metadata = decodeValue(parseJson(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' }))
+  const metadata = deserialize(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' })
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw corrupt({ runId: row.runId, checkpointId: row.id }, 'has metadata that is not an object')
   }

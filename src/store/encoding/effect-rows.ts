@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson } from '../../core/codec.js'
+import { deserialize, encodeValue, stringifyEncoded } from '../../core/codec.js'
 import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
@@ -40,7 +40,7 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     runId,
     callId: completion.callId,
     status: completion.status,
-    output: JSON.stringify(encodeValue(completion.output, 'effect output')),
+    output: stringifyEncoded(encodeValue(completion.output, 'effect output'), 'effect output'),
     outputHash: hashValue(completion.output),
     completedAt: Date.now(),
   }
@@ -54,5 +54,5 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
     )
   }
   const context = { runId: row.runId, what: `output of effect ${row.callId}` }
-  return { ...row, output: row.output === null ? undefined : decodeValue(parseJson(row.output, context), context) }
+  return { ...row, output: row.output === null ? undefined : deserialize(row.output, context) }
 }

@@ -49,7 +49,7 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
         length: ref.n,
         whole: () => ({ [SPLICE]: decoded().slice(0, ref.n) }),
         item: (n) => ({ [SPLICE]: decoded()[n] }),
-        stored: (n) => JSON.parse(list.items[n]!) as unknown,
+        stored: (n) => parseJson(list.items[n]!, { ...context, what: `item ${n} of list ${ref.id}` }),
       }
     })
     const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)

@@ -1,5 +1,5 @@
 import { sha256 } from '../../core/hash.js'
-import { encodeNested, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { assertJsonText, encodeNested, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
@@ -77,7 +77,7 @@ export function encodePayload(value: unknown, previous: ListCache | undefined, n
     findItem: (target) => findItem(sources, target),
   }
   const root = splitValue(value, { codecPath: 'payload', listPath: '' }, new Set(), split)
-  out.body = JSON.stringify(root)
+  out.body = stringifyEncoded(root, 'payload')
   return out
 }
 
@@ -329,10 +329,10 @@ function at(node: unknown, path: readonly unknown[]): unknown {
 const UNDEFINED_JSON = JSON.stringify({ [TAG]: 'undef' })
 
 function itemJson(item: unknown, codecPath: string, ancestors: Set<object>): string {
-  if (!isDeepFrozen(item)) return JSON.stringify(encodeNested(item, codecPath, ancestors))
+  if (!isDeepFrozen(item)) return stringifyEncoded(encodeNested(item, codecPath, ancestors), codecPath)
   const known = frozenJson.get(item as object)
   if (known !== undefined) return known
-  const json = JSON.stringify(encodeNested(item, codecPath, ancestors))
+  const json = stringifyEncoded(encodeNested(item, codecPath, ancestors), codecPath)
   frozenJson.set(item as object, json)
   return json
 }
@@ -367,6 +367,8 @@ function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
 }
 
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+  // Each item is decoded (which stops at maxDepth) before anything else walks it: only lengths are checked here.
+  for (const [k, item] of items.entries()) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed

@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson, type JsonObject } from '../../core/codec.js'
+import { deserialize, encodeValue, stringifyEncoded, type JsonObject } from '../../core/codec.js'
 import { CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
@@ -22,10 +22,10 @@ export function encodeMetadata(metadata: JsonObject | undefined): string {
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw new CheckpointError('invalid_argument', 'metadata must be a plain object')
   }
-  return JSON.stringify(encodeValue(metadata, 'metadata'))
+  return stringifyEncoded(encodeValue(metadata, 'metadata'), 'metadata')
 }
 
 export function decodeRunRow(row: RunRow): RunRecord {
-  const metadata = decodeValue(parseJson(row.metadata, { runId: row.runId, what: 'run metadata' }))
+  const metadata = deserialize(row.metadata, { runId: row.runId, what: 'run metadata' })
   return { ...row, metadata: (metadata ?? {}) as JsonObject }
 }

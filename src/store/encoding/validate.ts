@@ -12,7 +12,7 @@ export function assertId(value: unknown, name: string): asserts value is string 
   if (typeof value !== 'string' || !ID_PATTERN.test(value) || value.includes('..')) {
     throw new CheckpointError(
       'invalid_argument',
-      `${name} ${JSON.stringify(value)} is not a valid id: use 1-200 letters, digits or _ . : @ - (not starting with . or -, no '..')`,
+      `${name} ${shown(value)} is not a valid id: use 1-200 letters, digits or _ . : @ - (not starting with . or -, no '..')`,
     )
   }
 }
@@ -48,7 +48,7 @@ export function assertCheckpointInput(input: CheckpointInput<unknown>): void {
 
 export function assertRunPatch(patch: { status?: unknown; name?: unknown; threadId?: unknown; workflowName?: unknown; configSignature?: unknown }): void {
   if (patch.status !== undefined && !RUN_STATUSES.includes(patch.status as RunStatus)) {
-    throw new CheckpointError('invalid_argument', `run status must be one of ${RUN_STATUSES.join(', ')}, got ${JSON.stringify(patch.status)}`)
+    throw new CheckpointError('invalid_argument', `run status must be one of ${RUN_STATUSES.join(', ')}, got ${shown(patch.status)}`)
   }
   for (const key of ['name', 'threadId', 'workflowName', 'configSignature'] as const) {
     const value = patch[key]
@@ -56,4 +56,11 @@ export function assertRunPatch(patch: { status?: unknown; name?: unknown; thread
       throw new CheckpointError('invalid_argument', `run ${key} must be a string without NUL characters, or null`)
     }
   }
+}
+
+/** A value as a message shows it: a string quoted and cut short, anything else by its type. */
+function shown(value: unknown): string {
+  if (typeof value === 'string') return value.length > 80 ? `${JSON.stringify(value.slice(0, 80))}…` : JSON.stringify(value)
+  if (value === null || typeof value === 'number' || typeof value === 'boolean') return String(value)
+  return Array.isArray(value) ? 'a list' : `a value of type ${typeof value}`
 }

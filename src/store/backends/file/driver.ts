@@ -2,6 +2,8 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, open, readFile, readdir, rename, rm } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
 import { readFileSync } from 'node:fs'
+import { assertJsonText } from '../../../core/codec.js'
+import { CairnError } from '../../../core/errors.js'
 
 /**
  * The file-system primitives of the file store: atomic whole-file writes, directory fsyncs, and
@@ -89,9 +91,11 @@ export async function readJsonFile(path: string): Promise<JsonFile> {
     throw err
   }
   try {
-    return { state: 'parsed', value: JSON.parse(bytes.toString('utf8')) as unknown }
+    const text = bytes.toString('utf8')
+    assertJsonText(text, { what: 'file' })
+    return { state: 'parsed', value: JSON.parse(text) as unknown }
   } catch (err) {
-    return { state: 'invalid', reason: `not valid JSON (${(err as Error).message})` }
+    return { state: 'invalid', reason: err instanceof CairnError ? err.message : `not valid JSON (${(err as Error).message})` }
   }
 }
 
