@@ -66,11 +66,15 @@ export class DirectoryState {
   /**
    * Hold the directory's leases for this process (see `lockDirectory`); `onLocked` runs once,
    * when the lock is first taken. Throws `RunBusyError` while another live process holds it.
+   * What was read before is forgotten: the process that held the lock may have written since.
    */
   async lockLeases(runId: string | undefined, onLocked: () => void): Promise<void> {
     await this.ready()
     this.#processLock ??= lockDirectory(this.layout.root, runId).then(
       (lock) => {
+        this.#runs.clear()
+        this.lists.clear()
+        this.#index = undefined
         onLocked()
         return lock
       },
