@@ -123,7 +123,8 @@ async function settle(
     const other = outcomes.find((o) => o.error && o.error.code !== 'run_busy' && o.error.code !== 'run_exists')
     if (other) throw new Error(`a racer failed: ${other.error!.code ?? other.error!.name}: ${other.error!.message}`)
     if (result.sends !== expected.sends || result.terminals !== expected.terminals) {
-      throw new Error(`expected ${expected.sends} send(s) and ${expected.terminals} terminal checkpoint(s), found ${result.sends} and ${result.terminals}`)
+      const got = outcomes.map((o) => o.error?.code ?? `${o.state}${o.fromTerminalCheckpoint === true ? ' (stored result)' : ''}`)
+      throw new Error(`expected ${expected.sends} send(s) and ${expected.terminals} terminal checkpoint(s), found ${result.sends} and ${result.terminals}; racers: ${got.join(', ')}`)
     }
   } finally {
     await store.close()
