@@ -389,6 +389,11 @@ function printCrashStory(facts: Facts): void {
     '  them again with the same idempotency keys, which is safe for a read.',
     '- Had the process died inside save_note, before its outcome was journaled, Cairn would not guess:',
     '  the run would pause with an effect_outcome_unknown interrupt for a human to answer retry or skip.',
+    '- Had two processes resumed the run at the same moment (two pods recovering at start-up), only one',
+    '  would have executed it: each execution takes the run\'s lease first, and the other would have got',
+    '  RunBusyError naming the owner (or, with waitForOwner, waited and returned the stored result).',
+    '  The lease lasts leaseMs (60 s by default) and is renewed in the background while the run goes on;',
+    '  a dead owner on this machine is taken over at once, one on another machine after leaseMs.',
   ]
   for (const line of lines) console.log(line ? `   ${line}` : '')
 }

@@ -5,8 +5,9 @@
  * random instants, each followed by resumes in fresh processes until the run completes. Every
  * scenario is checked against the reference; the tally is printed at the end.
  *
- *   npx tsx torture/harness.ts                 # full: every kill point occurrence, both durabilities, 1,000 random kills
- *   npx tsx torture/harness.ts --short         # CI size: every kill point name once, 50 random kills
+ *   npx tsx torture/harness.ts                 # full: every kill point occurrence, both durabilities, 1,000 random kills, every ownership race 20 times
+ *   npx tsx torture/harness.ts --short         # CI size: every kill point name once, 50 random kills, every ownership race once
+ *   npx tsx torture/harness.ts --races 0       # no ownership races (see races.ts)
  *   npx tsx torture/harness.ts --random 200 --lanes 4 --seed 7 --keep-failed --json tally.json
  *   npx tsx torture/harness.ts --short --only tool:charge_card --tsx   # some named points, workers through tsx
  */
@@ -19,6 +20,7 @@ import { checkReference, referenceOf, type Reference } from './checks.js'
 import { runWorker, TSX_WORKER, type WorkerCommand } from './child.js'
 import { compileWorker } from './compile.js'
 import type { TraceEntry } from './kill-switch.js'
+import { formatRaceTally, runRaces, type RaceTally } from './races.js'
 import { playScenario, type Scenario, type ScenarioReport } from './scenario.js'
 import { EffectLog } from './side-effects.js'
 
@@ -287,6 +289,7 @@ async function main(): Promise<void> {
       only: { type: 'string' },
       tsx: { type: 'boolean', default: false },
       json: { type: 'string' },
+      races: { type: 'string' },
     },
   })
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed)
@@ -304,8 +307,16 @@ async function main(): Promise<void> {
   console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
   const tally = await runTorture(options)
   console.log(formatTally(tally))
-  if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify(tally, null, 2)}\n`)
-  process.exitCode = tally.failures.length === 0 ? 0 : 1
+  const raceRepeats = values.races === undefined ? (values.short ? 1 : 20) : Number(values.races)
+  let races: RaceTally | undefined
+  if (raceRepeats > 0 && values.only === undefined) {
+    console.log(`\nownership races: every case ${raceRepeats} time(s) on every backend available, ${options.lanes} lanes`)
+    races = await runRaces({ repeats: raceRepeats, lanes: options.lanes, log: (line) => console.log(line) })
+    console.log(formatRaceTally(races))
+  }
+  if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify({ ...tally, races }, null, 2)}\n`)
+  const raceProblems = races ? races.failures.length + races.duplicateExecutions + races.duplicateTerminals + races.doubleOwners + races.zombieWrites : 0
+  process.exitCode = tally.failures.length === 0 && raceProblems === 0 ? 0 : 1
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main()

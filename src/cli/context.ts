@@ -1,13 +1,15 @@
 import { CairnError } from '../core/errors.js'
 import type { CheckpointRecord, CheckpointStore, RunRecord } from '../store/checkpoint-store.js'
 import { CliError } from './cli-error.js'
-import { openStore, type OpenStore } from './open-store.js'
+import { openStore, type OpenOptions, type OpenStore } from './open-store.js'
 import type { Output } from './output.js'
 
 /** What every command gets: the store (opened on first use), lookups with one-line errors, the output. */
 export interface Context {
   out: Output
   storeUrl: string
+  /** The key ring the store is opened with (`CAIRN_KEYS`), if any. */
+  keys: OpenOptions['keys']
   store(options?: { create?: boolean }): Promise<CheckpointStore>
   opened(options?: { create?: boolean }): Promise<OpenStore>
   /** The run, or a one-line error naming it and how to list runs. */
@@ -17,13 +19,14 @@ export interface Context {
   close(): Promise<void>
 }
 
-/** A context on the store at `storeUrl`. */
-export function makeContext(storeUrl: string, out: Output): Context {
+/** A context on the store at `storeUrl`, opened with `trust` (the keys and whether to encrypt). */
+export function makeContext(storeUrl: string, out: Output, trust: Omit<OpenOptions, 'create'> = {}): Context {
   let opening: Promise<OpenStore> | undefined
-  const opened = (options: { create?: boolean } = {}) => (opening ??= openStore(storeUrl, options))
+  const opened = (options: { create?: boolean } = {}) => (opening ??= openStore(storeUrl, { ...trust, ...options }))
   const ctx: Context = {
     out,
     storeUrl,
+    keys: trust.keys,
     opened: (options = {}) => opened(options),
     store: async (options = {}) => (await opened(options)).store,
     async run(runId) {

@@ -4,17 +4,20 @@
  * local inspector. `cairn --help` lists the commands.
  */
 import { Command, Option } from 'commander'
-import { describeFailure } from './cli-error.js'
+import { CairnError } from '../core/errors.js'
+import { KeyRing } from '../store/trust/key-ring.js'
+import { CliError, describeFailure } from './cli-error.js'
 import { makeContext, type Context } from './context.js'
 import { DEFAULT_STORE } from './open-store.js'
 import { makeOutput } from './output.js'
 import { diffCommand, effectsCommand, exportCommand, runsCommand, showCommand, verifyCommand } from './read-commands.js'
-import { forkCommand, importCommand, migrateCommand, pruneCommand, recoverCommand, resumeCommand } from './write-commands.js'
+import { forkCommand, importCommand, migrateCommand, pruneCommand, recoverCommand, rekeyCommand, resumeCommand } from './write-commands.js'
 
 interface GlobalOptions {
   store: string
   json?: boolean
   debug?: boolean
+  encrypt?: boolean
 }
 
 /** Build the command line program. */
@@ -24,6 +27,7 @@ function buildProgram(): Command {
     .addOption(new Option('--store <url>', 'the store: sqlite:PATH, file:DIR or postgres://…?schema=NAME').env('CAIRN_STORE').default(DEFAULT_STORE))
     .option('--json', 'print JSON for scripts instead of tables')
     .option('--debug', 'print the stack of an error')
+    .addOption(new Option('--encrypt', 'encrypt what is written (needs CAIRN_KEYS=id:base64,…, which also signs and verifies records)').env('CAIRN_ENCRYPT'))
     .showHelpAfterError()
   program.command('runs').description('runs, newest first').option('--status <status>', 'only runs in this status').option('--name <text>', 'only runs whose id or name contains this').option('--limit <n>', 'at most this many runs', '20').action(action(runsCommand))
   program.command('show').description("a run's timeline, one line per checkpoint").argument('[run]', 'run id').option('--payload <checkpoint>', "print one checkpoint's full payload").action(action(showCommand))
@@ -36,6 +40,11 @@ function buildProgram(): Command {
   program.command('migrate').description("apply the store's schema migrations and report its versions").action(action(migrateCommand))
   program.command('verify').description('read every checkpoint back and check digests and hash chains').argument('[run]', 'only this run').action(action(verifyCommand))
   program.command('export').description('a run with its checkpoints and effects as one JSON document').argument('<run>', 'run id').action(action(exportCommand))
+  program
+    .command('rekey')
+    .description('re-seal every record under the first key of CAIRN_KEYS (rotation), or sign an unsigned store')
+    .option('--sign-unsigned', 'also sign records written before the store had keys (their digests are checked first); run it while nothing else writes')
+    .action(action(rekeyCommand))
   program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
   program
     .command('inspect')
@@ -59,11 +68,22 @@ function action<A extends unknown[]>(handler: (ctx: Context, ...args: A) => Prom
 
 async function withContext(command: Command, run: (ctx: Context) => Promise<void>): Promise<void> {
   const globals = command.optsWithGlobals<GlobalOptions>()
-  const ctx = makeContext(globals.store, makeOutput({ json: globals.json === true }))
+  const ctx = makeContext(globals.store, makeOutput({ json: globals.json === true }), { ...keysFromEnv(), encrypt: globals.encrypt === true })
   try {
     await run(ctx)
   } finally {
     await ctx.close().catch(() => {})
+  }
+}
+
+/** The key ring in `CAIRN_KEYS`, if set; a malformed one is a one-line error. */
+function keysFromEnv(): { keys?: KeyRing } {
+  try {
+    const keys = KeyRing.fromEnv()
+    return keys === undefined ? {} : { keys }
+  } catch (err) {
+    if (err instanceof CairnError) throw new CliError(`CAIRN_KEYS: ${err.message}`, { cause: err })
+    throw err
   }
 }
 

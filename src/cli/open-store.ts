@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
+import type { KeyRing } from '../store/trust/key-ring.js'
 import { CliError } from './cli-error.js'
 
 /** The store a command works on when neither `--store` nor `CAIRN_STORE` is given. */
@@ -11,6 +12,15 @@ export type StoreLocation =
   | { kind: 'sqlite'; path: string; url: string }
   | { kind: 'file'; directory: string; url: string }
   | { kind: 'postgres'; connectionString: string; schema: string; url: string }
+
+/** How to open a store: create it when missing, and the keys that sign (and encrypt) its records. */
+export interface OpenOptions {
+  create?: boolean
+  /** The key ring (`CAIRN_KEYS`): records are signed with its first key and verified with any. */
+  keys?: KeyRing
+  /** With `keys`: encrypt what is written (`CAIRN_ENCRYPT`, `--encrypt`). */
+  encrypt?: boolean
+}
 
 /** An open store, with what the CLI needs beside the `CheckpointStore` interface. */
 export interface OpenStore {
@@ -43,19 +53,26 @@ export function parseStoreUrl(url: string): StoreLocation {
  * Open the store at `url`. Unless `create` is set, a store that does not exist yet, or that is
  * not Cairn's, is refused (a read never creates tables in someone else's database).
  */
-export async function openStore(url: string, options: { create?: boolean } = {}): Promise<OpenStore> {
+export async function openStore(url: string, options: OpenOptions = {}): Promise<OpenStore> {
   const location = parseStoreUrl(url)
+  if (options.encrypt === true && options.keys === undefined) {
+    throw new CliError('encryption needs keys: set CAIRN_KEYS=id:base64secret (the first key writes), e.g. CAIRN_KEYS="k1:$(openssl rand -base64 32)"')
+  }
+  const trust = options.keys === undefined ? {} : { keys: options.keys, encrypt: options.encrypt === true }
   switch (location.kind) {
     case 'sqlite':
-      return openSqlite(location, options.create === true)
+      return openSqlite(location, options.create === true, trust)
     case 'file':
-      return openFile(location, options.create === true)
+      return openFile(location, options.create === true, trust)
     case 'postgres':
-      return openPostgres(location, options.create === true)
+      return openPostgres(location, options.create === true, trust)
   }
 }
 
-async function openSqlite(location: Extract<StoreLocation, { kind: 'sqlite' }>, create: boolean): Promise<OpenStore> {
+/** The store options that carry the keys. */
+type Trust = { keys?: KeyRing; encrypt?: boolean }
+
+async function openSqlite(location: Extract<StoreLocation, { kind: 'sqlite' }>, create: boolean, trust: Trust): Promise<OpenStore> {
   const { default: Database } = await import('better-sqlite3')
   const versions = (): number[] => {
     if (!existsSync(location.path)) return []
@@ -75,21 +92,21 @@ async function openSqlite(location: Extract<StoreLocation, { kind: 'sqlite' }>, 
   const before = versions()
   if (before.length === 0 && !create) throw missing(location.url)
   const { SqliteStore } = await import('../sqlite.js')
-  return { store: new SqliteStore({ path: location.path }), location, migrations: { before, after: () => Promise.resolve(versions()) } }
+  return { store: new SqliteStore({ path: location.path, ...trust }), location, migrations: { before, after: () => Promise.resolve(versions()) } }
 }
 
-async function openFile(location: Extract<StoreLocation, { kind: 'file' }>, create: boolean): Promise<OpenStore> {
+async function openFile(location: Extract<StoreLocation, { kind: 'file' }>, create: boolean, trust: Trust): Promise<OpenStore> {
   const isStore = existsSync(resolve(location.directory, 'runs'))
   if (!isStore) {
     if (existsSync(location.directory) && (!statSync(location.directory).isDirectory() || readdirSync(location.directory).length > 0)) throw notCairn(location.url)
     if (!create) throw missing(location.url)
   }
   const { FileStore } = await import('../store/backends/file/file-store.js')
-  const store = new FileStore({ directory: location.directory })
+  const store = new FileStore({ directory: location.directory, ...trust })
   return { store, location, migrations: { before: isStore ? [1] : [], after: () => Promise.resolve([1]) } }
 }
 
-async function openPostgres(location: Extract<StoreLocation, { kind: 'postgres' }>, create: boolean): Promise<OpenStore> {
+async function openPostgres(location: Extract<StoreLocation, { kind: 'postgres' }>, create: boolean, trust: Trust): Promise<OpenStore> {
   const { default: pg } = await import('pg')
   const postgres = await import('../postgres.js')
   const { PostgresStore } = postgres
@@ -123,7 +140,7 @@ async function openPostgres(location: Extract<StoreLocation, { kind: 'postgres' 
     await pool.end().catch(() => {})
     throw missing(location.url)
   }
-  const store = new PostgresStore({ pool, schema: location.schema })
+  const store = new PostgresStore({ pool, schema: location.schema, ...trust })
   const close = store.close.bind(store)
   store.close = async () => {
     await close()

@@ -7,7 +7,8 @@ import { importRun } from '../store/portable-run.js'
 import { forkRun } from '../runner/fork-run.js'
 import { Runner } from '../runner/runner.js'
 import type { RunResult } from '../runner/run-result.js'
-import type { RunRecord } from '../store/checkpoint-store.js'
+import type { CheckpointStore, RunRecord } from '../store/checkpoint-store.js'
+import type { RekeyOptions, RekeyResult } from '../store/trust/rekey.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { positiveInt } from './read-commands.js'
@@ -82,6 +83,22 @@ export async function migrateCommand(ctx: Context): Promise<void> {
     ctx.out.line(`${opened.location.url}: schema version ${after.at(-1) ?? 0}`)
     ctx.out.line(applied.length > 0 ? `applied migrations ${applied.join(', ')}` : 'already up to date')
   })
+}
+
+/** `cairn rekey [--sign-unsigned]`: re-seal every record under the first key of `CAIRN_KEYS`. */
+export async function rekeyCommand(ctx: Context, options: { signUnsigned?: boolean }): Promise<void> {
+  const store = (await ctx.store()) as CheckpointStore & { rekey?: (options: RekeyOptions) => Promise<RekeyResult> }
+  if (typeof store.rekey !== 'function') throw new CliError(`${ctx.storeUrl} cannot be rekeyed: its store has no rekey()`)
+  if (!ctx.keys) throw new CliError('rekey needs keys: set CAIRN_KEYS=newId:base64,oldId:base64 (the first key writes; every key listed is accepted to read)')
+  const progress = ctx.out.progress('rekey')
+  const result = await store.rekey({
+    ...(options.signUnsigned === true ? { signUnsigned: true } : {}),
+    onProgress: (p) => progress.update(p.runsDone, p.runsTotal),
+  })
+  progress.stop()
+  ctx.out.result({ keyId: ctx.keys.writeKeyId, ...result }, () =>
+    ctx.out.line(`rekeyed ${result.runs} runs under key ${ctx.keys!.writeKeyId}: ${result.checkpoints} checkpoints, ${result.items} list items and ${result.effects} effects rewritten`),
+  )
 }
 
 /** `cairn import < run.json` (or `--file run.json`). */

@@ -1,4 +1,5 @@
 import type { JsonObject } from '../core/codec.js'
+import { CairnError } from '../core/errors.js'
 import type { RunRecord, RunStatus, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
@@ -10,9 +11,10 @@ export interface RunSummary {
   /** Model-loop steps (runner runs) or super steps (workflows) reached. */
   steps: number
   checkpoints: number
-  toolCalls: number
-  /** Input plus output tokens of every model call (runner runs). */
-  tokens: number
+  /** Null when the contents cannot be read: a signed store opened without its keys. */
+  toolCalls: number | null
+  /** Input plus output tokens of every model call (runner runs); null as `toolCalls`. */
+  tokens: number | null
   startedAt: number
   updatedAt: number
   /** The process (`pid@host`) or worker that last owned the run, when recorded. */
@@ -22,7 +24,9 @@ export interface RunSummary {
 }
 
 /**
- * Count a run's checkpoints and read its newest runtime snapshot (one load) to summarize it.
+ * Count a run's checkpoints and read its newest runtime snapshot (one load) to summarize it. On a
+ * signed store opened without its keys, ids, counts and times are listed and the contents
+ * (tool calls, tokens) are null.
  */
 export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<RunSummary> {
   let checkpoints = 0
@@ -40,15 +44,10 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
     if (page.length < 500) break
     before = page[page.length - 1]?.id
   }
-  let toolCalls = 0
-  let tokens = 0
-  if (newestSnapshot !== undefined) {
-    const runtime = ((await store.load<Record<string, unknown>>(newestSnapshot)).payload.runtime ?? undefined) as RuntimeSnapshot | undefined
-    toolCalls = runtime?.tool_calls ?? 0
-    tokens = (runtime?.usage.inputTokens ?? 0) + (runtime?.usage.outputTokens ?? 0)
-  } else {
-    toolCalls = (await store.listEffects(run.runId)).length
-  }
+  const { toolCalls, tokens } = await contentCounts(store, run.runId, newestSnapshot).catch((err: unknown) => {
+    if (err instanceof CairnError && err.code === 'checkpoint_integrity') return { toolCalls: null, tokens: null }
+    throw err
+  })
   const forked = run.metadata.forkedFrom as JsonObject | undefined
   return {
     runId: run.runId,
@@ -63,6 +62,13 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
     owner: ownerOf(run.metadata),
     forkedFrom: forked && typeof forked.runId === 'string' ? forked.runId : null,
   }
+}
+
+/** Tool calls and tokens, from the newest runtime snapshot (or the effect journal). */
+async function contentCounts(store: StoreReader, runId: string, newestSnapshot: string | undefined): Promise<{ toolCalls: number; tokens: number }> {
+  if (newestSnapshot === undefined) return { toolCalls: (await store.listEffects(runId)).length, tokens: 0 }
+  const runtime = ((await store.load<Record<string, unknown>>(newestSnapshot)).payload.runtime ?? undefined) as RuntimeSnapshot | undefined
+  return { toolCalls: runtime?.tool_calls ?? 0, tokens: (runtime?.usage.inputTokens ?? 0) + (runtime?.usage.outputTokens ?? 0) }
 }
 
 function ownerOf(metadata: JsonObject): string {

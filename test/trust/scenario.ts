@@ -66,8 +66,9 @@ export function scriptedAgent(world: World, hooks: { onNote?: () => Promise<void
 export async function crashedRun(store: CheckpointStore, runId: string): Promise<World> {
   const world = new World()
   const { agent } = scriptedAgent(world, { onNote: () => new Promise<never>(() => {}) })
-  // The "dead" process's lease renewals never answer: its short lease lapses and a resume takes over.
-  void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
+  // Once the note hangs, the "dead" process's lease renewals never answer: its lease lapses and a
+  // resume takes over. (Until then they answer, so a slow machine does not lose the lease early.)
+  void new Runner({ store: frozenLeases(store, () => world.count('note:') > 0), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
   await waitUntil(() => world.count('note:') === 1)
   if (store.leases) await leaseLapsed(store, runId)
   return world
@@ -83,25 +84,30 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
 }
 
 // A process that froze or died, for a rotation child too (which cannot load the runner tests' helpers).
-/** The lease of a runner made to "die" in a test: short, so the test's resume does not wait long. */
-export const CRASH_LEASE_MS = 150
+/**
+ * The lease of a runner made to "die" in a test: short, so the test's resume does not wait long,
+ * and long enough for a renewal on a loaded machine before the runner reaches its hang.
+ */
+export const CRASH_LEASE_MS = 1000
 
 /**
  * The store as a process that froze or died sees it: its lease renewals (and release) never
- * answer, so a runner using it loses the run once `leaseMs` passes and another may take it over.
+ * answer — from the moment `frozen()` holds, if given — so a runner using it loses the run once
+ * `leaseMs` passes and another may take it over.
  */
-export function frozenLeases(store: CheckpointStore): CheckpointStore {
+export function frozenLeases(store: CheckpointStore, frozen: () => boolean = () => true): CheckpointStore {
   const leases = store.leases
-  const frozen = leases && new Proxy(leases, {
+  const hanging = () => new Promise<never>(() => {})
+  const proxied = leases && new Proxy(leases, {
     get(target, property) {
-      if (property === 'heartbeat' || property === 'release') return () => new Promise<never>(() => {})
+      if ((property === 'heartbeat' || property === 'release') && frozen()) return hanging
       const value = Reflect.get(target, property) as unknown
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
     },
   })
   return new Proxy(store, {
     get(target, property) {
-      if (property === 'leases') return frozen
+      if (property === 'leases') return proxied
       const value = Reflect.get(target, property) as unknown
       return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
     },

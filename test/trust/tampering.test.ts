@@ -92,6 +92,17 @@ for (const [name, open] of BACKENDS) {
       await expectRefused(backend, 'replayed', world)
     })
 
+    // Not detected yet: the run row (its last seq) is not signed, so a store whose newest
+    // checkpoint was deleted resumes from the one before it. `it.fails` keeps the case in view:
+    // once run rows are signed it passes, and this marker must go.
+    it.fails('the newest checkpoint deleted is a CheckpointIntegrityError', async () => {
+      const backend = await open()
+      const world = await crashed(backend, 'truncated')
+      const newest = (await backend.checkpoints('truncated')).at(-1)!
+      await backend.deleteCheckpoint('truncated', newest.id)
+      await expectRefused(backend, 'truncated', world)
+    })
+
     it('a checkpoint signed with a key the store does not hold names the key', async () => {
       const backend = await open()
       const world = await crashed(backend, 'other-key')

@@ -252,3 +252,24 @@ describe('Worker', () => {
     expect((await store.getEffect('r1', 'call-1'))?.status).not.toBe('succeeded')
   })
 })
+
+describe('Worker on a signed and encrypted store', () => {
+  it('runs enqueued runs on a SqliteStore with keys: records are signed and encrypted, and unreadable without the key', async () => {
+    const dir = await effectsDir()
+    const keys = [{ id: 'worker-key', secret: Buffer.alloc(32, 7).toString('base64') }]
+    const path = join(dir, 'signed.db')
+    const store = new SqliteStore({ path, keys, encrypt: true })
+    cleanups.push(() => store.close())
+    const client = new CairnClient({ store })
+    await startWorker({ store, agents: { job: () => jobAgent({ effectsDir: dir, cycles: 2 }) }, id: 'keyed' })
+    await client.enqueue('job', { input: 'go', runId: 'signed-run' })
+    const outcome = await client.result('signed-run', { timeoutMs: 10_000 })
+    expect(outcome.result?.result?.toString()).toBe('applied 2 effects')
+    expect((await store.listEffects('signed-run')).map((e) => e.status)).toEqual(['succeeded', 'succeeded'])
+    // The final answer is nowhere in the clear; a handle without the key is refused.
+    for (const file of [path, `${path}-wal`]) expect((await readFile(file).catch(() => Buffer.alloc(0))).includes('applied 2 effects'), file).toBe(false)
+    const plain = new SqliteStore({ path })
+    cleanups.push(() => plain.close())
+    await expect(plain.getLatest({ runId: 'signed-run' })).rejects.toMatchObject({ code: 'checkpoint_integrity' })
+  })
+})

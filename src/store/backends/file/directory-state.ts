@@ -5,6 +5,7 @@ import type { LeaseTable } from '../../leases/lease-table.js'
 import { ensureDirectory, listDirectory } from './driver.js'
 import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
 import { readRunFile } from './file-rows.js'
+import { lockDirectory, type ProcessLock } from './process-lock.js'
 
 /** What the store knows of one run, loaded from disk once and kept up to date by its writes. */
 export interface RunState {
@@ -44,6 +45,7 @@ export class DirectoryState {
   /** Writes of `leases.json`, in order. */
   leaseWrites: Promise<void> = Promise.resolve()
   readonly #locks = new Map<string, Promise<unknown>>()
+  #processLock: Promise<ProcessLock> | undefined
   readonly #runs = new Map<string, Promise<RunState>>()
   #ready: Promise<void> | undefined
   #index: Promise<Map<string, IndexEntry>> | undefined
@@ -59,6 +61,37 @@ export class DirectoryState {
       throw err
     })
     return this.#ready
+  }
+
+  /**
+   * Hold the directory's leases for this process (see `lockDirectory`); `onLocked` runs once,
+   * when the lock is first taken. Throws `RunBusyError` while another live process holds it.
+   * What was read before is forgotten: the process that held the lock may have written since.
+   */
+  async lockLeases(runId: string | undefined, onLocked: () => void): Promise<void> {
+    await this.ready()
+    this.#processLock ??= lockDirectory(this.layout.root, runId).then(
+      (lock) => {
+        this.#runs.clear()
+        this.lists.clear()
+        this.#index = undefined
+        onLocked()
+        return lock
+      },
+      (err: unknown) => {
+        this.#processLock = undefined
+        throw err
+      },
+    )
+    await this.#processLock
+  }
+
+  /** Let another process take leases in the directory (the last engine closed). */
+  async unlockLeases(): Promise<void> {
+    const lock = this.#processLock
+    this.#processLock = undefined
+    const held = await lock?.catch(() => undefined)
+    await held?.release()
   }
 
   /** Run `fn` after every earlier write to `runId` has settled. */

@@ -313,6 +313,7 @@ export class FileEngine implements StorageEngine {
     this.#closed = true
     await this.#dir.idle()
     releaseDirectory(this.#dir)
+    if (this.#dir.refs === 0) await this.#dir.unlockLeases()
   }
 
   async #begin(): Promise<void> {

@@ -23,9 +23,11 @@ export interface FileRunAccess {
 
 /**
  * The lease protocol of a file store, for several workers inside one process (a file store is
- * single-process). The lease state of every enqueued run lives in one `leases.json` at the
- * store's root, rewritten atomically after each change and shared in memory by every engine the
- * process opens on the directory. A claim skips runs with a write in progress (as `SKIP LOCKED`
+ * single-process: the first change to a lease takes the directory's `process.lock`, and a second
+ * process is refused with `RunBusyError` until the first closes the store or dies). The lease
+ * state of every enqueued run lives in one `leases.json` at the store's root, rewritten
+ * atomically after each change and shared in memory by every engine the process opens on the
+ * directory. A claim skips runs with a write in progress (as `SKIP LOCKED`
  * does), so a write checked against the old epoch always lands before the new owner starts.
  */
 export class FileLeases implements LeaseEngine {
@@ -47,7 +49,7 @@ export class FileLeases implements LeaseEngine {
   }
 
   async enqueue(row: RunRow, job: { queue: string; priority: number }): Promise<boolean> {
-    const table = await this.table()
+    const table = await this.#writable(row.runId)
     return this.#runs.write(row.runId, async (state) => {
       if (state.error) throw state.error
       if (state.row) return false
@@ -62,7 +64,7 @@ export class FileLeases implements LeaseEngine {
   }
 
   async claim(request: Parameters<LeaseEngine['claim']>[0]): Promise<ClaimedRun[]> {
-    const table = await this.table()
+    const table = await this.#writable(undefined)
     const states = new Map<string, RunState>()
     for (const [runId] of table.entries()) {
       const state = await this.#dir.runState(runId).catch(() => undefined)
@@ -75,7 +77,7 @@ export class FileLeases implements LeaseEngine {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
-    const table = await this.table()
+    const table = await this.#writable(request.runId)
     return this.#runs.write(request.runId, async (state): Promise<AcquireOutcome> => {
       if (state.error) throw state.error
       let created = false
@@ -94,14 +96,14 @@ export class FileLeases implements LeaseEngine {
   }
 
   async heartbeat(request: Parameters<LeaseEngine['heartbeat']>[0]) {
-    const table = await this.table()
+    const table = await this.#writable(request.runs[0]?.runId)
     const held = table.heartbeat(request)
     if (held.length > 0) await this.#persist(table)
     return held
   }
 
   async release({ fence, patch, failed = false }: Parameters<LeaseEngine['release']>[0]): Promise<boolean> {
-    const table = await this.table()
+    const table = await this.#writable(fence.runId)
     return this.#runs.write(fence.runId, async (state) => {
       if (state.error) throw state.error
       if (!state.row || !table.check(fence).held) return false
@@ -117,7 +119,7 @@ export class FileLeases implements LeaseEngine {
   }
 
   async cancel(runId: string): Promise<CancelOutcome | undefined> {
-    const table = await this.table()
+    const table = await this.#writable(runId)
     return this.#runs.write(runId, async (state) => {
       if (state.error) throw state.error
       if (!state.row) return undefined
@@ -133,7 +135,7 @@ export class FileLeases implements LeaseEngine {
   }
 
   async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
-    const table = await this.table()
+    const table = await this.#writable(runId)
     const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
       if (state.error) throw state.error
       if (!state.row) return undefined
@@ -159,17 +161,26 @@ export class FileLeases implements LeaseEngine {
   }
 
   async subscribe(onWake: () => void): Promise<LeaseSubscription> {
-    const unsubscribe = (await this.table()).subscribe(onWake)
+    const unsubscribe = (await this.#writable(undefined)).subscribe(onWake)
     return { close: async () => void unsubscribe() }
   }
 
   /** Drop a deleted run's entry. */
   async forget(runId: string): Promise<void> {
     if (this.#dir.leases === undefined) return
-    const table = await this.table()
+    const table = await this.#writable(runId)
     if (table.get(runId) === undefined) return
     table.delete(runId)
     await this.#persist(table)
+  }
+
+  /**
+   * The table, for a change: first make this process the only one taking leases in the directory
+   * (the table lives in its memory), and read the table afresh when the lock was just taken.
+   */
+  async #writable(runId: string | undefined): Promise<LeaseTable> {
+    await this.#dir.lockLeases(runId, () => (this.#dir.leases = undefined))
+    return this.table()
   }
 
   async #load(): Promise<LeaseTable> {
