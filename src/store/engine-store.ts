@@ -34,7 +34,7 @@ import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
 import { decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
-import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
+import { assertCheckpointInput, assertId, assertRunPatch, assertWellFormed } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { rekeyRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
@@ -523,6 +523,7 @@ function assertFence(fence: Fence): void {
 function startIds(starts: readonly string[]): string[] {
   for (const callId of starts) {
     if (typeof callId !== 'string' || callId === '') throw new CheckpointError('invalid_argument', `an effect start needs a call id, got ${JSON.stringify(callId)}`)
+    assertWellFormed(callId, 'effect callId')
   }
   return [...starts]
 }

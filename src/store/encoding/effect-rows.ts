@@ -3,7 +3,7 @@ import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
-import { assertId } from './validate.js'
+import { assertId, assertWellFormed } from './validate.js'
 
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */
 export function intentRow(intent: EffectIntent, runId: string): EffectRow {
@@ -13,6 +13,7 @@ export function intentRow(intent: EffectIntent, runId: string): EffectRow {
     if (typeof intent[key] !== 'string' || intent[key] === '') {
       throw new CheckpointError('invalid_argument', `effect intent needs a non-empty string ${key}`, { runId })
     }
+    assertWellFormed(intent[key], `effect ${key}`, runId)
   }
   return {
     runId,
@@ -36,6 +37,7 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
   if (completion.status !== 'succeeded' && completion.status !== 'failed') {
     throw new CheckpointError('invalid_argument', `effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
   }
+  assertWellFormed(completion.callId, 'effect callId', runId)
   return {
     runId,
     callId: completion.callId,
