@@ -3,6 +3,7 @@ import { checkpointCases } from './cases-checkpoints.js'
 import { corruptionCases } from './cases-corruption.js'
 import { journalCases } from './cases-journal.js'
 import { processCases } from './cases-processes.js'
+import { rollbackCases } from './cases-rollback.js'
 import { stringCases } from './cases-strings.js'
 import type { StoreFactory } from './store-factory.js'
 import { useSuiteContext } from './suite-context.js'
@@ -28,5 +29,6 @@ export function registerStoreConformance(factory: StoreFactory): void {
     processCases(ctx)
     corruptionCases(ctx)
     stringCases(ctx)
+    rollbackCases(ctx)
   })
 }

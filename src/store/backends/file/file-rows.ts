@@ -29,22 +29,22 @@ export async function readRunFile(layout: FileLayout, runId: string): Promise<Ru
 export type CheckpointRead =
   | { state: 'missing' }
   | { state: 'ok'; row: CheckpointRow }
-  | { state: 'corrupt'; row: CheckpointRow; reason: string }
+  | { state: 'corrupt'; row: CheckpointRow; /** Why, as a predicate of "its file": `is not valid JSON (…)`. */ reason: string }
 
 export async function readCheckpointFile(layout: FileLayout, runId: string, file: CheckpointFile): Promise<CheckpointRead> {
   const json = await readJsonFile(join(layout.checkpointsDir(runId), file.name))
   if (json.state === 'missing') return { state: 'missing' }
   // The ids come from the file name and the directory, so even an unreadable file can be named.
   const ids = { id: file.id, runId, seq: file.seq }
-  if (json.state === 'invalid') return { state: 'corrupt', row: ids as CheckpointRow, reason: json.reason }
+  if (json.state === 'invalid') return { state: 'corrupt', row: ids as CheckpointRow, reason: `is ${json.reason}` }
   const value = json.value
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { state: 'corrupt', row: ids as CheckpointRow, reason: 'not a JSON object' }
+    return { state: 'corrupt', row: ids as CheckpointRow, reason: 'is not a JSON object' }
   }
   const row = value as CheckpointRow
   if (row.id !== file.id || row.runId !== runId || row.seq !== file.seq) {
     // Overriding the ids breaks the digest, so EngineStore reports the row as corrupt.
-    return { state: 'corrupt', row: { ...row, ...ids }, reason: 'its id, run id or seq differ from its file name' }
+    return { state: 'corrupt', row: { ...row, ...ids }, reason: 'holds an id, run id or seq other than its file name and directory give' }
   }
   return { state: 'ok', row }
 }
