@@ -282,9 +282,12 @@ export class EngineStore implements CheckpointStore {
     if (query.runId !== undefined) assertId(query.runId, 'runId')
     if (query.before !== undefined) assertId(query.before, 'before')
     const { verify = true, ...engineQuery } = query
+    // A run's history read from its newest end must reach the seq the run row records.
+    const run = verify && query.runId !== undefined && query.before === undefined && query.workflowName === undefined ? await this.#call(query.runId, 'read run', () => this.#engine.getRun(query.runId!)) : undefined
     const headers = await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))
     if (!verify) return headers.map(decodeHeader)
     return this.#trusted(async () => {
+      if (run && checkLatestAgainstRun(run, headers[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
       const rows = await this.#call(query.runId, 'read listed checkpoints', () => readFound(this.#engine, headers))
       // A row deleted between the two reads is gone, not hidden; every other one is checked.
       return rows.map((row) => {

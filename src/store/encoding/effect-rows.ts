@@ -1,6 +1,6 @@
-import { decodeValue, encodeValue, parseJson } from '../../core/codec.js'
-import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { hashValue } from '../../core/hash.js'
+import { decodeValue, encodeValue, parseJson, type JsonValue } from '../../core/codec.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
+import { hashEncoded, hashValue } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId, assertWellFormed } from './validate.js'
@@ -48,6 +48,12 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
   }
 }
 
+/**
+ * An effect row as callers see it, checked: its fields have their types, its status agrees with
+ * whether it holds an outcome, and its output matches the hash written with it. Anything else is
+ * a {@link CheckpointCorruptionError} naming the run and the call: a journaled outcome is handed
+ * to the model as the tool's result on a resume, so an altered one must never be used.
+ */
 export function decodeEffectRow(row: EffectRow): EffectRecord {
   if (typeof row.inputHash === 'string' && row.inputHash.includes('|s1.')) {
     throw new CheckpointIntegrityError(
@@ -55,6 +61,37 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
       { runId: row.runId },
     )
   }
-  const context = { runId: row.runId, what: `output of effect ${row.callId}` }
-  return { ...row, output: row.output === null ? undefined : decodeValue(parseJson(row.output, context), context) }
+  const problem = shapeProblem(row)
+  if (problem !== undefined) throw effectCorrupt(row, problem)
+  if (row.output === null) return { ...row, output: undefined }
+  const context = { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
+  try {
+    const parsed = parseJson(row.output, context) as JsonValue
+    if (hashEncoded(parsed) !== row.outputHash) throw effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+    return { ...row, output: decodeValue(parsed, context) }
+  } catch (err) {
+    if (err instanceof CairnError) throw err
+    // A record no well-formed write produces (nested past the stack, …) is damage too.
+    throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
+  }
+}
+
+const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
+
+function shapeProblem(row: EffectRow): string | undefined {
+  for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey'] as const) {
+    if (typeof row[key] !== 'string' || row[key] === '') return `has no ${key}`
+  }
+  if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
+  if (!Number.isSafeInteger(row.attempts) || row.attempts < 1) return `has a malformed attempt count (${String(row.attempts)})`
+  const done = row.status === 'succeeded' || row.status === 'failed'
+  if (!done && (row.output !== null || row.outputHash !== null)) {
+    return `is marked ${row.status} but holds an outcome: its status was rolled back (a resume would run the call again)`
+  }
+  if (done && (typeof row.output !== 'string' || typeof row.outputHash !== 'string')) return `is marked ${row.status} but holds no output or no output hash`
+  return undefined
+}
+
+function effectCorrupt(row: EffectRow, problem: string, cause?: unknown): CheckpointCorruptionError {
+  return new CheckpointCorruptionError(`effect ${String(row.callId)} of run ${String(row.runId)} ${problem}`, { runId: typeof row.runId === 'string' ? row.runId : undefined, cause })
 }

@@ -1,5 +1,5 @@
 import { CheckpointCorruptionError } from '../../core/errors.js'
-import type { CheckpointRow, RunRow } from '../engine/rows.js'
+import type { CheckpointHeaderRow, RunRow } from '../engine/rows.js'
 
 /**
  * Whether a run's newest checkpoint found is the one its row says it reached. A run row keeps
@@ -11,7 +11,7 @@ import type { CheckpointRow, RunRow } from '../engine/rows.js'
  * Returns `'ahead'` when the checkpoint is newer than the row (a commit landing between the two
  * reads, or a row edited back); the caller reads the row again before deciding.
  */
-export function checkLatestAgainstRun(run: RunRow | undefined, latest: CheckpointRow | undefined, runId: string): 'ok' | 'ahead' {
+export function checkLatestAgainstRun(run: RunRow | undefined, latest: Pick<CheckpointHeaderRow, 'id' | 'seq'> | undefined, runId: string): 'ok' | 'ahead' {
   const lastSeq = run?.lastSeq ?? 0
   const seq = latest?.seq ?? 0
   if (typeof seq !== 'number' || typeof lastSeq !== 'number' || !Number.isSafeInteger(lastSeq) || lastSeq < 0) {
@@ -27,7 +27,7 @@ export function checkLatestAgainstRun(run: RunRow | undefined, latest: Checkpoin
 }
 
 /** The error of a checkpoint newer than its run row, still so after reading the row again. */
-export function aheadOfRun(run: RunRow | undefined, latest: CheckpointRow, runId: string): CheckpointCorruptionError {
+export function aheadOfRun(run: RunRow | undefined, latest: Pick<CheckpointHeaderRow, 'id' | 'seq'>, runId: string): CheckpointCorruptionError {
   return new CheckpointCorruptionError(
     `run ${runId}: its newest checkpoint ${latest.id} is at seq ${latest.seq}, beyond the seq ${String(run?.lastSeq ?? 0)} its row records: the run row was edited or restored from an older backup`,
     { runId, checkpointId: latest.id },

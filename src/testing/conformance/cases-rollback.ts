@@ -25,6 +25,7 @@ export function rollbackCases(ctx: SuiteContext): void {
         expect(error).toMatchObject({ runId: 'rb' })
         expect((error as Error).message).toMatch(/seq 2\b.*seq 4\b/)
       }
+      await expect(store.listCheckpoints({ runId: 'rb' })).rejects.toMatchObject({ runId: 'rb' })
       // The older checkpoints stay readable, and a fork goes on from one of them.
       expect((await store.load(ids[1]!)).payload).toEqual({ n: 2 })
       const forked = await store.fork({ checkpointId: ids[1]!, runId: 'rb-fork' })
