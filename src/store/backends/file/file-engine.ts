@@ -11,7 +11,7 @@ import { firstNotPending } from '../../engine/effect-starts.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
-import { ensureDirectory, syncDirectory, writeFileAtomic } from './driver.js'
+import { ensureDirectory, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'
@@ -52,7 +52,8 @@ export class FileEngine implements StorageEngine {
   readonly leases: FileLeases
 
   constructor(options: FileEngineOptions) {
-    this.#dir = acquireDirectory(resolve(options.directory))
+    // Resolved once: every path below it must then be itself (see `assertRealDirectory`).
+    this.#dir = acquireDirectory(resolveRoot(resolve(options.directory)))
     this.#layout = this.#dir.layout
     this.#lists = new FileLists(this.#dir)
     this.#effects = new FileEffects(this.#dir)
