@@ -1,6 +1,6 @@
 import { decodeValue, encodeValue, parseJson, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { hashEncoded, hashValue } from '../../core/hash.js'
+import { hashEncoded, hashValue, sha256 } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId, assertWellFormed } from './validate.js'
@@ -19,7 +19,7 @@ export function intentRow(intent: EffectIntent, runId: string): EffectRow {
     runId,
     callId: intent.callId,
     name: intent.name,
-    inputHash: intent.inputHash,
+    inputHash: withDigest(intent.inputHash, intentDigest(runId, intent.callId, intent.name, intent.inputHash, intent.idempotencyKey)),
     idempotencyKey: intent.idempotencyKey,
     status: 'pending',
     output: null,
@@ -38,12 +38,13 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     throw new CheckpointError('invalid_argument', `effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
   }
   assertWellFormed(completion.callId, 'effect callId', runId)
+  const outputHash = hashValue(completion.output)
   return {
     runId,
     callId: completion.callId,
     status: completion.status,
     output: JSON.stringify(encodeValue(completion.output, 'effect output')),
-    outputHash: hashValue(completion.output),
+    outputHash: withDigest(outputHash, outcomeDigest(runId, completion.callId, completion.status, outputHash)),
     completedAt: Date.now(),
   }
 }
@@ -63,12 +64,25 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
   }
   const problem = shapeProblem(row)
   if (problem !== undefined) throw effectCorrupt(row, problem)
-  if (row.output === null) return { ...row, output: undefined }
+  const [inputHash, intent] = splitDigest(row.inputHash)
+  if (intent !== undefined && intent !== intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey)) {
+    throw effectCorrupt(row, 'has a name, input hash or idempotency key other than its intent recorded: the record was edited after it was written')
+  }
+  const [outputHash, outcome] = row.outputHash === null ? [null, undefined] : splitDigest(row.outputHash)
+  if (outcome !== undefined && outcome !== outcomeDigest(row.runId, row.callId, row.status, outputHash)) {
+    throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
+  }
+  const plain = { ...row, inputHash, outputHash }
+  return { ...plain, output: plain.output === null ? undefined : decodeOutput(plain, plain.output) }
+}
+
+/** The output of a finished effect, checked against its hash. */
+function decodeOutput(row: EffectRow, output: string): unknown {
   const context = { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
   try {
-    const parsed = parseJson(row.output, context) as JsonValue
+    const parsed = parseJson(output, context) as JsonValue
     if (hashEncoded(parsed) !== row.outputHash) throw effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
-    return { ...row, output: decodeValue(parsed, context) }
+    return decodeValue(parsed, context)
   } catch (err) {
     if (err instanceof CairnError) throw err
     // A record no well-formed write produces (nested past the stack, …) is damage too.
@@ -77,6 +91,31 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
 }
 
 const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
+
+/**
+ * A digest rides after the value it protects (`<value>|d1.<sha256>`), so the row keeps its
+ * columns: over an intent's run, call, name, input hash and idempotency key (stored with the
+ * input hash), and over an outcome's run, call, status and output hash (stored with the output
+ * hash). Rows written before digests have none and are read as they are.
+ */
+const DIGEST = '|d1.'
+
+function withDigest(value: string, digest: string): string {
+  return `${value}${DIGEST}${digest}`
+}
+
+function splitDigest(value: string): [string, string | undefined] {
+  const at = value.lastIndexOf(DIGEST)
+  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + DIGEST.length)]
+}
+
+function intentDigest(runId: string, callId: string, name: string, inputHash: string, idempotencyKey: string): string {
+  return sha256(JSON.stringify(['effect-intent', runId, callId, name, inputHash, idempotencyKey]))
+}
+
+function outcomeDigest(runId: string, callId: string, status: string, outputHash: string): string {
+  return sha256(JSON.stringify(['effect-outcome', runId, callId, status, outputHash]))
+}
 
 function shapeProblem(row: EffectRow): string | undefined {
   for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey'] as const) {
