@@ -28,6 +28,7 @@ const integration = [
   'test/runner/runs.test.ts',
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',
+  'test/store/**/*.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',
   'test/worker/migrations.test.ts',

@@ -90,7 +90,7 @@ describe('FileStore', () => {
     await store.updateRun('run-1', { name: 'n', runId: 'other', lastSeq: 0 } as never)
     expect(await store.getRun('run-1')).toMatchObject({ runId: 'run-1', name: 'n', lastSeq: 4 })
     expect(await store.delete(ids[3] ?? '')).toBe(true)
-    expect((await store.getLatest({ runId: 'run-1' }))?.id).toBe(ids[2])
+    await expectCorruption(store.getLatest({ runId: 'run-1' }), { runId: 'run-1', checkpointId: ids[2] ?? '' })
     expect((await store.getRun('run-1'))?.lastSeq).toBe(4)
     expect(await store.deleteRun('run-1')).toBe(true)
     expect(await store.deleteRun('run-1')).toBe(false)
@@ -212,23 +212,26 @@ describe('FileStore', () => {
     expect(await readdir(base)).toEqual([])
   })
 
-  it('skips a corrupt checkpoint when listing and reports it from load, getLatest and the next save', async () => {
+  it('a listing never skips a corrupt checkpoint: it is reported from listing, load, getLatest and the next save', async () => {
     const directory = await tempDir()
     const store = open(directory)
     const ids: string[] = []
     for (let i = 1; i <= 4; i++) ids.push(await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(i) } }))
     await store.close()
-    const [, second = '', third = '', fourth = ''] = ids
+    const [first = '', second = '', third = '', fourth = ''] = ids
     await writeFile(await checkpointPath(directory, 'r', fourth), '{"id": "torn')
     await writeFile(await checkpointPath(directory, 'r', third), '[1, 2]')
     const edited = JSON.parse(await readFile(await checkpointPath(directory, 'r', second), 'utf8')) as CheckpointRow
     await writeFile(await checkpointPath(directory, 'r', second), JSON.stringify({ ...edited, phase: 'edited' }))
 
-    const warnings: string[] = []
-    const reopened = open(directory, { onWarning: (message) => warnings.push(message) })
-    expect((await reopened.listCheckpoints({ runId: 'r' })).map((cp) => cp.id)).toEqual([second, ids[0]])
-    expect((await reopened.listCheckpoints()).map((cp) => cp.id)).toEqual([second, ids[0]])
-    expect(warnings.join('\n')).toContain(fourth)
+    const reopened = open(directory)
+    await expectCorruption(reopened.listCheckpoints({ runId: 'r' }), { runId: 'r', checkpointId: fourth })
+    await expectCorruption(reopened.listCheckpoints({ runId: 'r', workflowName: 'wf' }), { runId: 'r', checkpointId: fourth })
+    await expectCorruption(reopened.listCheckpoints(), { runId: 'r', checkpointId: fourth })
+    await expectCorruption(reopened.listCheckpoints({ runId: 'r', before: third }), { runId: 'r', checkpointId: second })
+    expect((await reopened.listCheckpoints({ runId: 'r', before: second })).map((cp) => cp.id)).toEqual([first])
+    // Unchecked headers (for a tool that checks each record itself) still never skip one: a malformed header is refused.
+    expect((await reopened.listCheckpoints({ runId: 'r', verify: false }).catch((err: unknown) => err))).toBeInstanceOf(CheckpointCorruptionError)
     await expectCorruption(reopened.load(fourth), { runId: 'r', checkpointId: fourth })
     await expectCorruption(reopened.load(third), { runId: 'r', checkpointId: third })
     await expectCorruption(reopened.load(second), { runId: 'r', checkpointId: second })
@@ -238,12 +241,15 @@ describe('FileStore', () => {
       runId: 'r',
       checkpointId: fourth,
     })
-    // A corrupt checkpoint can still be deleted, after which the run goes on from the previous one.
+    // A corrupt checkpoint can still be deleted; the run is then refused as rolled back, and a
+    // fork of the last good checkpoint goes on.
     expect(await reopened.delete(fourth)).toBe(true)
     expect(await reopened.delete(third)).toBe(true)
     expect(await reopened.delete(second)).toBe(true)
-    expect((await reopened.getLatest({ runId: 'r' }))?.id).toBe(ids[0])
-    expect((await reopened.load(await reopened.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(2) } }))).seq).toBe(5)
+    await expectCorruption(reopened.getLatest({ runId: 'r' }), { runId: 'r', checkpointId: first })
+    const forked = await reopened.fork({ checkpointId: first, runId: 'r2' })
+    expect((await reopened.load(await reopened.save({ runId: 'r2', kind: 'agent', phase: 'p', payload: { messages: conversation(2) } }))).seq).toBe(2)
+    expect(forked.payload).toEqual({ messages: conversation(1) })
   })
 
   it('reports an edited list item and a corrupt run.json', async () => {
@@ -312,11 +318,12 @@ describe('FileStore', () => {
     expect((await reopened.getRun('r'))?.lastSeq).toBe(3)
     await expect(reopened.save({ runId: 'r', seq: 3, kind: 'k', phase: 'p', payload: {} })).rejects.toMatchObject({ code: 'seq_conflict' })
     const latest = await reopened.getLatest({ runId: 'r' })
+    expect(latest?.seq).toBe(3)
+    expect((await reopened.load(await reopened.save({ runId: 'r', kind: 'k', phase: 'p', payload: {} }))).seq).toBe(4)
     expect(await reopened.delete(latest?.id ?? '')).toBe(true)
     await reopened.close()
     const again = open(directory)
-    expect((await again.getRun('r'))?.lastSeq).toBe(3)
-    expect((await again.load(await again.save({ runId: 'r', kind: 'k', phase: 'p', payload: {} }))).seq).toBe(4)
+    expect((await again.getRun('r'))?.lastSeq).toBe(4)
   })
 
   it('serializes concurrent saves to one run and shares its lock with another handle on the directory', async () => {

@@ -22,6 +22,14 @@ export function hashValue(value: unknown): string {
   return sha256(canonicalJson(value))
 }
 
+/**
+ * {@link hashValue} of a value given in its encoded form (what `encodeValue` returns, or the
+ * parse of its JSON text): checks a stored value against its hash without decoding it first.
+ */
+export function hashEncoded(encoded: JsonValue): string {
+  return sha256(writeCanonical(encoded))
+}
+
 /** SHA-256 of a string, as lowercase hex. */
 export function sha256(text: string): string {
   return oneShot ? oneShot('sha256', text, 'hex') : crypto.createHash('sha256').update(text).digest('hex')

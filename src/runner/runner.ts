@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
@@ -144,7 +144,7 @@ export class Runner {
     try {
       const existing = ownership.created ? undefined : (ownership.run ?? (await this.store.getRun(runId)))
       if (existing && existing.lastSeq > 0) {
-        throw new CairnError('run_exists', `run ${runId} already exists; continue it with runner.resume(agent, { runId: '${runId}' })`)
+        throw new CheckpointError('run_exists', `run ${runId} already exists; continue it with runner.resume(agent, { runId: '${runId}' })`, { runId })
       }
       // A run with no checkpoint yet (enqueued, or its process died before the first commit) is adopted.
       if (existing) await this.#writeRun(ownership, runId, { ...fields, status: 'running', metadata: { ...existing.metadata, ...fields.metadata } })

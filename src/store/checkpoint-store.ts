@@ -108,12 +108,21 @@ export interface CheckpointInput<P = unknown> {
 /** Which latest checkpoint to fetch. */
 export type LatestQuery = { runId: string; workflowName?: never } | { workflowName: string; runId?: never }
 
-/** Filters for `listCheckpoints`, newest first. `before` is a checkpoint id (exclusive cursor). */
+/**
+ * Filters for `listCheckpoints`, newest first. `before` is a checkpoint id (exclusive cursor).
+ *
+ * A listing never skips a record and never returns one it has not checked: each header is
+ * verified against its record's digest, and an unreadable or altered record is a
+ * `CheckpointCorruptionError` naming it. With `verify: false` the headers come as stored,
+ * unchecked — for a tool that checks each record itself (`verifyRun`).
+ */
 export interface ListCheckpointsQuery {
   runId?: string
   workflowName?: string
   limit?: number
   before?: string
+  /** Check each listed header against its record's digest. Default true. */
+  verify?: boolean
 }
 
 /**

@@ -25,16 +25,17 @@ import type {
 import { encodeBatch } from './encoding/batch.js'
 import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-rows.js'
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
-import type { CheckpointRow } from './engine/rows.js'
+import type { CheckpointRow, RunRow } from './engine/rows.js'
+import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
 import { ListCacheLru } from './encoding/list-cache.js'
-import { decodeMany, readRows } from './encoding/load-many.js'
+import { decodeMany, readFound, readRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
-import { decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
+import { checkRow, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
-import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
+import { assertCheckpointInput, assertId, assertRunPatch, assertWellFormed } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { rekeyRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
@@ -45,7 +46,10 @@ export interface EngineStoreOptions {
   schemas?: SchemaRegistry
   /** Memory the writer may keep of recently saved lists, to append without reading back. Default 64 MiB. */
   listCacheBytes?: number
-  /** Where warnings go (a corrupt record skipped while listing). Defaults to `process.emitWarning`. */
+  /**
+   * Where warnings go. Defaults to `process.emitWarning`. (A listing never skips a corrupt
+   * record: it throws; the file backend warns of files it failed to clean up.)
+   */
   onWarning?: (message: string) => void
   /**
    * Sign every record a resume trusts (HMAC-SHA-256) with the first key of this ring and verify
@@ -68,7 +72,6 @@ export class EngineStore implements CheckpointStore {
   readonly #engine: StorageEngine
   readonly #schemas: SchemaRegistry
   readonly #cache: ListCacheLru
-  readonly #warn: (message: string) => void
   readonly #runLocks = new Map<string, Promise<unknown>>()
   #closed = false
   #leases: RunLeases | undefined
@@ -83,7 +86,6 @@ export class EngineStore implements CheckpointStore {
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
-    this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
@@ -262,9 +264,15 @@ export class EngineStore implements CheckpointStore {
     else if (typeof query.workflowName !== 'string' || query.workflowName === '') {
       throw new CheckpointError('invalid_argument', 'getLatest needs { runId } or { workflowName }')
     }
-    const engineQuery = query.runId !== undefined ? { runId: query.runId } : { workflowName: query.workflowName }
+    const { runId, workflowName } = query
     return this.#trusted(async () => {
-      const row = await this.#call(query.runId, 'read latest checkpoint', () => this.#engine.getLatest(engineQuery))
+      let row: CheckpointRow | undefined
+      if (runId !== undefined) row = await this.#latestOfRun(runId)
+      else {
+        row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
+        // The run it belongs to must not have been rolled back either.
+        if (row) await this.#latestOfRun(row.runId)
+      }
       return row && ((await this.#decode(row)) as CheckpointRecord<P>)
     })
   }
@@ -273,16 +281,20 @@ export class EngineStore implements CheckpointStore {
     assertLimit(query.limit)
     if (query.runId !== undefined) assertId(query.runId, 'runId')
     if (query.before !== undefined) assertId(query.before, 'before')
-    const rows = await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(query))
-    const infos: CheckpointInfo[] = []
-    for (const row of rows) {
-      try {
-        infos.push(decodeHeader(row))
-      } catch (err) {
-        this.#warn(`skipped an unreadable checkpoint while listing: ${(err as Error).message}`)
-      }
-    }
-    return infos
+    const { verify = true, ...engineQuery } = query
+    // A run's history read from its newest end must reach the seq the run row records.
+    const run = verify && query.runId !== undefined && query.before === undefined && query.workflowName === undefined ? await this.#call(query.runId, 'read run', () => this.#engine.getRun(query.runId!)) : undefined
+    const headers = await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))
+    if (!verify) return headers.map(decodeHeader)
+    return this.#trusted(async () => {
+      if (run && checkLatestAgainstRun(run, headers[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
+      const rows = await this.#call(query.runId, 'read listed checkpoints', () => readFound(this.#engine, headers))
+      // A row deleted between the two reads is gone, not hidden; every other one is checked.
+      return rows.map((row) => {
+        checkRow(row)
+        return decodeHeader(row)
+      })
+    })
   }
 
   async delete(checkpointId: string): Promise<boolean> {
@@ -442,10 +454,26 @@ export class EngineStore implements CheckpointStore {
   }
 
   async #readWriterState(runId: string) {
-    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-    const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
+    const { run, latest } = await this.#runAndLatest(runId)
     const lists = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map()
     return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
+  }
+
+  /** The run's newest checkpoint row, refused when the run was rolled back (see `checkLatestAgainstRun`). */
+  async #latestOfRun(runId: string): Promise<CheckpointRow | undefined> {
+    return (await this.#runAndLatest(runId)).latest
+  }
+
+  async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
+    // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
+    let run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    const latest = await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId }))
+    if (checkLatestAgainstRun(run, latest, runId) === 'ahead') {
+      // A commit may have landed between the two reads: the row read again has caught up.
+      run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+      if (checkLatestAgainstRun(run, latest, runId) === 'ahead') throw aheadOfRun(run, latest!, runId)
+    }
+    return { run, latest }
   }
 
   async #decode(row: CheckpointRow): Promise<CheckpointRecord> {
@@ -523,6 +551,7 @@ function assertFence(fence: Fence): void {
 function startIds(starts: readonly string[]): string[] {
   for (const callId of starts) {
     if (typeof callId !== 'string' || callId === '') throw new CheckpointError('invalid_argument', `an effect start needs a call id, got ${JSON.stringify(callId)}`)
+    assertWellFormed(callId, 'effect callId')
   }
   return [...starts]
 }

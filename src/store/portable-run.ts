@@ -1,5 +1,5 @@
 import { decodeValue, encodeValue, type JsonObject, type JsonValue } from '../core/codec.js'
-import { CairnError } from '../core/errors.js'
+import { CairnError, CheckpointError } from '../core/errors.js'
 import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
 import { loadMany } from './delegating-store.js'
@@ -61,7 +61,7 @@ export async function importRun(store: RunStore, document: unknown, onProgress?:
   const doc = assertDocument(document)
   const { run } = doc
   if (await store.getRun(run.runId)) {
-    throw new CairnError('run_exists', `run ${run.runId} is already in this store; delete it first or import into another store`)
+    throw new CheckpointError('run_exists', `run ${run.runId} is already in this store; delete it first or import into another store`, { runId: run.runId })
   }
   await store.createRun({ runId: run.runId, status: run.status, name: run.name, threadId: run.threadId, workflowName: run.workflowName, configSignature: run.configSignature, metadata: run.metadata })
   for (let at = 0; at < doc.checkpoints.length; at += CHUNK) {

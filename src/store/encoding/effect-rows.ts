@@ -1,9 +1,9 @@
-import { deserialize, encodeValue, stringifyEncoded } from '../../core/codec.js'
-import { CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { hashValue } from '../../core/hash.js'
+import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonValue } from '../../core/codec.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
+import { hashEncoded, hashValue, sha256 } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
-import { assertId } from './validate.js'
+import { assertId, assertWellFormed } from './validate.js'
 
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */
 export function intentRow(intent: EffectIntent, runId: string): EffectRow {
@@ -13,12 +13,13 @@ export function intentRow(intent: EffectIntent, runId: string): EffectRow {
     if (typeof intent[key] !== 'string' || intent[key] === '') {
       throw new CheckpointError('invalid_argument', `effect intent needs a non-empty string ${key}`, { runId })
     }
+    assertWellFormed(intent[key], `effect ${key}`, runId)
   }
   return {
     runId,
     callId: intent.callId,
     name: intent.name,
-    inputHash: intent.inputHash,
+    inputHash: withDigest(intent.inputHash, intentDigest(runId, intent.callId, intent.name, intent.inputHash, intent.idempotencyKey)),
     idempotencyKey: intent.idempotencyKey,
     status: 'pending',
     output: null,
@@ -36,16 +37,24 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
   if (completion.status !== 'succeeded' && completion.status !== 'failed') {
     throw new CheckpointError('invalid_argument', `effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
   }
+  assertWellFormed(completion.callId, 'effect callId', runId)
+  const outputHash = hashValue(completion.output)
   return {
     runId,
     callId: completion.callId,
     status: completion.status,
     output: stringifyEncoded(encodeValue(completion.output, 'effect output'), 'effect output'),
-    outputHash: hashValue(completion.output),
+    outputHash: withDigest(outputHash, outcomeDigest(runId, completion.callId, completion.status, outputHash)),
     completedAt: Date.now(),
   }
 }
 
+/**
+ * An effect row as callers see it, checked: its fields have their types, its status agrees with
+ * whether it holds an outcome, and its output matches the hash written with it. Anything else is
+ * a {@link CheckpointCorruptionError} naming the run and the call: a journaled outcome is handed
+ * to the model as the tool's result on a resume, so an altered one must never be used.
+ */
 export function decodeEffectRow(row: EffectRow): EffectRecord {
   if (typeof row.inputHash === 'string' && row.inputHash.includes('|s1.')) {
     throw new CheckpointIntegrityError(
@@ -53,6 +62,75 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
       { runId: row.runId },
     )
   }
-  const context = { runId: row.runId, what: `output of effect ${row.callId}` }
-  return { ...row, output: row.output === null ? undefined : deserialize(row.output, context) }
+  const problem = shapeProblem(row)
+  if (problem !== undefined) throw effectCorrupt(row, problem)
+  const [inputHash, intent] = splitDigest(row.inputHash)
+  if (intent !== undefined && intent !== intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey)) {
+    throw effectCorrupt(row, 'has a name, input hash or idempotency key other than its intent recorded: the record was edited after it was written')
+  }
+  const [outputHash, outcome] = row.outputHash === null ? [null, undefined] : splitDigest(row.outputHash)
+  if (outcome !== undefined && outcome !== outcomeDigest(row.runId, row.callId, row.status, outputHash)) {
+    throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
+  }
+  const plain = { ...row, inputHash, outputHash }
+  return { ...plain, output: plain.output === null ? undefined : decodeOutput(plain, plain.output) }
+}
+
+/** The output of a finished effect, checked against its hash. */
+function decodeOutput(row: EffectRow, output: string): unknown {
+  const context = { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
+  try {
+    const parsed = parseJson(output, context) as JsonValue
+    if (hashEncoded(parsed) !== row.outputHash) throw effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+    return decodeValue(parsed, context)
+  } catch (err) {
+    if (err instanceof CairnError) throw err
+    // A record no well-formed write produces (nested past the stack, …) is damage too.
+    throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
+  }
+}
+
+const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
+
+/**
+ * A digest rides after the value it protects (`<value>|d1.<sha256>`), so the row keeps its
+ * columns: over an intent's run, call, name, input hash and idempotency key (stored with the
+ * input hash), and over an outcome's run, call, status and output hash (stored with the output
+ * hash). Rows written before digests have none and are read as they are.
+ */
+const DIGEST = '|d1.'
+
+function withDigest(value: string, digest: string): string {
+  return `${value}${DIGEST}${digest}`
+}
+
+function splitDigest(value: string): [string, string | undefined] {
+  const at = value.lastIndexOf(DIGEST)
+  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + DIGEST.length)]
+}
+
+function intentDigest(runId: string, callId: string, name: string, inputHash: string, idempotencyKey: string): string {
+  return sha256(JSON.stringify(['effect-intent', runId, callId, name, inputHash, idempotencyKey]))
+}
+
+function outcomeDigest(runId: string, callId: string, status: string, outputHash: string): string {
+  return sha256(JSON.stringify(['effect-outcome', runId, callId, status, outputHash]))
+}
+
+function shapeProblem(row: EffectRow): string | undefined {
+  for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey'] as const) {
+    if (typeof row[key] !== 'string' || row[key] === '') return `has no ${key}`
+  }
+  if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
+  if (!Number.isSafeInteger(row.attempts) || row.attempts < 1) return `has a malformed attempt count (${String(row.attempts)})`
+  const done = row.status === 'succeeded' || row.status === 'failed'
+  if (!done && (row.output !== null || row.outputHash !== null)) {
+    return `is marked ${row.status} but holds an outcome: its status was rolled back (a resume would run the call again)`
+  }
+  if (done && (typeof row.output !== 'string' || typeof row.outputHash !== 'string')) return `is marked ${row.status} but holds no output or no output hash`
+  return undefined
+}
+
+function effectCorrupt(row: EffectRow, problem: string, cause?: unknown): CheckpointCorruptionError {
+  return new CheckpointCorruptionError(`effect ${String(row.callId)} of run ${String(row.runId)} ${problem}`, { runId: typeof row.runId === 'string' ? row.runId : undefined, cause })
 }

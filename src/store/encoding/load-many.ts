@@ -5,7 +5,7 @@ import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
-import type { CheckpointRow, ListRef } from '../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
 import { checkRow, decodeHeader, toRecord } from './checkpoint-rows.js'
 
@@ -75,6 +75,24 @@ export async function readRows(engine: StorageEngine, checkpointIds: readonly st
     if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
     return row
   })
+}
+
+/**
+ * The full rows of listed headers, in the listing's order, in one round trip where the engine
+ * can; a header whose row is gone by now (deleted since the listing) is left out.
+ */
+export async function readFound(engine: StorageEngine, headers: readonly CheckpointHeaderRow[]): Promise<CheckpointRow[]> {
+  const ids = headers.map((header) => header.id)
+  const found = new Map<string, CheckpointRow>()
+  if (engine.getCheckpoints) {
+    for (const row of await engine.getCheckpoints(ids)) found.set(row.id, row)
+  } else {
+    for (const id of ids) {
+      const row = await engine.getCheckpoint(id)
+      if (row) found.set(id, row)
+    }
+  }
+  return ids.flatMap((id) => found.get(id) ?? [])
 }
 
 /** Read each list of each run once, as far as its longest ref. */

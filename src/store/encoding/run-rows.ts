@@ -1,5 +1,5 @@
-import { deserialize, encodeValue, stringifyEncoded, type JsonObject } from '../../core/codec.js'
-import { CheckpointError } from '../../core/errors.js'
+import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonObject } from '../../core/codec.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
 import { assertRunPatch } from './validate.js'
@@ -25,7 +25,36 @@ export function encodeMetadata(metadata: JsonObject | undefined): string {
   return stringifyEncoded(encodeValue(metadata, 'metadata'), 'metadata')
 }
 
+/**
+ * A run row as callers see it, checked: a field of the wrong type, an unknown status, a
+ * malformed last seq or unreadable metadata is a {@link CheckpointCorruptionError} naming the
+ * run, never a crash deeper in.
+ */
 export function decodeRunRow(row: RunRow): RunRecord {
-  const metadata = deserialize(row.metadata, { runId: row.runId, what: 'run metadata' })
-  return { ...row, metadata: (metadata ?? {}) as JsonObject }
+  const problem = runProblem(row)
+  if (problem !== undefined) throw new CheckpointCorruptionError(`run ${String(row.runId)} ${problem}; restore its row from a backup`, { runId: row.runId })
+  const context = { runId: row.runId, what: `metadata of run ${row.runId}` }
+  let metadata: unknown
+  try {
+    metadata = decodeValue(parseJson(row.metadata, context), context)
+  } catch (err) {
+    if (err instanceof CairnError) throw err
+    throw new CheckpointCorruptionError(`run ${row.runId} has metadata that cannot be read (${(err as Error).message})`, { runId: row.runId, cause: err })
+  }
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+    throw new CheckpointCorruptionError(`run ${row.runId} has metadata that is not an object`, { runId: row.runId })
+  }
+  return { ...row, metadata: metadata as JsonObject }
+}
+
+const STATUSES: readonly string[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']
+
+function runProblem(row: RunRow): string | undefined {
+  if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
+  if (!Number.isSafeInteger(row.lastSeq) || row.lastSeq < 0) return `has a malformed last seq (${String(row.lastSeq)})`
+  for (const key of ['name', 'threadId', 'workflowName', 'configSignature'] as const) {
+    if (row[key] !== null && typeof row[key] !== 'string') return `has a ${key} that is not a string`
+  }
+  if (typeof row.metadata !== 'string') return 'has no metadata'
+  return undefined
 }

@@ -17,6 +17,25 @@ export function assertId(value: unknown, name: string): asserts value is string 
   }
 }
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * Strings a store keeps in columns of their own must be well-formed UTF-16: a lone surrogate
+ * (half of a character, as when an emoji is cut in the middle) has no UTF-8 form, so a SQL
+ * backend would store a replacement character or a record it cannot read back. Refused on every
+ * backend alike. (Payloads, metadata and effect outputs are stored as JSON, which escapes them.)
+ */
+export function assertWellFormed(value: unknown, field: string, runId?: string): void {
+  if (typeof value !== 'string') return
+  const at = value.search(LONE_SURROGATE)
+  if (at < 0) return
+  throw new CheckpointError(
+    'invalid_argument',
+    `${field} holds a lone UTF-16 surrogate at index ${at} (half of a character, as when a string is cut in the middle of an emoji); cut strings at code-point boundaries, or drop the broken character`,
+    { runId },
+  )
+}
+
 export function assertCheckpointInput(input: CheckpointInput<unknown>): void {
   if (typeof input !== 'object' || input === null) throw new CheckpointError('invalid_argument', 'save needs a checkpoint object')
   assertId(input.runId, 'runId')
@@ -26,7 +45,9 @@ export function assertCheckpointInput(input: CheckpointInput<unknown>): void {
     if (typeof input[key] !== 'string' || input[key] === '' || input[key].includes('\u0000')) {
       throw new CheckpointError('invalid_argument', `checkpoint ${key} must be a non-empty string without NUL characters`, { runId: input.runId })
     }
+    assertWellFormed(input[key], `checkpoint ${key}`, input.runId)
   }
+  assertWellFormed(input.workflowName, 'checkpoint workflowName', input.runId)
   if (typeof input.workflowName === 'string' && (input.workflowName === '' || input.workflowName.includes('\u0000'))) {
     throw new CheckpointError('invalid_argument', 'workflowName must be a non-empty string without NUL characters', { runId: input.runId })
   }
@@ -55,6 +76,7 @@ export function assertRunPatch(patch: { status?: unknown; name?: unknown; thread
     if (value !== undefined && value !== null && (typeof value !== 'string' || value.includes('\u0000'))) {
       throw new CheckpointError('invalid_argument', `run ${key} must be a string without NUL characters, or null`)
     }
+    assertWellFormed(value, `run ${key}`)
   }
 }
 

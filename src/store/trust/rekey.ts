@@ -1,9 +1,8 @@
-import { decodeValue, parseJson } from '../../core/codec.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
-import { hashValue } from '../../core/hash.js'
 import type { RewriteRequest } from '../engine/storage-engine.js'
 import type { CheckpointRow, EffectRow, ListRef } from '../engine/rows.js'
 import { chainHash } from '../encoding/payload-lists.js'
+import { decodeEffectRow } from '../encoding/effect-rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { isCiphertext, isSignature, keyIdOf } from './seal.js'
 import type { SealedEngine } from './sealed-engine.js'
@@ -80,10 +79,12 @@ function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions
 
 function openEffect(engine: SealedEngine, row: EffectRow, options: RekeyOptions): EffectRow {
   if (row.inputHash.includes('|s1.') || options.signUnsigned !== true) return engine.openEffect(row)
-  if (row.output !== null && row.outputHash !== hashValue(decodeValue(parseJson(row.output, { runId: row.runId })))) {
-    throw new CheckpointCorruptionError(`effect ${row.callId} of run ${row.runId} does not match its output hash; it is not signed until it is repaired or deleted`, {
-      runId: row.runId,
-    })
+  try {
+    // Its output hash and digests checked as an unkeyed store reads it.
+    decodeEffectRow(row)
+  } catch (err) {
+    if (!(err instanceof CheckpointCorruptionError)) throw err
+    throw new CheckpointCorruptionError(`${err.message}; it is not signed until it is repaired or deleted`, { runId: row.runId, cause: err })
   }
   return row
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CheckpointError, CheckpointNotFoundError } from '../../core/errors.js'
+import { CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError } from '../../core/errors.js'
 import { conversation, type SuiteContext } from './suite-context.js'
 
 /** Round trips, ordering, listing, deletion and forks. */
@@ -109,14 +109,17 @@ export function checkpointCases(ctx: SuiteContext): void {
       expect((await store.getRun('ord'))?.lastSeq).toBe(11)
     })
 
-    it('never moves the latest backwards after the latest is deleted', async () => {
+    it('never moves the latest backwards after the latest is deleted: the run is refused, its seq never reused', async () => {
       const store = ctx.store()
       await store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 1 })
       const second = await store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 2 })
       expect(await store.delete(second)).toBe(true)
-      await expect(store.save({ runId: 'del', seq: 2, kind: 'test', phase: 'p', payload: 3 })).rejects.toMatchObject({ code: 'seq_conflict' })
-      const third = await store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 3 })
-      expect((await store.load(third)).seq).toBe(3)
+      await expect(store.save({ runId: 'del', seq: 2, kind: 'test', phase: 'p', payload: 3 })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      await expect(store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 3 })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      expect((await store.getRun('del'))?.lastSeq).toBe(2)
+      // Its history says so too, rather than ending silently at seq 1.
+      await expect(store.listCheckpoints({ runId: 'del' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      expect((await store.listCheckpoints({ runId: 'del', verify: false })).map((cp) => cp.seq)).toEqual([1])
     })
 
     it('rejects a duplicate checkpoint id', async () => {

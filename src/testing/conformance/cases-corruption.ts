@@ -30,16 +30,27 @@ export function corruptionCases(ctx: SuiteContext): void {
           expect(error).toBeInstanceOf(CheckpointCorruptionError)
           expect(error).toMatchObject({ runId: 'broken', checkpointId: target })
         }
-        const listed = await store.listCheckpoints({ runId: 'broken' })
-        expect(listed.map((cp) => cp.id)).toEqual(expect.arrayContaining([ids[1], ids[0]]))
+        if (kind === 'edit-list-item') {
+          // A listing checks headers, not list items: the header is intact.
+          expect((await store.listCheckpoints({ runId: 'broken' })).map((cp) => cp.id)).toEqual([target, ids[1], ids[0]])
+        } else {
+          // A listing never skips the damaged record, nor returns its header unchecked.
+          await expect(store.listCheckpoints({ runId: 'broken' })).rejects.toMatchObject({ runId: 'broken', checkpointId: target })
+          await expect(store.listCheckpoints({ runId: 'broken' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+          expect((await store.listCheckpoints({ runId: 'broken', before: target })).map((cp) => cp.id)).toEqual([ids[1], ids[0]])
+        }
 
         if (kind !== 'edit-list-item') {
-          // An operator can remove the damaged checkpoint and carry on from the one before.
+          // An operator can remove the damaged checkpoint, but the run is not silently continued
+          // from the one before (that is a rollback): the operator forks it and carries on there.
           expect((await store.load(ids[1]!)).payload).toEqual({ messages: conversation(3), n: 3 })
           expect(await store.delete(target)).toBe(true)
-          expect((await store.getLatest({ runId: 'broken' }))?.id).toBe(ids[1])
-          const next = await store.save({ runId: 'broken', kind: 'test', phase: 'p', payload: { messages: conversation(5), n: 5 } })
-          expect(await store.load(next)).toMatchObject({ seq: 4, payload: { messages: conversation(5), n: 5 } })
+          await expect(store.getLatest({ runId: 'broken' })).rejects.toMatchObject({ runId: 'broken', checkpointId: ids[1] })
+          const forked = await store.fork({ checkpointId: ids[1]!, runId: 'mended' })
+          const next = await store.save({ runId: 'mended', kind: 'test', phase: 'p', payload: { messages: conversation(5), n: 5 } })
+          expect(await store.load(next)).toMatchObject({ seq: 2, payload: { messages: conversation(5), n: 5 } })
+          expect((await store.getLatest({ runId: 'mended' }))?.id).toBe(next)
+          expect(forked.payload).toEqual({ messages: conversation(3), n: 3 })
         }
       })
     }

@@ -3,6 +3,8 @@ import { checkpointCases } from './cases-checkpoints.js'
 import { corruptionCases } from './cases-corruption.js'
 import { journalCases } from './cases-journal.js'
 import { processCases } from './cases-processes.js'
+import { rollbackCases } from './cases-rollback.js'
+import { stringCases } from './cases-strings.js'
 import type { StoreFactory } from './store-factory.js'
 import { useSuiteContext } from './suite-context.js'
 
@@ -10,7 +12,7 @@ import { useSuiteContext } from './suite-context.js'
  * Register the store conformance suite with vitest for one backend: round trips (tagged values,
  * 5 MB payloads), ordering and the monotonic latest, listing and cursors, deletion, forks, the
  * effect journal's first-writer-wins, retention, reopening, crash atomicity under SIGKILL, two
- * writer processes, and corruption. Every Cairn backend runs it; run it against your own store.
+ * writer processes, corruption, refused strings and rollbacks. Every Cairn backend runs it; run it against your own store.
  *
  * @example
  * ```ts
@@ -26,5 +28,7 @@ export function registerStoreConformance(factory: StoreFactory): void {
     journalCases(ctx)
     processCases(ctx)
     corruptionCases(ctx)
+    stringCases(ctx)
+    rollbackCases(ctx)
   })
 }

@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, open, readFile, readdir, rename, rm } from 'node:fs/promises'
+import { closeSync, constants, fstatSync, openSync, readSync, realpathSync } from 'node:fs'
+import { mkdir, open, readdir, realpath, rename, rm } from 'node:fs/promises'
 import { basename, dirname, join } from 'node:path'
-import { readFileSync } from 'node:fs'
 import { assertJsonText } from '../../../core/codec.js'
-import { CairnError } from '../../../core/errors.js'
+import { CairnError, StoreError } from '../../../core/errors.js'
 
 /**
  * The file-system primitives of the file store: atomic whole-file writes, directory fsyncs, and
@@ -17,6 +17,7 @@ import { CairnError } from '../../../core/errors.js'
  */
 export async function writeFileAtomic(path: string, text: string): Promise<void> {
   const directory = dirname(path)
+  await assertRealDirectory(directory)
   const temp = join(directory, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`)
   try {
     const handle = await open(temp, 'wx')
@@ -49,6 +50,7 @@ export async function syncDirectory(path: string): Promise<void> {
 /** `mkdir -p`, then fsync the parent of every directory it created so they survive a crash. */
 export async function ensureDirectory(path: string): Promise<void> {
   const first = await mkdir(path, { recursive: true })
+  await assertRealDirectory(path)
   if (first === undefined) return
   for (let dir = path; ; dir = dirname(dir)) {
     await syncDirectory(dirname(dir))
@@ -56,18 +58,67 @@ export async function ensureDirectory(path: string): Promise<void> {
   }
 }
 
-/** A file's bytes, or `undefined` when it does not exist. */
-export async function readIfExists(path: string): Promise<Buffer | undefined> {
+/**
+ * The store's own files are regular files in its own directories, and nothing else is followed:
+ * a file is opened without following a symbolic link (`O_NOFOLLOW`), without blocking on a FIFO
+ * (`O_NONBLOCK`), and read only when it is a regular file no larger than a limit; a directory
+ * written into must be the directory its path names (no symbolic link on the way, checked with
+ * `realpath` against a store root that is itself resolved), so a save never lands outside the
+ * store.
+ */
+const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0)
+
+/** The largest JSON file (a run, a checkpoint row, an effect) the store reads. */
+export const MAX_JSON_FILE_BYTES = 256 * 1024 * 1024
+/** The largest list file the store reads. */
+export const MAX_LIST_FILE_BYTES = 2 * 1024 * 1024 * 1024
+
+/** A file's bytes, or `undefined` when it does not exist; anything but a regular file is refused. */
+export async function readIfExists(path: string, maxBytes = MAX_LIST_FILE_BYTES): Promise<Buffer | undefined> {
+  let handle
   try {
-    return await readFile(path)
+    handle = await open(path, READ_FLAGS)
   } catch (err) {
     if (isNotFound(err)) return undefined
+    throw notRegular(path, err)
+  }
+  try {
+    const stat = await handle.stat()
+    const problem = fileProblem(stat, maxBytes)
+    if (problem) throw new StoreError(`${path} ${problem}; the file store reads only the regular files it wrote`)
+    return await handle.readFile()
+  } finally {
+    await handle.close()
+  }
+}
+
+/** Refuse to write into `directory` unless it is itself (no symbolic link anywhere on its path). */
+export async function assertRealDirectory(directory: string): Promise<void> {
+  let real: string
+  try {
+    real = await realpath(directory)
+  } catch (err) {
+    if (isNotFound(err)) return
     throw err
+  }
+  if (real !== directory) {
+    throw new StoreError(`${directory} leads to ${real} through a symbolic link; the file store writes only inside its own directory: replace the link with the directory it should be`)
+  }
+}
+
+/** `path` with every symbolic link resolved, also when its last parts do not exist yet. */
+export function resolveRoot(path: string): string {
+  try {
+    return realpathSync(path)
+  } catch (err) {
+    if (!isNotFound(err) || dirname(path) === path) throw err
+    return join(resolveRoot(dirname(path)), basename(path))
   }
 }
 
 /** A directory's entry names, or none when it does not exist. */
 export async function listDirectory(path: string): Promise<string[]> {
+  await assertRealDirectory(path)
   try {
     return await readdir(path)
   } catch (err) {
@@ -82,12 +133,16 @@ export type JsonFile = { state: 'missing' } | { state: 'parsed'; value: unknown 
 export async function readJsonFile(path: string): Promise<JsonFile> {
   // Read synchronously: these files are small (a checkpoint row, a run, an effect), and for
   // small files the promise API's per-call overhead dominates — listing 1,000 checkpoints took
-  // 56 ms with readFile and 7 ms with readFileSync (bench:store).
+  // 56 ms with readFile and 7 ms with readFileSync (bench:store). Only a regular file of bounded
+  // size is read, so no read blocks on a FIFO or runs on without end (/dev/zero).
   let bytes: Buffer
   try {
-    bytes = readFileSync(path)
+    const read = readRegularSync(path, MAX_JSON_FILE_BYTES)
+    if (typeof read === 'string') return { state: 'invalid', reason: read.replace(/^is /, '') }
+    bytes = read
   } catch (err) {
     if (isNotFound(err)) return { state: 'missing' }
+    if (isLink(err)) return { state: 'invalid', reason: 'a symbolic link, which the store never follows' }
     throw err
   }
   try {
@@ -137,7 +192,8 @@ export function readLines(bytes: Buffer, limit: number): string[] {
 
 /** Append `items` as lines to a list file (created if missing) and fsync it. Returns the new size. */
 export async function appendLines(path: string, items: readonly string[]): Promise<number> {
-  const handle = await open(path, 'a')
+  await assertRealDirectory(dirname(path))
+  const handle = await openForWrite(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT)
   try {
     await handle.appendFile(items.map((item) => `${item}\n`).join(''), 'utf8')
     await handle.sync()
@@ -149,7 +205,8 @@ export async function appendLines(path: string, items: readonly string[]): Promi
 
 /** Cut a file to `length` bytes and fsync it. */
 export async function truncateFile(path: string, length: number): Promise<void> {
-  const handle = await open(path, 'r+')
+  await assertRealDirectory(dirname(path))
+  const handle = await openForWrite(path, constants.O_RDWR)
   try {
     await handle.truncate(length)
     await handle.sync()
@@ -160,4 +217,56 @@ export async function truncateFile(path: string, length: number): Promise<void> 
 
 export function isNotFound(err: unknown): boolean {
   return (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT'
+}
+
+function isLink(err: unknown): boolean {
+  return (err as NodeJS.ErrnoException | undefined)?.code === 'ELOOP'
+}
+
+function notRegular(path: string, err: unknown): Error {
+  if (isLink(err)) return new StoreError(`${path} is a symbolic link, which the file store never follows: replace it with the file it should be`, { cause: err })
+  return err as Error
+}
+
+/** Why a file's stat rules it out, or undefined for a regular file within the limit. */
+function fileProblem(stat: { isFile(): boolean; size: number }, maxBytes: number): string | undefined {
+  if (!stat.isFile()) return 'is not a regular file (a FIFO, device or directory)'
+  if (stat.size > maxBytes) return `is ${stat.size} bytes, more than the ${maxBytes} the store reads`
+  return undefined
+}
+
+/** A regular file's bytes, or why it is refused; throws ENOENT and ELOOP as they come. */
+function readRegularSync(path: string, maxBytes: number): Buffer | string {
+  const fd = openSync(path, READ_FLAGS)
+  try {
+    const stat = fstatSync(fd)
+    const problem = fileProblem(stat, maxBytes)
+    if (problem) return problem
+    const bytes = Buffer.allocUnsafe(stat.size)
+    let at = 0
+    while (at < bytes.length) {
+      const n = readSync(fd, bytes, at, bytes.length - at, at)
+      if (n === 0) break
+      at += n
+    }
+    return at === bytes.length ? bytes : bytes.subarray(0, at)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Open a file to write without following a symbolic link, and only if it is a regular file. */
+async function openForWrite(path: string, flags: number) {
+  let handle
+  try {
+    handle = await open(path, flags | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0), 0o644)
+  } catch (err) {
+    throw notRegular(path, err)
+  }
+  const stat = await handle.stat()
+  if (!stat.isFile()) {
+    await handle.close()
+    throw new StoreError(`${path} is not a regular file (a FIFO, device or directory); the file store writes only the regular files it made`)
+  }
+  return handle
 }

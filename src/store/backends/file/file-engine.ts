@@ -11,7 +11,7 @@ import { firstNotPending } from '../../engine/effect-starts.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
-import { ensureDirectory, syncDirectory, writeFileAtomic } from './driver.js'
+import { ensureDirectory, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'
@@ -52,7 +52,8 @@ export class FileEngine implements StorageEngine {
   readonly leases: FileLeases
 
   constructor(options: FileEngineOptions) {
-    this.#dir = acquireDirectory(resolve(options.directory))
+    // Resolved once: every path below it must then be itself (see `assertRealDirectory`).
+    this.#dir = acquireDirectory(resolveRoot(resolve(options.directory)))
     this.#layout = this.#dir.layout
     this.#lists = new FileLists(this.#dir)
     this.#effects = new FileEffects(this.#dir)
@@ -212,7 +213,7 @@ export class FileEngine implements StorageEngine {
       return undefined
     }
     await this.#begin()
-    const rows = (await this.#allCheckpoints()).filter((row) => row.workflowName === query.workflowName)
+    const rows = (await this.#allCheckpoints()).filter((row) => !isUnreadable(row) && row.workflowName === query.workflowName)
     return rows.sort(compareCheckpointsNewestFirst)[0]
   }
 
@@ -220,7 +221,7 @@ export class FileEngine implements StorageEngine {
     if (query.runId !== undefined) return this.#listRunCheckpoints({ ...query, runId: query.runId })
     await this.#begin()
     const rows = (await this.#allCheckpoints())
-      .filter((row) => query.workflowName === undefined || row.workflowName === query.workflowName)
+      .filter((row) => query.workflowName === undefined || isUnreadable(row) || row.workflowName === query.workflowName)
       .sort(compareCheckpointsNewestFirst)
     return page(rows, (row) => row.id, query.before, query.limit).map(header)
   }
@@ -371,8 +372,9 @@ export class FileEngine implements StorageEngine {
     this.#layout.runDir(runId)
     await this.#begin()
     const files = [...(await this.#dir.runState(runId)).checkpoints].reverse()
+    // An unreadable file is listed (as a row EngineStore refuses), whatever the filter: never skipped.
     const matches = (row: CheckpointRow | undefined): row is CheckpointRow =>
-      row !== undefined && (workflowName === undefined || row.workflowName === workflowName)
+      row !== undefined && (workflowName === undefined || isUnreadable(row) || row.workflowName === workflowName)
     let start = 0
     if (before !== undefined) {
       const at = files.findIndex((file) => file.id === before)
@@ -388,7 +390,7 @@ export class FileEngine implements StorageEngine {
     return rows
   }
 
-  /** Every readable checkpoint of every run (what cross-run queries scan). */
+  /** Every checkpoint of every run (what cross-run queries scan), unreadable ones as rows that fail their checks. */
   async #allCheckpoints(): Promise<CheckpointRow[]> {
     const rows: CheckpointRow[] = []
     for (const runId of await this.#dir.runIds()) {
@@ -401,13 +403,15 @@ export class FileEngine implements StorageEngine {
     return rows
   }
 
-  /** A checkpoint for a listing: an unreadable file is skipped, with a warning. */
+  /**
+   * A checkpoint for a listing: an unreadable file is listed as the row its file name gives (ids
+   * and seq only), which fails EngineStore's checks and is reported naming the checkpoint; a
+   * file removed since the scan is left out.
+   */
   async #readListed(runId: string, file: CheckpointFile): Promise<CheckpointRow | undefined> {
     const read = await readCheckpointFile(this.#layout, runId, file)
-    if (read.state === 'corrupt') {
-      this.#warn(`skipped checkpoint ${file.id} of run ${runId} while listing: its file ${file.name} is ${read.reason}`)
-    }
-    return read.state === 'ok' ? read.row : undefined
+    if (read.state === 'missing') return undefined
+    return read.state === 'ok' ? read.row : unreadable.add(read.row) && read.row
   }
 
   /** Cut or remove list files to what the remaining checkpoints reference. */
@@ -425,6 +429,13 @@ export class FileEngine implements StorageEngine {
 }
 
 const READ_BATCH = 32
+
+/** Rows standing for checkpoint files that could not be read, as listed. */
+const unreadable = new WeakSet<CheckpointRow>()
+
+function isUnreadable(row: CheckpointRow): boolean {
+  return unreadable.has(row)
+}
 const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
 
 /** Validate every id and item of a commit before anything touches the disk. */

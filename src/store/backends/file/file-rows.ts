@@ -1,4 +1,5 @@
 import { join } from 'node:path'
+import { CheckpointCorruptionError } from '../../../core/errors.js'
 import type { CheckpointRow, EffectRow, RunRow } from '../../engine/rows.js'
 import { readJsonFile } from './driver.js'
 import type { CheckpointFile, FileLayout } from './file-names.js'
@@ -21,7 +22,7 @@ export async function readRunFile(layout: FileLayout, runId: string): Promise<Ru
   if (problem === undefined && file.state === 'parsed') return { row: file.value as RunRow, error: undefined }
   return {
     row: undefined,
-    error: new Error(`run file ${path} of run ${runId} is corrupt: ${problem}; restore it from a backup, or delete the run's directory to drop the run`),
+    error: new CheckpointCorruptionError(`run file ${path} of run ${runId} is corrupt: ${problem}; restore it from a backup, or delete the run's directory to drop the run`, { runId }),
   }
 }
 
@@ -29,22 +30,22 @@ export async function readRunFile(layout: FileLayout, runId: string): Promise<Ru
 export type CheckpointRead =
   | { state: 'missing' }
   | { state: 'ok'; row: CheckpointRow }
-  | { state: 'corrupt'; row: CheckpointRow; reason: string }
+  | { state: 'corrupt'; row: CheckpointRow; /** Why, as a predicate of "its file": `is not valid JSON (…)`. */ reason: string }
 
 export async function readCheckpointFile(layout: FileLayout, runId: string, file: CheckpointFile): Promise<CheckpointRead> {
   const json = await readJsonFile(join(layout.checkpointsDir(runId), file.name))
   if (json.state === 'missing') return { state: 'missing' }
   // The ids come from the file name and the directory, so even an unreadable file can be named.
   const ids = { id: file.id, runId, seq: file.seq }
-  if (json.state === 'invalid') return { state: 'corrupt', row: ids as CheckpointRow, reason: json.reason }
+  if (json.state === 'invalid') return { state: 'corrupt', row: ids as CheckpointRow, reason: `is ${json.reason}` }
   const value = json.value
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { state: 'corrupt', row: ids as CheckpointRow, reason: 'not a JSON object' }
+    return { state: 'corrupt', row: ids as CheckpointRow, reason: 'is not a JSON object' }
   }
   const row = value as CheckpointRow
   if (row.id !== file.id || row.runId !== runId || row.seq !== file.seq) {
     // Overriding the ids breaks the digest, so EngineStore reports the row as corrupt.
-    return { state: 'corrupt', row: { ...row, ...ids }, reason: 'its id, run id or seq differ from its file name' }
+    return { state: 'corrupt', row: { ...row, ...ids }, reason: 'holds an id, run id or seq other than its file name and directory give' }
   }
   return { state: 'ok', row }
 }
@@ -58,7 +59,12 @@ export async function readEffectFile(path: string): Promise<StoredEffect | undef
   if (file.state === 'missing') return undefined
   const problem = file.state === 'invalid' ? file.reason : effectRowProblem(file.value)
   if (problem !== undefined || file.state !== 'parsed') {
-    throw new Error(`effect file ${path} is corrupt: ${problem ?? 'unreadable'}; restore it from a backup or delete it (the effect's outcome is then unknown)`)
+    const value = file.state === 'parsed' ? (file.value as Partial<EffectRow> | null) : null
+    const runId = typeof value?.runId === 'string' ? value.runId : undefined
+    throw new CheckpointCorruptionError(
+      `effect ${String(value?.callId ?? '?')} of run ${runId ?? '?'}: its file ${path} is corrupt: ${problem ?? 'unreadable'}; restore it from a backup or delete it (the effect's outcome is then unknown)`,
+      { runId },
+    )
   }
   return file.value as StoredEffect
 }
@@ -82,6 +88,7 @@ function runRowProblem(value: unknown, runId: string): string | undefined {
   if (value.runId !== runId) return `it names run ${JSON.stringify(value.runId)}`
   if (typeof value.status !== 'string' || typeof value.metadata !== 'string') return 'status or metadata is missing'
   for (const key of ['lastSeq', 'createdAt', 'updatedAt']) if (typeof value[key] !== 'number') return `${key} is not a number`
+  if (!Number.isSafeInteger(value.lastSeq) || (value.lastSeq as number) < 0) return 'lastSeq is not a non-negative integer'
   for (const key of ['name', 'threadId', 'workflowName', 'configSignature']) {
     if (value[key] !== null && typeof value[key] !== 'string') return `${key} is not a string or null`
   }

@@ -1,0 +1,126 @@
+import { execFileSync } from 'node:child_process'
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { CairnError, CheckpointCorruptionError, FileStore } from '../../src/index.js'
+import { conversation } from '../../src/testing.js'
+
+const dirs: string[] = []
+afterEach(async () => {
+  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
+})
+
+async function setup(): Promise<{ directory: string; outside: string; ids: string[] }> {
+  const base = await mkdtemp(join(tmpdir(), 'cairn-confine-'))
+  dirs.push(base)
+  const directory = join(base, 'store')
+  const outside = join(base, 'outside')
+  await mkdir(outside)
+  await writeFile(join(outside, 'keep.txt'), 'outside data\n')
+  const store = new FileStore({ directory })
+  const ids: string[] = []
+  for (let i = 1; i <= 2; i++) ids.push(await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(i + 1) } }))
+  await store.recordEffectIntent({ runId: 'r', callId: 'c1', name: 't', inputHash: 'h', idempotencyKey: 'k' })
+  await store.close()
+  return { directory, outside, ids }
+}
+
+async function checkpointFile(directory: string, id: string): Promise<string> {
+  const dir = join(directory, 'runs', 'r', 'checkpoints')
+  return join(dir, (await readdir(dir)).find((name) => name.endsWith(`-${id}.json`))!)
+}
+
+async function listFile(directory: string): Promise<string> {
+  const dir = join(directory, 'runs', 'r', 'lists')
+  return join(dir, (await readdir(dir))[0]!)
+}
+
+async function errorOf(attempt: Promise<unknown>): Promise<unknown> {
+  return attempt.then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+}
+
+describe('the file store trusts only its own regular files', () => {
+  it('a run directory replaced by a symbolic link is refused, and nothing is written outside the store', async () => {
+    const { directory, outside } = await setup()
+    const runDir = join(directory, 'runs', 'r')
+    // The run's files now live outside, and the run directory points there.
+    await rename(runDir, join(outside, 'r'))
+    await symlink(join(outside, 'r'), runDir)
+    const before = await readdir(join(outside, 'r'), { recursive: true })
+    const store = new FileStore({ directory })
+    for (const attempt of [
+      store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(4) } }),
+      store.recordEffectIntent({ runId: 'r', callId: 'c2', name: 't', inputHash: 'h', idempotencyKey: 'k2' }),
+      store.getLatest({ runId: 'r' }),
+    ]) {
+      const error = await errorOf(attempt)
+      expect(error).toBeInstanceOf(CairnError)
+      expect((error as Error).message).toContain('symbolic link')
+    }
+    expect(await readdir(join(outside, 'r'), { recursive: true })).toEqual(before)
+    await store.close()
+  })
+
+  it('a list file replaced by a symbolic link to an outside file is never appended to', async () => {
+    const { directory, outside } = await setup()
+    const list = await listFile(directory)
+    await writeFile(join(outside, 'target.jsonl'), await readFile(list))
+    await rm(list)
+    await symlink(join(outside, 'target.jsonl'), list)
+    const before = await readFile(join(outside, 'target.jsonl'), 'utf8')
+    const store = new FileStore({ directory })
+    const error = await errorOf(store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(4) } }))
+    expect(error).toBeInstanceOf(CairnError)
+    expect(await readFile(join(outside, 'target.jsonl'), 'utf8')).toBe(before)
+    expect(await readFile(join(outside, 'keep.txt'), 'utf8')).toBe('outside data\n')
+    await store.close()
+  })
+
+  it('a checkpoint file that is a symbolic link to /dev/zero is a corrupt checkpoint, read without following it', async () => {
+    const { directory, ids } = await setup()
+    const file = await checkpointFile(directory, ids[1]!)
+    await rm(file)
+    await symlink('/dev/zero', file)
+    const store = new FileStore({ directory })
+    for (const attempt of [store.load(ids[1]!), store.getLatest({ runId: 'r' }), store.listCheckpoints({ runId: 'r' })]) {
+      const error = await errorOf(attempt)
+      expect(error).toBeInstanceOf(CheckpointCorruptionError)
+      expect(error).toMatchObject({ runId: 'r', checkpointId: ids[1] })
+    }
+    await store.close()
+  })
+
+  it.skipIf(process.platform === 'win32')('a checkpoint file or a list file that is a FIFO never blocks a read', async () => {
+    const { directory, ids } = await setup()
+    const file = await checkpointFile(directory, ids[1]!)
+    await rm(file)
+    execFileSync('mkfifo', [file])
+    const store = new FileStore({ directory })
+    await expect(store.load(ids[1]!)).rejects.toMatchObject({ runId: 'r', checkpointId: ids[1] })
+    await expect(store.load(ids[1]!)).rejects.toBeInstanceOf(CheckpointCorruptionError)
+    const list = await listFile(directory)
+    await rm(list)
+    execFileSync('mkfifo', [list])
+    const error = await errorOf(store.load(ids[0]!))
+    expect(error).toBeInstanceOf(CairnError)
+    expect((error as Error).message).toContain('not a regular file')
+    await store.close()
+  })
+
+  it('a run.json that is a symbolic link is refused as corrupt', async () => {
+    const { directory, outside } = await setup()
+    const runFile = join(directory, 'runs', 'r', 'run.json')
+    await writeFile(join(outside, 'run.json'), await readFile(runFile))
+    await rm(runFile)
+    await symlink(join(outside, 'run.json'), runFile)
+    const store = new FileStore({ directory })
+    const error = await errorOf(store.getRun('r'))
+    expect(error).toBeInstanceOf(CheckpointCorruptionError)
+    expect((error as Error).message).toContain('symbolic link')
+    await store.close()
+  })
+})
