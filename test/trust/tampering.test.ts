@@ -92,10 +92,8 @@ for (const [name, open] of BACKENDS) {
       await expectRefused(backend, 'replayed', world)
     })
 
-    // Not detected yet: the run row (its last seq) is not signed, so a store whose newest
-    // checkpoint was deleted resumes from the one before it. `it.fails` keeps the case in view:
-    // once run rows are signed it passes, and this marker must go.
-    it.fails('the newest checkpoint deleted is a CheckpointIntegrityError', async () => {
+    // The run row remembers its last seq: a run whose checkpoints end before it was rolled back.
+    it('the newest checkpoint deleted is a CheckpointIntegrityError', async () => {
       const backend = await open()
       const world = await crashed(backend, 'truncated')
       const newest = (await backend.checkpoints('truncated')).at(-1)!
