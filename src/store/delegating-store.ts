@@ -12,13 +12,16 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
+  PendingWriteRecord,
   PruneOptions,
   PruneResult,
+  PutPendingWritesInput,
   RunRecord,
   UpdateRunInput,
   WriteBatch,
 } from './checkpoint-store.js'
 import type { RunLeases } from './leases/run-leases.js'
+import { CheckpointError } from '../core/errors.js'
 
 /**
  * A `CheckpointStore` that forwards every call to `inner`. Extend it to change a few methods of
@@ -84,6 +87,16 @@ export class DelegatingStore implements CheckpointStore {
   }
   listEffects(runId: string): Promise<EffectRecord[]> {
     return this.inner.listEffects(runId)
+  }
+
+  putPendingWrites(input: PutPendingWritesInput): Promise<void> {
+    if (!this.inner.putPendingWrites) return Promise.reject(new CheckpointError('invalid_argument', 'the wrapped store has no place for pending writes'))
+    return this.inner.putPendingWrites(input)
+  }
+
+  listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
+    if (!this.inner.listPendingWrites) return Promise.reject(new CheckpointError('invalid_argument', 'the wrapped store has no place for pending writes'))
+    return this.inner.listPendingWrites(runId, checkpointIds)
   }
   prune(options?: PruneOptions): Promise<PruneResult> {
     return this.inner.prune(options)

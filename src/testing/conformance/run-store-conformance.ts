@@ -2,6 +2,7 @@ import { describe } from 'vitest'
 import { checkpointCases } from './cases-checkpoints.js'
 import { corruptionCases } from './cases-corruption.js'
 import { journalCases } from './cases-journal.js'
+import { pendingWriteCases } from './cases-pending-writes.js'
 import { processCases } from './cases-processes.js'
 import type { StoreFactory } from './store-factory.js'
 import { useSuiteContext } from './suite-context.js'
@@ -9,7 +10,7 @@ import { useSuiteContext } from './suite-context.js'
 /**
  * Register the store conformance suite with vitest for one backend: round trips (tagged values,
  * 5 MB payloads), ordering and the monotonic latest, listing and cursors, deletion, forks, the
- * effect journal's first-writer-wins, retention, reopening, crash atomicity under SIGKILL, two
+ * effect journal's first-writer-wins, pending writes, retention, reopening, crash atomicity under SIGKILL, two
  * writer processes, and corruption. Every Cairn backend runs it; run it against your own store.
  *
  * @example
@@ -24,6 +25,7 @@ export function registerStoreConformance(factory: StoreFactory): void {
     const ctx = useSuiteContext(factory)
     checkpointCases(ctx)
     journalCases(ctx)
+    pendingWriteCases(ctx)
     processCases(ctx)
     corruptionCases(ctx)
   })
