@@ -16,6 +16,7 @@ const integration = [
   'test/demo.test.ts',
   'test/examples.test.ts',
   'test/file-engine.test.ts',
+  'test/langgraph/graph.test.ts',
   'test/langgraph/validation.postgres.test.ts',
   'test/langgraph/validation.sqlite-file.test.ts',
   'test/migrations.test.ts',
