@@ -2,11 +2,12 @@ import type { SerializerProtocol } from '@langchain/langgraph-checkpoint'
 import type { JsonValue } from '../../core/codec.js'
 
 /**
- * A value as a `CairnSaver` stores it: what the saver's serde made of it, as plain JSON when the
- * serde wrote JSON (so the store can see into it), else its bytes. An array is stored item by
- * item (`items`): the store keeps a growing array as an append-only list, each item once.
+ * A value as a `CairnSaver` stores it: the JSON text the saver's serde made of it (`s`), or its
+ * bytes when the serde wrote something else. An array is stored item by item (`items`): the
+ * store keeps a growing array as an append-only list, each item once. Keeping the serde's text
+ * as it is spares a parse and a stringify of every message on each save and load.
  */
-export type StoredValue = { t: string; j: JsonValue } | { t: string; b: Uint8Array } | { t: 'items'; items: StoredValue[] }
+export type StoredValue = { t: string; s: string } | { t: string; j: JsonValue } | { t: string; b: Uint8Array } | { t: 'items'; items: StoredValue[] }
 
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
@@ -20,13 +21,14 @@ export async function storeValue(serde: SerializerProtocol, value: unknown): Pro
 /** The value a {@link StoredValue} was made from, through `serde`. */
 export async function loadValue(serde: SerializerProtocol, stored: StoredValue): Promise<unknown> {
   if ('items' in stored) return Promise.all(stored.items.map((item) => loadValue(serde, item)))
-  if ('j' in stored) return serde.loadsTyped(stored.t, encoder.encode(JSON.stringify(stored.j)))
+  if ('s' in stored) return serde.loadsTyped(stored.t, stored.s)
+  if ('j' in stored) return serde.loadsTyped(stored.t, JSON.stringify(stored.j))
   return serde.loadsTyped(stored.t, stored.b)
 }
 
 async function storeItem(serde: SerializerProtocol, value: unknown): Promise<StoredValue> {
   const [type, bytes] = await serde.dumpsTyped(value)
   const given: unknown = bytes
-  if (type === 'json') return { t: type, j: JSON.parse(typeof given === 'string' ? given : decoder.decode(bytes)) as JsonValue }
+  if (type === 'json') return { t: type, s: typeof given === 'string' ? given : decoder.decode(bytes) }
   return { t: type, b: typeof given === 'string' ? encoder.encode(given) : bytes }
 }
