@@ -20,6 +20,9 @@ import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from '
 import { loadValue, storeValue, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
 
+/** Checkpoints a listing reads from the store at once. */
+const LIST_PAGE = 100
+
 /** Options of {@link CairnSaver}. */
 export interface CairnSaverOptions {
   /** Any Cairn store: `MemoryStore`, `FileStore`, `SqliteStore`, `PostgresStore`. */
@@ -108,9 +111,11 @@ export class CairnSaver extends BaseCheckpointSaver {
       filter: options.filter,
       metadataOf: (header) => this.#metadataOf(header),
     })
-    // Load page by page, each run's checkpoints and pending writes in one read each.
-    for (let start = 0; start < listed.length; start += 100) {
-      for (const tuple of await this.#loadListed(listed.slice(start, start + 100))) yield tuple
+    // Load page by page, each run's checkpoints and pending writes in one read each; revive one at a time.
+    for (let start = 0; start < listed.length; start += LIST_PAGE) {
+      const page = listed.slice(start, start + LIST_PAGE)
+      const { records, writes } = await this.#loadListed(page)
+      for (const { info } of page) yield await this.#tuple(records.get(info.id)!, writes.get(info.id) ?? [])
     }
   }
 
@@ -220,7 +225,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     return (await loadValue(this.serde, header.metadata)) as CheckpointMetadata
   }
 
-  async #loadListed(listed: readonly ListedHeader[]): Promise<CheckpointTuple[]> {
+  async #loadListed(listed: readonly ListedHeader[]) {
     const byRun = new Map<string, string[]>()
     for (const { info } of listed) byRun.set(info.runId, [...(byRun.get(info.runId) ?? []), info.id])
     const records = new Map<string, CheckpointRecord<SavedCheckpoint>>()
@@ -230,7 +235,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       for (const record of loaded) records.set(record.id, record)
       for (const write of await this.store.listPendingWrites!(runId, ids)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
     }
-    return Promise.all(listed.map(({ info }) => this.#tuple(records.get(info.id)!, writes.get(info.id) ?? [])))
+    return { records, writes }
   }
 
   async #tuple(record: CheckpointRecord<SavedCheckpoint> | CheckpointInfo & { payload: SavedCheckpoint }, writes: readonly PendingWriteRecord[]): Promise<CheckpointTuple> {

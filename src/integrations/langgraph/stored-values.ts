@@ -14,13 +14,22 @@ const decoder = new TextDecoder()
 
 /** Serialize a value through `serde`; an array item by item. */
 export async function storeValue(serde: SerializerProtocol, value: unknown): Promise<StoredValue> {
-  if (Array.isArray(value)) return { t: 'items', items: await Promise.all(value.map((item: unknown) => storeItem(serde, item))) }
+  if (Array.isArray(value)) {
+    const items: StoredValue[] = []
+    for (const item of value as unknown[]) items.push(await storeItem(serde, item))
+    return { t: 'items', items }
+  }
   return storeItem(serde, value)
 }
 
 /** The value a {@link StoredValue} was made from, through `serde`. */
 export async function loadValue(serde: SerializerProtocol, stored: StoredValue): Promise<unknown> {
-  if ('items' in stored) return Promise.all(stored.items.map((item) => loadValue(serde, item)))
+  if ('items' in stored) {
+    // One item at a time: a thousand revivals in flight at once cost more in garbage than they save.
+    const items: unknown[] = []
+    for (const item of stored.items) items.push(await loadValue(serde, item))
+    return items
+  }
   if ('s' in stored) return serde.loadsTyped(stored.t, stored.s)
   if ('j' in stored) return serde.loadsTyped(stored.t, JSON.stringify(stored.j))
   return serde.loadsTyped(stored.t, stored.b)
