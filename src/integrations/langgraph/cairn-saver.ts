@@ -74,6 +74,8 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #runs = new Set<string>()
   /** The channels each recently put checkpoint stores, by Cairn id: what its child may carry over. */
   readonly #stored = new Map<string, ChannelVersions>()
+  /** The array channels each run stored last, by run: what the next put reuses items of. */
+  readonly #arrays = new Map<string, Map<string, StoredValue>>()
 
   constructor(options: CairnSaverOptions) {
     super(options.serde)
@@ -129,12 +131,13 @@ export class CairnSaver extends BaseCheckpointSaver {
     const { channel_values: channelValues, ...rest } = checkpoint
     const values: Record<string, StoredValue> = {}
     const stored: ChannelVersions = {}
+    const arrays = this.#arrays.get(runId) ?? new Map<string, StoredValue>()
     for (const [channel, value] of Object.entries(channelValues ?? {})) {
       const version = checkpoint.channel_versions?.[channel]
       const changed = Object.prototype.hasOwnProperty.call(newVersions, channel)
       const kept = version !== undefined && carried[channel] === version
       if (value === undefined || (!changed && !kept)) continue
-      values[channel] = await storeValue(this.serde, value)
+      values[channel] = await storeValue(this.serde, value, arrays.get(channel))
       if (version !== undefined) stored[channel] = version
     }
     const header: SavedHeader = { ...place, checkpointId: checkpoint.id, parentId, metadata: await storeValue(this.serde, metadata), stored }
@@ -156,6 +159,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       await this.store.save(input)
     }
     this.#remember(key, stored)
+    this.#rememberArrays(runId, values)
     return { configurable: { thread_id: place.threadId, checkpoint_ns: place.checkpointNs, checkpoint_id: checkpoint.id } }
   }
 
@@ -181,6 +185,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   async deleteThread(threadId: string): Promise<void> {
     for (const runId of await threadRuns(this.store, String(threadId), undefined)) {
       this.#runs.delete(runId)
+      this.#arrays.delete(runId)
       await this.store.deleteRun(runId)
     }
     this.#stored.clear()
@@ -210,6 +215,13 @@ export class CairnSaver extends BaseCheckpointSaver {
   #remember(key: string, stored: ChannelVersions): void {
     this.#stored.set(key, stored)
     if (this.#stored.size > 256) this.#stored.delete(this.#stored.keys().next().value!)
+  }
+
+  #rememberArrays(runId: string, values: Record<string, StoredValue>): void {
+    const arrays = new Map(Object.entries(values).filter(([, value]) => 'items' in value))
+    this.#arrays.delete(runId)
+    if (arrays.size > 0) this.#arrays.set(runId, arrays)
+    if (this.#arrays.size > 64) this.#arrays.delete(this.#arrays.keys().next().value!)
   }
 
   async #loadIfExists(key: string): Promise<CheckpointRecord<SavedCheckpoint> | undefined> {

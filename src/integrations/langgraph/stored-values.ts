@@ -1,5 +1,6 @@
 import type { SerializerProtocol } from '@langchain/langgraph-checkpoint'
 import type { JsonValue } from '../../core/codec.js'
+import { freezeDeep } from '../../core/freeze.js'
 
 /**
  * A value as a `CairnSaver` stores it: the JSON text the saver's serde made of it (`s`), or its
@@ -12,11 +13,20 @@ export type StoredValue = { t: string; s: string } | { t: string; j: JsonValue }
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
-/** Serialize a value through `serde`; an array item by item. */
-export async function storeValue(serde: SerializerProtocol, value: unknown): Promise<StoredValue> {
+/**
+ * Serialize a value through `serde`; an array item by item. An item whose serialization equals
+ * the item at the same place of `previous` (the array as stored last time) is that very frozen
+ * object, so the store takes its stored JSON as it is instead of encoding it again.
+ */
+export async function storeValue(serde: SerializerProtocol, value: unknown, previous?: StoredValue): Promise<StoredValue> {
   if (Array.isArray(value)) {
+    const before = previous !== undefined && 'items' in previous ? previous.items : []
     const items: StoredValue[] = []
-    for (const item of value as unknown[]) items.push(await storeItem(serde, item))
+    for (const item of value as unknown[]) {
+      const stored = await storeItem(serde, item)
+      const same = before[items.length]
+      items.push(same !== undefined && sameStored(same, stored) ? same : freezeDeep(stored))
+    }
     return { t: 'items', items }
   }
   return storeItem(serde, value)
@@ -33,6 +43,10 @@ export async function loadValue(serde: SerializerProtocol, stored: StoredValue):
   if ('s' in stored) return serde.loadsTyped(stored.t, stored.s)
   if ('j' in stored) return serde.loadsTyped(stored.t, JSON.stringify(stored.j))
   return serde.loadsTyped(stored.t, stored.b)
+}
+
+function sameStored(a: StoredValue, b: StoredValue): boolean {
+  return a.t === b.t && 's' in a && 's' in b && a.s === b.s
 }
 
 async function storeItem(serde: SerializerProtocol, value: unknown): Promise<StoredValue> {
