@@ -18,6 +18,9 @@ const integration = [
   'test/file-engine.test.ts',
   'test/hostile/fuzz.test.ts',
   'test/hostile/injection.test.ts',
+  'test/langgraph/graph.test.ts',
+  'test/langgraph/validation.postgres.test.ts',
+  'test/langgraph/validation.sqlite-file.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
   'test/pglite-client.test.ts',
@@ -48,7 +51,7 @@ export default defineConfig({
     // The package's own entry points resolve to the sources, as in tsconfig.json `paths`.
     alias: [
       { find: /^cairn$/, replacement: src('index') },
-      { find: /^cairn\/(engine|postgres|sqlite|testing)$/, replacement: src('$1') },
+      { find: /^cairn\/(engine|langgraph|postgres|sqlite|testing)$/, replacement: src('$1') },
     ],
   },
   test: {

@@ -46,7 +46,7 @@ describe('Postgres schema and migrations', () => {
   it('migrations create the tables once and record each version in cairn_migrations', async () => {
     await openStore().ready()
     const tables = await sql(`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema])
-    expect(tables.map((t) => t.name)).toEqual(['cairn_migrations', 'checkpoints', 'effects', 'list_items', 'runs'])
+    expect(tables.map((t) => t.name)).toEqual(['cairn_migrations', 'checkpoints', 'effects', 'list_items', 'pending_writes', 'runs'])
     const applied = await sql(`SELECT version, name, applied_at FROM "${schema}".cairn_migrations ORDER BY version`)
     expect(applied.map(({ version, name }) => ({ version, name }))).toEqual(POSTGRES_MIGRATIONS.map(({ version, name }) => ({ version, name })))
 
@@ -69,6 +69,9 @@ describe('Postgres schema and migrations', () => {
       'effects.run_id',
       'list_items.list_id',
       'list_items.run_id',
+      'pending_writes.checkpoint_id',
+      'pending_writes.run_id',
+      'pending_writes.task_id',
       'runs.run_id',
     ])
   })
@@ -254,6 +257,7 @@ describe('PostgresStore', () => {
       'checkpoints.checkpoints_workflow',
       'effects.effects_pkey',
       'list_items.list_items_pkey',
+      'pending_writes.pending_writes_pkey',
       'runs.runs_claim',
       'runs.runs_created_at',
       'runs.runs_pkey',
@@ -261,7 +265,7 @@ describe('PostgresStore', () => {
       'runs.runs_thread',
       'runs.runs_workflow',
     ])
-    for (const table of ['runs', 'checkpoints', 'list_items', 'effects']) await sql(`ANALYZE "${schema}".${table}`)
+    for (const table of ['runs', 'checkpoints', 'list_items', 'effects', 'pending_writes']) await sql(`ANALYZE "${schema}".${table}`)
 
     const s = postgresStatements(schema)
     const queries: [string, string, unknown[]][] = [
@@ -277,6 +281,7 @@ describe('PostgresStore', () => {
       ['getEffect', s.getEffect, ['run-1', 'c1']],
       ['listEffects', s.listEffects, ['run-1']],
       ['fenceOf', s.fenceOf, ['run-1']],
+      ['listWrites', s.listWrites, ['run-1', ['x', 'y']]],
     ]
     // The worker layer's queries: claiming (from the partial index of claimable runs), heartbeats, leases.
     const leases = leaseStatements(schema)

@@ -17,6 +17,8 @@ const STYLE: Record<string, { color: string; dash?: string }> = {
   'langgraph-sqlite-delta': { color: '#e31a1c', dash: '2 3' },
   'langgraph-postgres': { color: '#ff7f00' },
   'langgraph-postgres-delta': { color: '#ff7f00', dash: '2 3' },
+  'langgraph-cairn-sqlite': { color: '#33a02c' },
+  'langgraph-cairn-postgres': { color: '#33a02c', dash: '6 4' },
   dbos: { color: '#8c6d31' },
 }
 

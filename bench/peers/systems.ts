@@ -36,6 +36,16 @@ const langgraph = (backend: 'memory' | 'sqlite' | 'postgres', saver: string, del
   persistent: backend !== 'memory',
 })
 
+/** LangGraph's graph on `CairnSaver` (`cairn/langgraph`), measured against the graph without a checkpointer. */
+const cairnSaver = (backend: 'sqlite' | 'postgres', store: string): SystemSpec => ({
+  id: `langgraph-cairn-${backend}`,
+  label: `LangGraph CairnSaver (${store})`,
+  family: 'langgraph',
+  backend,
+  baseline: 'langgraph-baseline',
+  persistent: true,
+})
+
 /** Table order: baselines, then Cairn, then its peers. */
 export const SYSTEMS: readonly SystemSpec[] = [
   baseline('cairn', 'Cairn agent.invoke, no persistence'),
@@ -55,6 +65,8 @@ export const SYSTEMS: readonly SystemSpec[] = [
   langgraph('sqlite', 'SqliteSaver', true),
   langgraph('postgres', 'PostgresSaver', false),
   langgraph('postgres', 'PostgresSaver', true),
+  cairnSaver('sqlite', 'SqliteStore'),
+  cairnSaver('postgres', 'PostgresStore'),
   { id: 'dbos', label: 'DBOS Transact workflow', family: 'dbos', backend: 'postgres', baseline: 'dbos-baseline', persistent: true },
 ]
 

@@ -197,6 +197,41 @@ export interface WriteBatch {
   fence?: Fence
 }
 
+/**
+ * A value one task of a graph step wrote for a checkpoint, kept until the step's next checkpoint
+ * absorbs it (LangGraph's pending writes): on a resume, the tasks that already wrote are not
+ * run again. Keyed by `(runId, checkpointId, taskId, index)`.
+ */
+export interface PendingWrite {
+  taskId: string
+  /**
+   * Position among the task's writes. A write with an index `>= 0` is stored once: writing the
+   * same key again keeps the first value. A negative index marks a special write (an error, an
+   * interrupt), which the newest write of its key replaces.
+   */
+  index: number
+  channel: string
+  /** Where the task sits in the graph; `''` (the default) sorts first. */
+  taskPath?: string
+  /** Any value the codec encodes. */
+  value: unknown
+}
+
+/** A stored {@link PendingWrite}, with where it belongs. */
+export interface PendingWriteRecord extends Required<PendingWrite> {
+  runId: string
+  checkpointId: string
+  /** Unix milliseconds of the write that stored it. */
+  createdAt: number
+}
+
+/** What `putPendingWrites` takes: writes of one checkpoint. */
+export interface PutPendingWritesInput {
+  runId: string
+  checkpointId: string
+  writes: readonly PendingWrite[]
+}
+
 /** What `prune` may remove. Without `runId`, every run is considered. */
 export interface PruneOptions {
   runId?: string
@@ -240,6 +275,12 @@ export interface StoreReader {
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
   listEffects(runId: string): Promise<EffectRecord[]>
+  /**
+   * The pending writes of some checkpoints of one run, in one read: grouped by checkpoint in the
+   * order given, each group by task path, task id and index. Optional: a store without it has no
+   * place for pending writes; every built-in store has it.
+   */
+  listPendingWrites?(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]>
 }
 
 /**
@@ -265,6 +306,12 @@ export interface StoreWriter {
   startEffect(runId: string, callId: string): Promise<EffectRecord>
   /** Record an outcome; the first outcome recorded for a call wins. */
   completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult>
+  /**
+   * Store pending writes of one checkpoint atomically (see {@link PendingWrite} for which write
+   * of a key wins). Deleting the checkpoint or its run deletes them. Optional, like
+   * {@link StoreReader.listPendingWrites}.
+   */
+  putPendingWrites?(input: PutPendingWritesInput): Promise<void>
 }
 
 /**

@@ -12,8 +12,10 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
+  PendingWriteRecord,
   PruneOptions,
   PruneResult,
+  PutPendingWritesInput,
   RunRecord,
   RunStore,
   StoreReader,
@@ -21,6 +23,7 @@ import type {
   WriteBatch,
 } from './checkpoint-store.js'
 import type { RunLeases } from './leases/run-leases.js'
+import { CheckpointError } from '../core/errors.js'
 
 /**
  * A {@link RunStore} that forwards every call to `inner`. Extend it to change a few methods of
@@ -78,6 +81,16 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
   listEffects(runId: string): Promise<EffectRecord[]> {
     return this.inner.listEffects(runId)
+  }
+
+  putPendingWrites(input: PutPendingWritesInput): Promise<void> {
+    if (!this.inner.putPendingWrites) return Promise.reject(new CheckpointError('invalid_argument', 'the wrapped store has no place for pending writes'))
+    return this.inner.putPendingWrites(input)
+  }
+
+  listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
+    if (!this.inner.listPendingWrites) return Promise.reject(new CheckpointError('invalid_argument', 'the wrapped store has no place for pending writes'))
+    return this.inner.listPendingWrites(runId, checkpointIds)
   }
   get leases(): RunLeases | undefined {
     return this.inner.leases

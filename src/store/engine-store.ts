@@ -16,13 +16,16 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
+  PendingWriteRecord,
   PruneOptions,
   PruneResult,
+  PutPendingWritesInput,
   RunRecord,
   UpdateRunInput,
   WriteBatch,
 } from './checkpoint-store.js'
 import { encodeBatch } from './encoding/batch.js'
+import { decodeWriteRow, orderWrites, writeRows } from './encoding/write-rows.js'
 import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-rows.js'
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
 import type { CheckpointRow, RunRow } from './engine/rows.js'
@@ -372,6 +375,24 @@ export class EngineStore implements CheckpointStore {
     return rows.map(decodeEffectRow)
   }
 
+  async putPendingWrites(input: PutPendingWritesInput): Promise<void> {
+    const rows = writeRows(input, Date.now())
+    const putWrites = this.#engine.putWrites?.bind(this.#engine)
+    if (!putWrites) throw noWritesError(input.runId)
+    if (rows.length === 0) return
+    await this.#call(input.runId, `store pending writes of checkpoint ${input.checkpointId}`, () => putWrites(rows))
+  }
+
+  async listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
+    assertId(runId, 'runId')
+    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
+    const listWrites = this.#engine.listWrites?.bind(this.#engine)
+    if (!listWrites) throw noWritesError(runId)
+    if (checkpointIds.length === 0) return []
+    const rows = await this.#call(runId, 'read pending writes', () => listWrites(runId, checkpointIds))
+    return orderWrites(rows.map(decodeWriteRow), checkpointIds)
+  }
+
   async prune(options: PruneOptions = {}): Promise<PruneResult> {
     const keepLast = Math.max(1, options.keepLast ?? 1)
     if (!Number.isInteger(keepLast)) throw new CheckpointError('invalid_argument', `keepLast must be an integer, got ${String(options.keepLast)}`)
@@ -562,6 +583,10 @@ function notPendingError(runId: string, result: { callId: string; status: Effect
     return new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${result.callId}; record the intent before the effect starts`, { runId })
   }
   return new EffectStartedError({ runId, callId: result.callId, status: result.status })
+}
+
+function noWritesError(runId: string): CairnError {
+  return new CheckpointError('invalid_argument', `run ${runId}: this store's backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites`, { runId })
 }
 
 function assertLimit(limit: number | undefined): void {

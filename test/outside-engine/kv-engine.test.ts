@@ -11,7 +11,7 @@ import { KvEngine } from './kv-engine.js'
 const found = await runEngineConformance({ name: 'outside kv engine', open: (location) => new KvEngine(location) })
 
 it('the suite found the lease capability of the outside engine', () => {
-  expect(found).toEqual({ leases: true })
+  expect(found).toEqual({ leases: true, pendingWrites: false })
 })
 
 it('cairn/engine is a published subpath export of the package', async () => {

@@ -36,8 +36,8 @@ async function race(script: (startAt: number) => string): Promise<unknown[]> {
   return exits.map((exit) => JSON.parse(exit.stdout) as unknown)
 }
 
-describe('migration 2 on a database at migration 1', () => {
-  it('SQLite: six processes opening it at once apply migration 2 exactly once; old runs keep their data', async () => {
+describe('the later migrations on a database at migration 1', () => {
+  it('SQLite: six processes opening it at once apply the later migrations exactly once; old runs keep their data and take pending writes', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'cairn-migrate-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))
     const path = join(dir, 'cairn.db')
@@ -61,18 +61,21 @@ describe('migration 2 on a database at migration 1', () => {
         db.close()
       `,
     )
-    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([[2], [], [], [], [], []])
+    const later = SQLITE_MIGRATIONS.slice(1).map((step) => step.version)
+    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([later, [], [], [], [], []])
 
     const store = new SqliteStore({ path })
     cleanups.push(() => store.close())
     expect(await store.getRun('old')).toMatchObject({ status: 'running', name: 'legacy' })
+    await store.putPendingWrites({ runId: 'old', checkpointId: 'cp-1', writes: [{ taskId: 't', index: 0, channel: 'c', value: 1 }] })
+    expect((await store.listPendingWrites('old', ['cp-1'])).map((write) => write.value)).toEqual([1])
     expect(await store.leases!.getLease('old')).toEqual({ runId: 'old', queue: null, priority: 0, owner: null, epoch: 0, leaseExpiresAt: null, recoveries: 0, cancelRequested: false })
     // A run from before the worker layer was never enqueued: no worker claims it.
     await store.leases!.enqueue({ runId: 'new' })
     expect((await store.leases!.claim({ owner: 'w', limit: 5, leaseMs: 1000 })).map((c) => c.run.runId)).toEqual(['new'])
   }, 30_000)
 
-  it.skipIf(target.skipChildProcesses !== undefined)('Postgres: six processes starting at once apply migration 2 exactly once; old runs keep their data', async () => {
+  it.skipIf(target.skipChildProcesses !== undefined)('Postgres: six processes starting at once apply the later migrations exactly once; old runs keep their data and take pending writes', async () => {
     // Skipped on PGlite: it lives inside one process, so no other process can race on it.
     const schema = target.freshSchema()
     const pool = target.pool()
@@ -92,12 +95,15 @@ describe('migration 2 on a database at migration 1', () => {
         await pool.end()
       `,
     )
-    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([[2], [], [], [], [], []])
-    expect((await target.sql(`SELECT version FROM "${schema}".cairn_migrations ORDER BY version`)).map((row) => row.version)).toEqual([1, 2])
+    const later = POSTGRES_MIGRATIONS.slice(1).map((step) => step.version)
+    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([later, [], [], [], [], []])
+    expect((await target.sql(`SELECT version FROM "${schema}".cairn_migrations ORDER BY version`)).map((row) => row.version)).toEqual([1, ...later])
 
     const store = target.openStore(schema, { onWarning: () => {} })
     cleanups.push(() => store.close())
     expect(await store.getRun('old')).toMatchObject({ status: 'running', name: 'legacy' })
+    await store.putPendingWrites({ runId: 'old', checkpointId: 'cp-1', writes: [{ taskId: 't', index: 0, channel: 'c', value: 1 }] })
+    expect((await store.listPendingWrites('old', ['cp-1'])).map((write) => write.value)).toEqual([1])
     expect(await store.leases!.getLease('old')).toEqual({ runId: 'old', queue: null, priority: 0, owner: null, epoch: 0, leaseExpiresAt: null, recoveries: 0, cancelRequested: false })
     await store.leases!.enqueue({ runId: 'new' })
     expect((await store.leases!.claim({ owner: 'w', limit: 5, leaseMs: 1000 })).map((c) => c.run.runId)).toEqual(['new'])

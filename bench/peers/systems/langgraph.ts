@@ -3,7 +3,10 @@
  * compiled with MemorySaver, SqliteSaver or PostgresSaver at LangGraph's default durability
  * (`async`); the `-delta` rows swap the messages field for `MessagesDeltaValue` (a DeltaChannel:
  * only each step's new messages are written, plus a full snapshot every `snapshotFrequency`
- * updates). Each is measured against the same graph compiled without a checkpointer.
+ * updates); the `-cairn-` rows compile it with Cairn's `CairnSaver` over SqliteStore or
+ * PostgresStore (built against Cairn's own copy of LangGraph's checkpoint package, whose types
+ * differ from this one's only by identity). Each is measured against the same graph compiled
+ * without a checkpointer.
  */
 import { join } from 'node:path'
 import { AIMessage, HumanMessage, type BaseMessage } from '@langchain/core/messages'
@@ -13,19 +16,22 @@ import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres'
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite'
 import { ToolNode } from '@langchain/langgraph/prebuilt'
 import { z } from 'zod'
+import { CairnSaver } from '../../../src/langgraph.js'
+import { PostgresStore } from '../../../src/postgres.js'
+import { SqliteStore } from '../../../src/sqlite.js'
 import { sqliteBytes } from '../../disk-usage.js'
 import { countRows, pgUrl, PG_DATABASES, schemaBytes } from '../pg-admin.js'
 import { cpuMsSince, cycleEnds, HISTORY_BUDGET_MS, RUN_ID, timedMs, WARMUP_CYCLES, type ChildRequest, type ResumeFigures, type RunFigures, type SystemDriver } from '../protocol.js'
 import { sqliteBreakdown } from '../sqlite-breakdown.js'
 import { assistantText, cycleOf, cycleOfInput, CycleClock, FINAL_TEXT, PROMPT, TOOL_DESCRIPTION, TOOL_NAME, toolInput, toolResultText } from '../workload.js'
 
-type Backend = 'memory' | 'sqlite' | 'postgres'
+type Backend = 'memory' | 'sqlite' | 'postgres' | 'cairn-sqlite' | 'cairn-postgres'
 
 /** The driver of a LangGraph system id: `langgraph-<backend>[-delta]`, `langgraph-baseline` or `langgraph-delta-baseline`. */
 export function langgraphDriver(id: string): SystemDriver {
   if (id === 'langgraph-baseline') return { run: (request) => runBaseline(request, false) }
   if (id === 'langgraph-delta-baseline') return { run: (request) => runBaseline(request, true) }
-  const match = /^langgraph-(memory|sqlite|postgres)(-delta)?$/.exec(id)
+  const match = /^langgraph-(memory|sqlite|postgres|cairn-sqlite|cairn-postgres)(-delta)?$/.exec(id)
   if (!match) throw new Error(`unknown LangGraph system ${id}`)
   const backend = match[1] as Backend
   const delta = match[2] !== undefined
@@ -49,7 +55,7 @@ async function runDurable(request: ChildRequest, backend: Backend, delta: boolea
   const cpuMs = cpuMsSince(cpu)
   assertMessages(state.messages, request.n)
   const bytesOpen = await bytesOf(backend, request)
-  const storage = backend === 'sqlite' ? sqliteBreakdown(join(request.location, 'langgraph.db')) : undefined
+  const storage = backend === 'sqlite' || backend === 'cairn-sqlite' ? sqliteBreakdown(sqlitePath(backend, request)) : undefined
   const checkpoints = await countCheckpoints(saver, request.schema)
   const resume = backend === 'memory' ? await loadAndList(graph, request.n, true) : undefined
   await closeSaver(saver)
@@ -178,18 +184,31 @@ async function openSaver(backend: Backend, request: Pick<ChildRequest, 'location
       if (setUp) await saver.setup()
       return saver
     }
+    case 'cairn-sqlite': {
+      const { mkdirSync } = await import('node:fs')
+      mkdirSync(request.location, { recursive: true })
+      return new CairnSaver({ store: new SqliteStore({ path: sqlitePath(backend, request) }) }) as unknown as BaseCheckpointSaver
+    }
+    case 'cairn-postgres':
+      return new CairnSaver({ store: new PostgresStore({ connectionString: pgUrl(PG_DATABASES.langgraph) }, { schema: request.schema }) }) as unknown as BaseCheckpointSaver
   }
+}
+
+function sqlitePath(backend: Backend, request: Pick<ChildRequest, 'location'>): string {
+  return join(request.location, backend === 'cairn-sqlite' ? 'cairn-saver.db' : 'langgraph.db')
 }
 
 async function closeSaver(saver: BaseCheckpointSaver): Promise<void> {
   if (saver instanceof SqliteSaver) saver.db.close()
   else if (saver instanceof PostgresSaver) await saver.end()
+  else if (saver instanceof CairnSaver) await saver.store.close()
 }
 
 async function countCheckpoints(saver: BaseCheckpointSaver, schema: string): Promise<number | null> {
   if (saver instanceof SqliteSaver) return (saver.db.prepare('SELECT count(*) AS n FROM checkpoints WHERE thread_id = ?').get(RUN_ID) as { n: number }).n
   if (saver instanceof MemorySaver) return Object.keys(saver.storage[RUN_ID]?.[''] ?? {}).length
   if (saver instanceof PostgresSaver) return countRows('langgraph', schema, 'checkpoints', RUN_ID)
+  if (saver instanceof CairnSaver) return (await saver.store.listCheckpoints({})).length
   return null
 }
 
@@ -198,8 +217,10 @@ async function bytesOf(backend: Backend, request: ChildRequest): Promise<number 
     case 'memory':
       return null
     case 'sqlite':
-      return sqliteBytes(join(request.location, 'langgraph.db'))
+    case 'cairn-sqlite':
+      return sqliteBytes(sqlitePath(backend, request))
     case 'postgres':
+    case 'cairn-postgres':
       return schemaBytes('langgraph', request.schema)
   }
 }

@@ -91,3 +91,21 @@ export interface EffectCompletionRow {
   outputHash: string
   completedAt: number
 }
+
+/**
+ * A pending write as an engine stores it: a value a task of a graph step produced for one
+ * checkpoint, kept until the step's next checkpoint absorbs it. Keyed by
+ * `(runId, checkpointId, taskId, idx)`; `value` is JSON text (codec-encoded).
+ */
+export interface PendingWriteRow {
+  runId: string
+  checkpointId: string
+  taskId: string
+  /** Position among the task's writes; a negative index marks a special write (an error, an interrupt). */
+  idx: number
+  channel: string
+  /** Where the task sits in the graph (`''` when unknown): the first part of the replay order. */
+  taskPath: string
+  value: string
+  createdAt: number
+}

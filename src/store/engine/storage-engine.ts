@@ -1,6 +1,6 @@
 import type { EffectStatus, ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import type { Fence, LeaseEngine } from './lease-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, RunPatch, RunRow } from './rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from './rows.js'
 
 /**
  * The storage-engine interface under every Cairn store. An engine moves rows and strings; it
@@ -74,6 +74,18 @@ export interface StorageEngine {
   listEffects(runId: string): Promise<EffectRow[]>
   /** Delete a run's effects; returns how many. */
   deleteEffects(runId: string): Promise<number>
+
+  /**
+   * Store pending writes of one checkpoint, in one atomic step: a row whose key
+   * `(runId, checkpointId, taskId, idx)` exists already is kept as it is when `idx >= 0` (the
+   * first write wins, so a retried task cannot change what it wrote) and replaced when `idx < 0`
+   * (a special write such as an error or an interrupt: the newest wins). `deleteRun` and
+   * `deleteCheckpoints` remove the writes of what they delete. Optional: an engine without it
+   * has no place for pending writes.
+   */
+  putWrites?(rows: readonly PendingWriteRow[]): Promise<void>
+  /** The pending writes of some checkpoints of one run, in any order. */
+  listWrites?(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]>
 
   close(): Promise<void>
 

@@ -1,6 +1,6 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, RunPatch, RunRow } from '../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
@@ -145,8 +145,33 @@ export class SealedEngine implements StorageEngine {
     return this.#inner.deleteEffects(runId)
   }
 
+  async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
+    if (!this.#inner.putWrites) throw new TypeError('this store backend has no place for pending writes')
+    await this.#inner.putWrites(rows.map((row) => this.#sealWrite(row)))
+  }
+
+  async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
+    if (!this.#inner.listWrites) throw new TypeError('this store backend has no place for pending writes')
+    return (await this.#inner.listWrites(runId, checkpointIds)).map((row) => this.#openWrite(row))
+  }
+
   close(): Promise<void> {
     return this.#inner.close()
+  }
+
+  /** A pending write as stored: its value encrypted when asked, then signed with its key. */
+  #sealWrite(row: PendingWriteRow): PendingWriteRow {
+    const value = this.#encrypt ? JSON.stringify(encrypt(this.#ring, row.value, writeAad(row))) : row.value
+    return { ...row, value: `${value}|${sign(this.#ring, 'pending-write', writeFields(row, value))}` }
+  }
+
+  #openWrite(row: PendingWriteRow): PendingWriteRow {
+    const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.checkpointId), what: `a pending write of checkpoint ${String(row.checkpointId)}` }
+    const [value, signature] = splitSealed(row.value)
+    verify(this.#ring, signature, 'pending-write', writeFields(row, value), context)
+    if (value === undefined) throw integrity(context, 'has no value')
+    const plain = value.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(value) as string, writeAad(row), context) : value
+    return { ...row, value: plain }
   }
 
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */
@@ -242,6 +267,14 @@ function itemAad(runId: string, listId: string, idx: number): string {
 
 function effectAad(runId: string, callId: string, status: string): string {
   return JSON.stringify(['effect', runId, callId, status])
+}
+
+function writeAad(row: PendingWriteRow): string {
+  return JSON.stringify(['write', row.runId, row.checkpointId, row.taskId, row.idx])
+}
+
+function writeFields(row: PendingWriteRow, value: string | undefined): (string | undefined)[] {
+  return [row.runId, row.checkpointId, row.taskId, String(row.idx), row.channel, row.taskPath, value].map(stringOr)
 }
 
 function intentFields(row: EffectRow, inputHash: unknown): (string | undefined)[] {

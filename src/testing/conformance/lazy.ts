@@ -30,7 +30,7 @@ export async function runStoreConformance(factory: StoreFactory): Promise<void> 
  * await runEngineConformance({ name: 'my-engine', open: (location) => new MyEngine({ directory: location }) })
  * ```
  */
-export async function runEngineConformance(factory: EngineFactory): Promise<{ leases: boolean }> {
+export async function runEngineConformance(factory: EngineFactory): Promise<{ leases: boolean; pendingWrites: boolean }> {
   const { registerEngineConformance } = await import('../engine-conformance/run-engine-conformance.js')
   return registerEngineConformance(factory)
 }

@@ -34,6 +34,8 @@ export interface StoreFactory {
   open: (location: string) => CheckpointStore | Promise<CheckpointStore>
   /** False for a store whose data lives only in its process (reopen and crash tests are skipped). */
   persistent?: boolean
+  /** False for a store without pending writes (`putPendingWrites`, `listPendingWrites`): their cases are skipped. */
+  pendingWrites?: boolean
   /**
    * Absolute path of an ES module exporting `openStore(location: string): Promise<CheckpointStore>`,
    * which the suite loads in child processes (crash atomicity, two writers). Omit to skip those.

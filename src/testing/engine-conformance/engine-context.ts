@@ -54,12 +54,18 @@ export function useEngineContext(factory: EngineFactory): EngineContext {
 }
 
 /** Open one engine on a scratch location to see which optional capabilities it has, then close it. */
-export async function probeCapabilities(factory: EngineFactory): Promise<{ leases: boolean }> {
+/** The optional capabilities of an engine the suite found. */
+export interface EngineCapabilities {
+  leases: boolean
+  pendingWrites: boolean
+}
+
+export async function probeCapabilities(factory: EngineFactory): Promise<EngineCapabilities> {
   const location = await mkdtemp(join(tmpdir(), 'cairn-engine-probe-'))
   try {
     const engine = await factory.open(location)
     try {
-      return { leases: engine.leases !== undefined }
+      return { leases: engine.leases !== undefined, pendingWrites: typeof engine.putWrites === 'function' && typeof engine.listWrites === 'function' }
     } finally {
       await engine.close()
     }

@@ -5,7 +5,8 @@ import { journalCases } from '../conformance/cases-journal.js'
 import { useSuiteContext } from '../conformance/suite-context.js'
 import { engineRowCases } from './cases-engine-rows.js'
 import { leaseCases } from './cases-leases.js'
-import { probeCapabilities, useEngineContext } from './engine-context.js'
+import { probeCapabilities, useEngineContext, type EngineCapabilities } from './engine-context.js'
+import { pendingWriteCases } from '../conformance/cases-pending-writes.js'
 import type { EngineFactory } from './engine-factory.js'
 
 /**
@@ -15,7 +16,7 @@ import type { EngineFactory } from './engine-factory.js'
  * opens has the lease capability (`engine.leases`) — the lease and fencing cases. Returns which
  * optional capabilities it found.
  */
-export async function registerEngineConformance(factory: EngineFactory): Promise<{ leases: boolean }> {
+export async function registerEngineConformance(factory: EngineFactory): Promise<EngineCapabilities> {
   const capabilities = await probeCapabilities(factory)
   const persistent = factory.persistent ?? true
   describe(`StorageEngine conformance: ${factory.name}`, () => {
@@ -23,9 +24,15 @@ export async function registerEngineConformance(factory: EngineFactory): Promise
       engineRowCases(useEngineContext(factory))
     })
     describe('through EngineStore', () => {
-      const ctx = useSuiteContext({ name: factory.name, persistent, open: async (location) => new EngineStore(await factory.open(location), { onWarning: () => {} }) })
+      const ctx = useSuiteContext({
+        name: factory.name,
+        persistent,
+        pendingWrites: capabilities.pendingWrites,
+        open: async (location) => new EngineStore(await factory.open(location), { onWarning: () => {} }),
+      })
       checkpointCases(ctx)
       journalCases(ctx)
+      pendingWriteCases(ctx)
     })
     describe.skipIf(!capabilities.leases)('lease capability', () => {
       leaseCases(useEngineContext(factory))

@@ -4,13 +4,14 @@ import { randomBytes } from 'node:crypto'
 import { CheckpointError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
+import { FileWrites } from './file-writes.js'
 import { ensureDirectory, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
@@ -46,6 +47,7 @@ export class FileEngine implements StorageEngine {
   readonly #layout: FileLayout
   readonly #lists: FileLists
   readonly #effects: FileEffects
+  readonly #writes: FileWrites
   readonly #warn: (message: string) => void
   #closed = false
   /** The lease protocol, for several workers in this process (see {@link FileLeases}). */
@@ -57,6 +59,7 @@ export class FileEngine implements StorageEngine {
     this.#layout = this.#dir.layout
     this.#lists = new FileLists(this.#dir)
     this.#effects = new FileEffects(this.#dir)
+    this.#writes = new FileWrites(this.#dir)
     this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
     this.leases = new FileLeases(this.#dir, {
       write: (runId, fn) => this.#write(runId, fn),
@@ -252,6 +255,7 @@ export class FileEngine implements StorageEngine {
         deleted++
       }
       if (deleted > 0) await syncDirectory(dir)
+      await this.#writes.delete(runId, [...doomed])
       await this.#collectLists(runId, state.checkpoints)
       return deleted
     })
@@ -291,6 +295,22 @@ export class FileEngine implements StorageEngine {
     this.#layout.effectsDir(runId)
     await this.#begin()
     return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId))
+  }
+
+  async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
+    for (const runId of new Set(rows.map((row) => row.runId))) {
+      this.#layout.runDir(runId)
+      await this.#begin()
+      await this.#dir.withRunLock(runId, () => this.#writes.put(rows.filter((row) => row.runId === runId)))
+    }
+  }
+
+  async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
+    this.#layout.runDir(runId)
+    await this.#begin()
+    const rows: PendingWriteRow[] = []
+    for (const checkpointId of checkpointIds) rows.push(...(await this.#writes.read(runId, checkpointId)))
+    return rows
   }
 
   async rewrite(request: RewriteRequest): Promise<void> {

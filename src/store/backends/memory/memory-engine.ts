@@ -1,6 +1,6 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
@@ -21,6 +21,8 @@ export class MemoryEngine implements StorageEngine {
   readonly #byRun = new Map<string, CheckpointRow[]>()
   readonly #lists = new Map<string, string[]>()
   readonly #effects = new Map<string, EffectRow>()
+  /** Pending writes by run and checkpoint, then by task and index. */
+  readonly #writes = new Map<string, Map<string, PendingWriteRow>>()
   readonly #leases = new LeaseTable()
 
   /** The lease protocol over this engine's rows (see {@link LeaseEngine}). */
@@ -111,6 +113,7 @@ export class MemoryEngine implements StorageEngine {
     this.#byRun.delete(runId)
     for (const key of [...this.#lists.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#lists.delete(key)
     for (const key of [...this.#effects.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#effects.delete(key)
+    for (const key of [...this.#writes.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#writes.delete(key)
     return true
   }
 
@@ -192,6 +195,7 @@ export class MemoryEngine implements StorageEngine {
     const remaining = history.filter((row) => !doomed.has(row.id))
     const deleted = history.length - remaining.length
     for (const row of history) if (doomed.has(row.id)) this.#checkpoints.delete(row.id)
+    for (const id of doomed) this.#writes.delete(listKey(runId, id))
     this.#byRun.set(runId, remaining)
     const keep = retainedListLengths(remaining)
     if (keep) {
@@ -238,6 +242,21 @@ export class MemoryEngine implements StorageEngine {
       }
     }
     return deleted
+  }
+
+  async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
+    for (const row of rows) {
+      const key = listKey(row.runId, row.checkpointId)
+      const writes = this.#writes.get(key) ?? new Map<string, PendingWriteRow>()
+      this.#writes.set(key, writes)
+      const writeKey = JSON.stringify([row.taskId, row.idx])
+      if (row.idx >= 0 && writes.has(writeKey)) continue
+      writes.set(writeKey, { ...row })
+    }
+  }
+
+  async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
+    return checkpointIds.flatMap((id) => [...(this.#writes.get(listKey(runId, id))?.values() ?? [])].map((row) => ({ ...row })))
   }
 
   async rewrite(request: RewriteRequest): Promise<void> {

@@ -107,6 +107,25 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       `CREATE INDEX runs_claim ON ${s}.runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running')`,
     ],
   },
+  {
+    version: 3,
+    name: 'pending writes of checkpoints',
+    // What the tasks of a graph step wrote for a checkpoint before its next one: one row per
+    // (checkpoint, task, index), read by checkpoint through the primary key.
+    statements: (s) => [
+      `CREATE TABLE ${s}.pending_writes (
+        run_id text COLLATE "C" NOT NULL,
+        checkpoint_id text COLLATE "C" NOT NULL,
+        task_id text COLLATE "C" NOT NULL,
+        idx integer NOT NULL,
+        channel text NOT NULL,
+        task_path text NOT NULL,
+        value text NOT NULL,
+        created_at double precision NOT NULL,
+        CONSTRAINT pending_writes_pkey PRIMARY KEY (run_id, checkpoint_id, task_id, idx)
+      )`,
+    ],
+  },
 ]
 
 /**

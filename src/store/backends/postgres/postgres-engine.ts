@@ -1,7 +1,7 @@
 import { CairnError, StoreError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
@@ -114,7 +114,7 @@ export class PostgresEngine implements StorageEngine {
     const sql = this.#sql
     return this.#transaction(async (db) => {
       if ((await db.query(sql.deleteRun, [runId])).rowCount === 0) return false
-      for (const statement of [sql.deleteRunCheckpoints, sql.deleteRunItems, sql.deleteRunEffects]) await db.query(statement, [runId])
+      for (const statement of [sql.deleteRunCheckpoints, sql.deleteRunItems, sql.deleteRunEffects, sql.deleteRunWrites]) await db.query(statement, [runId])
       return true
     })
   }
@@ -180,6 +180,7 @@ export class PostgresEngine implements StorageEngine {
     return this.#transaction(async (db) => {
       await db.query(sql.lockRun, [runId])
       const deleted = (await db.query(sql.deleteCheckpoints, [runId, [...checkpointIds]])).rowCount ?? 0
+      await db.query(sql.deleteCheckpointWrites, [runId, [...checkpointIds]])
       // Drop the list items no remaining checkpoint needs; keep everything if a row is unreadable.
       const keep = retainedListLengths((await db.query(sql.listRefsOfRun, [runId])).rows as { lists: string }[])
       if (keep) await db.query(sql.truncateLists, [runId, [...keep.keys()], [...keep.values()]])
@@ -215,6 +216,18 @@ export class PostgresEngine implements StorageEngine {
 
   async deleteEffects(runId: string): Promise<number> {
     return (await this.#query(this.#sql.deleteEffects, [runId])).rowCount ?? 0
+  }
+
+  async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
+    if (rows.length === 0) return
+    const columns = WRITE_COLUMNS.map((key) => rows.map((row) => row[key]))
+    await this.#query(this.#sql.putWrites, columns)
+  }
+
+  async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
+    if (checkpointIds.length === 0) return []
+    const { rows } = await this.#query(this.#sql.listWrites, [runId, [...checkpointIds]])
+    return rows.map((row) => ({ ...(row as unknown as PendingWriteRow), idx: Number(row.idx), createdAt: Number(row.createdAt) }))
   }
 
   async rewrite(request: RewriteRequest): Promise<void> {
@@ -276,6 +289,8 @@ export class PostgresEngine implements StorageEngine {
 }
 
 /** `bigint` columns arrive from `pg` as strings: make the numeric fields numbers again. */
+const WRITE_COLUMNS = ['runId', 'checkpointId', 'taskId', 'idx', 'channel', 'taskPath', 'value', 'createdAt'] as const
+
 function runRow(row: Record<string, unknown>): RunRow {
   return { ...row, lastSeq: Number(row.lastSeq), createdAt: Number(row.createdAt), updatedAt: Number(row.updatedAt) } as RunRow
 }

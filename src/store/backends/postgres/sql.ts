@@ -177,6 +177,18 @@ export function postgresStatements(schema: string) {
     rewriteCheckpoint: `UPDATE ${s}.checkpoints SET body = $1, lists = $2, digest = $3 WHERE id = $4 AND run_id = $5`,
     rewriteItem: `UPDATE ${s}.list_items SET item = $1 WHERE run_id = $2 AND list_id = $3 AND idx = $4`,
     rewriteEffect: `UPDATE ${s}.effects SET input_hash = $1, output = $2, output_hash = $3 WHERE run_id = $4 AND call_id = $5`,
+
+    /** Rows of `$1…$8` as arrays; a regular write (idx >= 0) keeps the first value stored, a special one (idx < 0) the newest. */
+    putWrites: `INSERT INTO ${s}.pending_writes AS w (run_id, checkpoint_id, task_id, idx, channel, task_path, value, created_at)
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::text[], $6::text[], $7::text[], $8::double precision[])
+      ON CONFLICT (run_id, checkpoint_id, task_id, idx) DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path,
+        value = excluded.value, created_at = excluded.created_at
+      WHERE excluded.idx < 0`,
+    listWrites: `SELECT run_id AS "runId", checkpoint_id AS "checkpointId", task_id AS "taskId", idx, channel, task_path AS "taskPath", value,
+        created_at AS "createdAt"
+      FROM ${s}.pending_writes WHERE run_id = $1 AND checkpoint_id = ANY($2::text[])`,
+    deleteCheckpointWrites: `DELETE FROM ${s}.pending_writes WHERE run_id = $1 AND checkpoint_id = ANY($2::text[])`,
+    deleteRunWrites: `DELETE FROM ${s}.pending_writes WHERE run_id = $1`,
   }
 }
 

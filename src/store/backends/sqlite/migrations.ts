@@ -98,6 +98,25 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
       CREATE INDEX runs_claim ON runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running');
     `,
   },
+  {
+    version: 3,
+    name: 'pending writes of checkpoints',
+    // What the tasks of a graph step wrote for a checkpoint before its next one: one row per
+    // (checkpoint, task, index), read by checkpoint through the primary key.
+    sql: `
+      CREATE TABLE pending_writes (
+        run_id TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        channel TEXT NOT NULL,
+        task_path TEXT NOT NULL,
+        value TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, checkpoint_id, task_id, idx)
+      );
+    `,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

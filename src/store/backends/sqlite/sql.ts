@@ -76,6 +76,18 @@ export const SQL = {
   /** Ties on `started_at` keep insertion order, as the memory engine does. */
   listEffects: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE run_id = ? ORDER BY started_at, rowid`,
   deleteEffects: `DELETE FROM effects WHERE run_id = ?`,
+
+  /** A regular write (idx >= 0) keeps the first value stored; a special one (idx < 0) the newest. */
+  putWrite: `INSERT INTO pending_writes (run_id, checkpoint_id, task_id, idx, channel, task_path, value, created_at)
+    VALUES (:runId, :checkpointId, :taskId, :idx, :channel, :taskPath, :value, :createdAt)
+    ON CONFLICT (run_id, checkpoint_id, task_id, idx) DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path,
+      value = excluded.value, created_at = excluded.created_at
+    WHERE excluded.idx < 0`,
+  listWrites: `SELECT run_id AS runId, checkpoint_id AS checkpointId, task_id AS taskId, idx, channel, task_path AS taskPath, value,
+      created_at AS createdAt
+    FROM pending_writes WHERE run_id = ? AND checkpoint_id IN (SELECT value FROM json_each(?))`,
+  deleteCheckpointWrites: `DELETE FROM pending_writes WHERE run_id = ? AND checkpoint_id = ?`,
+  deleteRunWrites: `DELETE FROM pending_writes WHERE run_id = ?`,
 } as const
 
 const LEASE_COLUMNS = `run_id AS runId, queue, priority, owner, lease_epoch AS epoch, lease_expires_at AS leaseExpiresAt,

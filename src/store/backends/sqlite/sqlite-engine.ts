@@ -1,6 +1,6 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
@@ -160,6 +160,17 @@ export class SqliteEngine implements StorageEngine {
     return this.#write(() => this.#statements.deleteEffects.run(runId).changes)
   }
 
+  async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
+    this.#write(() => {
+      for (const row of rows) this.#statements.putWrite.run(row)
+    })
+  }
+
+  async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
+    if (checkpointIds.length === 0) return []
+    return this.#statements.listWrites.all(runId, JSON.stringify(checkpointIds)) as PendingWriteRow[]
+  }
+
   async rewrite(request: RewriteRequest): Promise<void> {
     const { runId } = request
     const checkpoint = this.#listStatement('UPDATE checkpoints SET body = ?, lists = ?, digest = ? WHERE id = ? AND run_id = ?')
@@ -184,7 +195,10 @@ export class SqliteEngine implements StorageEngine {
   #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
     const s = this.#statements
     let deleted = 0
-    for (const id of checkpointIds) deleted += s.deleteCheckpoint.run(id, runId).changes
+    for (const id of checkpointIds) {
+      deleted += s.deleteCheckpoint.run(id, runId).changes
+      s.deleteCheckpointWrites.run(runId, id)
+    }
     // Drop the list items no remaining checkpoint needs; keep everything if a row is unreadable.
     const keep = retainedListLengths(s.listRefsOfRun.all(runId) as { lists: string }[])
     if (keep) {
@@ -199,6 +213,7 @@ export class SqliteEngine implements StorageEngine {
     s.deleteRunCheckpoints.run(runId)
     s.deleteRunItems.run(runId)
     s.deleteRunEffects.run(runId)
+    s.deleteRunWrites.run(runId)
     return true
   }
 

@@ -1,0 +1,306 @@
+import type { RunnableConfig } from '@langchain/core/runnables'
+import {
+  BaseCheckpointSaver,
+  TASKS,
+  WRITES_IDX_MAP,
+  getCheckpointId,
+  maxChannelVersion,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  type CheckpointTuple,
+  type PendingWrite,
+  type SerializerProtocol,
+} from '@langchain/langgraph-checkpoint'
+import { CheckpointError } from '../../core/errors.js'
+import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
+import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
+import { loadValue, storeValue, type StoredValue } from './stored-values.js'
+import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
+
+/** Checkpoints a listing reads from the store at once. */
+const LIST_PAGE = 100
+
+/** Options of {@link CairnSaver}. */
+export interface CairnSaverOptions {
+  /** Any Cairn store: `MemoryStore`, `FileStore`, `SqliteStore`, `PostgresStore`. */
+  store: CheckpointStore
+  /** How LangGraph values become bytes; LangGraph's default serializer when omitted. */
+  serde?: SerializerProtocol
+}
+
+/** The payload of a LangGraph checkpoint in a Cairn checkpoint. */
+interface SavedCheckpoint {
+  /** The checkpoint without its channel values. */
+  checkpoint: Omit<Checkpoint, 'channel_values'>
+  /** The channel values the checkpoint stores, each through the saver's serde. */
+  values: Record<string, StoredValue>
+}
+
+/** What the header (the checkpoint's Cairn metadata) says of a LangGraph checkpoint: enough to list and filter without payloads. */
+export interface SavedHeader {
+  threadId: string
+  checkpointNs: string
+  checkpointId: string
+  parentId: string | null
+  /** LangGraph's metadata of the checkpoint, through the saver's serde. */
+  metadata: StoredValue
+  /** The version of each channel whose value the checkpoint stores. */
+  stored: ChannelVersions
+}
+
+/**
+ * A LangGraph checkpointer (`BaseCheckpointSaver`) over any Cairn {@link CheckpointStore}. Each
+ * thread's namespace is a Cairn run and each LangGraph checkpoint a Cairn checkpoint of it, so
+ * the store's integrity checks, retention, signing and tools apply. Array channels (the
+ * conversation) are stored item by item through Cairn's append-only lists: a thread of n steps
+ * stores O(n) bytes, not O(n²). Pending writes have their own place in the store.
+ *
+ * The latest checkpoint of a thread is the one put last; `getTuple` by id and the latest
+ * checkpoint each take a constant number of store reads, however long the thread.
+ *
+ * @example
+ * ```ts
+ * const checkpointer = new CairnSaver({ store: new SqliteStore({ path: 'graph.db' }) })
+ * const graph = builder.compile({ checkpointer })
+ * await graph.invoke(input, { configurable: { thread_id: 'chat-1' } })
+ * ```
+ */
+export class CairnSaver extends BaseCheckpointSaver {
+  readonly store: CheckpointStore
+  /** Runs known to exist, so a put creates each run once. */
+  readonly #runs = new Set<string>()
+  /** The channels each recently put checkpoint stores, by Cairn id: what its child may carry over. */
+  readonly #stored = new Map<string, ChannelVersions>()
+  /** The array channels each run stored last, by run: what the next put reuses items of. */
+  readonly #arrays = new Map<string, Map<string, StoredValue>>()
+
+  constructor(options: CairnSaverOptions) {
+    super(options.serde)
+    if (typeof options?.store?.putPendingWrites !== 'function' || typeof options.store.listPendingWrites !== 'function') {
+      throw new CheckpointError('invalid_argument', 'CairnSaver needs a store with pending writes (putPendingWrites, listPendingWrites): every built-in Cairn store has them')
+    }
+    this.store = options.store
+  }
+
+  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const place = placeOf(config)
+    if (!place) return undefined
+    const checkpointId = getCheckpointId(config)
+    const runId = runIdOf(place)
+    let record: CheckpointRecord<SavedCheckpoint> | undefined
+    if (checkpointId) {
+      record = await this.#loadIfExists(checkpointKeyOf(place, checkpointId))
+      if (record && record.runId !== runId) record = undefined
+    } else {
+      record = await this.store.getLatest<SavedCheckpoint>({ runId })
+    }
+    if (!record || record.kind !== LANGGRAPH_KIND) return undefined
+    const writes = await this.store.listPendingWrites!(runId, [record.id])
+    return this.#tuple(record, writes)
+  }
+
+  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const threadId = threadIdOf(config)
+    const ns = config.configurable?.checkpoint_ns as unknown
+    const runs = await threadRuns(this.store, threadId, typeof ns === 'string' ? ns : undefined)
+    const listed = await listHeaders(this.store, runs, {
+      checkpointId: getCheckpointId(config) || undefined,
+      before: options.before ? getCheckpointId(options.before) || undefined : undefined,
+      limit: options.limit,
+      filter: options.filter,
+      metadataOf: (header) => this.#metadataOf(header),
+    })
+    // Load page by page, each run's checkpoints and pending writes in one read each; revive one at a time.
+    for (let start = 0; start < listed.length; start += LIST_PAGE) {
+      const page = listed.slice(start, start + LIST_PAGE)
+      const { records, writes } = await this.#loadListed(page)
+      for (const { info } of page) yield await this.#tuple(records.get(info.id)!, writes.get(info.id) ?? [])
+    }
+  }
+
+  async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
+    const place = placeOf(config)
+    if (!place) throw new CheckpointError('invalid_argument', 'CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
+    const runId = await this.#ensureRun(place)
+    const parentId = (config.configurable?.checkpoint_id as string | undefined) || null
+    const parentKey = parentId === null ? null : checkpointKeyOf(place, parentId)
+    const carried = parentKey === null ? {} : await this.#storedOf(parentKey)
+    const { channel_values: channelValues, ...rest } = checkpoint
+    const values: Record<string, StoredValue> = {}
+    const stored: ChannelVersions = {}
+    const arrays = this.#arrays.get(runId) ?? new Map<string, StoredValue>()
+    for (const [channel, value] of Object.entries(channelValues ?? {})) {
+      const version = checkpoint.channel_versions?.[channel]
+      const changed = Object.prototype.hasOwnProperty.call(newVersions, channel)
+      const kept = version !== undefined && carried[channel] === version
+      if (value === undefined || (!changed && !kept)) continue
+      values[channel] = await storeValue(this.serde, value, arrays.get(channel))
+      if (version !== undefined) stored[channel] = version
+    }
+    const header: SavedHeader = { ...place, checkpointId: checkpoint.id, parentId, metadata: await storeValue(this.serde, metadata), stored }
+    const key = checkpointKeyOf(place, checkpoint.id)
+    const input = {
+      id: key,
+      runId,
+      parentId: parentKey,
+      kind: LANGGRAPH_KIND,
+      phase: typeof metadata?.source === 'string' ? metadata.source : 'step',
+      metadata: { langgraph: header } as never,
+      payload: { checkpoint: rest, values } satisfies SavedCheckpoint,
+    }
+    try {
+      await this.store.save(input)
+    } catch (err) {
+      // The same checkpoint put again replaces the stored one.
+      if (!(err instanceof CheckpointError) || err.code !== 'invalid_argument' || !(await this.store.delete(key))) throw err
+      await this.store.save(input)
+    }
+    this.#remember(key, stored)
+    this.#rememberArrays(runId, values)
+    return { configurable: { thread_id: place.threadId, checkpoint_ns: place.checkpointNs, checkpoint_id: checkpoint.id } }
+  }
+
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
+    const place = placeOf(config)
+    if (!place) throw new CheckpointError('invalid_argument', 'CairnSaver.putWrites needs config.configurable.thread_id')
+    const checkpointId = config.configurable?.checkpoint_id as unknown
+    if (typeof checkpointId !== 'string' || checkpointId === '') {
+      throw new CheckpointError('invalid_argument', 'CairnSaver.putWrites needs config.configurable.checkpoint_id: the checkpoint the writes belong to')
+    }
+    const stored = await Promise.all(
+      writes.map(async ([channel, value], idx) => ({
+        taskId,
+        index: WRITES_IDX_MAP[channel] ?? idx,
+        channel,
+        taskPath: taskPath ?? '',
+        value: await storeValue(this.serde, value),
+      })),
+    )
+    await this.store.putPendingWrites!({ runId: runIdOf(place), checkpointId: checkpointKeyOf(place, checkpointId), writes: stored })
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    for (const runId of await threadRuns(this.store, String(threadId), undefined)) {
+      this.#runs.delete(runId)
+      this.#arrays.delete(runId)
+      await this.store.deleteRun(runId)
+    }
+    this.#stored.clear()
+  }
+
+  async #ensureRun(place: ThreadNamespace): Promise<string> {
+    const runId = runIdOf(place)
+    if (this.#runs.has(runId)) return runId
+    if (!(await this.store.getRun(runId))) {
+      try {
+        await this.store.createRun({ runId, name: LANGGRAPH_KIND, threadId: place.threadId, metadata: { langgraph: { ...place } } })
+      } catch (err) {
+        if (!(err instanceof CheckpointError) || err.code !== 'run_exists') throw err
+      }
+    }
+    this.#runs.add(runId)
+    return runId
+  }
+
+  async #storedOf(key: string): Promise<ChannelVersions> {
+    const known = this.#stored.get(key)
+    if (known) return known
+    const record = await this.#loadIfExists(key)
+    return (record && headerOf(record)?.stored) ?? {}
+  }
+
+  #remember(key: string, stored: ChannelVersions): void {
+    this.#stored.set(key, stored)
+    if (this.#stored.size > 256) this.#stored.delete(this.#stored.keys().next().value!)
+  }
+
+  #rememberArrays(runId: string, values: Record<string, StoredValue>): void {
+    const arrays = new Map(Object.entries(values).filter(([, value]) => 'items' in value))
+    this.#arrays.delete(runId)
+    if (arrays.size > 0) this.#arrays.set(runId, arrays)
+    if (this.#arrays.size > 64) this.#arrays.delete(this.#arrays.keys().next().value!)
+  }
+
+  async #loadIfExists(key: string): Promise<CheckpointRecord<SavedCheckpoint> | undefined> {
+    try {
+      return await this.store.load<SavedCheckpoint>(key)
+    } catch (err) {
+      if (err instanceof CheckpointError && err.code === 'checkpoint_not_found') return undefined
+      throw err
+    }
+  }
+
+  async #metadataOf(header: SavedHeader): Promise<CheckpointMetadata> {
+    return (await loadValue(this.serde, header.metadata)) as CheckpointMetadata
+  }
+
+  async #loadListed(listed: readonly ListedHeader[]) {
+    const byRun = new Map<string, string[]>()
+    for (const { info } of listed) byRun.set(info.runId, [...(byRun.get(info.runId) ?? []), info.id])
+    const records = new Map<string, CheckpointRecord<SavedCheckpoint>>()
+    const writes = new Map<string, PendingWriteRecord[]>()
+    for (const [runId, ids] of byRun) {
+      const loaded = this.store.loadMany ? await this.store.loadMany<SavedCheckpoint>(ids) : await Promise.all(ids.map((id) => this.store.load<SavedCheckpoint>(id)))
+      for (const record of loaded) records.set(record.id, record)
+      for (const write of await this.store.listPendingWrites!(runId, ids)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
+    }
+    return { records, writes }
+  }
+
+  async #tuple(record: CheckpointRecord<SavedCheckpoint> | CheckpointInfo & { payload: SavedCheckpoint }, writes: readonly PendingWriteRecord[]): Promise<CheckpointTuple> {
+    const header = headerOf(record)
+    if (!header) throw new CheckpointError('checkpoint_corrupt', `checkpoint ${record.id} of run ${record.runId} is not a LangGraph checkpoint`, { runId: record.runId, checkpointId: record.id })
+    const channelValues: Record<string, unknown> = {}
+    for (const [channel, value] of Object.entries(record.payload.values)) channelValues[channel] = await loadValue(this.serde, value)
+    const checkpoint = { ...record.payload.checkpoint, channel_values: channelValues } as Checkpoint
+    const place = { threadId: header.threadId, checkpointNs: header.checkpointNs }
+    if (checkpoint.v < 4 && header.parentId !== null) await this.#migratePendingSends(checkpoint, place, header.parentId)
+    const pendingWrites: CheckpointPendingWrite[] = await Promise.all(
+      writes.map(async (write) => [write.taskId, write.channel, await loadValue(this.serde, write.value as StoredValue)] as CheckpointPendingWrite),
+    )
+    const tuple: CheckpointTuple = {
+      config: { configurable: { thread_id: header.threadId, checkpoint_ns: header.checkpointNs, checkpoint_id: header.checkpointId } },
+      checkpoint,
+      metadata: await this.#metadataOf(header),
+      pendingWrites,
+    }
+    if (header.parentId !== null) {
+      tuple.parentConfig = { configurable: { thread_id: header.threadId, checkpoint_ns: header.checkpointNs, checkpoint_id: header.parentId } }
+    }
+    return tuple
+  }
+
+  /** A checkpoint older than format 4 gets the sends its parent's tasks wrote, as LangGraph expects. */
+  async #migratePendingSends(checkpoint: Checkpoint, place: ThreadNamespace, parentId: string): Promise<void> {
+    const writes = await this.store.listPendingWrites!(runIdOf(place), [checkpointKeyOf(place, parentId)])
+    const sends = await Promise.all(writes.filter((write) => write.channel === TASKS).map((write) => loadValue(this.serde, write.value as StoredValue)))
+    checkpoint.channel_values ??= {}
+    checkpoint.channel_values[TASKS] = sends
+    checkpoint.channel_versions ??= {}
+    const versions = Object.values(checkpoint.channel_versions)
+    checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined)
+  }
+}
+
+function threadIdOf(config: RunnableConfig): string | undefined {
+  const threadId = config?.configurable?.thread_id as unknown
+  if (typeof threadId === 'string' && threadId !== '') return threadId
+  if (typeof threadId === 'number') return String(threadId)
+  return undefined
+}
+
+function placeOf(config: RunnableConfig): ThreadNamespace | undefined {
+  const threadId = threadIdOf(config)
+  if (threadId === undefined) return undefined
+  const ns = config.configurable?.checkpoint_ns as unknown
+  return { threadId, checkpointNs: typeof ns === 'string' ? ns : '' }
+}
+
+/** The LangGraph header of a Cairn checkpoint, if it has one. */
+export function headerOf(info: Pick<CheckpointInfo, 'metadata'>): SavedHeader | undefined {
+  const header = info.metadata?.langgraph as unknown
+  return typeof header === 'object' && header !== null ? (header as SavedHeader) : undefined
+}

@@ -1,0 +1,28 @@
+import { sha256 } from '../../core/hash.js'
+
+/** The `kind` of every checkpoint a `CairnSaver` writes, and the `name` of its runs. */
+export const LANGGRAPH_KIND = 'langgraph'
+
+/** Where one LangGraph checkpoint namespace of one thread lives: a Cairn run. */
+export interface ThreadNamespace {
+  threadId: string
+  checkpointNs: string
+}
+
+/**
+ * The Cairn run of a thread's namespace. Thread ids and namespaces are free text (a namespace
+ * holds `|` and `:`), so the id is a digest of both, kept apart by JSON: two different pairs never
+ * share a run. The pair itself is kept on the run (`threadId`, metadata).
+ */
+export function runIdOf(place: ThreadNamespace): string {
+  return `lg.${sha256(JSON.stringify([place.threadId, place.checkpointNs]))}`
+}
+
+/**
+ * The Cairn checkpoint id of a LangGraph checkpoint id in a thread's namespace: a digest, so
+ * `getTuple` by id is one read of the store by its primary key, and the same LangGraph id in
+ * another thread or namespace is another checkpoint.
+ */
+export function checkpointKeyOf(place: ThreadNamespace, checkpointId: string): string {
+  return `lg.${sha256(JSON.stringify([place.threadId, place.checkpointNs, checkpointId]))}`
+}

@@ -1,0 +1,1 @@
+export { CairnSaver, type CairnSaverOptions } from './cairn-saver.js'
