@@ -114,7 +114,8 @@ export type LatestQuery = { runId: string; workflowName?: never } | { workflowNa
  * A listing never skips a record and never returns one it has not checked: each header is
  * verified against its record's digest, and an unreadable or altered record is a
  * `CheckpointCorruptionError` naming it. With `verify: false` the headers come as stored,
- * unchecked — for a tool that checks each record itself (`verifyRun`).
+ * unchecked — for a tool that checks each record itself (`verifyRun`); with `unreadable: 'skip'`
+ * a bad record is left out with a warning instead.
  */
 export interface ListCheckpointsQuery {
   runId?: string
@@ -123,6 +124,12 @@ export interface ListCheckpointsQuery {
   before?: string
   /** Check each listed header against its record's digest. Default true. */
   verify?: boolean
+  /**
+   * What a checked listing does with an unreadable or altered record: `'throw'` (the default) a
+   * `CheckpointCorruptionError` naming it, `'skip'` leave it out with a warning (`onWarning`),
+   * an explicit gap.
+   */
+  unreadable?: 'throw' | 'skip'
 }
 
 /**

@@ -50,8 +50,8 @@ export interface EngineStoreOptions {
   /** Memory the writer may keep of recently saved lists, to append without reading back. Default 64 MiB. */
   listCacheBytes?: number
   /**
-   * Where warnings go. Defaults to `process.emitWarning`. (A listing never skips a corrupt
-   * record: it throws; the file backend warns of files it failed to clean up.)
+   * Where warnings go: a corrupt record skipped by a listing that asked for it
+   * (`unreadable: 'skip'`). Defaults to `process.emitWarning`.
    */
   onWarning?: (message: string) => void
   /**
@@ -76,6 +76,7 @@ export class EngineStore implements CheckpointStore {
   readonly #schemas: SchemaRegistry
   readonly #cache: ListCacheLru
   readonly #runLocks = new Map<string, Promise<unknown>>()
+  readonly #warn: (message: string) => void
   #closed = false
   #leases: RunLeases | undefined
 
@@ -89,6 +90,7 @@ export class EngineStore implements CheckpointStore {
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
+    this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
@@ -270,12 +272,9 @@ export class EngineStore implements CheckpointStore {
     const { runId, workflowName } = query
     return this.#trusted(async () => {
       let row: CheckpointRow | undefined
+      // A workflow's latest is its newest checkpoint across runs, by time: what is left of it.
       if (runId !== undefined) row = await this.#latestOfRun(runId)
-      else {
-        row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
-        // The run it belongs to must not have been rolled back either.
-        if (row) await this.#latestOfRun(row.runId)
-      }
+      else row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
       return row && ((await this.#decode(row)) as CheckpointRecord<P>)
     })
   }
@@ -293,9 +292,15 @@ export class EngineStore implements CheckpointStore {
       if (run && checkLatestAgainstRun(run, headers[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
       const rows = await this.#call(query.runId, 'read listed checkpoints', () => readFound(this.#engine, headers))
       // A row deleted between the two reads is gone, not hidden; every other one is checked.
-      return rows.map((row) => {
-        checkRow(row)
-        return decodeHeader(row)
+      return rows.flatMap((row) => {
+        try {
+          checkRow(row)
+          return [decodeHeader(row)]
+        } catch (err) {
+          if (query.unreadable !== 'skip' || !(err instanceof CheckpointCorruptionError)) throw err
+          this.#warn(`skipped checkpoint ${row.id} of run ${row.runId} while listing, as asked (unreadable: 'skip'): ${err.message}`)
+          return []
+        }
       })
     })
   }
@@ -475,7 +480,11 @@ export class EngineStore implements CheckpointStore {
   }
 
   async #readWriterState(runId: string) {
-    const { run, latest } = await this.#runAndLatest(runId)
+    // No rollback check here: a save after `delete` of the newest checkpoints (a workflow run
+    // continued from an earlier checkpoint it names) is the caller's explicit choice; a resume
+    // finds the run through getLatest, which refuses it.
+    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
     const lists = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map()
     return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
   }

@@ -1,4 +1,4 @@
-import type { StoreAdmin, StoreReader, StoreWriter } from '../store/checkpoint-store.js'
+import type { CheckpointInfo, ListCheckpointsQuery, StoreAdmin, StoreReader, StoreWriter } from '../store/checkpoint-store.js'
 import type { EngineStoreOptions } from '../store/engine-store.js'
 import { FileStore } from '../store/backends/file/file-store.js'
 import { MemoryStore } from '../store/backends/memory/memory-store.js'
@@ -57,5 +57,10 @@ export class FileCheckpointStorage extends FileStore {
     if (typeof storagePath !== 'string' || storagePath === '') throw new TypeError('FileCheckpointStorage needs a storagePath')
     super({ ...rest, directory: storagePath })
     this.storagePath = storagePath
+  }
+
+  /** As `FileStore.listCheckpoints`, but an unreadable file is skipped with a warning unless the query says otherwise. */
+  override listCheckpoints(query: ListCheckpointsQuery = {}): Promise<CheckpointInfo[]> {
+    return super.listCheckpoints({ unreadable: 'skip', ...query })
   }
 }

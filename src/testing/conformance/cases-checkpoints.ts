@@ -109,17 +109,20 @@ export function checkpointCases(ctx: SuiteContext): void {
       expect((await store.getRun('ord'))?.lastSeq).toBe(11)
     })
 
-    it('never moves the latest backwards after the latest is deleted: the run is refused, its seq never reused', async () => {
+    it('never moves the latest backwards after the latest is deleted: a resume is refused, the seq never reused', async () => {
       const store = ctx.store()
       await store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 1 })
       const second = await store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 2 })
       expect(await store.delete(second)).toBe(true)
-      await expect(store.save({ runId: 'del', seq: 2, kind: 'test', phase: 'p', payload: 3 })).rejects.toBeInstanceOf(CheckpointCorruptionError)
-      await expect(store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 3 })).rejects.toBeInstanceOf(CheckpointCorruptionError)
-      expect((await store.getRun('del'))?.lastSeq).toBe(2)
-      // Its history says so too, rather than ending silently at seq 1.
+      // What a resume reads refuses the rolled-back run; its history says so too.
+      await expect(store.getLatest({ runId: 'del' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
       await expect(store.listCheckpoints({ runId: 'del' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
       expect((await store.listCheckpoints({ runId: 'del', verify: false })).map((cp) => cp.seq)).toEqual([1])
+      // A caller that saves on explicitly continues the run, never at a seq already used.
+      await expect(store.save({ runId: 'del', seq: 2, kind: 'test', phase: 'p', payload: 3 })).rejects.toMatchObject({ code: 'seq_conflict' })
+      const third = await store.save({ runId: 'del', kind: 'test', phase: 'p', payload: 3 })
+      expect((await store.load(third)).seq).toBe(3)
+      expect((await store.getLatest({ runId: 'del' }))?.id).toBe(third)
     })
 
     it('rejects a duplicate checkpoint id', async () => {
