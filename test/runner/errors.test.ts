@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { Agent, CheckpointError, MemoryStore, ModelStreamError, Runner, RunNotPausedError, tool } from '../../src/index.js'
+import { Agent, CheckpointError, forkRun, MemoryStore, ModelStreamError, Runner, RunNotPausedError, tool } from '../../src/index.js'
 import { ResponseAssembler } from '../../src/model/model.js'
 import { ScriptedModel } from '../../src/testing.js'
 
@@ -61,12 +61,13 @@ describe('runner errors a caller can handle', () => {
     const store = new MemoryStore()
     const runner = new Runner({ store })
     await runner.run(new Agent({ name: 'a', model: new ScriptedModel([[{ text: 'hi' }]]) }), { runId: 'idle', input: 'go' })
-    const latest = await store.getLatest({ runId: 'idle' })
-    // A resumable, unpaused run: take away its terminal checkpoint.
-    await store.delete(latest!.id)
-    const refused = await runner.resume(new Agent({ name: 'a', model: new ScriptedModel([[{ text: 'again' }]]) }), { runId: 'idle', responses: { x: 'yes' } }).catch((err: unknown) => err)
+    // A resumable, unpaused run: a fork of the run at a checkpoint before its end.
+    const history = await runner.history('idle')
+    const before = history.find((record) => record.phase === 'step_started')!
+    const { runId } = await forkRun(store, { checkpointId: before.checkpointId, runId: 'idle-fork' })
+    const refused = await runner.resume(new Agent({ name: 'a', model: new ScriptedModel([[{ text: 'again' }]]) }), { runId, responses: { x: 'yes' } }).catch((err: unknown) => err)
     expect(refused).toBeInstanceOf(RunNotPausedError)
-    expect(refused).toMatchObject({ code: 'run_not_paused', runId: 'idle' })
+    expect(refused).toMatchObject({ code: 'run_not_paused', runId: 'idle-fork' })
   })
 
   it('a model stream that cannot be assembled is a ModelStreamError with its own code', () => {
