@@ -21,6 +21,7 @@ export type {
   EffectRow,
   ListAppend,
   ListRef,
+  PendingWriteRow,
   RunPatch,
   RunRow,
 } from './store/engine/rows.js'
