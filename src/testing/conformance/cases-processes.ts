@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest'
 import { exited, onLines, startChild } from './child-process.js'
 import { conversation } from './fixtures.js'
 import type { SuiteContext } from './suite-context.js'
+import type { CheckpointStore } from '../../store/checkpoint-store.js'
 
 const KILL_ROUNDS = 4
 
@@ -35,13 +36,12 @@ export function processCases(ctx: SuiteContext): void {
           expect((await done).signal).toBe('SIGKILL')
 
           const store = await ctx.reopen()
-          const latest = await store.getLatest<{ i: number; messages: unknown[] }>({ runId: 'torture' })
+          const { latest, history } = await settledView(store)
           expect(latest).toBeDefined()
           const i = latest!.payload.i
           expect(i).toBeGreaterThanOrEqual(lastReported)
           expect(latest!.metadata).toEqual({ i })
           expect(latest!.payload.messages).toEqual(conversation(i + 1))
-          const history = await store.listCheckpoints({ runId: 'torture' })
           expect(history.map((cp) => cp.seq)).toEqual(Array.from({ length: i + 1 }, (_, k) => i + 1 - k))
           const sample = history[Math.floor(Math.random() * history.length)]!
           const loaded = await store.load<{ i: number; messages: unknown[] }>(sample.id)
@@ -76,4 +76,19 @@ export function processCases(ctx: SuiteContext): void {
       60_000,
     )
   })
+}
+
+/**
+ * The latest checkpoint and the listing, read until they agree. A server-side store may still
+ * commit the transaction whose COMMIT the killed child sent just before it died; that commit can
+ * land between two reads (the latest only moves forward), so both are read again until a read of
+ * each sees the same newest checkpoint.
+ */
+async function settledView(store: CheckpointStore) {
+  for (let attempt = 0; ; attempt++) {
+    const latest = await store.getLatest<{ i: number; messages: unknown[] }>({ runId: 'torture' })
+    const history = await store.listCheckpoints({ runId: 'torture' })
+    if (attempt >= 20 || latest === undefined || history[0]?.seq === latest.seq) return { latest, history }
+    await sleep(50)
+  }
 }
