@@ -29,25 +29,20 @@ export interface RunSummary {
  * (tool calls, tokens) are null.
  */
 export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<RunSummary> {
-  let checkpoints = 0
-  let newestSnapshot: string | undefined
-  let steps = 0
-  let before: string | undefined
-  for (;;) {
-    const page = await store.listCheckpoints({ runId: run.runId, limit: 500, ...(before === undefined ? {} : { before }) })
-    checkpoints += page.length
-    for (const info of page) {
-      if (newestSnapshot === undefined && info.kind === RUNNER_KIND && info.metadata.snapshot === true) newestSnapshot = info.id
-      if (typeof info.metadata.step === 'number') steps = Math.max(steps, info.metadata.step + 1)
-      if (typeof info.metadata.iterationCount === 'number') steps = Math.max(steps, info.metadata.iterationCount)
-    }
-    if (page.length < 500) break
-    before = page[page.length - 1]?.id
-  }
-  const { toolCalls, tokens } = await contentCounts(store, run.runId, newestSnapshot).catch((err: unknown) => {
-    if (err instanceof CairnError && err.code === 'checkpoint_integrity') return { toolCalls: null, tokens: null }
+  // Headers are checked against their records; a signed store opened without its keys cannot
+  // check them, so it is listed unchecked and its contents are left out.
+  const listed = await countCheckpoints(store, run.runId, true).catch((err: unknown) => {
+    if (err instanceof CairnError && err.code === 'checkpoint_integrity') return undefined
     throw err
   })
+  const { checkpoints, steps, newestSnapshot } = listed ?? (await countCheckpoints(store, run.runId, false))
+  const { toolCalls, tokens } =
+    listed === undefined
+      ? { toolCalls: null, tokens: null }
+      : await contentCounts(store, run.runId, newestSnapshot).catch((err: unknown) => {
+          if (err instanceof CairnError && err.code === 'checkpoint_integrity') return { toolCalls: null, tokens: null }
+          throw err
+        })
   const forked = run.metadata.forkedFrom as JsonObject | undefined
   return {
     runId: run.runId,
@@ -62,6 +57,26 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
     owner: ownerOf(run.metadata),
     forkedFrom: forked && typeof forked.runId === 'string' ? forked.runId : null,
   }
+}
+
+/** A run's checkpoints counted page by page, with its step count and newest runtime snapshot. */
+async function countCheckpoints(store: StoreReader, runId: string, verify: boolean): Promise<{ checkpoints: number; steps: number; newestSnapshot: string | undefined }> {
+  let checkpoints = 0
+  let newestSnapshot: string | undefined
+  let steps = 0
+  let before: string | undefined
+  for (;;) {
+    const page = await store.listCheckpoints({ runId, limit: 500, verify, ...(before === undefined ? {} : { before }) })
+    checkpoints += page.length
+    for (const info of page) {
+      if (newestSnapshot === undefined && info.kind === RUNNER_KIND && info.metadata.snapshot === true) newestSnapshot = info.id
+      if (typeof info.metadata.step === 'number') steps = Math.max(steps, info.metadata.step + 1)
+      if (typeof info.metadata.iterationCount === 'number') steps = Math.max(steps, info.metadata.iterationCount)
+    }
+    if (page.length < 500) break
+    before = page[page.length - 1]?.id
+  }
+  return { checkpoints, steps, newestSnapshot }
 }
 
 /** Tool calls and tokens, from the newest runtime snapshot (or the effect journal). */
