@@ -1,5 +1,5 @@
 /**
- * The workflow seed's automatic recovery pattern: a loop that builds the workflow, starts it
+ * The automatic recovery pattern for workflows: a loop that builds the workflow, starts it
  * fresh or resumes it from the latest checkpoint, and consumes its events. Interruptions are
  * random: after a super step the loop may stop consuming (a simulated interruption), and the
  * worker may throw in the middle of a super step (a simulated crash). Either way the next
@@ -23,7 +23,7 @@ interface Item {
 const ITEMS = 10
 const MAX_ATTEMPTS = 100
 
-/** The seed's stateful worker: it keeps the items it processed in its executor state. */
+/** The stateful worker: it keeps the items it processed in its executor state. */
 class StatefulWorker extends Executor<Item> {
   #processedItems: number[] = []
   #totalCount = 0
@@ -67,7 +67,7 @@ try {
   if (values.dir === undefined) await rm(dir, { recursive: true, force: true })
 }
 
-/** The seed's loop: start or resume, consume events, and retry from the latest checkpoint. */
+/** The retention loop: start or resume, consume events, and retry from the latest checkpoint. */
 async function recover(storage: CheckpointStorage, random: () => number): Promise<number> {
   let latestCheckpoint: CheckpointRecord<WorkflowCheckpoint> | undefined
   for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {

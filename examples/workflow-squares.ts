@@ -1,5 +1,5 @@
 /**
- * The workflow seed's complete example, crashed for real: a worker process runs the squares
+ * The squares workflow, crashed for real: a worker process runs the squares
  * workflow (a start executor and a worker in a self-loop, one number per super step, checkpoints
  * after every super step) and is killed with SIGKILL right after super step N is checkpointed.
  * A fresh process builds the same workflow, finds the latest checkpoint, resumes, and must print
@@ -86,7 +86,7 @@ async function main(): Promise<number> {
   }
 }
 
-/** The worker: the seed's `main()`, resuming from the latest checkpoint when there is one. */
+/** The worker: the squares workflow's `main()`, resuming from the latest checkpoint when there is one. */
 async function work(params: { dir: string; store: 'file' | 'sqlite'; killAfter: number }): Promise<void> {
   await mkdir(params.dir, { recursive: true })
   const storage: CheckpointStore =

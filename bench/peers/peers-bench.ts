@@ -22,7 +22,7 @@ import { SYSTEMS, specOf, type SystemSpec } from './systems.js'
 import { checkTargets, type TargetCheck } from './targets.js'
 import { SIZES } from './workload.js'
 
-/** A run at the largest n projected to take longer than this is not started (the issue's two minutes). */
+/** A run at the largest n projected to take longer than this is not started. */
 const RUN_LIMIT_MS = 120_000
 const RUN_MARGIN_MS = 15_000
 const ROOT = new URL('../..', import.meta.url)
@@ -54,7 +54,7 @@ for (const n of sizes) {
       progress(`n=${n} ${spec.id}: not measured: ${skip}`)
       continue
     }
-    // At the largest n a run over two minutes is stopped (the issue's rule); its process also warms up and opens the store.
+    // At the largest n a run over two minutes is stopped; its process also warms up and opens the store.
     const runLimitMs = n === Math.max(...sizes) && spec.backend !== 'none' ? RUN_LIMIT_MS + RUN_MARGIN_MS : undefined
     const m = await measure(spec, n, { runLimitMs, fullHistory: !historyPassedBox(spec, n) })
     measurements.push(m)

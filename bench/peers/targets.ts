@@ -133,7 +133,7 @@ export function checkTargets(rows: readonly Row[], ratios: readonly Ratio[], siz
   const t7b = pairCheck(resumePairs, sizes, (r) => r.history, 100, msLine('historyMs', 'historyMs'), true)
   checks.push({
     id: 'history-full',
-    target: 'The same with full records: runner.history at least 100× faster than getStateHistory (not a target of the issue; shown because getStateHistory returns full states)',
+    target: 'The same with full records: runner.history at least 100× faster than getStateHistory (not a target; shown because getStateHistory returns full states)',
     ...t7b,
     profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'history' },
   })

@@ -5,8 +5,8 @@ import { runToEnd, SYSTEM_PROMPT, useTool, weatherAgent, weatherTools } from './
 
 const resumeWith = (checkpoint: unknown) => [{ checkpointResume: { checkpoint } }]
 
-describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
-  it('rule 1: checkpointing defaults to false and then changes nothing', async () => {
+describe('agent checkpoints', () => {
+  it('checkpointing defaults to false and then changes nothing', async () => {
     const { calls, tools } = weatherTools()
     const model = new ScriptedModel([[useTool('t1', 'get_weather'), useTool('t2', 'get_forecast')], [{ text: 'Sunny.' }]])
     const agent = new Agent({ model, tools, systemPrompt: SYSTEM_PROMPT })
@@ -18,12 +18,12 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(model.calls).toHaveLength(2)
   })
 
-  it('rule 1: a checkpointResume input is rejected when checkpointing is off', async () => {
+  it('a checkpointResume input is rejected when checkpointing is off', async () => {
     const { agent } = weatherAgent({ checkpointing: false })
     await expect(agent.invoke(resumeWith({}))).rejects.toMatchObject({ name: 'CheckpointError', code: 'checkpointing_disabled' })
   })
 
-  it('rules 2-3: a tool-use cycle stops at after_model and after_tools with a checkpoint', async () => {
+  it('a tool-use cycle stops at after_model and after_tools with a checkpoint', async () => {
     const { agent, calls } = weatherAgent()
     const first = await agent.invoke('What is the weather and forecast for Seattle?')
     expect(first.stopReason).toBe('checkpoint')
@@ -40,14 +40,14 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(String(last)).toBe('Sunny, then clear skies.')
   })
 
-  it('rule 4: a first call that ends its turn returns normally with no checkpoint', async () => {
+  it('a first call that ends its turn returns normally with no checkpoint', async () => {
     const { agent } = weatherAgent({ turns: [[{ text: 'It is sunny.' }]] })
     const result = await agent.invoke('Weather?')
     expect(result.stopReason).toBe('end_turn')
     expect(result.checkpoint).toBeUndefined()
   })
 
-  it('rule 5: a checkpoint has position, cycleIndex, a readonly schemaVersion 1.0, an opaque snapshot and appData', async () => {
+  it('a checkpoint has position, cycleIndex, a readonly schemaVersion 1.0, an opaque snapshot and appData', async () => {
     const { agent } = weatherAgent()
     const { checkpoint } = await agent.invoke('Weather?', { appData: { ticket: 'T-1' } })
     expect(checkpoint).toMatchObject({ position: 'after_model', cycleIndex: 0, schemaVersion: '1.0', appData: { ticket: 'T-1' } })
@@ -57,7 +57,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(built.schemaVersion).toBe('1.0')
   })
 
-  it('rule 5: appData is copied, and carried forward by a resume unless replaced', async () => {
+  it('appData is copied, and carried forward by a resume unless replaced', async () => {
     const { agent } = weatherAgent()
     const options = { appData: { ticket: 'T-1' } }
     const first = await agent.invoke('Weather?', options)
@@ -69,7 +69,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(third.message).toBeDefined()
   })
 
-  it('rule 6: toJSON survives JSON and fromJSON checks the schema version and ignores unknown keys', async () => {
+  it('toJSON survives JSON and fromJSON checks the schema version and ignores unknown keys', async () => {
     const { agent } = weatherAgent()
     const { checkpoint } = await agent.invoke('Weather?', { appData: { n: 1 } })
     const json = JSON.parse(JSON.stringify(checkpoint!.toJSON())) as Record<string, unknown>
@@ -90,7 +90,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     warn.mockRestore()
   })
 
-  it('rule 7: the resume block must be alone, single, and hold a checkpoint; a resume appends no user message', async () => {
+  it('the resume block must be alone, single, and hold a checkpoint; a resume appends no user message', async () => {
     const { agent } = weatherAgent()
     const { checkpoint } = await agent.invoke('Weather?')
     const data = checkpoint!.toJSON()
@@ -103,7 +103,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(agent.messages.length).toBe(before + 1)
   })
 
-  it('rule 8: validation order is disabled, mixing, count, missing key, schema version', async () => {
+  it('validation order is disabled, mixing, count, missing key, schema version', async () => {
     const off = new Agent({ model: new ScriptedModel([]), checkpointing: false })
     await expect(off.invoke([{ text: 'x' }, { checkpointResume: {} as never }, { checkpointResume: {} as never }])).rejects.toMatchObject({
       code: 'checkpointing_disabled',
@@ -115,7 +115,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     await expect(on.invoke(resumeWith({ schemaVersion: '0.9' }))).rejects.toMatchObject({ code: 'schema_mismatch' })
   })
 
-  it('rule 9: resume from after_model runs the tools without calling the model', async () => {
+  it('resume from after_model runs the tools without calling the model', async () => {
     const { agent, model, calls } = weatherAgent()
     const first = await agent.invoke('Weather?')
     const persisted = JSON.stringify(first.checkpoint!.toJSON())
@@ -128,7 +128,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(calls).toEqual([])
   })
 
-  it('rule 10: resume from after_tools calls the model next and completed tools never run again', async () => {
+  it('resume from after_tools calls the model next and completed tools never run again', async () => {
     const { agent } = weatherAgent()
     const first = await agent.invoke('Weather?')
     const second = await agent.invoke(resumeWith(first.checkpoint!.toJSON()))
@@ -141,7 +141,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(String(last)).toBe('Done.')
   })
 
-  it('rule 11: cycle indexes follow the boundaries and every fresh invocation starts at 0', async () => {
+  it('cycle indexes follow the boundaries and every fresh invocation starts at 0', async () => {
     const turns = [[useTool('a', 'get_weather')], [useTool('b', 'get_forecast')], [{ text: 'ok' }]]
     const { agent } = weatherAgent({ turns: [...turns, ...turns] })
     const { positions } = await runToEnd(agent, await agent.invoke('first'))
@@ -150,7 +150,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(again.positions).toEqual(['after_model:0', 'after_tools:0', 'after_model:1', 'after_tools:1'])
   })
 
-  it('rule 11: resuming the same after_model checkpoint keeps its cycle and does not emit it again', async () => {
+  it('resuming the same after_model checkpoint keeps its cycle and does not emit it again', async () => {
     const { agent } = weatherAgent({ turns: [[useTool('a', 'get_weather')], [useTool('b', 'get_forecast')], [{ text: 'ok' }]] })
     const first = await agent.invoke('go')
     const afterTools = await agent.invoke(resumeWith(first.checkpoint!.toJSON()))
@@ -159,7 +159,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(nextModel.checkpoint).toMatchObject({ position: 'after_model', cycleIndex: 1 })
   })
 
-  it('rule 15: at after_tools the result message is the assistant message that requested the tools', async () => {
+  it('at after_tools the result message is the assistant message that requested the tools', async () => {
     const { agent } = weatherAgent()
     const first = await agent.invoke('Weather?')
     const second = await agent.invoke(resumeWith(first.checkpoint!.toJSON()))
@@ -169,7 +169,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(last.content.every((b) => 'toolResult' in b)).toBe(true)
   })
 
-  it('rule 16: a checkpoint from an agent with other tools or prompt is a ConfigMismatchError naming the difference', async () => {
+  it('a checkpoint from an agent with other tools or prompt is a ConfigMismatchError naming the difference', async () => {
     const { agent } = weatherAgent()
     const data = (await agent.invoke('Weather?')).checkpoint!.toJSON()
     const { tools } = weatherTools()
@@ -185,7 +185,7 @@ describe('agent checkpoints (rules 1-11, 15, 16, 20)', () => {
     expect(allowed.stopReason).toBe('checkpoint')
   })
 
-  it('rule 20: a result serializes with its checkpoint (null when absent) and is restored from JSON', async () => {
+  it('a result serializes with its checkpoint (null when absent) and is restored from JSON', async () => {
     const { agent } = weatherAgent()
     const withCheckpoint = await agent.invoke('Weather?')
     const json = JSON.parse(JSON.stringify(withCheckpoint.toJSON())) as ReturnType<AgentResult['toJSON']>

@@ -5,7 +5,7 @@ import { useTool, weatherAgent } from './helpers.js'
 
 const resumeWith = (checkpoint: unknown) => [{ checkpointResume: { checkpoint } }]
 
-describe('hooks, metrics and streaming (rule 17)', () => {
+describe('hooks, metrics and streaming', () => {
   it('invocation hooks fire on every resume call and metrics reset on each', async () => {
     const seen: string[] = []
     const { agent } = weatherAgent({
@@ -85,7 +85,7 @@ describe('hooks, metrics and streaming (rule 17)', () => {
   })
 })
 
-describe('snapshot (rule 18)', () => {
+describe('snapshot', () => {
   it('holds messages, agent state, conversation-manager state, interrupt state and the configuration signature', async () => {
     const remember = tool({
       name: 'remember',

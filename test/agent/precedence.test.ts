@@ -30,7 +30,7 @@ function approvalTools() {
   return { ran, tools: [pay, lookup] as Tool[] }
 }
 
-describe('interrupts (rule 12)', () => {
+describe('interrupts', () => {
   it('an interrupt beats the after_tools checkpoint and resuming re-runs only the interrupted tool', async () => {
     const { ran, tools } = approvalTools()
     const model = new ScriptedModel([
@@ -77,7 +77,7 @@ describe('interrupts (rule 12)', () => {
   })
 })
 
-describe('cancellation (rule 13)', () => {
+describe('cancellation', () => {
   it('a cancel at after_model returns cancelled without a checkpoint and gives the tool uses error results', async () => {
     const controller = new AbortController()
     const { agent, calls } = weatherAgent({ hooks: { afterModelCall: () => controller.abort() } })
@@ -130,7 +130,7 @@ describe('cancellation (rule 13)', () => {
   })
 })
 
-describe('stop signals (rule 14)', () => {
+describe('stop signals', () => {
   it('stopEventLoop set by a tool ends the loop with the normal stop reason and no after_tools checkpoint', async () => {
     const stopper = tool({
       name: 'finish',

@@ -19,8 +19,8 @@ function approvalAgent(turns: ConstructorParameters<typeof ScriptedModel>[0]) {
   return { ran, agent: new Agent({ model: new ScriptedModel(turns), tools: [pay], systemPrompt: 'Pay.' }) }
 }
 
-describe('agent snapshots (rules 12 and 18)', () => {
-  it('rule 18: a snapshot is a versioned envelope whose fields are chosen by preset, include and exclude', async () => {
+describe('agent snapshots', () => {
+  it('a snapshot is a versioned envelope whose fields are chosen by preset, include and exclude', async () => {
     const { agent } = approvalAgent([[{ text: 'hello' }]])
     await agent.invoke('hi')
     const full = agent.takeSnapshot({ preset: 'session', appData: { who: 'me' } })
@@ -32,7 +32,7 @@ describe('agent snapshots (rules 12 and 18)', () => {
     expect(() => agent.takeSnapshot({ include: ['bogus' as never] })).toThrow(TypeError)
   })
 
-  it('rule 12: interrupt state is persisted: a fresh agent loads it and takes the response', async () => {
+  it('interrupt state is persisted: a fresh agent loads it and takes the response', async () => {
     const first = approvalAgent([[useTool('p', 'pay', { amount: 9 })]])
     expect((await first.agent.invoke('pay 9')).stopReason).toBe('interrupt')
     const persisted = JSON.stringify(first.agent.takeSnapshot())

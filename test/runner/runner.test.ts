@@ -12,9 +12,9 @@ const RUNTIME_FIELDS = [
   'provider_adapter', 'final_text', 'final_structured', 'replayed_effect_count',
 ]
 
-describe('managed runner (rules 35-48)', () => {
+describe('managed runner', () => {
   for (const durability of ['sync', 'async'] as const) {
-    it(`rules 35-37 (${durability}): every phase is a checkpoint with the seed's fields, and step_started/post_llm carry the full runtime snapshot`, async () => {
+    it(`(${durability}) every phase is a checkpoint with the documented fields, and step_started/post_llm carry the full runtime snapshot`, async () => {
       const { store } = await sqliteStore()
       const world = new World()
       const runner = new Runner({ store, durability })
@@ -85,7 +85,7 @@ describe('managed runner (rules 35-48)', () => {
     })
   }
 
-  it('rule 38: resume needs a valid run id and a checkpoint', async () => {
+  it('resume needs a valid run id and a checkpoint', async () => {
     const { store } = await sqliteStore()
     const runner = new Runner({ store })
     await expect(runner.resume(researchAgent(new World()).agent, { runId: '../x' })).rejects.toMatchObject({ code: 'invalid_argument' })
@@ -93,7 +93,7 @@ describe('managed runner (rules 35-48)', () => {
     await expect(runner.resume(researchAgent(new World()).agent, { runId: 'never-ran' })).rejects.toMatchObject({ code: 'run_not_found', runId: 'never-ran' })
   })
 
-  it('rule 39: a malformed or too-new latest checkpoint is refused with no partial recovery', async () => {
+  it('a malformed or too-new latest checkpoint is refused with no partial recovery', async () => {
     const { store } = await sqliteStore()
     const runner = new Runner({ store })
     await store.save({ runId: 'odd', kind: 'workflow', phase: 'superstep', payload: {} })
@@ -104,7 +104,7 @@ describe('managed runner (rules 35-48)', () => {
     await expect(runner.resume(researchAgent(new World()).agent, { runId: 'future' })).rejects.toBeInstanceOf(SchemaVersionError)
   })
 
-  it('rule 40: a finished run returns its stored result without running anything', async () => {
+  it('a finished run returns its stored result without running anything', async () => {
     const { store, reopen } = await sqliteStore()
     const world = new World()
     await new Runner({ store }).run(researchAgent(world).agent, { input: 'research', runId: 'done' })
@@ -116,7 +116,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(world.effects).toHaveLength(3)
   })
 
-  it('rules 41-42: a crash after the model answered resumes at its tool calls without calling the model again', async () => {
+  it('a crash after the model answered resumes at its tool calls without calling the model again', async () => {
     const { store, reopen } = await sqliteStore()
     const world = new World()
     // The first commit holds step_started, pre_llm, post_llm, pre_tool_batch and the intents; the
@@ -139,7 +139,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(history.filter((c) => c.phase === 'run_terminal')).toHaveLength(1)
   })
 
-  it('rule 42: an undecodable pending model response is a corruption error, never a fresh model call', async () => {
+  it('an undecodable pending model response is a corruption error, never a fresh model call', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     await new Runner({ store }).run(researchAgent(world).agent, { input: 'research', runId: 'ok' })
@@ -157,7 +157,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(fresh.model.calls).toHaveLength(0)
   })
 
-  it('rule 43: completed calls are replayed from the journal; a crash mid-batch re-runs only the unfinished call', async () => {
+  it('completed calls are replayed from the journal; a crash mid-batch re-runs only the unfinished call', async () => {
     const { store, reopen } = await sqliteStore()
     const world = new World()
     const first = researchAgent(world, { onLookup: async (key) => (key === 'b' ? forever() : undefined) })
@@ -174,7 +174,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(keys).toEqual(['mid-batch:lookup-a', 'mid-batch:lookup-b', 'mid-batch:note-1'])
   })
 
-  it('rule 43: a journaled outcome is replayed and counted, and an input mismatch is corruption', async () => {
+  it('a journaled outcome is replayed and counted, and an input mismatch is corruption', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     const first = researchAgent(world, { onNote: () => forever() })
@@ -191,7 +191,7 @@ describe('managed runner (rules 35-48)', () => {
 
   })
 
-  it('rule 43: a journaled input that differs from the checkpoint is a corruption error', async () => {
+  it('a journaled input that differs from the checkpoint is a corruption error', async () => {
     const { store, reopen } = await sqliteStore()
     await store.recordEffectIntent({ runId: 'mismatch', callId: 'lookup-a', name: 'lookup', inputHash: 'not-the-real-hash', idempotencyKey: 'k' })
     const world = new World()
@@ -227,7 +227,7 @@ describe('managed runner (rules 35-48)', () => {
     }
   })
 
-  it('rule 44: a failed write is surfaced and fails the run; the final flush is bounded', async () => {
+  it('a failed write is surfaced and fails the run; the final flush is bounded', async () => {
     const { store } = await sqliteStore()
     const failing = new Proxy(store, {
       get(target, property) {
@@ -248,7 +248,7 @@ describe('managed runner (rules 35-48)', () => {
     await expect(new Runner({ store: slow, flushTimeoutMs: 50 }).run(agent, { input: 'x', runId: 'slow' })).rejects.toThrow(/could not be flushed within 50 ms/)
   })
 
-  it('rule 44: async writes coalesce superseded runtime snapshots but keep every phase record', async () => {
+  it('async writes coalesce superseded runtime snapshots but keep every phase record', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     const runner = new Runner({ store, durability: 'async' })
@@ -259,7 +259,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(seqs).toEqual([...seqs].sort((a, b) => b - a))
   })
 
-  it('rule 45: provider tokens are stored and passed back on resume', async () => {
+  it('provider tokens are stored and passed back on resume', async () => {
     const { store, reopen } = await sqliteStore()
     const first = new StatefulModel()
     void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(new Agent({ model: first, tools: [waitTool(true)] }), { input: 'x', runId: 'tokens' })
@@ -274,7 +274,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(terminal.payload.session_token).toBe('s2')
   })
 
-  it('rule 46: an interrupt pauses the run with its state; a fresh process answers it hours later', async () => {
+  it('an interrupt pauses the run with its state; a fresh process answers it hours later', async () => {
     const { store, reopen } = await sqliteStore()
     const approve = tool({
       name: 'approve',
@@ -300,7 +300,7 @@ describe('managed runner (rules 35-48)', () => {
     expect(transcript).toEqual(['[{"text":"approved: yes"}]'])
   })
 
-  it('rule 48: a run that failed with an exception is told apart from one whose process died', async () => {
+  it('a run that failed with an exception is told apart from one whose process died', async () => {
     const { store, reopen } = await sqliteStore()
     const boom = { modelId: 'boom', async *stream() { yield* []; throw new Error('provider exploded') } }
     const failed = await new Runner({ store }).run(new Agent({ model: boom }), { input: 'x', runId: 'failed' })
@@ -342,7 +342,7 @@ describe('managed runner (rules 35-48)', () => {
     expect((await reopen().getRun('outage'))?.status).toBe('completed')
   })
 
-  it('rule 16 for runs: resuming with a different agent configuration is refused', async () => {
+  it('resuming with a different agent configuration is refused', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'config' })

@@ -5,8 +5,8 @@ import { ScriptedModel } from '../../src/testing.js'
 import { CRASH_LEASE_MS, forever, frozenLeases, leaseLapsed, researchAgent, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'
 
-describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
-  it('rule 41: the context is the restored one with the caller overlay on top', async () => {
+describe('managed runs', () => {
+  it('the context is the restored one with the caller overlay on top', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, {
@@ -24,7 +24,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     expect((snapshots.at(-1)!.payload.runtime as { context: unknown }).context).toEqual({ team: 'ops', region: 'us' })
   })
 
-  it('rule 47: pruning a finished run keeps its terminal checkpoint, so resume still returns its result', async () => {
+  it('pruning a finished run keeps its terminal checkpoint, so resume still returns its result', async () => {
     const { store } = await sqliteStore()
     const runner = new Runner({ store })
     await runner.run(researchAgent(new World()).agent, { input: 'x', runId: 'pruned' })
@@ -35,7 +35,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     expect(again).toMatchObject({ state: 'completed', fromTerminalCheckpoint: true })
   })
 
-  it('rule 48: a resume never moves the latest checkpoint backwards or restarts the step count', async () => {
+  it('a resume never moves the latest checkpoint backwards or restarts the step count', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'mono' })
@@ -50,7 +50,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     expect(Math.min(...after.map((c) => c.step))).toBeGreaterThanOrEqual(1)
   })
 
-  it('rule 51: dangling tool uses are repaired with error results and the repair is persisted', async () => {
+  it('dangling tool uses are repaired with error results and the repair is persisted', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     const runner = new Runner({ store })
@@ -70,7 +70,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     expect(seen).toMatchObject({ toolResult: { toolUseId: 'lost', status: 'error' } })
   })
 
-  it('rule 51: recoverAll resumes the runs a dead process on this machine left running', async () => {
+  it('recoverAll resumes the runs a dead process on this machine left running', async () => {
     const { store } = await sqliteStore()
     const world = new World()
     void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
@@ -86,7 +86,7 @@ describe('managed runs (rules 41, 47, 49, 51 and subagents)', () => {
     expect(recovered[0]!.interrupts[0]!.name).toBe('effect_outcome_unknown')
   })
 
-  it('rule 49: a fresh worker resumes a run by its stable id and repeats no completed work', async () => {
+  it('a fresh worker resumes a run by its stable id and repeats no completed work', async () => {
     const { store, reopen } = await sqliteStore()
     const world = new World()
     void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'stable' })

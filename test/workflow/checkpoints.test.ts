@@ -34,7 +34,7 @@ async function history(storage: CheckpointStorage, runId: string) {
   return (await storage.listCheckpoints({ runId })).reverse()
 }
 
-describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
+describe('workflow checkpoints', () => {
   let dir = ''
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cairn-workflow-'))
@@ -43,7 +43,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     await rm(dir, { recursive: true, force: true })
   })
 
-  it('rule 23: a checkpoint has checkpointId, workflowName, graphSignatureHash, lineage, an ISO UTC timestamp, in-flight messages, committed state, executor states, pending requests, iterationCount, metadata and version', async () => {
+  it('a checkpoint has checkpointId, workflowName, graphSignatureHash, lineage, an ISO UTC timestamp, in-flight messages, committed state, executor states, pending requests, iterationCount, metadata and version', async () => {
     const { workflow, storage } = squaresWorkflow()
     const result = await workflow.run({ message: 3 })
     const checkpoints = await Promise.all((await history(storage, result.runId)).map((h) => loadWorkflowCheckpoint(storage, h.id)))
@@ -63,7 +63,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect(second.version).toBe(1)
   })
 
-  it('rule 26: onCheckpointSave and onCheckpointRestore are called for every executor', async () => {
+  it('onCheckpointSave and onCheckpointRestore are called for every executor', async () => {
     const calls: string[] = []
     const tracked = (id: string) =>
       executor(id, async (n: number, ctx: WorkflowContext<number>) => (n > 0 ? ctx.sendMessage(n - 1) : undefined), {
@@ -87,7 +87,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect(calls).toEqual(['restore a {"id":"a"}', 'restore b {"id":"b"}'])
   })
 
-  it('rule 26: a hook that throws or returns a non-object is wrapped in a checkpoint error; unknown executor ids or bad shapes in a checkpoint are refused on restore', async () => {
+  it('a hook that throws or returns a non-object is wrapped in a checkpoint error; unknown executor ids or bad shapes in a checkpoint are refused on restore', async () => {
     const storage = new InMemoryCheckpointStorage()
     const failing = executor('failing', () => {}, { onCheckpointSave: () => Promise.reject(new Error('disk full')) })
     const error = await new WorkflowBuilder({ name: 'bad-hook', startExecutor: failing, store: storage }).build().run({ message: 1 }).catch((e: unknown) => e)
@@ -121,7 +121,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     await expect(squaresWorkflow(squaresStorage).workflow.run({ checkpointId: badShape })).rejects.toThrow(/an executor state is not an object/)
   })
 
-  it('rule 27: the graph signature covers the start executor, executor types, edges, and condition and selection names', async () => {
+  it('the graph signature covers the start executor, executor types, edges, and condition and selection names', async () => {
     class OtherWorker extends WorkerExecutor {}
     const base = (options: { worker?: Executor; start?: 'start' | 'worker'; condition?: string; selection?: string; extra?: boolean } = {}) => {
       const start = new StartExecutor('start')
@@ -147,7 +147,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect(new Set([hash, ...variants]).size).toBe(variants.length + 1)
   })
 
-  it('rule 27: resuming under a changed graph is a ConfigMismatchError that says the workflow changed and what', async () => {
+  it('resuming under a changed graph is a ConfigMismatchError that says the workflow changed and what', async () => {
     const { workflow, storage } = squaresWorkflow()
     const first = await workflow.run({ message: 3 })
     const start = new StartExecutor('start')
@@ -163,7 +163,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     await expect(otherName.run({ checkpointId: first.checkpointId! })).rejects.toThrow(/belongs to workflow squares, not cubes/)
   })
 
-  it('rule 28: a resume restores state, executor states, in-flight messages and pending requests, continues the iteration count and the lineage in the same run', async () => {
+  it('a resume restores state, executor states, in-flight messages and pending requests, continues the iteration count and the lineage in the same run', async () => {
     const { workflow, storage } = squaresWorkflow()
     const stopped: WorkflowEvent[] = []
     for await (const event of workflow.stream({ message: 5 })) {
@@ -186,7 +186,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect(record.seq).toBeGreaterThan(restored.seq)
   })
 
-  it('rule 28: a resume loads from the storage passed to the run, and needs one', async () => {
+  it('a resume loads from the storage passed to the run, and needs one', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = squaresWorkflow(storage)
     const first = await workflow.run({ message: 2 })
@@ -197,7 +197,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     await expect(bare.run({ checkpointId: 'missing-id', store: storage })).rejects.toMatchObject({ code: 'checkpoint_not_found' })
   })
 
-  it('rule 31: checkpoints belong to the workflow definition: a new instance on a new storage object restores them, and resuming from every checkpoint of a run reproduces the same outputs', async () => {
+  it('checkpoints belong to the workflow definition: a new instance on a new storage object restores them, and resuming from every checkpoint of a run reproduces the same outputs', async () => {
     const storagePath = join(dir, 'checkpoints')
     const emitter = () => {
       const start = executor('start', async (n: number, ctx: WorkflowContext<number>) => ctx.sendMessage(n))
@@ -227,7 +227,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect(all.map((c) => c.seq)).toEqual([...all.map((c) => c.seq)].sort((a, b) => b - a))
   })
 
-  it('rule 31: the seed example resumed from each of its non-terminal checkpoints prints the same results', async () => {
+  it('the squares example resumed from each of its non-terminal checkpoints prints the same results', async () => {
     const { workflow, storage } = squaresWorkflow()
     const result = await workflow.run({ message: 6 })
     const checkpoints = (await history(storage, result.runId)).slice(0, -1)
@@ -237,7 +237,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     }
   })
 
-  it('rule 32 (overridden by the issue): a failed checkpoint save fails the run loudly, naming the super step; the last good checkpoint still resumes', async () => {
+  it('a failed checkpoint save fails the run loudly, naming the super step; the last good checkpoint still resumes', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = squaresWorkflow(storage)
     const save = storage.save.bind(storage)
@@ -261,7 +261,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect((await squaresWorkflow(storage).workflow.run({ checkpointId: latest!.checkpointId })).getOutputs()).toEqual([squares(5)])
   })
 
-  it('rule 34: executor state, shared state and messages keep Date, Map, Set, bytes, BigInt and nested objects across a restore in a fresh instance', async () => {
+  it('executor state, shared state and messages keep Date, Map, Set, bytes, BigInt and nested objects across a restore in a fresh instance', async () => {
     const storagePath = join(dir, 'rich')
     const rich = () => ({ at: new Date('2024-01-02T03:04:05.678Z'), seen: new Set(['a']), index: new Map([[1, { deep: [1n] }]]), raw: new Uint8Array([1, 2, 255]) })
     type Rich = ReturnType<typeof rich>
@@ -291,7 +291,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     expect(restored).toEqual({ rich: rich() })
   })
 
-  it('rule 34: a value that cannot be serialized fails at save with its path named', async () => {
+  it('a value that cannot be serialized fails at save with its path named', async () => {
     const holder = executor('holder', async (_: unknown, ctx) => ctx.state.set('client', { connect: () => 1 }))
     const workflow = new WorkflowBuilder({ name: 'unserializable', startExecutor: holder, store: new InMemoryCheckpointStorage() }).build()
     const error = await workflow.run({ message: 1 }).catch((e: unknown) => e)
@@ -304,7 +304,7 @@ describe('workflow checkpoints (rules 23, 26-28, 31, 32, 34)', () => {
     await expect(sends.run({ message: 1 })).rejects.toThrow('payload.messages[0].data.callback: a function cannot be checkpointed')
   })
 
-  it('rule 34: storage is a trust boundary: a stored value of a type outside the allowlist is a corruption error on resume, and __proto__ never reaches a prototype', async () => {
+  it('storage is a trust boundary: a stored value of a type outside the allowlist is a corruption error on resume, and __proto__ never reaches a prototype', async () => {
     const storage = new JsonTextStorage()
     const { workflow } = squaresWorkflow(storage)
     const stopped: WorkflowEvent[] = []

@@ -16,19 +16,19 @@ import {
   type WorkflowEvent,
 } from '../../src/index.js'
 
-/** The seed's task: numbers still to square. */
+/** The squares task: numbers still to square. */
 export interface Task {
   remaining: number[]
 }
 
-/** The seed's start executor: turns a limit into a task. */
+/** The squares start executor: turns a limit into a task. */
 export class StartExecutor extends Executor<number> {
   async handle(limit: number, ctx: WorkflowContext<Task>): Promise<void> {
     await ctx.sendMessage({ remaining: Array.from({ length: limit }, (_, i) => i + 1) })
   }
 }
 
-/** The seed's worker: squares one number per super step, through a self-loop. */
+/** The squares worker: squares one number per super step, through a self-loop. */
 export class WorkerExecutor extends Executor<Task> {
   #results: Record<number, number> = {}
   handled = 0
@@ -50,7 +50,7 @@ export class WorkerExecutor extends Executor<Task> {
   }
 }
 
-/** The seed's complete example, built fresh (new executors) each time; `null` builds it without storage. */
+/** The squares example, built fresh (new executors) each time; `null` builds it without storage. */
 export function squaresWorkflow(storage: CheckpointStorage | null = new InMemoryCheckpointStorage()): {
   workflow: Workflow<number, Record<number, number>>
   worker: WorkerExecutor

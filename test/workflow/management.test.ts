@@ -16,7 +16,7 @@ import {
 } from '../../src/index.js'
 import { JsonTextStorage, squares, squaresWorkflow } from './helpers.js'
 
-describe('checkpoint storage and management (rules 24, 30)', () => {
+describe('checkpoint storage and management', () => {
   let dir = ''
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cairn-workflow-storage-'))
@@ -31,7 +31,7 @@ describe('checkpoint storage and management (rules 24, 30)', () => {
     { name: 'a custom five-method storage', open: () => new JsonTextStorage() },
   ]
 
-  it.each(backends)('rule 24: $name saves (returning the id), loads, lists by workflow, deletes and gets the latest', async ({ open }) => {
+  it.each(backends)('$name saves (returning the id), loads, lists by workflow, deletes and gets the latest', async ({ open }) => {
     const storage = open(dir)
     expect(await storage.getLatest({ workflowName: 'squares' })).toBeUndefined()
     const { workflow } = squaresWorkflow(storage)
@@ -48,12 +48,12 @@ describe('checkpoint storage and management (rules 24, 30)', () => {
     expect(await storage.delete(ids[0]!)).toBe(false)
     await expect(storage.load(ids[0]!)).rejects.toBeInstanceOf(CheckpointNotFoundError)
     expect((await storage.getLatest({ workflowName: 'squares' }))!.checkpointId).toBe(ids[1])
-    // The seed's complete example resumes from whatever is latest.
+    // The squares example resumes from whatever is latest.
     const resumed = await squaresWorkflow(storage).workflow.run({ checkpointId: ids[1]! })
     expect(resumed.getOutputs()).toEqual([squares(2)])
   })
 
-  it('rule 24: InMemoryCheckpointStorage copies in and out; FileCheckpointStorage creates its directory, refuses path traversal and skips an unreadable file when listing', async () => {
+  it('InMemoryCheckpointStorage copies in and out; FileCheckpointStorage creates its directory, refuses path traversal and skips an unreadable file when listing', async () => {
     const memory = new InMemoryCheckpointStorage()
     const { workflow } = squaresWorkflow(memory)
     const result = await workflow.run({ message: 2 })
@@ -74,7 +74,7 @@ describe('checkpoint storage and management (rules 24, 30)', () => {
     expect(warnings.join('\n')).toMatch(/skipped checkpoint/)
   })
 
-  it('rule 30: checkpoints are listed with their summaries (no payload read) and inspected: name, iteration, hash, message count, state keys, pending requests', async () => {
+  it('checkpoints are listed with their summaries (no payload read) and inspected: name, iteration, hash, message count, state keys, pending requests', async () => {
     const { workflow, storage } = squaresWorkflow()
     const result = await workflow.run({ message: 3 })
     const listed = await workflow.listCheckpoints()
@@ -103,7 +103,7 @@ describe('checkpoint storage and management (rules 24, 30)', () => {
     expect(await workflow.listCheckpoints()).toHaveLength(4)
   })
 
-  it('rule 30: the seed\'s retention loop (delete checkpoints older than a cutoff) and prune work per run and keep every run resumable', async () => {
+  it('the retention loop (delete checkpoints older than a cutoff) and prune work per run and keep every run resumable', async () => {
     for (const storage of [new InMemoryCheckpointStorage(), new JsonTextStorage()]) {
       const { workflow } = squaresWorkflow(storage)
       const first = await workflow.run({ message: 3 })
@@ -116,7 +116,7 @@ describe('checkpoint storage and management (rules 24, 30)', () => {
       expect(await pruneWorkflowCheckpoints(storage, { workflowName: 'squares' })).toBe(2)
       expect((await workflow.listCheckpoints()).map((c) => c.checkpointId).sort()).toEqual([first.checkpointId, second.checkpointId].sort())
 
-      // The seed's loop: list, compare each timestamp with a cutoff, delete.
+      // The retention loop: list, compare each timestamp with a cutoff, delete.
       const cutoff = Date.now() + 1000
       for (const cp of await listWorkflowCheckpoints(storage, { workflowName: 'squares' })) {
         if (Date.parse(cp.timestamp) < cutoff) await storage.delete(cp.checkpointId)

@@ -56,7 +56,7 @@ function approvalWorkflow(storage: CheckpointStorage) {
   return { workflow, handled }
 }
 
-describe('human requests (rules 22, 29)', () => {
+describe('human requests', () => {
   it('ctx.requestInfo emits request_info; the run ends idle with the request pending, persisted in its checkpoint', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = approvalWorkflow(storage)
@@ -88,7 +88,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(approved.handled).toEqual(['answer true', 'publish'])
   })
 
-  it('rule 22: answers are recorded in a responses checkpoint before they are processed, at the iteration of the checkpoint they answer', async () => {
+  it('answers are recorded in a responses checkpoint before they are processed, at the iteration of the checkpoint they answer', async () => {
     const storage = new InMemoryCheckpointStorage()
     const first = await approvalWorkflow(storage).workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
@@ -101,7 +101,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(responses.messages).toEqual([{ kind: 'response', sourceId: '$response', targetId: 'review', data: { approved: true }, request }])
   })
 
-  it('rule 29: message excludes checkpointId and responses; at least one of the three is needed', async () => {
+  it('message excludes checkpointId and responses; at least one of the three is needed', async () => {
     const { workflow } = squaresWorkflow()
     const rejects = async (options: Parameters<typeof workflow.run>[0], pattern: RegExp) => {
       const error = await workflow.run(options).catch((e: unknown) => e)
@@ -116,7 +116,7 @@ describe('human requests (rules 22, 29)', () => {
     await rejects({ responses: { r: 1 } }, /has no run waiting for responses in this process/)
   })
 
-  it('rule 29: responses are validated against the pending request ids and the request schema, with the bad id named, before anything runs', async () => {
+  it('responses are validated against the pending request ids and the request schema, with the bad id named, before anything runs', async () => {
     const storage = new InMemoryCheckpointStorage()
     const first = await approvalWorkflow(storage).workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
@@ -132,7 +132,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(await storage.listCheckpoints({ runId: first.runId })).toHaveLength(3)
   })
 
-  it('rule 29: an already answered request is refused with its id; answering it again from the checkpoint before the answer needs allowReanswer', async () => {
+  it('an already answered request is refused with its id; answering it again from the checkpoint before the answer needs allowReanswer', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = approvalWorkflow(storage)
     const first = await workflow.run({ message: { topic: 'cairns' } })
@@ -160,7 +160,7 @@ describe('human requests (rules 22, 29)', () => {
     expect(fresh.getOutputs()).toEqual(['Published: A post about cairns'])
   })
 
-  it('rule 29: a resume re-emits the requests still pending, but not those it answers', async () => {
+  it('a resume re-emits the requests still pending, but not those it answers', async () => {
     const storage = new InMemoryCheckpointStorage()
     const asker = executor('asker', async (_: unknown, ctx) => {
       await ctx.requestInfo('first')

@@ -11,8 +11,8 @@ import {
 } from '../../src/index.js'
 import { collect, deferred, squares, squaresWorkflow, types } from './helpers.js'
 
-describe('super steps (rules 21, 22, 25, 33)', () => {
-  it('runs the seed example to its output: messages sent in one super step are delivered in the next', async () => {
+describe('super steps', () => {
+  it('runs the squares example to its output: messages sent in one super step are delivered in the next', async () => {
     const { workflow, worker } = squaresWorkflow()
     const result = await workflow.run({ message: 10 })
     expect(result.getOutputs()).toEqual([squares(10)])
@@ -35,7 +35,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     ])
   })
 
-  it('rule 21: checkpoints at the end of every super step, with build-time storage or a per-run storage that overrides it for that run only', async () => {
+  it('checkpoints at the end of every super step, with build-time storage or a per-run storage that overrides it for that run only', async () => {
     const built = new InMemoryCheckpointStorage()
     const perRun = new InMemoryCheckpointStorage()
     const { workflow } = squaresWorkflow(built)
@@ -56,7 +56,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     expect(await extra.listCheckpoints({ workflowName: 'squares' })).toHaveLength(4)
   })
 
-  it("rule 21: a super step's checkpoint holds its committed state writes and the requests it raised", async () => {
+  it("a super step's checkpoint holds its committed state writes and the requests it raised", async () => {
     const storage = new InMemoryCheckpointStorage()
     const asker = executor('asker', async (topic: string, ctx) => {
       ctx.state.set('topic', topic)
@@ -72,7 +72,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     expect(Object.values(checkpoint.pendingRequestInfoEvents).map((r) => r.data)).toEqual([{ question: 'approve release?' }])
   })
 
-  it('rule 22: one checkpoint per super step plus the entry one, with contiguous iterations; the entry records the raw input before any executor ran', async () => {
+  it('one checkpoint per super step plus the entry one, with contiguous iterations; the entry records the raw input before any executor ran', async () => {
     const { workflow, storage, worker } = squaresWorkflow()
     const handledAtSave: number[] = []
     const save = storage.save.bind(storage)
@@ -94,7 +94,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     expect(entry.messages).toEqual([{ kind: 'message', sourceId: '$input', targetId: 'start', data: 4 }])
   })
 
-  it('rule 25: state writes are staged (visible to the writer at once, to others after the super step) and only committed state is checkpointed', async () => {
+  it('state writes are staged (visible to the writer at once, to others after the super step) and only committed state is checkpointed', async () => {
     const storage = new InMemoryCheckpointStorage()
     const seen: Record<string, unknown> = {}
     const gate = deferred()
@@ -126,7 +126,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     expect(states).toEqual([{}, { count: 1 }, { count: 1 }])
   })
 
-  it('rule 25: writes of a super step that fails are never committed', async () => {
+  it('writes of a super step that fails are never committed', async () => {
     const storage = new InMemoryCheckpointStorage()
     let fail = true
     const start = executor('start', async (_: unknown, ctx) => {
@@ -147,7 +147,7 @@ describe('super steps (rules 21, 22, 25, 33)', () => {
     expect((await storage.getLatest<WorkflowCheckpoint>({ workflowName: 'flaky' }))!.payload.state).toEqual({ step: 'flaky' })
   })
 
-  it('rule 33: superstep_started and superstep_completed are emitted, and each completed event carries the id of the checkpoint it wrote', async () => {
+  it('superstep_started and superstep_completed are emitted, and each completed event carries the id of the checkpoint it wrote', async () => {
     const { workflow, storage } = squaresWorkflow()
     const events = await collect(workflow.stream({ message: 3 }))
     const started = events.filter((e) => e.type === 'superstep_started').map((e) => e.iteration)
