@@ -1,4 +1,4 @@
-/** The targets, checked against the rows and ratios of this run. */
+/** Cairn's performance targets, checked against the rows and ratios of this run. */
 import { formatBytes, formatRatio } from '../format-table.js'
 import { labelOf, ratioOf, type Ratio, type Row } from './summarize.js'
 
