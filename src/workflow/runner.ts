@@ -14,12 +14,20 @@ import type { RunPlan } from './run-options.js'
 import { SharedState } from './shared-state.js'
 import { deliver, runSuperstep } from './superstep.js'
 import { loadOpenTelemetry, superstepTracing } from '../observe/telemetry.js'
+import type { WaitForOwner } from '../runner/run-ownership.js'
+import { ownWorkflowRun, type OwnedWorkflowRun } from './run-lease.js'
 
 /** What a run needs besides its plan. */
 export interface RunSettings {
   graph: WorkflowGraph
   storage: WorkflowStore | undefined
   maxSupersteps: number
+  /** How long the run's lease lasts between renewals (a store with leases only). */
+  leaseMs: number
+  /** When another execution owns the run: fail at once with `RunBusyError` (default), or wait. */
+  waitForOwner: WaitForOwner | undefined
+  /** Aborts when the run's lease is lost (set once it is taken). */
+  ownerSignal?: AbortSignal
   /** The instance's last run, for `{ responses }` without a checkpoint. */
   current: RunState | undefined
   /** Told the run state as soon as it exists. */
@@ -31,10 +39,27 @@ export interface RunSettings {
  * responses) checkpoint, then per super step deliver, run the executors concurrently, commit
  * the staged state, collect the requests, write a checkpoint and report it. A failure emits
  * `workflow_failed` and is thrown.
+ *
+ * With a store that has leases, the execution owns the run from before its first write to its
+ * end: the lease is taken (another live owner: `RunBusyError`), every write is fenced by its
+ * epoch, it is renewed in the background and released at the end.
  */
 export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGenerator<WorkflowEvent> {
-  const { graph } = settings
   const run = await prepare(settings, plan)
+  const owned = await ownWorkflowRun({ storage: settings.storage, runId: run.runId, workflowName: settings.graph.name, leaseMs: settings.leaseMs, waitForOwner: settings.waitForOwner })
+  try {
+    yield* executeOwned(owned ? { ...settings, storage: owned.storage, ownerSignal: owned.ownership.signal } : settings, plan, run)
+  } finally {
+    await release(owned)
+  }
+}
+
+async function release(owned: OwnedWorkflowRun | undefined): Promise<void> {
+  await owned?.ownership.release()
+}
+
+async function* executeOwned(settings: RunSettings, plan: RunPlan, run: RunState): AsyncGenerator<WorkflowEvent> {
+  const { graph } = settings
   settings.onRun(run)
   const resumedFrom = plan.kind === 'resume' ? plan.checkpointId : undefined
   yield { type: 'workflow_started', workflowName: graph.name, runId: run.runId, resumedFrom, iteration: run.iteration }
@@ -131,7 +156,7 @@ async function* superstep(settings: RunSettings, run: RunState): AsyncGenerator<
     iteration,
     deliveries: deliver(graph, run.queue),
     state: run.state,
-    signal: abort.signal,
+    signal: settings.ownerSignal ? AbortSignal.any([abort.signal, settings.ownerSignal]) : abort.signal,
     emit: (event) => channel.push(event),
   })
   yield* pump(channel, step, () => abort.abort(new CairnError('invalid_argument', 'the caller stopped consuming the workflow run')))
