@@ -15,7 +15,7 @@ import { SharedState } from './shared-state.js'
 import { deliver, runSuperstep } from './superstep.js'
 import { loadOpenTelemetry, superstepTracing } from '../observe/telemetry.js'
 import type { WaitForOwner } from '../runner/run-ownership.js'
-import { ownWorkflowRun, type OwnedWorkflowRun } from './run-lease.js'
+import { ownWorkflowRun } from './run-lease.js'
 
 /** What a run needs besides its plan. */
 export interface RunSettings {
@@ -48,14 +48,14 @@ export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGe
   const run = await prepare(settings, plan)
   const owned = await ownWorkflowRun({ storage: settings.storage, runId: run.runId, workflowName: settings.graph.name, leaseMs: settings.leaseMs, waitForOwner: settings.waitForOwner })
   try {
+    // Checked once the run is ours: an owner that just went on from this checkpoint is seen.
+    if (plan.kind === 'resume' && plan.responses !== undefined && !plan.allowReanswer) {
+      await refuseAnsweredLater({ storage: settings.storage!, workflowName: settings.graph.name, runId: run.runId, checkpointId: plan.checkpointId, requestIds: Object.keys(plan.responses) })
+    }
     yield* executeOwned(owned ? { ...settings, storage: owned.storage, ownerSignal: owned.ownership.signal } : settings, plan, run)
   } finally {
-    await release(owned)
+    await owned?.ownership.release()
   }
-}
-
-async function release(owned: OwnedWorkflowRun | undefined): Promise<void> {
-  await owned?.ownership.release()
 }
 
 async function* executeOwned(settings: RunSettings, plan: RunPlan, run: RunState): AsyncGenerator<WorkflowEvent> {
@@ -108,9 +108,6 @@ async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> 
       throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
     }
     run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
-    if (plan.responses !== undefined && !plan.allowReanswer) {
-      await refuseAnsweredLater({ storage, workflowName: graph.name, runId: run.runId, checkpointId: plan.checkpointId, requestIds: Object.keys(plan.responses) })
-    }
   } else {
     if (settings.current === undefined) {
       throw new CairnError('invalid_argument', `workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)
