@@ -41,6 +41,7 @@ const integration = [
   'test/worker/restart.test.ts',
   'test/worker/sqlite-processes.test.ts',
   'test/worker/store-failures.test.ts',
+  'test/workflow/race.test.ts',
   'test/workflow/examples.test.ts',
 ]
 

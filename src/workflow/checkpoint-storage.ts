@@ -7,7 +7,9 @@ import { MemoryStore } from '../store/backends/memory/memory-store.js'
  * What the workflow engine reads and writes while it runs: any `RunStore` or `CheckpointStore`
  * (`MemoryStore`, `FileStore`, `SqliteStore`, a worker's fenced view, …), or your own object
  * with the four methods it needs. With `updateRun` the run's status follows the workflow
- * (`paused` while requests wait, `completed`, `failed`).
+ * (`paused` while requests wait, `completed`, `failed`). With the lease protocol as well
+ * (`leases`, `write` and `getRun`, as every Cairn store has), a run owns its run while it executes
+ * and fences its writes with the lease's epoch; without it, the run takes no lease.
  */
 export type WorkflowStore = Pick<StoreReader, 'load' | 'listCheckpoints' | 'getLatest'> & Pick<StoreWriter, 'save'> & Partial<Pick<StoreWriter, 'updateRun'>>
 

@@ -1,5 +1,5 @@
 import { isPlainObject } from '../core/codec.js'
-import { CheckpointCorruptionError, ConfigMismatchError } from '../core/errors.js'
+import { CheckpointCorruptionError, ConfigMismatchError, LeaseLostError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { CheckpointRecord } from '../store/checkpoint-store.js'
 import {
@@ -66,6 +66,8 @@ export async function saveCheckpoint(params: { storage: WorkflowStore; graph: Wo
       payload: checkpoint,
     })
   } catch (error) {
+    // Another execution owns the run now: say so as it is, this one writes nothing more.
+    if (error instanceof LeaseLostError) throw error
     const path = (error as { path?: unknown }).path
     throw new WorkflowCheckpointError('checkpoint_save_failed', `workflow ${graph.name}: ${label(phase, run.iteration)} could not be saved: ${messageOf(error)}`, {
       cause: error,

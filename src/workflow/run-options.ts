@@ -1,5 +1,6 @@
 import { isPlainObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
+import type { WaitForOwner } from '../runner/run-ownership.js'
 import type { WorkflowStore } from './checkpoint-storage.js'
 
 /**
@@ -26,6 +27,18 @@ export interface WorkflowRunOptions<TIn = unknown> {
    * `WorkflowError` (code `request_answered`): the answer would start a second branch of the run.
    */
   allowReanswer?: boolean
+  /**
+   * When another execution (another process, or another instance) owns the run: by default fail
+   * at once with `RunBusyError`, naming the owner and when its lease expires; `true` waits until
+   * it ends or its lease lapses, `{ timeoutMs }` waits that long at most. Stores with leases only.
+   */
+  waitForOwner?: WaitForOwner
+  /**
+   * How long the run's lease lasts without a renewal, in ms (default 60 000). It is renewed in the
+   * background while the run executes; a process that dies leaves it to lapse after this long
+   * (at once for another process on the same machine). Stores with leases only.
+   */
+  leaseMs?: number
 }
 
 /** What a run does, once its options are checked. */
@@ -43,6 +56,10 @@ export function planRun(options: WorkflowRunOptions): RunPlan {
   const { message, checkpointId, responses, maxSupersteps } = options
   if (maxSupersteps !== undefined && (!Number.isSafeInteger(maxSupersteps) || maxSupersteps < 1)) {
     throw invalid(`maxSupersteps must be a positive integer, got ${String(maxSupersteps)}`)
+  }
+  const { leaseMs } = options
+  if (leaseMs !== undefined && (typeof leaseMs !== 'number' || !Number.isFinite(leaseMs) || leaseMs <= 0)) {
+    throw invalid(`leaseMs must be a positive number of ms, got ${String(leaseMs)}`)
   }
   if (responses !== undefined && (!isPlainObject(responses) || Object.keys(responses).length === 0)) {
     throw invalid('responses must be a non-empty object of answers by request id')

@@ -14,12 +14,20 @@ import type { RunPlan } from './run-options.js'
 import { SharedState } from './shared-state.js'
 import { deliver, runSuperstep } from './superstep.js'
 import { loadOpenTelemetry, superstepTracing } from '../observe/telemetry.js'
+import type { WaitForOwner } from '../runner/run-ownership.js'
+import { ownWorkflowRun } from './run-lease.js'
 
 /** What a run needs besides its plan. */
 export interface RunSettings {
   graph: WorkflowGraph
   storage: WorkflowStore | undefined
   maxSupersteps: number
+  /** How long the run's lease lasts between renewals (a store with leases only). */
+  leaseMs: number
+  /** When another execution owns the run: fail at once with `RunBusyError` (default), or wait. */
+  waitForOwner: WaitForOwner | undefined
+  /** Aborts when the run's lease is lost (set once it is taken). */
+  ownerSignal?: AbortSignal
   /** The instance's last run, for `{ responses }` without a checkpoint. */
   current: RunState | undefined
   /** Told the run state as soon as it exists. */
@@ -31,10 +39,27 @@ export interface RunSettings {
  * responses) checkpoint, then per super step deliver, run the executors concurrently, commit
  * the staged state, collect the requests, write a checkpoint and report it. A failure emits
  * `workflow_failed` and is thrown.
+ *
+ * With a store that has leases, the execution owns the run from before its first write to its
+ * end: the lease is taken (another live owner: `RunBusyError`), every write is fenced by its
+ * epoch, it is renewed in the background and released at the end.
  */
 export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGenerator<WorkflowEvent> {
-  const { graph } = settings
   const run = await prepare(settings, plan)
+  const owned = await ownWorkflowRun({ storage: settings.storage, runId: run.runId, workflowName: settings.graph.name, leaseMs: settings.leaseMs, waitForOwner: settings.waitForOwner })
+  try {
+    // Checked once the run is ours: an owner that just went on from this checkpoint is seen.
+    if (plan.kind === 'resume' && plan.responses !== undefined && !plan.allowReanswer) {
+      await refuseAnsweredLater({ storage: settings.storage!, workflowName: settings.graph.name, runId: run.runId, checkpointId: plan.checkpointId, requestIds: Object.keys(plan.responses) })
+    }
+    yield* executeOwned(owned ? { ...settings, storage: owned.storage, ownerSignal: owned.ownership.signal } : settings, plan, run)
+  } finally {
+    await owned?.ownership.release()
+  }
+}
+
+async function* executeOwned(settings: RunSettings, plan: RunPlan, run: RunState): AsyncGenerator<WorkflowEvent> {
+  const { graph } = settings
   settings.onRun(run)
   const resumedFrom = plan.kind === 'resume' ? plan.checkpointId : undefined
   yield { type: 'workflow_started', workflowName: graph.name, runId: run.runId, resumedFrom, iteration: run.iteration }
@@ -83,9 +108,6 @@ async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> 
       throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
     }
     run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
-    if (plan.responses !== undefined && !plan.allowReanswer) {
-      await refuseAnsweredLater({ storage, workflowName: graph.name, runId: run.runId, checkpointId: plan.checkpointId, requestIds: Object.keys(plan.responses) })
-    }
   } else {
     if (settings.current === undefined) {
       throw new CairnError('invalid_argument', `workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)
@@ -131,7 +153,7 @@ async function* superstep(settings: RunSettings, run: RunState): AsyncGenerator<
     iteration,
     deliveries: deliver(graph, run.queue),
     state: run.state,
-    signal: abort.signal,
+    signal: settings.ownerSignal ? AbortSignal.any([abort.signal, settings.ownerSignal]) : abort.signal,
     emit: (event) => channel.push(event),
   })
   yield* pump(channel, step, () => abort.abort(new CairnError('invalid_argument', 'the caller stopped consuming the workflow run')))

@@ -15,6 +15,7 @@ import {
 import type { RunState } from './persistence.js'
 import { WorkflowRunResult } from './result.js'
 import { planRun, type WorkflowRunOptions } from './run-options.js'
+import { DEFAULT_WORKFLOW_LEASE_MS } from './run-lease.js'
 import { executeRun } from './runner.js'
 
 /**
@@ -24,6 +25,11 @@ import { executeRun } from './runner.js'
  *
  * An instance runs one run at a time, and its executors keep their instance state between
  * runs: build a fresh workflow (and executors) for independent runs.
+ *
+ * With a store that has leases (every Cairn store), a run owns its run id while it executes, as
+ * a `Runner` does: a second execution of the same run — in another process, or another instance —
+ * fails with `RunBusyError` naming the owner (or waits, with `waitForOwner`), and an execution
+ * that lost its lease has its writes rejected with `LeaseLostError`.
  *
  * @example
  * ```ts
@@ -106,6 +112,8 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
         graph: this.#graph,
         storage: options.store ?? options.checkpointStorage ?? this.store,
         maxSupersteps: options.maxSupersteps ?? this.maxSupersteps,
+        leaseMs: options.leaseMs ?? DEFAULT_WORKFLOW_LEASE_MS,
+        waitForOwner: options.waitForOwner,
         current: this.#current,
         onRun: (run: RunState) => {
           started = true

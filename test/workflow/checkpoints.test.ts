@@ -240,11 +240,12 @@ describe('workflow checkpoints', () => {
   it('a failed checkpoint save fails the run loudly, naming the super step; the last good checkpoint still resumes', async () => {
     const storage = new InMemoryCheckpointStorage()
     const { workflow } = squaresWorkflow(storage)
-    const save = storage.save.bind(storage)
+    // The run owns its run id, so its checkpoints go through the fenced `write`.
+    const write = storage.write.bind(storage)
     let saves = 0
-    storage.save = async (input) => {
-      if (++saves === 4) throw new Error('disk unplugged')
-      return save(input)
+    storage.write = async (batch) => {
+      if (batch.checkpoints?.length && ++saves === 4) throw new Error('disk unplugged')
+      return write(batch)
     }
     const events: WorkflowEvent[] = []
     const error = await (async () => {
@@ -255,7 +256,7 @@ describe('workflow checkpoints', () => {
     expect((error as Error).message).toBe('workflow squares: the checkpoint of superstep 3 could not be saved: disk unplugged')
     expect(events.at(-1)).toMatchObject({ type: 'workflow_failed', iteration: 3 })
     expect(events.filter((e) => e.type === 'superstep_completed')).toHaveLength(2)
-    storage.save = save
+    storage.write = write
     const latest = await storage.getLatest<WorkflowCheckpoint>({ workflowName: 'squares' })
     expect(latest!.payload.iterationCount).toBe(2)
     expect((await squaresWorkflow(storage).workflow.run({ checkpointId: latest!.checkpointId })).getOutputs()).toEqual([squares(5)])

@@ -73,12 +73,14 @@ describe('super steps', () => {
   })
 
   it('one checkpoint per super step plus the entry one, with contiguous iterations; the entry records the raw input before any executor ran', async () => {
-    const { workflow, storage, worker } = squaresWorkflow()
+    const storage = new InMemoryCheckpointStorage()
+    const { workflow, worker } = squaresWorkflow(storage)
     const handledAtSave: number[] = []
-    const save = storage.save.bind(storage)
-    storage.save = async (input) => {
-      handledAtSave.push(worker.handled)
-      return save(input)
+    // The run owns its run id, so its checkpoints go through the fenced `write`.
+    const write = storage.write.bind(storage)
+    storage.write = async (batch) => {
+      if (batch.checkpoints?.length) handledAtSave.push(worker.handled)
+      return write(batch)
     }
     const result = await workflow.run({ message: 4 })
     const supersteps = result.events.filter((e) => e.type === 'superstep_completed').length
