@@ -52,12 +52,13 @@ describe('the file store trusts only its own regular files', () => {
     await symlink(join(outside, 'r'), runDir)
     const before = await readdir(join(outside, 'r'), { recursive: true })
     const store = new FileStore({ directory })
+    // One at a time: each attempt is made only once the one before it has failed.
     for (const attempt of [
-      store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(4) } }),
-      store.recordEffectIntent({ runId: 'r', callId: 'c2', name: 't', inputHash: 'h', idempotencyKey: 'k2' }),
-      store.getLatest({ runId: 'r' }),
+      () => store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(4) } }),
+      () => store.recordEffectIntent({ runId: 'r', callId: 'c2', name: 't', inputHash: 'h', idempotencyKey: 'k2' }),
+      () => store.getLatest({ runId: 'r' }),
     ]) {
-      const error = await errorOf(attempt)
+      const error = await errorOf(attempt())
       expect(error).toBeInstanceOf(CairnError)
       expect((error as Error).message).toContain('symbolic link')
     }
@@ -86,8 +87,8 @@ describe('the file store trusts only its own regular files', () => {
     await rm(file)
     await symlink('/dev/zero', file)
     const store = new FileStore({ directory })
-    for (const attempt of [store.load(ids[1]!), store.getLatest({ runId: 'r' }), store.listCheckpoints({ runId: 'r' })]) {
-      const error = await errorOf(attempt)
+    for (const attempt of [() => store.load(ids[1]!), () => store.getLatest({ runId: 'r' }), () => store.listCheckpoints({ runId: 'r' })]) {
+      const error = await errorOf(attempt())
       expect(error).toBeInstanceOf(CheckpointCorruptionError)
       expect(error).toMatchObject({ runId: 'r', checkpointId: ids[1] })
     }
