@@ -242,6 +242,69 @@ describe('OpenAIChatModel against the real openai client', () => {
     expect((await new Agent({ model: chat() }).invoke('b')).stopReason).toBe('content_filtered')
   })
 
+  it('sends images inline as data URLs and by URL', async () => {
+    server.enqueue(chatStream({ text: 'A cat.' }))
+    const prompt: ContentBlock[] = [
+      { text: 'What is this?' },
+      { image: { mediaType: 'image/png', source: { bytes: IMAGE_BYTES } } },
+      { image: { mediaType: 'image/jpeg', source: { url: 'https://example.com/cat.jpg' } } },
+    ]
+    expect((await new Agent({ model: chat() }).invoke(prompt)).toString()).toBe('A cat.')
+    expect((server.requests[0]!.body as { messages: unknown[] }).messages).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is this?' },
+          { type: 'image_url', image_url: { url: `data:image/png;base64,${Buffer.from(IMAGE_BYTES).toString('base64')}` } },
+          { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
+        ],
+      },
+    ])
+  })
+
+  it('sends an inline document as file data', async () => {
+    server.enqueue(chatStream({ text: 'Read it.' }))
+    await new Agent({ model: chat() }).invoke([{ text: 'Summarise' }, { document: { mediaType: 'application/pdf', name: 'report.pdf', source: { bytes: IMAGE_BYTES } } }])
+    const messages = (server.requests[0]!.body as { messages: { content: unknown[] }[] }).messages
+    expect(messages[0]!.content[1]).toEqual({ type: 'file', file: { file_data: `data:application/pdf;base64,${Buffer.from(IMAGE_BYTES).toString('base64')}`, filename: 'report.pdf' } })
+  })
+
+  it('refuses a document given by URL with a ModelError naming the block, before any request', async () => {
+    const agent = new Agent({ model: chat() })
+    const err = await agent.invoke([{ text: 'Summarise' }, { document: { mediaType: 'application/pdf', name: 'report.pdf', source: { url: 'https://example.com/report.pdf' } } }]).catch((e: unknown) => e)
+    expect(err).toBeInstanceOf(ModelError)
+    expect(err).toMatchObject({ code: 'model_error', provider: 'openai', model: 'gpt-4.1-mini', retryable: false })
+    const message = (err as ModelError).message
+    expect(message).toContain('"report.pdf"')
+    expect(message).toContain('inline base64')
+    expect(message).toContain('OpenAIResponsesModel')
+    expect(server.requests).toHaveLength(0)
+    expect(agent.messages.map((m) => m.role)).toEqual(['user'])
+  })
+
+  it('retries a 429 through the client, honouring retry-after, and answers', async () => {
+    server.enqueue(openAIError(429, 'Rate limit reached', { headers: { 'retry-after-ms': '20' } }), chatStream({ text: 'ok after the limit' }))
+    const result = await new Agent({ model: chat({ maxRetries: 2 }) }).invoke('hi')
+    expect(result.toString()).toBe('ok after the limit')
+    expect(server.requests).toHaveLength(2)
+    expect(server.requests.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/chat/completions'])
+  })
+
+  it('the abort signal aborts the HTTP request and the invocation ends cancelled', async () => {
+    const gone = new Promise<void>((resolve) => (server.onClientGone = resolve))
+    server.enqueue({ ...chatStream({ text: 'a slow chat answer that never ends' }), holdAfterBytes: 300 })
+    const controller = new AbortController()
+    const agent = new Agent({ model: chat() })
+    const running = agent.invoke('hi', { signal: controller.signal })
+    while (server.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
+    controller.abort()
+    const result = await running
+    await gone
+    expect(result.stopReason).toBe('cancelled')
+    expect(server.requests).toHaveLength(1)
+    expect(agent.messages.map((m) => m.role)).toEqual(['user'])
+  })
+
   it('a cut stream is a ModelError and adds no message', async () => {
     server.enqueue({ ...chatStream({ text: 'a long answer that is cut off somewhere in the middle' }), cutAfterBytes: 700 })
     const agent = new Agent({ model: chat({ maxRetries: 0 }) })

@@ -1,7 +1,7 @@
 import type OpenAI from 'openai'
 import type { ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions/completions'
 import type { ContentBlock, Message, ModelPrices, ModelStopReason } from '../../model/messages.js'
-import type { Model, ModelCallOptions, ModelRequest, ModelStreamEvent } from '../../model/model.js'
+import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type ModelStreamEvent } from '../../model/model.js'
 import { isAbort, STOP, toModelError, toolResultText, urlOf } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
 
@@ -30,10 +30,15 @@ export class OpenAIChatModel implements Model {
     this.prices = options.prices
   }
 
+  /**
+   * Stream one answer. A document block given by URL is refused with a {@link ModelError}
+   * before any request is made: Chat Completions takes files only as inline data or by the id
+   * of an uploaded file.
+   */
   async *stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
     const params: ChatCompletionCreateParamsStreaming = {
       model: this.#options.model,
-      messages: chatMessages(request),
+      messages: chatMessages(request, this.#options.model),
       stream: true,
       stream_options: { include_usage: true },
       ...(this.#options.maxOutputTokens === undefined ? {} : { max_completion_tokens: this.#options.maxOutputTokens }),
@@ -112,10 +117,23 @@ class ChatStreamMapper {
   }
 }
 
-function chatMessages(request: ModelRequest): ChatCompletionMessageParam[] {
+function chatMessages(request: ModelRequest, model: string): ChatCompletionMessageParam[] {
   const out: ChatCompletionMessageParam[] = request.systemPrompt === undefined ? [] : [{ role: 'system', content: request.systemPrompt }]
-  for (const message of request.messages) out.push(...(message.role === 'assistant' ? [assistantMessage(message)] : userMessages(message.content)))
+  request.messages.forEach((message, index) => out.push(...(message.role === 'assistant' ? [assistantMessage(message)] : userMessages(message.content, { model, index }))))
   return out
+}
+
+/**
+ * The error for a document block given by URL, which Chat Completions cannot take: it accepts a
+ * file only as inline base64 data or as the id of an uploaded file.
+ */
+function documentUrlError(document: { mediaType: string; name?: string | undefined }, where: { model: string; index: number }): ModelError {
+  const named = document.name === undefined ? 'a document block' : `the document block "${document.name}"`
+  return new ModelError(
+    `${named} (${document.mediaType}) in message ${where.index} is given by URL, which the Chat Completions API does not accept; ` +
+      'it takes files only as inline base64 data. Give the document as bytes ({ source: { bytes } }), or use OpenAIResponsesModel, which sends a document URL as it is.',
+    { provider: 'openai', model: where.model, retryable: false },
+  )
 }
 
 function assistantMessage(message: Message): ChatCompletionMessageParam {
@@ -128,14 +146,15 @@ function assistantMessage(message: Message): ChatCompletionMessageParam {
   }
 }
 
-function userMessages(blocks: readonly ContentBlock[]): ChatCompletionMessageParam[] {
+function userMessages(blocks: readonly ContentBlock[], where: { model: string; index: number }): ChatCompletionMessageParam[] {
   const out: ChatCompletionMessageParam[] = []
   const parts: ChatCompletionContentPart[] = []
   for (const block of blocks) {
     if ('toolResult' in block) out.push({ role: 'tool', tool_call_id: block.toolResult.toolUseId, content: toolResultText(block.toolResult) })
     else if ('text' in block) parts.push({ type: 'text', text: block.text })
     else if ('image' in block) parts.push({ type: 'image_url', image_url: { url: urlOf(block.image.mediaType, block.image.source) } })
-    else if ('document' in block && 'bytes' in block.document.source) {
+    else if ('document' in block) {
+      if ('url' in block.document.source) throw documentUrlError(block.document, where)
       parts.push({ type: 'file', file: { file_data: urlOf(block.document.mediaType, block.document.source), filename: block.document.name ?? 'document' } })
     }
   }
