@@ -436,7 +436,7 @@ const unreadable = new WeakSet<CheckpointRow>()
 function isUnreadable(row: CheckpointRow): boolean {
   return unreadable.has(row)
 }
-const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
+const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'seal', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
 
 /** Validate every id and item of a commit before anything touches the disk. */
 function assertCommit({ rows, appends, run, effects }: CommitRequest, layout: FileLayout): void {

@@ -107,6 +107,12 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       `CREATE INDEX runs_claim ON ${s}.runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running')`,
     ],
   },
+  {
+    version: 3,
+    name: 'run progress signatures of keyed stores',
+    // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
+    statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN seal text`],
+  },
 ]
 
 /**

@@ -98,6 +98,12 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
       CREATE INDEX runs_claim ON runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running');
     `,
   },
+  {
+    version: 3,
+    name: 'run progress signatures of keyed stores',
+    // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
+    sql: `ALTER TABLE runs ADD COLUMN seal TEXT;`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (
