@@ -33,6 +33,10 @@ export interface RawBackend {
   items(runId: string): Promise<{ listId: string; idx: number; item: string }[]>
   updateItem(runId: string, listId: string, idx: number, item: string): Promise<void>
   updateEffect(runId: string, callId: string, fields: { status: string; output: string | null; outputHash: string | null }): Promise<void>
+  /** A run row's last seq as stored. */
+  lastSeq(runId: string): Promise<number>
+  /** Overwrite a run row's last seq (nothing else of the row changes). */
+  setLastSeq(runId: string, lastSeq: number): Promise<void>
   /** Every byte the backend keeps, as text (database file and WAL, files, or a dump). */
   dump(): Promise<string>
   /** Every stored field of a run that a resume trusts, with its stored value. */
@@ -105,6 +109,8 @@ export async function sqliteBackend(): Promise<RawBackend> {
         for (const [column, value] of Object.entries(fields)) db.prepare(`UPDATE checkpoints SET ${column} = ? WHERE run_id = ? AND id = ?`).run(value, runId, id)
       }),
     deleteCheckpoint: async (runId, id) => void edit((db) => db.prepare('DELETE FROM checkpoints WHERE run_id = ? AND id = ?').run(runId, id)),
+    lastSeq: async (runId) => edit((db) => db.prepare('SELECT last_seq FROM runs WHERE run_id = ?').pluck().get(runId) as number),
+    setLastSeq: async (runId, lastSeq) => void edit((db) => db.prepare('UPDATE runs SET last_seq = ? WHERE run_id = ?').run(lastSeq, runId)),
     items: async (runId) =>
       edit((db) => db.prepare('SELECT list_id AS listId, idx, item FROM list_items WHERE run_id = ? ORDER BY list_id, idx').all(runId) as { listId: string; idx: number; item: string }[]),
     updateItem: async (runId, listId, idx, item) =>
@@ -157,6 +163,11 @@ export async function fileBackend(): Promise<RawBackend> {
       await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), ...fields }))
     },
     deleteCheckpoint: async (runId, id) => unlink(await checkpointFile(runId, id)),
+    lastSeq: async (runId) => (JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as { lastSeq: number }).lastSeq,
+    setLastSeq: async (runId, lastSeq) => {
+      const row = JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as Record<string, unknown>
+      await writeFile(join(runDir(runId), 'run.json'), JSON.stringify({ ...row, lastSeq }))
+    },
     items: async (runId) => {
       const out: { listId: string; idx: number; item: string }[] = []
       for (const name of (await readdir(join(runDir(runId), 'lists'))).sort()) {
@@ -230,6 +241,8 @@ export async function postgresBackend(): Promise<RawBackend> {
       for (const [column, value] of Object.entries(fields)) await target.sql(q(`UPDATE $S.checkpoints SET ${column} = $1 WHERE run_id = $2 AND id = $3`), [value, runId, id])
     },
     deleteCheckpoint: async (runId, id) => void (await target.sql(q('DELETE FROM $S.checkpoints WHERE run_id = $1 AND id = $2'), [runId, id])),
+    lastSeq: async (runId) => Number(((await target.sql(q('SELECT last_seq FROM $S.runs WHERE run_id = $1'), [runId])) as unknown as { last_seq: unknown }[])[0]?.last_seq),
+    setLastSeq: async (runId, lastSeq) => void (await target.sql(q('UPDATE $S.runs SET last_seq = $1 WHERE run_id = $2'), [lastSeq, runId])),
     items: async (runId) =>
       (await target.sql(q('SELECT list_id AS "listId", idx, item FROM $S.list_items WHERE run_id = $1 ORDER BY list_id, idx'), [runId])) as unknown as {
         listId: string

@@ -55,6 +55,20 @@ for (const [name, open] of BACKENDS) {
       await store.close()
     })
 
+    it('a last seq lowered with the newest checkpoint deleted is a CheckpointIntegrityError naming the run and key', async () => {
+      const backend = await open()
+      const world = await crashed(backend, 'rolled-back')
+      const rows = await backend.checkpoints('rolled-back')
+      const newest = rows[rows.length - 1]!
+      expect(await backend.lastSeq('rolled-back')).toBe(newest.seq)
+      // A consistent older state: the older checkpoint is genuine, the row's last seq now matches it.
+      await backend.deleteCheckpoint('rolled-back', newest.id)
+      await backend.setLastSeq('rolled-back', newest.seq - 1)
+      const error = await expectRefused(backend, 'rolled-back', world)
+      expect(error.keyId).toBe(KEY_A.id)
+      expect(error.message).toContain('run rolled-back')
+    })
+
     it('a tool result edited inside a list item is a CheckpointIntegrityError', async () => {
       const backend = await open()
       const world = await crashed(backend, 'edited-item')
