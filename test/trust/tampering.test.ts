@@ -60,13 +60,30 @@ for (const [name, open] of BACKENDS) {
       const world = await crashed(backend, 'rolled-back')
       const rows = await backend.checkpoints('rolled-back')
       const newest = rows[rows.length - 1]!
-      expect(await backend.lastSeq('rolled-back')).toBe(newest.seq)
+      expect((await backend.runRow('rolled-back')).lastSeq).toBe(newest.seq)
       // A consistent older state: the older checkpoint is genuine, the row's last seq now matches it.
       await backend.deleteCheckpoint('rolled-back', newest.id)
-      await backend.setLastSeq('rolled-back', newest.seq - 1)
+      await backend.writeRunRow('rolled-back', { lastSeq: newest.seq - 1 })
       const error = await expectRefused(backend, 'rolled-back', world)
       expect(error.keyId).toBe(KEY_A.id)
       expect(error.message).toContain('run rolled-back')
+    })
+
+    it('an older genuine run row restored after the run went on is a CheckpointIntegrityError', async () => {
+      const backend = await open()
+      const world = await crashed(backend, 'replayed-run')
+      const copy = await backend.runRow('replayed-run')
+      expect(copy.seal).toMatch(/^s1\.key-a\./)
+      // The run goes on legitimately: a resume writes newer checkpoints and signs the row anew.
+      const store = backend.open(keyed)
+      await new Runner({ store }).resume(scriptedAgent(world).agent, { runId: 'replayed-run' })
+      await store.close()
+      const now = await backend.runRow('replayed-run')
+      expect(now.lastSeq).toBeGreaterThan(copy.lastSeq)
+      expect(now.seal).not.toBe(copy.seal)
+      await backend.writeRunRow('replayed-run', copy)
+      const error = await expectRefused(backend, 'replayed-run', world)
+      expect(error.message).toContain('replayed')
     })
 
     it('a tool result edited inside a list item is a CheckpointIntegrityError', async () => {
