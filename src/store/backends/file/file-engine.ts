@@ -361,7 +361,9 @@ export class FileEngine implements StorageEngine {
       state.checkpoints.push(file)
     }
     const last = rows[rows.length - 1]!
-    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt) }
+    // A keyed store's signature of the new last seq lands in the same write as the last seq.
+    const seal = run.seal === undefined ? {} : { seal: run.seal }
+    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal }
     await this.#writeRunFile(updated, false)
     state.row = updated
     state.lagging = false
