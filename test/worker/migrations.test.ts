@@ -36,8 +36,8 @@ async function race(script: (startAt: number) => string): Promise<unknown[]> {
   return exits.map((exit) => JSON.parse(exit.stdout) as unknown)
 }
 
-describe('migration 2 on a database at migration 1', () => {
-  it('SQLite: six processes opening it at once apply migration 2 exactly once; old runs keep their data', async () => {
+describe('migrations 2 and 3 on a database at migration 1', () => {
+  it('SQLite: six processes opening it at once apply them exactly once; old runs keep their data', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'cairn-migrate-'))
     cleanups.push(() => rm(dir, { recursive: true, force: true }))
     const path = join(dir, 'cairn.db')
@@ -61,7 +61,7 @@ describe('migration 2 on a database at migration 1', () => {
         db.close()
       `,
     )
-    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([[2], [], [], [], [], []])
+    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([[2, 3], [], [], [], [], []])
 
     const store = new SqliteStore({ path })
     cleanups.push(() => store.close())
@@ -72,7 +72,7 @@ describe('migration 2 on a database at migration 1', () => {
     expect((await store.leases!.claim({ owner: 'w', limit: 5, leaseMs: 1000 })).map((c) => c.run.runId)).toEqual(['new'])
   }, 30_000)
 
-  it.skipIf(target.skipChildProcesses !== undefined)('Postgres: six processes starting at once apply migration 2 exactly once; old runs keep their data', async () => {
+  it.skipIf(target.skipChildProcesses !== undefined)('Postgres: six processes starting at once apply them exactly once; old runs keep their data', async () => {
     // Skipped on PGlite: it lives inside one process, so no other process can race on it.
     const schema = target.freshSchema()
     const pool = target.pool()
@@ -92,8 +92,8 @@ describe('migration 2 on a database at migration 1', () => {
         await pool.end()
       `,
     )
-    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([[2], [], [], [], [], []])
-    expect((await target.sql(`SELECT version FROM "${schema}".cairn_migrations ORDER BY version`)).map((row) => row.version)).toEqual([1, 2])
+    expect(applied.sort((a, b) => (b as number[]).length - (a as number[]).length)).toEqual([[2, 3], [], [], [], [], []])
+    expect((await target.sql(`SELECT version FROM "${schema}".cairn_migrations ORDER BY version`)).map((row) => row.version)).toEqual([1, 2, 3])
 
     const store = target.openStore(schema, { onWarning: () => {} })
     cleanups.push(() => store.close())
