@@ -40,7 +40,7 @@ import { checkRow, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } f
 import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
 import { assertCheckpointInput, assertId, assertRunPatch, assertWellFormed } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
-import { rekeyRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
+import { checkRunForRekey, rekeyRun, resealRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 
 /** Options every engine-backed store accepts. */
@@ -441,8 +441,10 @@ export class EngineStore implements CheckpointStore {
     for (const runId of runIds) {
       const request = await this.#withRunLock(runId, async () => {
         this.#cache.delete(runId)
+        const before = await this.#trusted(() => this.#call(runId, 'check the run row', () => checkRunForRekey(engine, runId)))
         const request = await this.#trusted(() => this.#call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
         await this.#call(runId, 'rewrite records under the new key', () => rewrite(request))
+        await this.#call(runId, 'sign the run row under the new key', () => resealRun(engine, runId, before))
         return request
       })
       result.runs++
@@ -462,11 +464,13 @@ export class EngineStore implements CheckpointStore {
     await this.#engine.close()
   }
 
+  /** Every run id, listed below the signing layer (a rekey lists runs whose rows it has yet to sign). */
   async #allRunIds(): Promise<string[]> {
+    const engine = this.#engine instanceof SealedEngine ? this.#engine.inner : this.#engine
     const ids: string[] = []
     let before: string | undefined
     for (;;) {
-      const page = await this.#call(undefined, 'list runs', () => this.#engine.listRuns({ limit: 500, ...(before === undefined ? {} : { before }) }))
+      const page = await this.#call(undefined, 'list runs', () => engine.listRuns({ limit: 500, ...(before === undefined ? {} : { before }) }))
       ids.push(...page.map((run) => run.runId))
       if (page.length < 500) return ids
       before = page[page.length - 1]?.runId

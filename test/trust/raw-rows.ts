@@ -33,12 +33,22 @@ export interface RawBackend {
   items(runId: string): Promise<{ listId: string; idx: number; item: string }[]>
   updateItem(runId: string, listId: string, idx: number, item: string): Promise<void>
   updateEffect(runId: string, callId: string, fields: { status: string; output: string | null; outputHash: string | null }): Promise<void>
+  /** A run row's progress fields as stored. */
+  runRow(runId: string): Promise<RawRun>
+  /** Overwrite a run row's progress fields (nothing else of the row changes). */
+  writeRunRow(runId: string, fields: Partial<RawRun>): Promise<void>
   /** Every byte the backend keeps, as text (database file and WAL, files, or a dump). */
   dump(): Promise<string>
   /** Every stored field of a run that a resume trusts, with its stored value. */
   fields(runId: string): Promise<RawField[]>
   /** Overwrite one field (any JSON-able value: a text column may be given a number or null). */
   writeField(runId: string, field: RawField, value: unknown): Promise<void>
+}
+
+/** The progress fields of a stored run row: its last seq and the keyed store's signature of it. */
+export interface RawRun {
+  lastSeq: number
+  seal: string | null
 }
 
 /** One stored field: a checkpoint row's column, a list item, or an effect row's column. */
@@ -105,6 +115,11 @@ export async function sqliteBackend(): Promise<RawBackend> {
         for (const [column, value] of Object.entries(fields)) db.prepare(`UPDATE checkpoints SET ${column} = ? WHERE run_id = ? AND id = ?`).run(value, runId, id)
       }),
     deleteCheckpoint: async (runId, id) => void edit((db) => db.prepare('DELETE FROM checkpoints WHERE run_id = ? AND id = ?').run(runId, id)),
+    runRow: async (runId) => edit((db) => db.prepare('SELECT last_seq AS lastSeq, seal FROM runs WHERE run_id = ?').get(runId) as RawRun),
+    writeRunRow: async (runId, fields) =>
+      edit((db) => {
+        for (const [key, value] of Object.entries(fields)) db.prepare(`UPDATE runs SET ${key === 'lastSeq' ? 'last_seq' : key} = ? WHERE run_id = ?`).run(value, runId)
+      }),
     items: async (runId) =>
       edit((db) => db.prepare('SELECT list_id AS listId, idx, item FROM list_items WHERE run_id = ? ORDER BY list_id, idx').all(runId) as { listId: string; idx: number; item: string }[]),
     updateItem: async (runId, listId, idx, item) =>
@@ -157,6 +172,14 @@ export async function fileBackend(): Promise<RawBackend> {
       await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), ...fields }))
     },
     deleteCheckpoint: async (runId, id) => unlink(await checkpointFile(runId, id)),
+    runRow: async (runId) => {
+      const row = JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as RawRun
+      return { lastSeq: row.lastSeq, seal: row.seal ?? null }
+    },
+    writeRunRow: async (runId, fields) => {
+      const row = JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as Record<string, unknown>
+      await writeFile(join(runDir(runId), 'run.json'), JSON.stringify({ ...row, ...fields }))
+    },
     items: async (runId) => {
       const out: { listId: string; idx: number; item: string }[] = []
       for (const name of (await readdir(join(runDir(runId), 'lists'))).sort()) {
@@ -230,6 +253,13 @@ export async function postgresBackend(): Promise<RawBackend> {
       for (const [column, value] of Object.entries(fields)) await target.sql(q(`UPDATE $S.checkpoints SET ${column} = $1 WHERE run_id = $2 AND id = $3`), [value, runId, id])
     },
     deleteCheckpoint: async (runId, id) => void (await target.sql(q('DELETE FROM $S.checkpoints WHERE run_id = $1 AND id = $2'), [runId, id])),
+    runRow: async (runId) => {
+      const rows = (await target.sql(q('SELECT last_seq AS "lastSeq", seal FROM $S.runs WHERE run_id = $1'), [runId])) as unknown as RawRun[]
+      return { lastSeq: Number(rows[0]!.lastSeq), seal: rows[0]!.seal }
+    },
+    writeRunRow: async (runId, fields) => {
+      for (const [key, value] of Object.entries(fields)) await target.sql(q(`UPDATE $S.runs SET ${key === 'lastSeq' ? 'last_seq' : key} = $1 WHERE run_id = $2`), [value, runId])
+    },
     items: async (runId) =>
       (await target.sql(q('SELECT list_id AS "listId", idx, item FROM $S.list_items WHERE run_id = $1 ORDER BY list_id, idx'), [runId])) as unknown as {
         listId: string

@@ -83,6 +83,24 @@ for (const [name, open] of BACKENDS) {
       await expect(onlyA.listEffects('legacy')).rejects.toBeInstanceOf(CheckpointIntegrityError)
       await onlyA.close()
     })
+
+    it('refuses a run row signed before run rows were, until rekey signs it under the ring', async () => {
+      const backend = await open()
+      const signed = backend.open({ keys: [KEY_A] })
+      const world = await crashedRun(signed, 'older')
+      await signed.close()
+      // What a store signed before run rows carried a signature looks like.
+      await backend.writeRunRow('older', { seal: null })
+      const store = backend.open({ keys: [KEY_A] })
+      await expect(store.getRun('older')).rejects.toBeInstanceOf(CheckpointIntegrityError)
+      expect((await store.rekey()).runs).toBe(1)
+      expect((await backend.runRow('older')).seal).toMatch(/^s1\.key-a\./)
+      expect((await store.getRun('older'))?.runId).toBe('older')
+      const fresh = scriptedAgent(world)
+      expect((await new Runner({ store }).resume(fresh.agent, { runId: 'older' })).state).not.toBe('failed')
+      expect(fresh.model.calls).toHaveLength(0)
+      await store.close()
+    })
   })
 }
 

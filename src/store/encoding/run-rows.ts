@@ -44,7 +44,9 @@ export function decodeRunRow(row: RunRow): RunRecord {
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw new CheckpointCorruptionError(`run ${row.runId} has metadata that is not an object`, { runId: row.runId })
   }
-  return { ...row, metadata: metadata as JsonObject }
+  // The seal is the keyed store's business, not the caller's.
+  const { seal: _seal, ...fields } = row
+  return { ...fields, metadata: metadata as JsonObject }
 }
 
 const STATUSES: readonly string[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']

@@ -17,10 +17,15 @@ export interface RunRow {
   createdAt: number
   updatedAt: number
   metadata: string
+  /**
+   * The signature a keyed store keeps of the run's progress (see `SealedEngine`); null or absent
+   * in a store without keys. An engine stores it as given and never reads it.
+   */
+  seal?: string | null
 }
 
 /** Fields `updateRun` may change. */
-export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata'>> & {
+export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata' | 'seal'>> & {
   updatedAt: number
 }
 

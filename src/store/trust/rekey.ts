@@ -1,6 +1,7 @@
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { RewriteRequest } from '../engine/storage-engine.js'
-import type { CheckpointRow, EffectRow, ListRef } from '../engine/rows.js'
+import type { CheckpointRow, EffectRow, ListRef, RunRow } from '../engine/rows.js'
+import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
 import { chainHash } from '../encoding/payload-lists.js'
 import { decodeEffectRow } from '../encoding/effect-rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
@@ -64,6 +65,28 @@ export async function rekeyRun(engine: SealedEngine, runId: string, options: Rek
     effects.push({ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null })
   }
   return { runId, checkpoints: rows.map(({ id, body, lists, digest }) => ({ id, body, lists, digest })), items, effects }
+}
+
+/**
+ * The run row as it stands before a rekey, checked: a signed row must verify; a row without a
+ * seal (written before keys were given, or before run rows were signed) must at least have its
+ * newest checkpoint at its last seq, the check an unkeyed store makes.
+ */
+export async function checkRunForRekey(engine: SealedEngine, runId: string): Promise<RunRow | undefined> {
+  const row = await engine.inner.getRun(runId)
+  if (!row) return undefined
+  const newest = await engine.inner.getLatest({ runId })
+  if (isSignature(row.seal)) engine.verifyRun(row, newest)
+  else if (checkLatestAgainstRun(row, newest, runId) === 'ahead') throw aheadOfRun(row, newest!, runId)
+  return row
+}
+
+/** Sign the run row under the writing key, over its newest checkpoint as rewritten. */
+export async function resealRun(engine: SealedEngine, runId: string, before: RunRow | undefined): Promise<void> {
+  if (!before) return
+  const newest = await engine.inner.getLatest({ runId })
+  const seal = engine.sealRun(before, newest)
+  if (seal !== before.seal) await engine.inner.updateRun(runId, { seal, updatedAt: before.updatedAt })
 }
 
 function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions): CheckpointRow {

@@ -4,6 +4,11 @@ import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
+import { runSeal, sealCoversEarlier, SealedLeases, verifyRunSeal } from './run-seal.js'
+
+/** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
+const LAGGING_COMMIT_LIMIT = 16
+import type { LeaseEngine } from '../engine/lease-engine.js'
 
 /** What a keyed store does to what it writes. */
 export interface SealOptions {
@@ -27,7 +32,14 @@ export interface SealOptions {
  * - An effect's intent (name, input hash, idempotency key) and its outcome (status, output) are
  *   each signed with its run and call id; the outcome's output is encrypted.
  *
- * Run rows, list headers and lease columns pass through unchanged.
+ * - A run row carries a progress signature (its `seal`) over its run id, last seq and the id and
+ *   signed digest of the checkpoint at that seq, written by the commit that advances it and
+ *   checked on every read of the row (`getRun`, `listRuns`, claims, and the rollback check of
+ *   `getLatest`): a lowered last seq, a deleted or replaced newest checkpoint, or a row restored
+ *   from before later commits does not verify.
+ *
+ * A run row's status, name, thread, workflow name, config signature, metadata and times, list
+ * headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
   readonly #inner: StorageEngine
@@ -40,9 +52,14 @@ export class SealedEngine implements StorageEngine {
     this.#encrypt = options.encrypt
   }
 
-  get leases() {
-    return this.#inner.leases
+  get leases(): LeaseEngine | undefined {
+    const inner = this.#inner.leases
+    if (!inner) return undefined
+    this.#leases ??= new SealedLeases(inner, this.#ring, (row) => this.#openRun(row))
+    return this.#leases
   }
+
+  #leases: SealedLeases | undefined
 
   /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
   get inner(): StorageEngine {
@@ -50,16 +67,21 @@ export class SealedEngine implements StorageEngine {
   }
 
   insertRun(row: RunRow): Promise<boolean> {
-    return this.#inner.insertRun(row)
+    return this.#inner.insertRun({ ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined) })
   }
-  getRun(runId: string): Promise<RunRow | undefined> {
-    return this.#inner.getRun(runId)
+  async getRun(runId: string): Promise<RunRow | undefined> {
+    const row = await this.#inner.getRun(runId)
+    return row && this.#openRun(row)
   }
-  listRuns(query: ListRunsQuery): Promise<RunRow[]> {
-    return this.#inner.listRuns(query)
+  async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
+    const rows = await this.#inner.listRuns(query)
+    return Promise.all(rows.map((row) => this.#openRun(row)))
   }
-  updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
-    return this.#inner.updateRun(runId, patch)
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+    // The seal is the commit's to write, never a caller's.
+    const { seal: _seal, ...fields } = patch
+    const row = await this.#inner.updateRun(runId, fields)
+    return row && this.#openRun(row)
   }
   deleteRun(runId: string): Promise<boolean> {
     return this.#inner.deleteRun(runId)
@@ -67,11 +89,18 @@ export class SealedEngine implements StorageEngine {
 
   commit(request: CommitRequest): Promise<CommitResult> {
     const { effects } = request
+    const rows = request.rows.map((row) => this.sealCheckpoint(row))
+    const newest = rows[rows.length - 1]
+    const { runId } = request.run
+    const seal = runSeal(this.#ring, runId, newest?.seq ?? 0, newest)
     const sealed: CommitRequest = {
       ...request,
-      rows: request.rows.map((row) => this.sealCheckpoint(row)),
-      appends: this.#encrypt ? request.appends.map((append) => this.#sealAppend(request.run.runId, append)) : request.appends,
+      rows,
+      appends: this.#encrypt ? request.appends.map((append) => this.#sealAppend(runId, append)) : request.appends,
+      run: { ...request.run, seal },
     }
+    // A commit that advances the run signs its new last seq and newest checkpoint, atomically with them.
+    if (newest) sealed.runPatch = { ...(request.runPatch ?? { updatedAt: Math.max(Date.now(), newest.createdAt) }), seal }
     if (effects) {
       sealed.effects = {
         ...effects,
@@ -172,6 +201,46 @@ export class SealedEngine implements StorageEngine {
     if (value === undefined) throw integrity(context, 'has no value')
     const plain = value.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(value) as string, writeAad(row), context) : value
     return { ...row, value: plain }
+  }
+
+  /** A stored run row checked against its seal and its newest checkpoint (see {@link verifyRunSeal}). */
+  async #openRun(row: RunRow): Promise<RunRow> {
+    let current = row
+    let newest = await this.#inner.getLatest({ runId: row.runId })
+    if (newest && typeof current.lastSeq === 'number' && newest.seq > current.lastSeq) {
+      // A commit may have landed between the two reads: read the row again.
+      current = (await this.#inner.getRun(row.runId)) ?? current
+      newest = await this.#inner.getLatest({ runId: row.runId })
+    }
+    try {
+      verifyRunSeal(this.#ring, current, newest)
+    } catch (err) {
+      // The engine reports progress up to its newest checkpoint, but the seal is over an earlier
+      // one: a commit cut short between its checkpoints and its run row (see sealCoversEarlier).
+      if (newest === undefined || current.lastSeq !== newest.seq || !(await this.#sealCoversEarlier(current))) throw err
+    }
+    return current
+  }
+
+  /** The few checkpoints before the newest, read whole, checked against the row's seal. */
+  async #sealCoversEarlier(row: RunRow): Promise<boolean> {
+    const headers = await this.#inner.listCheckpoints({ runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })
+    const earlier: CheckpointRow[] = []
+    for (const header of headers.slice(1)) {
+      const checkpoint = await this.#inner.getCheckpoint(header.id)
+      if (checkpoint) earlier.push(checkpoint)
+    }
+    return sealCoversEarlier(this.#ring, row, earlier)
+  }
+
+  /** Seal a run row as a commit would, from its stored newest checkpoint (for `rekey`). */
+  sealRun(row: RunRow, newest: CheckpointRow | undefined): string {
+    return runSeal(this.#ring, row.runId, row.lastSeq, newest)
+  }
+
+  /** Check a stored run row's seal (for `rekey`). */
+  verifyRun(row: RunRow, newest: CheckpointRow | undefined): void {
+    verifyRunSeal(this.#ring, row, newest)
   }
 
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */

@@ -381,7 +381,9 @@ export class FileEngine implements StorageEngine {
       state.checkpoints.push(file)
     }
     const last = rows[rows.length - 1]!
-    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt) }
+    // A keyed store's signature of the new last seq lands in the same write as the last seq.
+    const seal = run.seal === undefined ? {} : { seal: run.seal }
+    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal }
     await this.#writeRunFile(updated, false)
     state.row = updated
     state.lagging = false
@@ -456,7 +458,7 @@ const unreadable = new WeakSet<CheckpointRow>()
 function isUnreadable(row: CheckpointRow): boolean {
   return unreadable.has(row)
 }
-const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
+const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'seal', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
 
 /** Validate every id and item of a commit before anything touches the disk. */
 function assertCommit({ rows, appends, run, effects }: CommitRequest, layout: FileLayout): void {

@@ -19,7 +19,11 @@ export async function readRunFile(layout: FileLayout, runId: string): Promise<Ru
   const file = await readJsonFile(path)
   if (file.state === 'missing') return { row: undefined, error: undefined }
   const problem = file.state === 'invalid' ? file.reason : runRowProblem(file.value, runId)
-  if (problem === undefined && file.state === 'parsed') return { row: file.value as RunRow, error: undefined }
+  if (problem === undefined && file.state === 'parsed') {
+    // A run file written before keyed stores signed run rows has no seal.
+    const row = file.value as RunRow
+    return { row: { ...row, seal: row.seal ?? null }, error: undefined }
+  }
   return {
     row: undefined,
     error: new CheckpointCorruptionError(`run file ${path} of run ${runId} is corrupt: ${problem}; restore it from a backup, or delete the run's directory to drop the run`, { runId }),
@@ -92,6 +96,7 @@ function runRowProblem(value: unknown, runId: string): string | undefined {
   for (const key of ['name', 'threadId', 'workflowName', 'configSignature']) {
     if (value[key] !== null && typeof value[key] !== 'string') return `${key} is not a string or null`
   }
+  if (value.seal !== undefined && value.seal !== null && typeof value.seal !== 'string') return 'seal is not a string or null'
   return undefined
 }
 

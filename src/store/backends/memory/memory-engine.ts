@@ -29,7 +29,7 @@ export class MemoryEngine implements StorageEngine {
   readonly leases: LeaseEngine = {
     enqueue: async (row, job) => {
       if (this.#runs.has(row.runId)) return false
-      this.#runs.set(row.runId, { ...row })
+      this.#runs.set(row.runId, withSeal(row))
       this.#leases.add(row.runId, { ...job, createdAt: row.createdAt })
       return true
     },
@@ -65,7 +65,7 @@ export class MemoryEngine implements StorageEngine {
       let created = false
       if (!this.#runs.has(request.runId)) {
         if (!request.create) return { outcome: 'not_found' }
-        this.#runs.set(request.runId, { ...request.create })
+        this.#runs.set(request.runId, withSeal(request.create))
         created = true
       }
       const { acquired, row } = this.#leases.acquire(request.runId, request)
@@ -81,7 +81,7 @@ export class MemoryEngine implements StorageEngine {
 
   async insertRun(row: RunRow): Promise<boolean> {
     if (this.#runs.has(row.runId)) return false
-    this.#runs.set(row.runId, { ...row })
+    this.#runs.set(row.runId, withSeal(row))
     return true
   }
 
@@ -138,7 +138,7 @@ export class MemoryEngine implements StorageEngine {
       items.push(...append.items)
       this.#lists.set(key, items)
     }
-    const runRow = current ?? { ...run }
+    const runRow = current ?? withSeal(run)
     this.#runs.set(run.runId, runRow)
     const history = this.#byRun.get(run.runId) ?? []
     this.#byRun.set(run.runId, history)
@@ -315,4 +315,9 @@ function listKey(runId: string, id: string): string {
 function header(row: CheckpointRow): CheckpointHeaderRow {
   const { body: _body, lists: _lists, digest: _digest, ...rest } = row
   return rest
+}
+
+/** A run row as stored: a row given without a seal reads back with `seal: null`, as on every backend. */
+function withSeal(row: RunRow): RunRow {
+  return { ...row, seal: row.seal ?? null }
 }

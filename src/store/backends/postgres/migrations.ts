@@ -126,6 +126,12 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    name: 'run progress signatures of keyed stores',
+    // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
+    statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN seal text`],
+  },
 ]
 
 /**

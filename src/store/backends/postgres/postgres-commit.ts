@@ -30,7 +30,7 @@ db: PostgresQueryable,
   for (let attempt = 0; locked.rows.length === 0; attempt++) {
     // The first commit of a run creates it (a concurrent creator wins the race harmlessly).
     if (attempt === 3) throw new Error(`run ${run.runId} disappeared while committing (deleted concurrently)`)
-    await db.query(sql.insertRun, RUN_PARAMS.map((key) => run[key]))
+    await db.query(sql.insertRun, RUN_PARAMS.map((key) => run[key] ?? null))
     locked = await db.query(sql.lockRunForCommit, [run.runId, ids])
   }
   const state = locked.rows[0]!

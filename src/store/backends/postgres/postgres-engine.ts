@@ -90,7 +90,7 @@ export class PostgresEngine implements StorageEngine {
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
-    const result = await this.#query(this.#sql.insertRun, RUN_PARAMS.map((key) => row[key]))
+    const result = await this.#query(this.#sql.insertRun, RUN_PARAMS.map((key) => row[key] ?? null))
     return result.rowCount === 1
   }
 

@@ -53,7 +53,7 @@ export class PostgresLeases implements LeaseEngine {
   }
 
   async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
-    const result = await this.#db.query(this.#sql.enqueue, [...RUN_PARAMS.map((key) => row[key]), job.queue, job.priority, this.#channel])
+    const result = await this.#db.query(this.#sql.enqueue, [...RUN_PARAMS.map((key) => row[key] ?? null), job.queue, job.priority, this.#channel])
     return result.rows.length === 1
   }
 
@@ -93,7 +93,7 @@ export class PostgresLeases implements LeaseEngine {
     let created = false
     if (request.create) {
       const row = request.create
-      created = (await this.#db.query(this.#insertRun, RUN_PARAMS.map((key) => row[key]))).rowCount === 1
+      created = (await this.#db.query(this.#insertRun, RUN_PARAMS.map((key) => row[key] ?? null))).rowCount === 1
     }
     const values = [request.runId, request.owner, request.leaseMs, request.takeFrom?.owner ?? null, request.takeFrom?.epoch ?? null]
     const { rows } = await this.#db.query(this.#sql.acquire, values)
@@ -187,6 +187,7 @@ function runRowOf(row: Record<string, unknown>): RunRow {
     createdAt: Number(row.createdAt),
     updatedAt: Number(row.updatedAt),
     metadata: row.metadata as string,
+    seal: (row.seal as string | null | undefined) ?? null,
   }
 }
 

@@ -34,7 +34,7 @@ export function quoteIdent(name: string): string {
 }
 
 const RUN_COLUMNS = `run_id AS "runId", status, name, thread_id AS "threadId", workflow_name AS "workflowName",
-  config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata`
+  config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata, seal`
 
 const HEADER_COLUMNS = `id, run_id AS "runId", parent_id AS "parentId", seq, kind, phase, schema_version AS "schemaVersion",
   created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
@@ -45,7 +45,7 @@ const EFFECT_COLUMNS = `run_id AS "runId", call_id AS "callId", name, input_hash
   status, output, output_hash AS "outputHash", attempts, started_at AS "startedAt", completed_at AS "completedAt"`
 
 /** The parameter order of `insertRun` (and of the run a commit creates). */
-export const RUN_PARAMS = ['runId', 'status', 'name', 'threadId', 'workflowName', 'configSignature', 'lastSeq', 'createdAt', 'updatedAt', 'metadata'] as const
+export const RUN_PARAMS = ['runId', 'status', 'name', 'threadId', 'workflowName', 'configSignature', 'lastSeq', 'createdAt', 'updatedAt', 'metadata', 'seal'] as const
 
 /** The columns of the checkpoint rows `finishCommit` inserts, in order. */
 export const CHECKPOINT_PARAMS = [
@@ -106,7 +106,7 @@ export function postgresStatements(schema: string) {
   const s = quoteIdent(schema)
   const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(', ')
   return {
-    insertRun: `INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata)
+    insertRun: `INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal)
       VALUES (${placeholders(RUN_PARAMS.length)}) ON CONFLICT (run_id) DO NOTHING`,
     getRun: `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1`,
     deleteRun: `DELETE FROM ${s}.runs WHERE run_id = $1`,
@@ -209,12 +209,12 @@ export function leaseStatements(schema: string) {
   const takeLease = (owner: string, ms: string) => `owner = ${owner}, lease_epoch = r.lease_epoch + 1,
       lease_expires_at = now() + ${ms} * interval '1 millisecond', recoveries = r.recoveries + (r.owner IS NOT NULL)::int`
   return {
-    /** Insert a queued run (`$1`…`$10` in RUN_PARAMS order, queue `$11`, priority `$12`) and wake workers on channel `$13`. */
+    /** Insert a queued run (`$1`…`$11` in RUN_PARAMS order, queue `$12`, priority `$13`) and wake workers on channel `$14`. */
     enqueue: `WITH inserted AS (
-        INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, queue, priority)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (run_id) DO NOTHING RETURNING queue
+        INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, queue, priority)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_id) DO NOTHING RETURNING queue
       )
-      SELECT pg_notify($13, queue) FROM inserted`,
+      SELECT pg_notify($14, queue) FROM inserted`,
     /**
      * Claim in one statement: owner `$1`, at most `$2` runs, of queues `$3` but not `$4`, lease
      * `$5` ms. Rows another transaction holds (a commit in progress, another claim) are skipped.
@@ -310,6 +310,7 @@ const RUN_PATCH_COLUMNS: Record<keyof RunPatch, string> = {
   workflowName: 'workflow_name',
   configSignature: 'config_signature',
   metadata: 'metadata',
+  seal: 'seal',
   updatedAt: 'updated_at',
 }
 

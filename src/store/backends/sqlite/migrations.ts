@@ -117,6 +117,12 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
       );
     `,
   },
+  {
+    version: 4,
+    name: 'run progress signatures of keyed stores',
+    // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
+    sql: `ALTER TABLE runs ADD COLUMN seal TEXT;`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

@@ -69,6 +69,7 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     createdAt: run.createdAt,
     updatedAt: run.updatedAt,
     metadata: run.metadata,
+    seal: run.seal ?? null,
     seq: last?.seq ?? lastSeq,
     // The newest checkpoint's time (0 for an effects-only commit: updated_at stays).
     checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
@@ -92,6 +93,7 @@ export function patchRun(s: Statements, runId: string, patch: RunPatch): RunRow 
     ...field('workflowName', patch.workflowName),
     ...field('configSignature', patch.configSignature),
     ...field('metadata', patch.metadata),
+    ...field('seal', patch.seal),
   }
   return s.updateRun.get(params) as RunRow | undefined
 }

@@ -67,7 +67,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
-    return this.#write(() => this.#statements.insertRun.run(row).changes === 1)
+    return this.#write(() => this.#statements.insertRun.run({ ...row, seal: row.seal ?? null }).changes === 1)
   }
 
   async getRun(runId: string): Promise<RunRow | undefined> {

@@ -40,7 +40,7 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
-    return this.#write(() => this.#s.enqueue.run({ ...row, ...job }).changes === 1)
+    return this.#write(() => this.#s.enqueue.run({ ...row, seal: row.seal ?? null, ...job }).changes === 1)
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
@@ -72,7 +72,7 @@ export class SqliteLeases implements LeaseEngine {
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
     return this.#write(() => {
       const now = Date.now()
-      const created = request.create !== undefined && this.#insertRun.run(request.create).changes === 1
+      const created = request.create !== undefined && this.#insertRun.run({ ...request.create, seal: request.create.seal ?? null }).changes === 1
       const lease = this.#s.acquireRun.get({
         runId: request.runId,
         owner: request.owner,
