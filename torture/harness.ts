@@ -187,14 +187,15 @@ function namedScenarios(durability: Durability, trace: readonly TraceEntry[], mo
 }
 
 /**
- * At most `limit` scenarios: those killed inside a tool call first (they leave unknown outcomes),
- * then those killed right after a tool's outcome was journaled on its own (the resume replays it),
- * then the rest spread evenly.
+ * At most `limit` scenarios: two killed right after a tool's outcome was journaled on its own (the
+ * resume replays it), those killed inside a tool call (they leave unknown outcomes), then the rest
+ * spread evenly.
  */
 function sampleNamed(scenarios: readonly Scenario[], limit: number): Scenario[] {
   const inTool = scenarios.filter((scenario) => scenario.named?.killAt.startsWith('tool:'))
   const afterOutcome = scenarios.filter((scenario) => !inTool.includes(scenario) && scenario.named?.covers.some((point) => point.startsWith('after-complete-effect:')))
-  const first = [...inTool, ...afterOutcome]
+  // One kill after an outcome per durability and role at most, so the tool kills still fit.
+  const first = [...afterOutcome.slice(0, 2), ...inTool, ...afterOutcome.slice(2)]
   const others = scenarios.filter((scenario) => !first.includes(scenario))
   const picked = first.slice(0, limit)
   const room = Math.min(limit - picked.length, others.length)
