@@ -139,8 +139,9 @@ function compare(a: unknown, b: unknown, path: string, out: ValueChange[]): void
 
 /**
  * Where each journaled call stood at each side: a runner checkpoint knows it from its
- * conversation (a call with a result there had completed; one in the pending model response had
- * its intent); other checkpoints fall back to the journal's times.
+ * conversation (a call with a result there had completed; one the pending model response asks
+ * for had its intent, except at `post_llm`, which is written before any intent, so a fork made
+ * there and its source agree); other checkpoints fall back to the journal's times.
  */
 async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<EffectChange[]> {
   const [before, after] = await Promise.all([statusAt(store, from), statusAt(store, to)])
@@ -162,10 +163,11 @@ async function statusAt(store: StoreReader, side: Side): Promise<Map<string, { n
   const answered = new Set(side.messages.flatMap((m) => m.content.flatMap((block) => ('toolResult' in block ? [block.toolResult.toolUseId] : []))))
   const pending = new Set(side.runtime.pending_llm_response ? toolUsesOf(side.runtime.pending_llm_response).map((use) => use.toolUseId) : [])
   const closed = side.side.phase === 'post_tool_batch' || side.side.phase === 'post_subagent_batch'
+  const intentsWritten = side.side.phase !== 'post_llm'
   const statuses = new Map<string, { name: string; status: EffectStatus }>()
   for (const e of effects) {
     if (answered.has(e.callId) || (closed && pending.has(e.callId))) statuses.set(e.callId, { name: e.name, status: e.status })
-    else if (pending.has(e.callId)) statuses.set(e.callId, { name: e.name, status: 'pending' })
+    else if (pending.has(e.callId) && intentsWritten) statuses.set(e.callId, { name: e.name, status: 'pending' })
   }
   return statuses
 }

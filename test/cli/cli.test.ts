@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { EffectRecord, RunSummary, TimelineEntry } from '../../src/index.js'
+import type { CheckpointDiff, EffectRecord, RunSummary, TimelineEntry } from '../../src/index.js'
+import { describeMessage } from '../../src/runner/checkpoint-diff.js'
 import { postgresTarget, type PostgresTarget } from '../fixtures/postgres-target.js'
 import { AGENTS, cairn, cairnJson, fileStore, postgresStore, ROOT, runNode, sqliteStore, type StoreUnderTest } from './cli-helpers.js'
 
@@ -120,6 +121,52 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary on a %s
     await cairnJson(s.url, ['fork', preLlm.checkpointId, '--run-id', 'notes-fork-2'])
     expect((await cairnJson<{ state: string }[]>(s.url, ['resume', 'notes-fork-2', '--agents', AGENTS]))[0]!.state).toBe('completed')
     expect((await cairn(s.url, ['show', 'notes-fork'])).stdout).toContain(`forked from checkpoint ${noteBatch.checkpointId} of run notes-run`)
+  })
+
+  test('diff compares a run with its fork: the fork point, what the source did after it, and what the resumed fork did', async () => {
+    const s = store()
+    if (!s) return
+    const source = await timeline(s.url, 'research-demo')
+    const forkPoint = source.find((e) => e.phase === 'post_llm' && e.step === 2)!
+    await cairnJson(s.url, ['fork', forkPoint.checkpointId, '--run-id', 'demo-fork'])
+    const forked = (await timeline(s.url, 'demo-fork'))[0]!
+    // The fork's first checkpoint holds what the source held at the fork point.
+    const same = await cairnJson<CheckpointDiff>(s.url, ['diff', forkPoint.checkpointId, forked.checkpointId])
+    expect(same).toMatchObject({ from: { runId: 'research-demo' }, to: { runId: 'demo-fork' }, messagesAppended: [], messagesDropped: 0, effects: [] })
+    expect(same.changes.filter((c) => c.path.startsWith('runtime.'))).toEqual([])
+    // From the fork point the source went on: 4 messages, 2 model calls, note-2 written.
+    const later = source.findLast((e) => e.phase === 'post_llm')!
+    const ahead = await cairnJson<CheckpointDiff>(s.url, ['diff', forked.checkpointId, later.checkpointId])
+    expect(ahead.from).toMatchObject({ runId: 'demo-fork', checkpointId: forked.checkpointId })
+    expect(ahead.to).toMatchObject({ runId: 'research-demo', checkpointId: later.checkpointId })
+    expect(ahead.messagesAppended.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant'])
+    expect(ahead.changes).toContainEqual({ path: 'runtime.llm_calls', before: 3, after: 5 })
+    expect(ahead.effects).toContainEqual({ callId: 'note-2', name: 'save_note', before: null, after: 'succeeded' })
+    const table = await cairn(s.url, ['diff', later.checkpointId, forked.checkpointId])
+    expect(table.code, table.stderr).toBe(0)
+    expect(table.stdout).toContain(`from ${later.checkpointId} (research-demo #${later.seq} post_llm)`)
+    expect(table.stdout).toMatch(new RegExp(`to ${forked.checkpointId} \\(demo-fork #\\d+ `))
+    expect(table.stdout).toContain('messages: 0 appended, 4 dropped')
+    expect(table.stdout).toMatch(/~ runtime\.llm_calls: 5 -> 3/)
+    expect(table.stdout).toContain('~ save_note note-2: succeeded -> (none)')
+    // notes-fork was forked at the note's batch and resumed to its end by the test above; the
+    // lookups' batch stands for itself through the snapshot before it, which the results follow.
+    const notes = await timeline(s.url, 'notes-run')
+    const lookups = notes.find((e) => e.phase === 'post_tool_batch')!
+    const resumedEnd = (await timeline(s.url, 'notes-fork')).findLast((e) => e.phase === 'post_llm')!
+    const resumed = await cairnJson<CheckpointDiff>(s.url, ['diff', lookups.checkpointId, resumedEnd.checkpointId])
+    expect(resumed).toMatchObject({ from: { runId: 'notes-run' }, to: { runId: 'notes-fork' }, messagesDropped: 0 })
+    expect(resumed.messagesAppended.map(describeMessage)).toEqual([
+      'user: result of look-a (success), result of look-b (success)',
+      'assistant: "Writing it down.", call write_note note-1',
+      'user: result of note-1 (success)',
+      'assistant: "Done after 3 tool results."',
+    ])
+    expect(resumed.effects).toEqual([{ callId: 'note-1', name: 'write_note', before: null, after: 'succeeded' }])
+    const resumedTable = await cairn(s.url, ['diff', lookups.checkpointId, resumedEnd.checkpointId])
+    expect(resumedTable.stdout).toContain('messages: 4 appended\n  + user: result of look-a (success), result of look-b (success)\n  + assistant: "Writing it down.", call write_note note-1\n')
+    expect(resumedTable.stdout).toMatch(/~ runtime\.llm_calls: 1 -> 3/)
+    expect(resumedTable.stdout).toContain('~ write_note note-1: (none) -> succeeded')
   })
 
   test('recover resumes a run whose process was killed, without writing the note twice', async () => {

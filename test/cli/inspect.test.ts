@@ -6,7 +6,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import { SqliteStore } from '../../src/sqlite.js'
-import { CAIRN_BIN, ROOT } from './cli-helpers.js'
+import { cairn, CAIRN_BIN, ROOT } from './cli-helpers.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const missing = existsSync(CHROMIUM) ? undefined : `${CHROMIUM} is not installed (apt-get install -y chromium; .ci/run installs it)`
@@ -16,6 +16,7 @@ const TIMEOUT_MS = 120_000
 describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', () => {
   let dir = ''
   let server: ChildProcess | undefined
+  let fileServer: ChildProcess | undefined
   let url = ''
   let context: BrowserContext
   let page: Page
@@ -25,15 +26,7 @@ describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', ()
     const demo = spawn(process.execPath, ['--import', 'tsx', 'examples/research-demo.ts', '--dir', dir], { cwd: ROOT, stdio: 'ignore' })
     expect(await new Promise((resolve) => demo.on('close', resolve))).toBe(0)
     server = spawn(process.execPath, [CAIRN_BIN, '--store', `sqlite:${join(dir, 'demo.db')}`, 'inspect'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
-    url = await new Promise<string>((resolve, reject) => {
-      let out = ''
-      server!.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
-        out += chunk
-        const found = /open (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)/.exec(out)
-        if (found) resolve(found[1]!)
-      })
-      server!.on('exit', (code) => reject(new Error(`cairn inspect exited ${code}: ${out}`)))
-    })
+    url = await inspectorUrl(server)
     context = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
       executablePath: CHROMIUM,
       headless: true,
@@ -46,6 +39,7 @@ describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', ()
   afterAll(async () => {
     await context?.close()
     server?.kill('SIGTERM')
+    fileServer?.kill('SIGTERM')
     await rm(dir, { recursive: true, force: true })
   })
 
@@ -110,4 +104,36 @@ describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', ()
       await store.close()
     }
   }, TIMEOUT_MS)
+
+  it('reads a file store: the run list and the timeline of a run imported there', async () => {
+    const exported = await cairn(`sqlite:${join(dir, 'demo.db')}`, ['export', 'research-demo'])
+    expect(exported.code, exported.stderr).toBe(0)
+    const fileUrl = `file:${join(dir, 'file-store')}`
+    const imported = await cairn(fileUrl, ['import'], { input: exported.stdout })
+    expect(imported.code, imported.stderr).toBe(0)
+    fileServer = spawn(process.execPath, [CAIRN_BIN, '--store', fileUrl, 'inspect'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] })
+    await page.goto(await inspectorUrl(fileServer))
+    const row = page.locator('tr[data-run="research-demo"]')
+    await row.waitFor()
+    expect(await page.locator('#runs tr[data-run]').count()).toBe(1)
+    expect(await row.innerText()).toMatch(/research-demo\s+researcher\s+completed/)
+    await row.click()
+    await page.locator('#timeline li.cp').nth(26).waitFor()
+    expect(await page.locator('#timeline li.cp').count()).toBe(27)
+    expect(await page.locator('#timeline li.cp[data-phase="post_llm"]').first().innerText()).toContain('search_web {"query":"durable execution for AI agents"}')
+    expect(await page.locator('#effects tbody tr').count()).toBe(8)
+  }, TIMEOUT_MS)
 })
+
+/** The URL `cairn inspect` prints once it listens. */
+function inspectorUrl(server: ChildProcess): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = ''
+    server.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+      out += chunk
+      const found = /open (http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]+)/.exec(out)
+      if (found) resolve(found[1]!)
+    })
+    server.on('exit', (code) => reject(new Error(`cairn inspect exited ${code}: ${out}`)))
+  })
+}
