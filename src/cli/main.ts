@@ -87,6 +87,13 @@ function keysFromEnv(): { keys?: KeyRing } {
   }
 }
 
+// A reader that stops early (`cairn show RUN | head`) closes the pipe: that is the end of the
+// output, not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') throw err
+  process.exit(process.exitCode ?? 0)
+})
+
 const program = buildProgram()
 try {
   await program.parseAsync(process.argv)
