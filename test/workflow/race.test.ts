@@ -2,13 +2,13 @@ import { spawn } from 'node:child_process'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createServer, type Socket } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import type { CheckpointStore } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { postgresTarget } from '../fixtures/postgres-target.js'
+import { openBarrier } from '../support/barrier.js'
 import type { WorkflowRaceConfig, WorkflowRaceOutcome } from './fixtures/race-child.js'
 
 // A workflow run left by a SIGKILLed process, resumed from its checkpoint by two — and five —
@@ -72,22 +72,12 @@ function startChild(config: WorkflowRaceConfig): Child {
  * one has ended, let the last one (the owner, holding the run inside its step) finish.
  */
 async function race(base: Omit<WorkflowRaceConfig, 'barrier' | 'releaseFile' | 'role'>, count: number, dir: string): Promise<WorkflowRaceOutcome[]> {
-  const path = join(dir, `barrier-${Math.random().toString(36).slice(2)}.sock`)
   const releaseFile = join(dir, `release-${Math.random().toString(36).slice(2)}`)
-  const waiting: Socket[] = []
-  let allReady!: () => void
-  const ready = new Promise<void>((resolve) => (allReady = resolve))
-  const server = createServer((socket) => {
-    socket.once('data', () => {
-      waiting.push(socket)
-      if (waiting.length === count) allReady()
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(path, resolve))
+  const barrier = await openBarrier(dir, count)
   try {
-    const children = Array.from({ length: count }, () => startChild({ ...base, role: 'resume', barrier: path, releaseFile }).exited)
-    await Promise.race([ready, Promise.all(children).then(() => undefined)])
-    for (const socket of waiting) socket.write('go\n')
+    const children = Array.from({ length: count }, () => startChild({ ...base, role: 'resume', barrier: barrier.path, releaseFile }).exited)
+    await Promise.race([barrier.ready, Promise.all(children).then(() => undefined)])
+    barrier.release()
     let ended = 0
     const done = children.map((child) =>
       child.then(async (result) => {
@@ -103,7 +93,7 @@ async function race(base: Omit<WorkflowRaceConfig, 'barrier' | 'releaseFile' | '
     await watching
     return results.map(({ outcome }, i) => outcome ?? { pid: -i, error: { code: 'died', name: 'Died', message: 'the racer died' } })
   } finally {
-    server.close()
+    barrier.close()
   }
 }
 

@@ -20,13 +20,7 @@ export async function writeFileAtomic(path: string, text: string): Promise<void>
   await assertRealDirectory(directory)
   const temp = join(directory, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`)
   try {
-    const handle = await open(temp, 'wx')
-    try {
-      await handle.writeFile(text, 'utf8')
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
+    await writeNewFileSynced(temp, text)
     await rename(temp, path)
   } catch (err) {
     // Best effort: the write already failed and that error is the one to report.
@@ -34,6 +28,17 @@ export async function writeFileAtomic(path: string, text: string): Promise<void>
     throw err
   }
   await syncDirectory(directory)
+}
+
+/** Create `path` (it must not exist) holding `text`, and fsync it before returning. */
+export async function writeNewFileSynced(path: string, text: string): Promise<void> {
+  const handle = await open(path, 'wx')
+  try {
+    await handle.writeFile(text, 'utf8')
+    await handle.sync()
+  } finally {
+    await handle.close()
+  }
 }
 
 /** Make a directory's entries durable. (Windows cannot open a directory; NTFS journals them.) */

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
-import { link, open, readFile, rm, stat } from 'node:fs/promises'
+import { link, readFile, rm, stat } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { RunBusyError } from '../../../core/errors.js'
+import { writeNewFileSynced } from './driver.js'
 
 /** The file holding the id of the process that owns a file store's leases. */
 export const PROCESS_LOCK_FILE = 'process.lock'
@@ -52,13 +53,7 @@ const STALE_BREAKER_MS = 10_000
 /** Create `path` holding `text`, whole, unless it exists: a temp file linked into place. */
 async function createWith(path: string, text: string): Promise<boolean> {
   const temp = `${path}.${randomBytes(6).toString('hex')}.tmp`
-  const handle = await open(temp, 'wx')
-  try {
-    await handle.writeFile(text, 'utf8')
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
+  await writeNewFileSynced(temp, text)
   try {
     await link(temp, path)
     return true
