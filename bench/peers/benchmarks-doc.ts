@@ -149,7 +149,7 @@ function verdict(pass: boolean | null): string {
 function explain(t: TargetCheck, input: DocInput): string[] {
   const out: string[] = []
   if (t.id.startsWith('storage')) {
-    for (const system of ['cairn-sqlite-async', 'cairn-sqlite-sync', t.id === 'storage-vs-delta' ? 'langgraph-sqlite-delta' : 'langgraph-sqlite']) {
+    for (const system of ['cairn-sqlite-async', 'cairn-sqlite-sync']) {
       const row = input.rows.find((r) => r.system === system && r.n === STORAGE_N)
       if (!row?.storage) continue
       const total = Object.values(row.storage).reduce((a, b) => a + b, 0)

@@ -49,6 +49,8 @@ export interface ResumeFigures {
   openMs?: number
   /** Messages in the loaded state. */
   messages: number
+  /** UTF-8 bytes of the loaded message list as JSON (Cairn only): what the storage targets are stated against. */
+  messageBytes?: number
   /** Listing the run's whole checkpoint history, full records (Cairn `runner.history`, LangGraph `getStateHistory`, DBOS `listWorkflowSteps`). */
   historyMs: number | null
   historyEntries: number | null

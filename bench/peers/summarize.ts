@@ -23,6 +23,8 @@ export interface Row {
   /** Bytes with the writer open (SQLite with -wal and -shm; Postgres table sizes), and after close. */
   bytes: number | null
   bytesClosed: number | null
+  /** UTF-8 bytes of the run's final message list as JSON (Cairn rows). */
+  messageBytes: number | null
   checkpoints: number | null
   loadMs: number | null
   loadOpenMs: number | null
@@ -63,6 +65,7 @@ export function rowsOf(measurements: readonly Measurement[], sizes: readonly num
         cpuMs: run?.cpuMs ?? null,
         bytes: run?.bytesOpen ?? null,
         bytesClosed: run?.bytesClosed ?? null,
+        messageBytes: resume?.messageBytes ?? null,
         checkpoints: run?.checkpoints ?? resume?.historyEntries ?? null,
         loadMs: resume?.loadMs ?? null,
         loadOpenMs: resume?.openMs ?? null,

@@ -26,6 +26,12 @@ export const STORAGE_N = 500
 /** "Does not grow with n": Cairn's added time per step at the largest n over that at this n, at most {@link GROWTH_LIMIT}. */
 export const GROWTH_FROM_N = 200
 export const GROWTH_LIMIT = 1.5
+/** Most added time per step, async durability, on SQLite. */
+export const STEP_LIMIT_US = 100
+/** Cairn's added time per step at most 1/this of LangGraph's delta channel's. */
+export const STEP_VS_DELTA = 4
+/** Most bytes stored per byte of the final message list (JSON). */
+export const STORAGE_LIMIT = 2
 
 /** Check every target. */
 export function checkTargets(rows: readonly Row[], ratios: readonly Ratio[], sizes: readonly number[]): TargetCheck[] {
@@ -67,7 +73,6 @@ export function checkTargets(rows: readonly Row[], ratios: readonly Ratio[], siz
     return { pass, evidence }
   }
 
-  const sqlitePairs = (peer: string) => [['cairn-sqlite-async', peer], ['cairn-sqlite-sync', peer]] as const
   const bytesLine = (r: Ratio, v: number) =>
     `${labelOf(r.peer)} ${formatBytes(row(r.peer, r.n)?.bytes ?? null)} ÷ ${labelOf(r.cairn)} ${formatBytes(row(r.cairn, r.n)?.bytes ?? null)} = ${formatRatio(v)}`
   const usLine = (r: Ratio, v: number) =>
@@ -76,32 +81,24 @@ export function checkTargets(rows: readonly Row[], ratios: readonly Ratio[], siz
     `${labelOf(r.peer)} ${ms(row(r.peer, r.n)?.[peerField])}${r.lowerBound && peerField === 'historyMs' ? ' (stopped at the time box: a lower bound)' : ''} ÷ ${labelOf(r.cairn)} ${ms(row(r.cairn, r.n)?.[field])} = ${formatRatio(v)}`
 
   const checks: TargetCheck[] = []
-
-  const t1 = pairCheck(sqlitePairs('langgraph-sqlite'), [STORAGE_N], (r) => r.bytes, 300, bytesLine)
-  checks.push({ id: 'storage-vs-sqlitesaver', target: `Storage at n = ${STORAGE_N} at least 300× smaller than LangGraph SqliteSaver`, ...t1, profile: null })
-
-  const t2 = pairCheck(
-    [...sqlitePairs('langgraph-sqlite-delta'), ['cairn-postgres-async', 'langgraph-postgres-delta']],
-    [STORAGE_N],
-    (r) => r.bytes,
-    2,
-    bytesLine,
-  )
-  checks.push({ id: 'storage-vs-delta', target: `Storage at n = ${STORAGE_N} at least 2× smaller than LangGraph with its delta channel`, ...t2, profile: null })
-
-  const t3 = pairCheck(
+  const asyncPairs = (peer: string) =>
     [
-      ['cairn-sqlite-async', 'langgraph-sqlite-delta'],
-      ['cairn-postgres-async', 'langgraph-postgres-delta'],
-    ],
-    sizes,
-    (r) => r.addedPerStep,
-    5,
-    usLine,
-  )
+      ['cairn-sqlite-async', `langgraph-sqlite${peer}`],
+      ['cairn-postgres-async', `langgraph-postgres${peer}`],
+    ] as const
+
+  const limit = stepLimit(rows, sizes, 'cairn-sqlite-async', STEP_LIMIT_US)
+  checks.push({
+    id: 'step-time-sqlite',
+    target: `Added time per step (async durability) on SQLite at most ${STEP_LIMIT_US} µs at every n`,
+    ...limit,
+    profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'run' },
+  })
+
+  const t3 = pairCheck(asyncPairs('-delta'), sizes, (r) => r.addedPerStep, STEP_VS_DELTA, usLine)
   checks.push({
     id: 'step-time-vs-delta',
-    target: 'Added time per step (async durability) at most 1/5 of LangGraph-with-delta’s',
+    target: `Added time per step (async durability) at most 1/${STEP_VS_DELTA} of LangGraph-with-delta’s, on SQLite and Postgres`,
     ...t3,
     profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'run' },
   })
@@ -118,26 +115,79 @@ export function checkTargets(rows: readonly Row[], ratios: readonly Ratio[], siz
   const t5 = pairCheck([['cairn-postgres-async', 'dbos']], sizes, (r) => r.addedPerStep, 1 + Number.EPSILON, usLine)
   checks.push({ id: 'step-time-vs-dbos', target: 'On Postgres, added time per step (async) below DBOS’s', ...t5, profile: { system: 'cairn-postgres-async', n: STORAGE_N, section: 'run' } })
 
-  const resumePairs = [
-    ['cairn-sqlite-async', 'langgraph-sqlite'],
-    ['cairn-sqlite-async', 'langgraph-sqlite-delta'],
-    ['cairn-postgres-async', 'langgraph-postgres'],
-    ['cairn-postgres-async', 'langgraph-postgres-delta'],
-  ] as const
-  const t6 = pairCheck(resumePairs, sizes, (r) => r.load, 10, msLine('loadMs', 'loadMs'))
-  checks.push({ id: 'cold-resume', target: 'Cold resume at least 10× faster than LangGraph’s getState', ...t6, profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'load' } })
+  const stored = storageCheck(rows, sizes)
+  checks.push({ id: 'storage-vs-messages', target: `Bytes stored at most ${STORAGE_LIMIT}× the final message list, on SQLite and Postgres, at every n`, ...stored, profile: null })
 
-  const t7 = pairCheck(resumePairs, sizes, (r) => r.listing, 100, msLine('headersMs', 'historyMs'), true)
-  checks.push({ id: 'history-listing', target: 'Listing a run’s whole checkpoint history (listCheckpoints) at least 100× faster than getStateHistory', ...t7, profile: null })
+  const t6 = pairCheck(
+    [
+      ['cairn-postgres-async', 'dbos'],
+      ['cairn-postgres-sync', 'dbos'],
+    ],
+    sizes,
+    (r) => r.bytes,
+    1,
+    bytesLine,
+  )
+  checks.push({ id: 'storage-vs-dbos', target: 'On Postgres, bytes stored no more than DBOS’s', ...t6, profile: null })
 
-  const t7b = pairCheck(resumePairs, sizes, (r) => r.history, 100, msLine('historyMs', 'historyMs'), true)
-  checks.push({
-    id: 'history-full',
-    target: 'The same with full records: runner.history at least 100× faster than getStateHistory (not a target; shown because getStateHistory returns full states)',
-    ...t7b,
-    profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'history' },
-  })
+  const resumePairs = [['cairn-memory-async', 'langgraph-memory'], ...asyncPairs(''), ...asyncPairs('-delta')] as const
+  const t7 = pairCheck(resumePairs, sizes, (r) => r.load, 10, msLine('loadMs', 'loadMs'))
+  checks.push({ id: 'cold-resume', target: 'Cold resume at least 10× faster than every LangGraph saver’s getState, at every n', ...t7, profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'load' } })
+
+  const t8 = pairCheck(
+    [
+      ['cairn-sqlite-async', 'dbos'],
+      ['cairn-postgres-async', 'dbos'],
+    ],
+    sizes,
+    (r) => r.history,
+    1,
+    msLine('historyMs', 'historyMs'),
+  )
+  checks.push({ id: 'history-vs-dbos', target: 'Full history (runner.history) no slower than DBOS’s listWorkflowSteps', ...t8, profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'history' } })
+
+  const t9 = pairCheck(resumePairs, sizes, (r) => r.listing, 100, msLine('headersMs', 'historyMs'), true)
+  checks.push({ id: 'history-listing', target: 'Listing a run’s whole checkpoint history (listCheckpoints) at least 100× faster than getStateHistory', ...t9, profile: null })
   return checks
+}
+
+/** Every n: `system`'s added time per step at most `limitUs`. */
+function stepLimit(rows: readonly Row[], sizes: readonly number[], system: string, limitUs: number): { pass: boolean | null; evidence: string[] } {
+  const evidence: string[] = []
+  let pass: boolean | null = true
+  for (const n of sizes) {
+    const added = rows.find((r) => r.system === system && r.n === n)?.addedPerStepUs ?? null
+    if (added === null) {
+      evidence.push(`n=${n}: ${labelOf(system)}: not measured`)
+      pass = pass === false ? false : null
+      continue
+    }
+    const ok = added <= limitUs
+    if (!ok) pass = false
+    evidence.push(`n=${n}: ${labelOf(system)} ${us(added)} ${ok ? '≤' : '>'} ${limitUs} µs/step ${ok ? '✓' : '✗'}`)
+  }
+  return { pass, evidence }
+}
+
+/** Every Cairn SQLite and Postgres row: bytes stored (writer open) over the final message list's JSON. */
+function storageCheck(rows: readonly Row[], sizes: readonly number[]): { pass: boolean | null; evidence: string[] } {
+  const evidence: string[] = []
+  let pass: boolean | null = true
+  for (const system of ['cairn-sqlite-async', 'cairn-sqlite-sync', 'cairn-postgres-async', 'cairn-postgres-sync']) {
+    for (const n of sizes) {
+      const row = rows.find((r) => r.system === system && r.n === n)
+      if (!row || row.bytes === null || row.messageBytes === null) {
+        evidence.push(`n=${n}: ${labelOf(system)}: not measured`)
+        pass = pass === false ? false : null
+        continue
+      }
+      const ratio = row.bytes / row.messageBytes
+      const ok = ratio <= STORAGE_LIMIT
+      if (!ok) pass = false
+      evidence.push(`n=${n}: ${labelOf(system)} ${formatBytes(row.bytes)} ÷ message list ${formatBytes(row.messageBytes)} = ${formatRatio(ratio)} ${ok ? '✓' : '✗'}`)
+    }
+  }
+  return { pass, evidence }
 }
 
 function growthCheck(rows: readonly Row[], sizes: readonly number[]): { pass: boolean | null; evidence: string[]; worst: string | null } {

@@ -78,13 +78,14 @@ async function resumeFresh(request: ChildRequest, backend: Backend): Promise<Res
   const listed = await list(load.value.store, request.fullHistory !== false)
   // An abandoned listing may still be reading: leave the store to the process's exit then.
   if (listed.historyComplete) await load.value.store.close()
-  return { ...listed, loadMs: load.ms, messages: load.value.messages, inProcess: false }
+  const { count, bytes } = load.value.messages
+  return { ...listed, loadMs: load.ms, messages: count, messageBytes: bytes(), inProcess: false }
 }
 
 /** In the writer's process (an in-memory store): load the latest state, then list the history. */
 async function loadAndList(store: CheckpointStore, fullHistory: boolean): Promise<ResumeFigures> {
   const load = await timedMs(() => loadLatestState(store, null), 'load')
-  return { ...(await list(store, fullHistory)), loadMs: load.ms, messages: load.value, inProcess: true }
+  return { ...(await list(store, fullHistory)), loadMs: load.ms, messages: load.value.count, messageBytes: load.value.bytes(), inProcess: true }
 }
 
 /**
@@ -104,9 +105,10 @@ async function list(store: CheckpointStore, fullHistory = true) {
 /**
  * The read path of `runner.resume` (resume-state.ts): the latest checkpoint, and when it does
  * not carry the runtime snapshot (here: the terminal one), the newest checkpoint that does.
- * Returns how many messages the loaded state holds.
+ * Returns how many messages the loaded state holds, and their size as JSON (measured after the
+ * caller's timer stops: the list is only kept here).
  */
-async function loadLatestState(store: CheckpointStore, n: number | null): Promise<number> {
+async function loadLatestState(store: CheckpointStore, n: number | null): Promise<{ count: number; bytes: () => number }> {
   const latest = await store.getLatest<{ runtime?: { messages?: unknown[] } }>({ runId: RUN_ID })
   if (!latest) throw new Error(`run ${RUN_ID} has no checkpoint`)
   let record = latest
@@ -118,7 +120,8 @@ async function loadLatestState(store: CheckpointStore, n: number | null): Promis
   }
   const count = record.payload.runtime?.messages?.length ?? 0
   if (n !== null && count !== 2 * n + 2) throw new Error(`loaded ${count} messages, expected ${2 * n + 2}`)
-  return count
+  const messages = record.payload.runtime?.messages ?? []
+  return { count, bytes: () => Buffer.byteLength(JSON.stringify(messages)) }
 }
 
 async function listHeaders(store: CheckpointStore) {
