@@ -22,9 +22,11 @@ export type {
   ListAppend,
   ListRef,
   PendingWriteRow,
+  RunDigestOf,
   RunPatch,
   RunRow,
 } from './store/engine/rows.js'
+export { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from './store/engine/run-digest.js'
 export type {
   CancelOutcome,
   ClaimedRun,
