@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, EngineStore, MemoryEngine, Runner, type CheckpointStore } from '../../src/index.js'
-import { runDigest, runProgressDigest } from '../../src/engine.js'
+import { runDigest, runProgressDigest, type RunRow } from '../../src/engine.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from '../trust/raw-rows.js'
 import { crashedRun, scriptedAgent } from '../trust/scenario.js'
 
@@ -59,7 +59,7 @@ for (const [name, open] of BACKENDS) {
       const backend = await open()
       await writeRun(backend.open({}))
       const stored = await backend.runColumns('r')
-      expect(stored.digest).toBe(runDigest({ ...(stored as never), createdAt: Number(stored.createdAt) }))
+      expect(stored.digest).toBe(runDigest({ ...(stored as unknown as RunRow), createdAt: Number(stored.createdAt) }))
       expect(stored.seal).toBe(runProgressDigest('r', 2))
       const store = backend.open({})
       expect(await readErrors(store)).toEqual({ getRun: undefined, listRuns: undefined, getLatest: undefined })

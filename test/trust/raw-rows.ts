@@ -36,7 +36,7 @@ export interface RawBackend {
   /** A run row's progress fields as stored. */
   runRow(runId: string): Promise<RawRun>
   /** Overwrite fields of a run row (named as `RunRow` names them; nothing else of the row changes). */
-  writeRunRow(runId: string, fields: Partial<RawRun> & Record<string, unknown>): Promise<void>
+  writeRunRow(runId: string, fields: Partial<RawRun> | Record<string, unknown>): Promise<void>
   /** Every column of a run row as stored, named as `RunRow` names them (lease columns too). */
   runColumns(runId: string): Promise<Record<string, unknown>>
   /** Every byte the backend keeps, as text (database file and WAL, files, or a dump). */

@@ -70,8 +70,12 @@ export function verifyRunSeal(ring: KeyRing, row: RunRow, newest: CheckpointRow 
     const found = `its newest checkpoint ${newest.id} is at seq ${newest.seq} but its row records seq ${lastSeq}`
     throw integrity(context, `was replayed: ${found}, so the run row was restored from an older copy or edited`)
   }
-  // Checkpoints removed after the row's last seq: the rollback check refuses the run (see `checkLatestAgainstRun`).
-  if (lastSeq !== undefined && (newest?.seq ?? 0) < lastSeq) return
+  // Checkpoints removed after the row's last seq: the rollback check refuses the run (see `checkLatestAgainstRun`);
+  // the signature cannot be checked without the checkpoint it names, but an unsigned one is refused here.
+  if (lastSeq !== undefined && (newest?.seq ?? 0) < lastSeq) {
+    if (!isSignature(row.seal)) throw integrity(context, 'is not signed, but this store verifies signatures: sign the records written before keys were given with store.rekey({ signUnsigned: true })')
+    return
+  }
   verify(ring, row.seal, 'run-progress', progressFields(row.runId, row.lastSeq, newest), context)
 }
 
@@ -122,7 +126,16 @@ export class SealedLeases implements LeaseEngine {
   heartbeat: LeaseEngine['heartbeat'] = (request) => this.#inner.heartbeat(request)
   release: LeaseEngine['release'] = (request) => this.#inner.release(request.patch ? { ...request, patch: signedPatch(this.#ring, request.patch) } : request)
   cancel: LeaseEngine['cancel'] = (runId, digestOf) => this.#inner.cancel(runId, digestOf && signer(this.#ring))
-  requeuePaused: LeaseEngine['requeuePaused'] = (request) => this.#inner.requeuePaused(request.digestOf ? { ...request, digestOf: signer(this.#ring) } : request)
+  requeuePaused: LeaseEngine['requeuePaused'] = (request) =>
+    this.#inner.requeuePaused({
+      ...request,
+      // The row as stored under the engine's lock: its fields verified before its metadata is rewritten from them.
+      metadata: (row) => {
+        verifyRunFields(this.#ring, row)
+        return request.metadata(openedRun(row))
+      },
+      ...(request.digestOf ? { digestOf: signer(this.#ring) } : {}),
+    })
   getLease: LeaseEngine['getLease'] = (runId) => this.#inner.getLease(runId)
 
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
