@@ -102,6 +102,23 @@ for (const [name, open] of BACKENDS) {
       await reopened.close()
     })
 
+    it('a row written before run rows were signed whole is refused until store.rekey() signs it, then reads back', async () => {
+      const backend = await open()
+      const store = backend.open(keyed)
+      await writeRun(store)
+      await store.close()
+      // As a keyed store of the previous release left it: the progress signed, the fields not.
+      await backend.writeRunRow('r', { digest: null })
+      const reopened = backend.open(keyed)
+      await expect(reopened.getRun('r')).rejects.toThrow(/store\.rekey\(\)/)
+      await expectRefused(reopened)
+      await reopened.rekey()
+      expect(await reopened.getRun('r')).toMatchObject({ status: 'running', metadata: { owner: 'me' } })
+      expect(await reopened.getLatest({ runId: 'r' })).toMatchObject({ payload: 2 })
+      await reopened.close()
+      expect((await backend.runColumns('r')).digest).toMatch(/^s1\.key-a\./)
+    })
+
     it('a crashed run marked completed, its digest recomputed, is refused on resume before any model call or tool run', async () => {
       const backend = await open()
       const store = backend.open(keyed)
