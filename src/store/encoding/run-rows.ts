@@ -2,7 +2,7 @@ import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonObject 
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
-import { changedRunFields, runDigest, runProgressDigest } from '../engine/run-digest.js'
+import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { assertRunPatch } from './validate.js'
 
@@ -71,10 +71,11 @@ export function checkRunRow(row: RunRow): void {
 function digestProblem(row: RunRow): string | undefined {
   const { digest } = row
   if (digest === null || digest === undefined || isSignature(digest)) return undefined
-  const changed = typeof digest === 'string' ? changedRunFields(row, digest) : undefined
-  if (changed === undefined) return 'has a malformed digest'
-  if (changed.length === 0) return undefined
-  return `has ${changed.length === 1 ? 'a field' : 'fields'} (${changed.join(', ')}) that ${changed.length === 1 ? 'does' : 'do'} not match its digest: the row was edited after it was written`
+  const compared = typeof digest === 'string' ? compareRunDigest(row, digest) : 'malformed'
+  if (compared === 'match') return undefined
+  if (compared === 'malformed') return 'has a malformed digest'
+  if (compared.length === 0) return 'does not match its digest: the row or its digest was edited after it was written'
+  return `has ${compared.length === 1 ? 'a field' : 'fields'} (${compared.join(', ')}) that ${compared.length === 1 ? 'does' : 'do'} not match its digest: the row was edited after it was written`
 }
 
 function progressProblem(row: RunRow): string | undefined {

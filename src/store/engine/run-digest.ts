@@ -12,24 +12,28 @@ export const RUN_DIGEST_FIELDS = ['runId', 'status', 'name', 'threadId', 'workfl
 export type RunDigestField = (typeof RUN_DIGEST_FIELDS)[number]
 
 /**
- * The unkeyed digest of a run row's fields: `r1.` and, per field of {@link RUN_DIGEST_FIELDS}, the
- * first 16 hex digits of SHA-256 over the run id, the field's name and its value, so a mismatch
- * names the field that changed. An engine stores it in the row's `digest` whenever it writes one
- * of those fields: a new row arrives with it, and a patch brings a function that computes it from
- * the row as patched (`RunPatch.digestOf`).
+ * The unkeyed digest of a run row's fields: `r1.`, SHA-256 over the values of
+ * {@link RUN_DIGEST_FIELDS} in order (the run id first, so a row copied from another run does not
+ * match), then a 32-bit FNV-1a checksum of each value, so a mismatch can name the field that
+ * changed. An engine stores it in the row's `digest` whenever it writes one of those fields: a
+ * new row arrives with it, and a patch brings a function that computes it from the row as
+ * patched (`RunPatch.digestOf`).
  */
 export function runDigest(row: Pick<RunRow, RunDigestField>): string {
-  return `r1.${RUN_DIGEST_FIELDS.map((field) => fieldDigest(row, field)).join('.')}`
+  const values = RUN_DIGEST_FIELDS.map((field) => valueText(row[field]))
+  return `r1.${sha256(JSON.stringify(values))}.${values.map(checksum).join('')}`
 }
 
 /**
- * The fields of `row` whose part of an `r1.` digest does not match, or undefined when `digest`
- * is not an `r1.` digest of the right shape (then it matches nothing).
+ * How `row` compares with an `r1.` digest: `match`, `malformed` (not an `r1.` digest of the right
+ * shape), or the fields whose checksums differ (empty when the digest differs but no checksum
+ * names a field: the digest itself was edited).
  */
-export function changedRunFields(row: Pick<RunRow, RunDigestField>, digest: string): RunDigestField[] | undefined {
+export function compareRunDigest(row: Pick<RunRow, RunDigestField>, digest: string): 'match' | 'malformed' | RunDigestField[] {
   const parts = digest.split('.')
-  if (parts[0] !== 'r1' || parts.length !== RUN_DIGEST_FIELDS.length + 1) return undefined
-  return RUN_DIGEST_FIELDS.filter((field, k) => parts[k + 1] !== fieldDigest(row, field))
+  if (parts.length !== 3 || parts[0] !== 'r1' || parts[2]!.length !== RUN_DIGEST_FIELDS.length * 8) return 'malformed'
+  if (digest === runDigest(row)) return 'match'
+  return RUN_DIGEST_FIELDS.filter((field, k) => parts[2]!.slice(k * 8, k * 8 + 8) !== checksum(valueText(row[field])))
 }
 
 /**
@@ -41,7 +45,14 @@ export function runProgressDigest(runId: string, lastSeq: number): string {
   return `p1.${sha256(JSON.stringify(['run-progress', runId, lastSeq]))}`
 }
 
-function fieldDigest(row: Pick<RunRow, RunDigestField>, field: RunDigestField): string {
-  // JSON keeps a string apart from a number and null apart from a missing value's `null`.
-  return sha256(JSON.stringify([String(row.runId), field, row[field] ?? null])).slice(0, 16)
+/** A value as hashed: a string as itself (marked), anything else (a number, null, a hand-edited value) as JSON. */
+function valueText(value: unknown): string {
+  return typeof value === 'string' ? `s${value}` : `j${JSON.stringify(value ?? null)}`
+}
+
+/** FNV-1a over UTF-16 code units, as 8 hex digits: names a changed field, proves nothing. */
+function checksum(text: string): string {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193)
+  return (hash >>> 0).toString(16).padStart(8, '0')
 }
