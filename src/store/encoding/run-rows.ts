@@ -1,9 +1,9 @@
 import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonObject } from '../../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
-import { isSignature, keyIdOf } from '../trust/seal.js'
+import { isSignature } from '../trust/seal.js'
 import { assertRunPatch } from './validate.js'
 
 /** A checked run patch as an engine applies it: only the fields a caller may change, metadata encoded. */
@@ -54,18 +54,14 @@ export function decodeRunRow(row: RunRow): RunRecord {
  * Check a stored run row's shape and its digests: the `digest` over its fields (a mismatch names
  * the fields that changed) and the progress digest in its `seal` over its last seq. A row written
  * before run rows had digests (either one null or absent) is read as it is; it gets them at its
- * next write (a commit writes the progress digest, a status or metadata change the digest).
+ * next write (a commit writes the progress digest, a status or metadata change the digest). A
+ * signed row (a keyed store's, read here without its keys) keeps run rows listable without keys,
+ * as its checkpoints' contents are not: only a store with the keys can check its signatures.
  */
 export function checkRunRow(row: RunRow): void {
   const runId = row.runId
   const problem = runProblem(row) ?? digestProblem(row) ?? progressProblem(row)
   if (problem !== undefined) throw new CheckpointCorruptionError(`run ${String(runId)} ${problem}; restore its row from a backup`, { runId })
-  if (isSignature(row.digest)) {
-    throw new CheckpointIntegrityError(`run ${runId} is signed with key ${keyIdOf(row.digest) ?? '?'}, but this store has no keys: open it with its key ring ({ keys } or CAIRN_KEYS)`, {
-      runId,
-      keyId: keyIdOf(row.digest),
-    })
-  }
 }
 
 function digestProblem(row: RunRow): string | undefined {
@@ -80,7 +76,7 @@ function digestProblem(row: RunRow): string | undefined {
 
 function progressProblem(row: RunRow): string | undefined {
   const { seal } = row
-  // A signature is a keyed store's, checked there (and refused with the digest when keys are missing).
+  // A signature is a keyed store's, checked there.
   if (seal === null || seal === undefined || isSignature(seal)) return undefined
   if (seal === runProgressDigest(row.runId, row.lastSeq)) return undefined
   return String(seal).startsWith('p1.')
