@@ -27,6 +27,7 @@ export type {
   RunRow,
 } from './store/engine/rows.js'
 export { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from './store/engine/run-digest.js'
+export { applyRunPatch } from './store/engine/run-patch.js'
 export type {
   CancelOutcome,
   ClaimedRun,
