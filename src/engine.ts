@@ -22,9 +22,12 @@ export type {
   ListAppend,
   ListRef,
   PendingWriteRow,
+  RunDigestOf,
   RunPatch,
   RunRow,
 } from './store/engine/rows.js'
+export { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from './store/engine/run-digest.js'
+export { applyRunPatch } from './store/engine/run-patch.js'
 export type {
   CancelOutcome,
   ClaimedRun,

@@ -37,7 +37,8 @@ import { decodeMany, readFound, readRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
 import { checkRow, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
-import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
+import { checkRunRow, decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
+import { runDigest, runProgressDigest } from './engine/run-digest.js'
 import { assertCheckpointInput, assertId, assertRunPatch, assertWellFormed } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { checkRunForRekey, rekeyRun, resealRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
@@ -97,7 +98,7 @@ export class EngineStore implements CheckpointStore {
     const runId = input.runId ?? newId()
     assertId(runId, 'runId')
     const now = Date.now()
-    const row = {
+    const fields = {
       runId,
       status: input.status ?? 'running',
       name: input.name ?? null,
@@ -109,7 +110,8 @@ export class EngineStore implements CheckpointStore {
       updatedAt: now,
       metadata: encodeMetadata(input.metadata),
     }
-    assertRunPatch(row)
+    assertRunPatch(fields)
+    const row = { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, 0) }
     const inserted = await this.#call(runId, 'create run', () => this.#engine.insertRun(row))
     if (!inserted) {
       throw new CheckpointError('run_exists', `run ${runId} already exists; pick another runId or resume the existing run`, { runId })
@@ -178,7 +180,7 @@ export class EngineStore implements CheckpointStore {
     const commit: FencedCommit = {
       write: (batch) => this.#write(batch, fence),
       effects: async (runId, parts) => {
-        const run = newRunRow(runId, null, Date.now())
+        const run = newRunRow(runId, null, Date.now(), 0)
         const request: CommitRequest = { rows: [], appends: [], run, fence, ...parts }
         const result = await this.#withRunLock(runId, () => this.#call(runId, 'write under a lease', () => this.#engine.commit(request)))
         if (result.ok) return { cancelRequested: result.cancelRequested === true }
@@ -209,7 +211,7 @@ export class EngineStore implements CheckpointStore {
         // An effects-only write (an effect start, an outcome, a run change) encodes nothing.
         const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
         const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
-        const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now())
+        const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
         const request: CommitRequest = { rows, appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
@@ -289,6 +291,7 @@ export class EngineStore implements CheckpointStore {
     const headers = await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))
     if (!verify) return headers.map(decodeHeader)
     return this.#trusted(async () => {
+      if (run) checkRunRow(run)
       if (run && checkLatestAgainstRun(run, headers[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
       const rows = await this.#call(query.runId, 'read listed checkpoints', () => readFound(this.#engine, headers))
       // A row deleted between the two reads is gone, not hidden; every other one is checked.
@@ -488,6 +491,7 @@ export class EngineStore implements CheckpointStore {
     // continued from an earlier checkpoint it names) is the caller's explicit choice; a resume
     // finds the run through getLatest, which refuses it.
     const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    if (run) checkRunRow(run)
     const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
     const lists = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map()
     return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
@@ -507,6 +511,7 @@ export class EngineStore implements CheckpointStore {
       run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
       if (checkLatestAgainstRun(run, latest, runId) === 'ahead') throw aheadOfRun(run, latest!, runId)
     }
+    if (run) checkRunRow(run)
     return { run, latest }
   }
 
@@ -560,8 +565,9 @@ export class EngineStore implements CheckpointStore {
   }
 }
 
-function newRunRow(runId: string, workflowName: string | null, now: number) {
-  return {
+/** The run a commit creates when it does not exist yet, with its digest and the progress digest of `seq`, the seq the commit leaves it at. */
+function newRunRow(runId: string, workflowName: string | null, now: number, seq: number): RunRow {
+  const row: RunRow = {
     runId,
     status: 'running' as const,
     name: null,
@@ -573,6 +579,7 @@ function newRunRow(runId: string, workflowName: string | null, now: number) {
     updatedAt: now,
     metadata: '{}',
   }
+  return { ...row, digest: runDigest(row), seal: runProgressDigest(runId, seq) }
 }
 
 function assertFence(fence: Fence): void {

@@ -1,4 +1,5 @@
 import {
+  applyRunPatch,
   firstNotPending,
   compareCheckpointsNewestFirst,
   compareRunsNewestFirst,
@@ -57,7 +58,7 @@ export class KvEngine implements StorageEngine {
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
     const run = this.#db.get<RunRow>(key.run(runId))
     if (!run) return undefined
-    const next = { ...run, ...patch }
+    const next = applyRunPatch(run, patch)
     this.#db.set(key.run(runId), next)
     return next
   }
@@ -86,10 +87,11 @@ export class KvEngine implements StorageEngine {
     let next: RunRow = stored ?? run
     for (const row of rows) {
       this.#db.set(key.checkpoint(row.id), row)
-      next = { ...next, lastSeq: row.seq, updatedAt: Math.max(next.updatedAt, row.createdAt) }
+      // The run's progress digest (or signature) moves with its last seq.
+      next = { ...next, lastSeq: row.seq, seal: run.seal ?? null, updatedAt: Math.max(next.updatedAt, row.createdAt) }
     }
     this.#db.set(key.history(run.runId), [...this.#history(run.runId), ...rows.map((row) => row.id)])
-    this.#db.set(key.run(run.runId), { ...next, ...runPatch })
+    this.#db.set(key.run(run.runId), runPatch ? applyRunPatch(next, runPatch) : next)
     for (const intent of effects?.intents ?? []) this.#recordIntent(intent)
     for (const callId of effects?.starts ?? []) this.#start(run.runId, callId)
     for (const completion of effects?.completions ?? []) this.#complete(completion)

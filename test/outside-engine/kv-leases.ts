@@ -1,10 +1,11 @@
-import { CLAIMABLE_STATUSES, unleased, type LeaseEngine, type RunRow } from 'cairn/engine'
+import { applyRunPatch, CLAIMABLE_STATUSES, unleased, type LeaseEngine, type RunPatch, type RunRow } from 'cairn/engine'
 import { key, type KvDatabase } from './kv-database.js'
 
 /** The lease capability of the outside engine, over the published lease table. */
 export function kvLeases(db: KvDatabase): LeaseEngine {
   const run = (runId: string) => db.get<RunRow>(key.run(runId))
-  const patchRun = (row: RunRow, patch: Partial<RunRow>) => db.set(key.run(row.runId), { ...row, ...patch })
+  // The published helper applies a patch and recomputes the row's digest with it.
+  const patchRun = (row: RunRow, patch: RunPatch) => db.set(key.run(row.runId), applyRunPatch(row, patch))
   return {
     enqueue: async (row, job) => {
       if (run(row.runId)) return false
@@ -17,26 +18,26 @@ export function kvLeases(db: KvDatabase): LeaseEngine {
     release: async ({ fence, patch, failed = false }) => {
       const row = run(fence.runId)
       if (!row || !db.leases.check(fence).held) return false
-      const next = { ...row, ...patch }
+      const next = patch ? applyRunPatch(row, patch) : row
       db.set(key.run(row.runId), next)
       return db.leases.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(next.status) })
     },
-    cancel: async (runId) => {
+    cancel: async (runId, digestOf) => {
       const row = run(runId)
       if (!row) return undefined
       const outcome = db.leases.cancel(runId, row.status)
       if (outcome !== 'cancelled') return { outcome, status: row.status }
-      patchRun(row, { status: 'cancelled', updatedAt: Math.max(row.updatedAt, Date.now()) })
+      patchRun(row, { status: 'cancelled', updatedAt: Math.max(row.updatedAt, Date.now()), ...(digestOf ? { digestOf } : {}) })
       return { outcome, status: 'cancelled' }
     },
-    requeuePaused: async ({ runId, metadata, now }) => {
+    requeuePaused: async ({ runId, metadata, now, digestOf }) => {
       const row = run(runId)
       if (!row) return undefined
       if (row.status !== 'paused') return { outcome: 'not_paused', status: row.status }
       const blocked = db.leases.blocksRequeue(runId, now)
       if (blocked) return blocked
       db.leases.requeue(runId)
-      patchRun(row, { status: 'queued', metadata: metadata(row), updatedAt: Math.max(row.updatedAt, now) })
+      patchRun(row, { status: 'queued', metadata: metadata(row), updatedAt: Math.max(row.updatedAt, now), ...(digestOf ? { digestOf } : {}) })
       db.leases.wake()
       return { outcome: 'queued' }
     },

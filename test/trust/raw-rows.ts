@@ -35,8 +35,10 @@ export interface RawBackend {
   updateEffect(runId: string, callId: string, fields: { status: string; output: string | null; outputHash: string | null }): Promise<void>
   /** A run row's progress fields as stored. */
   runRow(runId: string): Promise<RawRun>
-  /** Overwrite a run row's progress fields (nothing else of the row changes). */
-  writeRunRow(runId: string, fields: Partial<RawRun>): Promise<void>
+  /** Overwrite fields of a run row (named as `RunRow` names them; nothing else of the row changes). */
+  writeRunRow(runId: string, fields: Partial<RawRun> | Record<string, unknown>): Promise<void>
+  /** Every column of a run row as stored, named as `RunRow` names them (lease columns too). */
+  runColumns(runId: string): Promise<Record<string, unknown>>
   /** Every byte the backend keeps, as text (database file and WAL, files, or a dump). */
   dump(): Promise<string>
   /** Every stored field of a run that a resume trusts, with its stored value. */
@@ -63,6 +65,8 @@ export interface RawField {
 const CHECKPOINT_COLUMNS = ['body', 'lists', 'digest', 'metadata', 'phase', 'kind'] as const
 const EFFECT_COLUMNS = ['status', 'output', 'output_hash', 'input_hash', 'name', 'idempotency_key'] as const
 const camel = (column: string) => column.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())
+const snake = (field: string) => (field === 'runId' ? 'run_id' : field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`))
+const camelRow = (row: Record<string, unknown>) => Object.fromEntries(Object.entries(row).map(([column, value]) => [camel(column), value]))
 
 /** The fields of rows read with SQL (columns as named in the schema). */
 function sqlFields(checkpoints: Record<string, unknown>[], items: Record<string, unknown>[], effects: Record<string, unknown>[]): RawField[] {
@@ -118,8 +122,9 @@ export async function sqliteBackend(): Promise<RawBackend> {
     runRow: async (runId) => edit((db) => db.prepare('SELECT last_seq AS lastSeq, seal FROM runs WHERE run_id = ?').get(runId) as RawRun),
     writeRunRow: async (runId, fields) =>
       edit((db) => {
-        for (const [key, value] of Object.entries(fields)) db.prepare(`UPDATE runs SET ${key === 'lastSeq' ? 'last_seq' : key} = ? WHERE run_id = ?`).run(value, runId)
+        for (const [key, value] of Object.entries(fields)) db.prepare(`UPDATE runs SET ${snake(key)} = ? WHERE run_id = ?`).run(value, runId)
       }),
+    runColumns: async (runId) => edit((db) => camelRow(db.prepare('SELECT * FROM runs WHERE run_id = ?').get(runId) as Record<string, unknown>)),
     items: async (runId) =>
       edit((db) => db.prepare('SELECT list_id AS listId, idx, item FROM list_items WHERE run_id = ? ORDER BY list_id, idx').all(runId) as { listId: string; idx: number; item: string }[]),
     updateItem: async (runId, listId, idx, item) =>
@@ -180,6 +185,7 @@ export async function fileBackend(): Promise<RawBackend> {
       const row = JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as Record<string, unknown>
       await writeFile(join(runDir(runId), 'run.json'), JSON.stringify({ ...row, ...fields }))
     },
+    runColumns: async (runId) => JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as Record<string, unknown>,
     items: async (runId) => {
       const out: { listId: string; idx: number; item: string }[] = []
       for (const name of (await readdir(join(runDir(runId), 'lists'))).sort()) {
@@ -258,8 +264,9 @@ export async function postgresBackend(): Promise<RawBackend> {
       return { lastSeq: Number(rows[0]!.lastSeq), seal: rows[0]!.seal }
     },
     writeRunRow: async (runId, fields) => {
-      for (const [key, value] of Object.entries(fields)) await target.sql(q(`UPDATE $S.runs SET ${key === 'lastSeq' ? 'last_seq' : key} = $1 WHERE run_id = $2`), [value, runId])
+      for (const [key, value] of Object.entries(fields)) await target.sql(q(`UPDATE $S.runs SET ${snake(key)} = $1 WHERE run_id = $2`), [value, runId])
     },
+    runColumns: async (runId) => camelRow((await target.sql(q('SELECT * FROM $S.runs WHERE run_id = $1'), [runId]))[0] as Record<string, unknown>),
     items: async (runId) =>
       (await target.sql(q('SELECT list_id AS "listId", idx, item FROM $S.list_items WHERE run_id = $1 ORDER BY list_id, idx'), [runId])) as unknown as {
         listId: string

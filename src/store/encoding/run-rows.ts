@@ -2,13 +2,15 @@ import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonObject 
 import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
+import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
+import { isSignature } from '../trust/seal.js'
 import { assertRunPatch } from './validate.js'
 
 /** A checked run patch as an engine applies it: only the fields a caller may change, metadata encoded. */
 export function toRunPatch(patch: UpdateRunInput): RunPatch {
   assertRunPatch(patch)
   // lastSeq, createdAt and the id are the store's.
-  const rowPatch: RunPatch = { updatedAt: Date.now() }
+  const rowPatch: RunPatch = { updatedAt: Date.now(), digestOf: runDigest }
   for (const key of ['status', 'name', 'threadId', 'workflowName', 'configSignature'] as const) {
     if (patch[key] !== undefined) Object.assign(rowPatch, { [key]: patch[key] })
   }
@@ -31,8 +33,7 @@ export function encodeMetadata(metadata: JsonObject | undefined): string {
  * run, never a crash deeper in.
  */
 export function decodeRunRow(row: RunRow): RunRecord {
-  const problem = runProblem(row)
-  if (problem !== undefined) throw new CheckpointCorruptionError(`run ${String(row.runId)} ${problem}; restore its row from a backup`, { runId: row.runId })
+  checkRunRow(row)
   const context = { runId: row.runId, what: `metadata of run ${row.runId}` }
   let metadata: unknown
   try {
@@ -44,9 +45,43 @@ export function decodeRunRow(row: RunRow): RunRecord {
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw new CheckpointCorruptionError(`run ${row.runId} has metadata that is not an object`, { runId: row.runId })
   }
-  // The seal is the keyed store's business, not the caller's.
-  const { seal: _seal, ...fields } = row
+  // The digests are the store's business, not the caller's.
+  const { seal: _seal, digest: _digest, ...fields } = row
   return { ...fields, metadata: metadata as JsonObject }
+}
+
+/**
+ * Check a stored run row's shape and its digests: the `digest` over its fields (a mismatch names
+ * the fields that changed) and the progress digest in its `seal` over its last seq. A row written
+ * before run rows had digests (either one null or absent) is read as it is; it gets them at its
+ * next write (a commit writes the progress digest, a status or metadata change the digest). A
+ * signed row (a keyed store's, read here without its keys) keeps run rows listable without keys,
+ * as its checkpoints' contents are not: only a store with the keys can check its signatures.
+ */
+export function checkRunRow(row: RunRow): void {
+  const runId = row.runId
+  const problem = runProblem(row) ?? digestProblem(row) ?? progressProblem(row)
+  if (problem !== undefined) throw new CheckpointCorruptionError(`run ${String(runId)} ${problem}; restore its row from a backup`, { runId })
+}
+
+function digestProblem(row: RunRow): string | undefined {
+  const { digest } = row
+  if (digest === null || digest === undefined || isSignature(digest)) return undefined
+  const compared = typeof digest === 'string' ? compareRunDigest(row, digest) : 'malformed'
+  if (compared === 'match') return undefined
+  if (compared === 'malformed') return 'has a malformed digest'
+  if (compared.length === 0) return 'does not match its digest: the row or its digest was edited after it was written'
+  return `has ${compared.length === 1 ? 'a field' : 'fields'} (${compared.join(', ')}) that ${compared.length === 1 ? 'does' : 'do'} not match its digest: the row was edited after it was written`
+}
+
+function progressProblem(row: RunRow): string | undefined {
+  const { seal } = row
+  // A signature is a keyed store's, checked there.
+  if (seal === null || seal === undefined || isSignature(seal)) return undefined
+  if (seal === runProgressDigest(row.runId, row.lastSeq)) return undefined
+  return String(seal).startsWith('p1.')
+    ? `has a last seq (${row.lastSeq}) that does not match its progress digest: the row was edited or restored from an older copy`
+    : 'has a malformed progress digest'
 }
 
 const STATUSES: readonly string[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']
@@ -58,5 +93,7 @@ function runProblem(row: RunRow): string | undefined {
     if (row[key] !== null && typeof row[key] !== 'string') return `has a ${key} that is not a string`
   }
   if (typeof row.metadata !== 'string') return 'has no metadata'
+  if (!Number.isFinite(row.createdAt)) return `has a malformed creation time (${String(row.createdAt)})`
+  if (typeof row.runId !== 'string') return 'has a run id that is not a string'
   return undefined
 }

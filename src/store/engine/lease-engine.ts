@@ -1,5 +1,5 @@
 import type { RunStatus } from '../checkpoint-store.js'
-import type { RunPatch, RunRow } from './rows.js'
+import type { RunDigestOf, RunPatch, RunRow } from './rows.js'
 
 /**
  * A worker's hold on a run. A write carrying a fence succeeds only while the row of the fenced
@@ -42,9 +42,10 @@ export interface LeaseEngine {
   /**
    * Cancel a run: a run nobody holds (queued, paused, or its lease lapsed) becomes `cancelled` at
    * once (and a lapsed holder is fenced out); a held run gets a cancel request its holder sees at its
-   * next fenced write or heartbeat. Undefined for an unknown run.
+   * next fenced write or heartbeat. Undefined for an unknown run. A run cancelled at once gets
+   * its new `digest` from `digestOf` (when given), under the same lock.
    */
-  cancel(runId: string): Promise<CancelOutcome | undefined>
+  cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined>
   /**
    * Queue a `paused` run again, in one atomic step: only while the run is still `paused`, was
    * enqueued, and no live lease holds it (its worker has handed it back), set it `queued` with
@@ -167,6 +168,8 @@ export interface RequeueRequest {
   metadata: (run: RunRow) => string
   /** Unix ms: the run's `updatedAt` becomes at least this. */
   now: number
+  /** The requeued row's new `digest`, from the row as requeued (see {@link RunPatch.digestOf}). */
+  digestOf?: RunDigestOf
 }
 
 /**

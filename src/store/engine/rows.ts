@@ -18,15 +18,31 @@ export interface RunRow {
   updatedAt: number
   metadata: string
   /**
-   * The signature a keyed store keeps of the run's progress (see `SealedEngine`); null or absent
-   * in a store without keys. An engine stores it as given and never reads it.
+   * The run's progress digest (`p1.`, see `runProgressDigest`) or, in a keyed store, its signature
+   * (see `SealedEngine`); null or absent in a row written before either. Set by the commit that
+   * advances `lastSeq`, from its `run` row. An engine stores it as given and never reads it.
    */
   seal?: string | null
+  /**
+   * The digest of the run's other trusted fields (`r1.`, see `runDigest`) or, in a keyed store,
+   * their signature; null or absent in a row written before run rows had one. An engine stores
+   * it as given on a new row and recomputes it with `RunPatch.digestOf` when it patches one.
+   */
+  digest?: string | null
 }
+
+/** The digest of a run row as it is about to be stored (see {@link RunRow.digest}). */
+export type RunDigestOf = (row: RunRow) => string
 
 /** Fields `updateRun` may change. */
 export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata' | 'seal'>> & {
   updatedAt: number
+  /**
+   * Computes the row's new `digest` from the row as patched (every field but the digest set);
+   * called by the engine under the same lock as the write, synchronously. Absent: the digest
+   * stays as it is (a patch of the seal alone).
+   */
+  digestOf?: RunDigestOf
 }
 
 /** A checkpoint's header as an engine stores it; `metadata` is JSON text. */

@@ -27,8 +27,9 @@ export interface StorageEngine {
    * every append's `expectedLength` equals the stored length of that list (0 for a list that does
    * not exist yet); then write the appended items, the checkpoint rows, the effect intents (insert,
    * or count one more attempt) and completions (only on an effect still `pending` or `started`),
-   * and set the run's `lastSeq` to the last row's seq and `updatedAt`. Nothing is written unless
-   * every check passes. `rows` may be empty (an effects-only commit).
+   * and set the run's `lastSeq` to the last row's seq, its `seal` to `run.seal` (the progress
+   * digest of that seq) and `updatedAt`. Nothing is written unless every check passes. `rows` may
+   * be empty (an effects-only commit: `lastSeq` and `seal` stay).
    *
    * With a `fence`, the commit first checks, under the same lock as the write, that the fenced
    * run's row still names the fence's owner and epoch (the run must exist), and writes nothing

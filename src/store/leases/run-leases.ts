@@ -16,6 +16,7 @@ import type {
   RequeueOutcome,
 } from '../engine/lease-engine.js'
 import { decodeRunRow, encodeMetadata, toRunPatch } from '../encoding/run-rows.js'
+import { runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { assertId, assertRunPatch } from '../encoding/validate.js'
 
 /** What `enqueue` takes. */
@@ -94,7 +95,7 @@ export class RunLeases {
       throw new CheckpointError('invalid_argument', `priority must be a 32-bit integer, got ${String(priority)}`, { runId })
     }
     const now = Date.now()
-    const row: RunRow = {
+    const row = withDigests({
       runId,
       status: 'queued',
       name: input.name ?? null,
@@ -105,8 +106,7 @@ export class RunLeases {
       createdAt: now,
       updatedAt: now,
       metadata: encodeMetadata(input.metadata),
-    }
-    assertRunPatch(row)
+    })
     const created = await this.#call(runId, 'enqueue run', () => this.#engine.enqueue(row, { queue, priority }))
     if (created) return { run: decodeRunRow(row), created }
     const existing = await this.#getRun(runId)
@@ -155,7 +155,7 @@ export class RunLeases {
   /** Cancel a run now, or ask its holder to (see {@link LeaseEngine.cancel}). */
   async cancel(runId: string): Promise<CancelOutcome> {
     assertId(runId, 'runId')
-    const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId))
+    const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId, runDigest))
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     return outcome
   }
@@ -170,7 +170,7 @@ export class RunLeases {
   async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
     assertId(runId, 'runId')
     const outcome = await this.#call(runId, 'queue paused run again', () =>
-      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))) }),
+      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: runDigest }),
     )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     return outcome
@@ -191,7 +191,7 @@ export class RunLeases {
 
 function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>): RunRow {
   const now = Date.now()
-  const row: RunRow = {
+  return withDigests({
     runId,
     status: input.status ?? 'running',
     name: input.name ?? null,
@@ -202,9 +202,13 @@ function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>): RunRow 
     createdAt: now,
     updatedAt: now,
     metadata: encodeMetadata(input.metadata),
-  }
+  })
+}
+
+/** A new run row, checked, with its digest and the progress digest of seq 0. */
+function withDigests(row: RunRow): RunRow {
   assertRunPatch(row)
-  return row
+  return { ...row, digest: runDigest(row), seal: runProgressDigest(row.runId, 0) }
 }
 
 function pick(options: ReleaseOptions): { status?: RunStatus; metadata?: JsonObject } {

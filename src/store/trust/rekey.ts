@@ -5,6 +5,7 @@ import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
 import { chainHash } from '../encoding/payload-lists.js'
 import { decodeEffectRow } from '../encoding/effect-rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
+import { checkRunRow } from '../encoding/run-rows.js'
 import { isCiphertext, isSignature, keyIdOf } from './seal.js'
 import type { SealedEngine } from './sealed-engine.js'
 
@@ -78,6 +79,9 @@ export async function checkRunForRekey(engine: SealedEngine, runId: string): Pro
   const newest = await engine.inner.getLatest({ runId })
   if (isSignature(row.seal)) engine.verifyRun(row, newest)
   else if (checkLatestAgainstRun(row, newest, runId) === 'ahead') throw aheadOfRun(row, newest!, runId)
+  // Fields signed are verified; an unkeyed digest must match; a row without one predates both.
+  if (isSignature(row.digest)) engine.verifyRunFields(row)
+  else checkRunRow({ ...row, seal: null })
   return row
 }
 
@@ -86,7 +90,9 @@ export async function resealRun(engine: SealedEngine, runId: string, before: Run
   if (!before) return
   const newest = await engine.inner.getLatest({ runId })
   const seal = engine.sealRun(before, newest)
-  if (seal !== before.seal) await engine.inner.updateRun(runId, { seal, updatedAt: before.updatedAt })
+  const digest = engine.sealRunFields(before)
+  // The fields signed are those checked before (a row changed since then does not verify).
+  if (seal !== before.seal || digest !== before.digest) await engine.inner.updateRun(runId, { seal, updatedAt: before.updatedAt, digestOf: () => digest })
 }
 
 function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions): CheckpointRow {

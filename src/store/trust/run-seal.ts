@@ -1,7 +1,50 @@
 import type { AcquireOutcome, AcquireRequest, ClaimRequest, ClaimedRun, EnqueueJob, LeaseEngine, LeaseSubscription } from '../engine/lease-engine.js'
-import type { CheckpointRow, RunRow } from '../engine/rows.js'
+import type { CheckpointRow, RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
+import { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from '../engine/run-digest.js'
 import type { KeyRing } from './key-ring.js'
-import { integrity, sign, verify, type SealContext } from './seal.js'
+import { integrity, isSignature, sign, verify, type SealContext } from './seal.js'
+
+/**
+ * The signature of a run row's fields (those of `RUN_DIGEST_FIELDS`: id, status, names, config
+ * signature, metadata, creation time), kept in its `digest`: bound to the run id, so a row copied
+ * from another run does not verify either.
+ */
+export function runFieldsSeal(ring: KeyRing, row: Pick<RunRow, RunDigestField>): string {
+  return sign(ring, 'run-fields', fieldsOf(row))
+}
+
+/**
+ * Check a stored run row's field signature: a row whose status, name, thread, workflow name,
+ * config signature, metadata or creation time was edited, or whose signature is missing or
+ * replaced by an unkeyed digest, is a `CheckpointIntegrityError`.
+ */
+export function verifyRunFields(ring: KeyRing, row: RunRow): void {
+  const context: SealContext = { runId: stringOr(row.runId), what: `run ${String(row.runId)}` }
+  if (row.digest === null || row.digest === undefined) {
+    throw integrity(context, 'has no signature over its fields (written before run rows were signed whole): sign them with store.rekey()')
+  }
+  verify(ring, row.digest, 'run-fields', fieldsOf(row), context)
+}
+
+/** A verified run row as the store above reads it: its digests in their plain, unkeyed form. */
+export function openedRun(row: RunRow): RunRow {
+  return { ...row, digest: runDigest(row), seal: runProgressDigest(row.runId, row.lastSeq) }
+}
+
+/** A run patch whose digest is the field signature (the unkeyed digest a caller asked for is replaced). */
+export function signedPatch(ring: KeyRing, patch: RunPatch): RunPatch {
+  return patch.digestOf ? { ...patch, digestOf: signer(ring) } : patch
+}
+
+/** Computes the field signature of a row as an engine is about to store it. */
+export function signer(ring: KeyRing): RunDigestOf {
+  return (row) => runFieldsSeal(ring, row)
+}
+
+/** Whether a stored row's fields are signed (not necessarily verifiable). */
+export function fieldsSigned(row: RunRow): boolean {
+  return isSignature(row.digest)
+}
 
 /**
  * A run row's progress signature: HMAC over the run id, its last seq and the id and stored
@@ -27,8 +70,12 @@ export function verifyRunSeal(ring: KeyRing, row: RunRow, newest: CheckpointRow 
     const found = `its newest checkpoint ${newest.id} is at seq ${newest.seq} but its row records seq ${lastSeq}`
     throw integrity(context, `was replayed: ${found}, so the run row was restored from an older copy or edited`)
   }
-  // Checkpoints removed after the row's last seq: the rollback check refuses the run (see `checkLatestAgainstRun`).
-  if (lastSeq !== undefined && (newest?.seq ?? 0) < lastSeq) return
+  // Checkpoints removed after the row's last seq: the rollback check refuses the run (see `checkLatestAgainstRun`);
+  // the signature cannot be checked without the checkpoint it names, but an unsigned one is refused here.
+  if (lastSeq !== undefined && (newest?.seq ?? 0) < lastSeq) {
+    if (!isSignature(row.seal)) throw integrity(context, 'is not signed, but this store verifies signatures: sign the records written before keys were given with store.rekey({ signUnsigned: true })')
+    return
+  }
   verify(ring, row.seal, 'run-progress', progressFields(row.runId, row.lastSeq, newest), context)
 }
 
@@ -77,9 +124,18 @@ export class SealedLeases implements LeaseEngine {
   }
 
   heartbeat: LeaseEngine['heartbeat'] = (request) => this.#inner.heartbeat(request)
-  release: LeaseEngine['release'] = (request) => this.#inner.release(request)
-  cancel: LeaseEngine['cancel'] = (runId) => this.#inner.cancel(runId)
-  requeuePaused: LeaseEngine['requeuePaused'] = (request) => this.#inner.requeuePaused(request)
+  release: LeaseEngine['release'] = (request) => this.#inner.release(request.patch ? { ...request, patch: signedPatch(this.#ring, request.patch) } : request)
+  cancel: LeaseEngine['cancel'] = (runId, digestOf) => this.#inner.cancel(runId, digestOf && signer(this.#ring))
+  requeuePaused: LeaseEngine['requeuePaused'] = (request) =>
+    this.#inner.requeuePaused({
+      ...request,
+      // The row as stored under the engine's lock: its fields verified before its metadata is rewritten from them.
+      metadata: (row) => {
+        verifyRunFields(this.#ring, row)
+        return request.metadata(openedRun(row))
+      },
+      ...(request.digestOf ? { digestOf: signer(this.#ring) } : {}),
+    })
   getLease: LeaseEngine['getLease'] = (runId) => this.#inner.getLease(runId)
 
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
@@ -88,8 +144,15 @@ export class SealedLeases implements LeaseEngine {
   }
 
   #sealNew(row: RunRow): RunRow {
-    return { ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined) }
+    return { ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) }
   }
+}
+
+function fieldsOf(row: Pick<RunRow, RunDigestField>): (string | number | null | undefined)[] {
+  return RUN_DIGEST_FIELDS.map((field) => {
+    const value: unknown = row[field]
+    return typeof value === 'string' || typeof value === 'number' || value === null ? value : undefined
+  })
 }
 
 function progressFields(runId: unknown, lastSeq: unknown, newest: Pick<CheckpointRow, 'id' | 'digest'> | undefined) {

@@ -4,7 +4,7 @@ import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
-import { runSeal, sealCoversEarlier, SealedLeases, verifyRunSeal } from './run-seal.js'
+import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
 /** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
 const LAGGING_COMMIT_LIMIT = 16
@@ -67,7 +67,7 @@ export class SealedEngine implements StorageEngine {
   }
 
   insertRun(row: RunRow): Promise<boolean> {
-    return this.#inner.insertRun({ ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined) })
+    return this.#inner.insertRun({ ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) })
   }
   async getRun(runId: string): Promise<RunRow | undefined> {
     const row = await this.#inner.getRun(runId)
@@ -78,9 +78,9 @@ export class SealedEngine implements StorageEngine {
     return Promise.all(rows.map((row) => this.#openRun(row)))
   }
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
-    // The seal is the commit's to write, never a caller's.
+    // The seal is the commit's to write, never a caller's; the digest is the field signature.
     const { seal: _seal, ...fields } = patch
-    const row = await this.#inner.updateRun(runId, fields)
+    const row = await this.#inner.updateRun(runId, signedPatch(this.#ring, fields))
     return row && this.#openRun(row)
   }
   deleteRun(runId: string): Promise<boolean> {
@@ -97,10 +97,10 @@ export class SealedEngine implements StorageEngine {
       ...request,
       rows,
       appends: this.#encrypt ? request.appends.map((append) => this.#sealAppend(runId, append)) : request.appends,
-      run: { ...request.run, seal },
+      // A commit that advances the run writes the signature of its new last seq and newest checkpoint with them.
+      run: { ...request.run, seal, digest: runFieldsSeal(this.#ring, request.run) },
     }
-    // A commit that advances the run signs its new last seq and newest checkpoint, atomically with them.
-    if (newest) sealed.runPatch = { ...(request.runPatch ?? { updatedAt: Math.max(Date.now(), newest.createdAt) }), seal }
+    if (request.runPatch) sealed.runPatch = signedPatch(this.#ring, request.runPatch)
     if (effects) {
       sealed.effects = {
         ...effects,
@@ -219,7 +219,8 @@ export class SealedEngine implements StorageEngine {
       // one: a commit cut short between its checkpoints and its run row (see sealCoversEarlier).
       if (newest === undefined || current.lastSeq !== newest.seq || !(await this.#sealCoversEarlier(current))) throw err
     }
-    return current
+    verifyRunFields(this.#ring, current)
+    return openedRun(current)
   }
 
   /** The few checkpoints before the newest, read whole, checked against the row's seal. */
@@ -241,6 +242,16 @@ export class SealedEngine implements StorageEngine {
   /** Check a stored run row's seal (for `rekey`). */
   verifyRun(row: RunRow, newest: CheckpointRow | undefined): void {
     verifyRunSeal(this.#ring, row, newest)
+  }
+
+  /** Check a stored run row's field signature (for `rekey`). */
+  verifyRunFields(row: RunRow): void {
+    verifyRunFields(this.#ring, row)
+  }
+
+  /** Sign a run row's fields (for `rekey`). */
+  sealRunFields(row: RunRow): string {
+    return runFieldsSeal(this.#ring, row)
   }
 
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import type { RunRow } from '../../store/engine/rows.js'
 import type { EngineContext } from './engine-context.js'
 import { checkpointRow, commitOne, effectRow, runRow } from './rows.js'
 
@@ -76,6 +77,26 @@ export function engineRowCases(ctx: EngineContext): void {
       expect(await engine.getCheckpoint('a1')).toBeUndefined()
       expect(await engine.listEffects('a')).toEqual([])
       expect(await engine.readLists('a', [{ id: 'L', n: 1, h: '' }])).toEqual([[]])
+    })
+
+    it("run digests: a new row's digest and seal are stored as given, a patch's digestOf recomputes the digest, a commit moves the seal with the last seq", async () => {
+      const engine = ctx.engine()
+      expect(await engine.insertRun(runRow({ runId: 'd', digest: 'as-given', seal: 'seal-0' }))).toBe(true)
+      expect(await engine.getRun('d')).toMatchObject({ digest: 'as-given', seal: 'seal-0' })
+      const digestOf = (row: RunRow) => `${row.status}|${row.metadata}|${row.lastSeq}`
+      expect(await engine.updateRun('d', { status: 'paused', metadata: '{"k":2}', updatedAt: 5, digestOf })).toMatchObject({ digest: 'paused|{"k":2}|0' })
+      expect(await engine.updateRun('d', { updatedAt: 6 })).toMatchObject({ digest: 'paused|{"k":2}|0' })
+      const commit = commitOne({ runId: 'd', id: 'd1', seq: 1 })
+      expect(await engine.commit({ ...commit, run: { ...commit.run, seal: 'seal-1' } })).toEqual({ ok: true })
+      expect(await engine.getRun('d')).toMatchObject({ lastSeq: 1, seal: 'seal-1', digest: 'paused|{"k":2}|0' })
+      // An effects-only commit leaves the seal; a run patch in a commit recomputes the digest.
+      const effectsOnly = { rows: [], appends: [], run: runRow({ runId: 'd', seal: 'seal-0' }), runPatch: { status: 'running' as const, updatedAt: 7, digestOf } }
+      expect(await engine.commit(effectsOnly)).toEqual({ ok: true })
+      expect(await engine.getRun('d')).toMatchObject({ lastSeq: 1, seal: 'seal-1', digest: 'running|{"k":2}|1' })
+      // A commit that creates its run stores the run's digest and seal as given.
+      const created = commitOne({ runId: 'e', id: 'e1', seq: 1 })
+      await engine.commit({ ...created, run: { ...created.run, digest: 'new-run', seal: 'seal-e1' } })
+      expect(await engine.getRun('e')).toMatchObject({ lastSeq: 1, digest: 'new-run', seal: 'seal-e1' })
     })
 
     it('effects: an intent counts attempts, start marks it started, the first outcome wins', async () => {

@@ -180,6 +180,18 @@ export function leaseCases(ctx: EngineContext): void {
       await expect(leases.cancel('nope')).rejects.toMatchObject({ code: 'run_not_found' })
     })
 
+    it('a release with a final status and a requeue of a paused run leave a row every read accepts (its digest recomputed)', async () => {
+      const store = await ctx.openStore()
+      const leases = leasesOf(store)
+      await leases.enqueue({ runId: 'asks', metadata: { n: 1 } })
+      const [held] = await leases.claim({ owner: 'w1', limit: 1, leaseMs: 60_000 })
+      await leases.release(held!.fence, { status: 'paused', metadata: { n: 1, question: 'ok?' } })
+      expect(await store.getRun('asks')).toMatchObject({ status: 'paused', metadata: { question: 'ok?' } })
+      expect(await leases.requeuePaused('asks', (run) => ({ ...run.metadata, answer: 'yes' }))).toEqual({ outcome: 'queued' })
+      expect(await store.getRun('asks')).toMatchObject({ status: 'queued', metadata: { n: 1, question: 'ok?', answer: 'yes' } })
+      expect((await store.listRuns()).map((run) => run.status)).toEqual(['queued'])
+    })
+
     it('enqueue is idempotent by run id, and a store without the run refuses a fence', async () => {
       const store = await ctx.openStore()
       const leases = leasesOf(store)

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { RunRow } from '../../engine/rows.js'
+import { carryProgress } from '../../engine/run-patch.js'
 import type { LeaseTable } from '../../leases/lease-table.js'
 import { ensureDirectory, listDirectory } from './driver.js'
 import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
@@ -168,7 +169,7 @@ export class DirectoryState {
     const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, true)])
     const highest = checkpoints[checkpoints.length - 1]?.seq ?? 0
     const lagging = run.row !== undefined && run.row.lastSeq < highest
-    const row = run.row && { ...run.row, lastSeq: Math.max(run.row.lastSeq, highest) }
+    const row = run.row && carryProgress(run.row, Math.max(run.row.lastSeq, highest))
     return { row, error: run.error, lagging, checkpoints }
   }
 

@@ -8,6 +8,7 @@ import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
+import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
@@ -72,7 +73,7 @@ export class FileEngine implements StorageEngine {
     return this.#write(row.runId, async (state) => {
       if (state.error) throw state.error
       if (state.row) return false
-      const stored = { ...row, lastSeq: Math.max(row.lastSeq, lastSeqOf(state)) }
+      const stored = carryProgress(row, Math.max(row.lastSeq, lastSeqOf(state)))
       await this.#writeRunFile(stored, true)
       state.row = stored
       state.lagging = false
@@ -109,9 +110,7 @@ export class FileEngine implements StorageEngine {
     return this.#write(runId, async (state) => {
       if (state.error) throw state.error
       if (!state.row) return undefined
-      const updated = { ...state.row }
-      // Only the fields a patch may change: a stray runId or lastSeq must never reach run.json.
-      for (const key of PATCHABLE) if (patch[key] !== undefined) Object.assign(updated, { [key]: patch[key] })
+      const updated = applyRunPatch(state.row, patch)
       await this.#writeRunFile(updated, false)
       state.row = updated
       state.lagging = false
@@ -178,8 +177,7 @@ export class FileEngine implements StorageEngine {
         await this.#writeCommit({ state, rows, run, files, plans })
         for (const completion of effects?.completions ?? []) await this.#effects.complete(completion)
         if (runPatch && state.row) {
-          const updated = { ...state.row }
-          for (const key of PATCHABLE) if (runPatch[key] !== undefined) Object.assign(updated, { [key]: runPatch[key] })
+          const updated = applyRunPatch(state.row, runPatch)
           await this.#writeRunFile(updated, false)
           state.row = updated
         }
@@ -367,7 +365,7 @@ export class FileEngine implements StorageEngine {
   async #writeCommit(params: { state: RunState; rows: readonly CheckpointRow[]; run: RunRow; files: CheckpointFile[]; plans: AppendPlan[] }): Promise<void> {
     const { state, rows, run, files, plans } = params
     if (!state.row) {
-      const created = { ...run, lastSeq: lastSeqOf(state) }
+      const created = carryProgress(run, lastSeqOf(state))
       await this.#writeRunFile(created, true)
       state.row = created
     }
@@ -381,7 +379,7 @@ export class FileEngine implements StorageEngine {
       state.checkpoints.push(file)
     }
     const last = rows[rows.length - 1]!
-    // A keyed store's signature of the new last seq lands in the same write as the last seq.
+    // The progress digest (or signature) of the new last seq lands in the same write as the last seq.
     const seal = run.seal === undefined ? {} : { seal: run.seal }
     const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal }
     await this.#writeRunFile(updated, false)
@@ -458,7 +456,6 @@ const unreadable = new WeakSet<CheckpointRow>()
 function isUnreadable(row: CheckpointRow): boolean {
   return unreadable.has(row)
 }
-const PATCHABLE = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'seal', 'updatedAt'] as const satisfies readonly (keyof RunPatch)[]
 
 /** Validate every id and item of a commit before anything touches the disk. */
 function assertCommit({ rows, appends, run, effects }: CommitRequest, layout: FileLayout): void {

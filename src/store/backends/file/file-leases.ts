@@ -1,5 +1,6 @@
 import { join } from 'node:path'
-import type { RunRow } from '../../engine/rows.js'
+import type { RunDigestOf, RunRow } from '../../engine/rows.js'
+import { applyRunPatch } from '../../engine/run-patch.js'
 import {
   CLAIMABLE_STATUSES,
   type AcquireOutcome,
@@ -108,7 +109,7 @@ export class FileLeases implements LeaseEngine {
       if (state.error) throw state.error
       if (!state.row || !table.check(fence).held) return false
       if (patch) {
-        const updated = { ...state.row, ...patch }
+        const updated = applyRunPatch(state.row, patch)
         await this.#runs.writeRunFile(updated, false)
         state.row = updated
       }
@@ -118,7 +119,7 @@ export class FileLeases implements LeaseEngine {
     })
   }
 
-  async cancel(runId: string): Promise<CancelOutcome | undefined> {
+  async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
     const table = await this.#writable(runId)
     return this.#runs.write(runId, async (state) => {
       if (state.error) throw state.error
@@ -126,7 +127,7 @@ export class FileLeases implements LeaseEngine {
       const outcome = table.cancel(runId, state.row.status)
       await this.#persist(table)
       if (outcome === 'cancelled') {
-        const updated = { ...state.row, status: 'cancelled' as const, updatedAt: Math.max(state.row.updatedAt, Date.now()) }
+        const updated = applyRunPatch(state.row, { status: 'cancelled', updatedAt: Math.max(state.row.updatedAt, Date.now()), ...(digestOf ? { digestOf } : {}) })
         await this.#runs.writeRunFile(updated, false)
         state.row = updated
       }
@@ -134,7 +135,7 @@ export class FileLeases implements LeaseEngine {
     })
   }
 
-  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused({ runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
     const table = await this.#writable(runId)
     const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
       if (state.error) throw state.error
@@ -142,7 +143,8 @@ export class FileLeases implements LeaseEngine {
       if (state.row.status !== 'paused') return { outcome: 'not_paused', status: state.row.status }
       const blocked = table.blocksRequeue(runId, now)
       if (blocked) return blocked
-      const updated = { ...state.row, status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now) }
+      const patch = { status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now), ...(digestOf ? { digestOf } : {}) }
+      const updated = applyRunPatch(state.row, patch)
       table.requeue(runId)
       await this.#persist(table)
       await this.#runs.writeRunFile(updated, false)

@@ -20,9 +20,9 @@ export async function readRunFile(layout: FileLayout, runId: string): Promise<Ru
   if (file.state === 'missing') return { row: undefined, error: undefined }
   const problem = file.state === 'invalid' ? file.reason : runRowProblem(file.value, runId)
   if (problem === undefined && file.state === 'parsed') {
-    // A run file written before keyed stores signed run rows has no seal.
+    // A run file written before run rows had digests (or keyed stores signed them) has neither.
     const row = file.value as RunRow
-    return { row: { ...row, seal: row.seal ?? null }, error: undefined }
+    return { row: { ...row, seal: row.seal ?? null, digest: row.digest ?? null }, error: undefined }
   }
   return {
     row: undefined,
@@ -97,6 +97,7 @@ function runRowProblem(value: unknown, runId: string): string | undefined {
     if (value[key] !== null && typeof value[key] !== 'string') return `${key} is not a string or null`
   }
   if (value.seal !== undefined && value.seal !== null && typeof value.seal !== 'string') return 'seal is not a string or null'
+  if (value.digest !== undefined && value.digest !== null && typeof value.digest !== 'string') return 'digest is not a string or null'
   return undefined
 }
 

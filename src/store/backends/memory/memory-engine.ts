@@ -6,6 +6,7 @@ import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatc
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased } from '../../leases/lease-table.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
+import { applyRunPatch } from '../../engine/run-patch.js'
 
 /**
  * A {@link StorageEngine} in process memory. Rows hold only strings and numbers and are copied
@@ -39,17 +40,17 @@ export class MemoryEngine implements StorageEngine {
     release: async ({ fence, patch, failed = false }) => {
       const run = this.#runs.get(fence.runId)
       if (!run || !this.#leases.check(fence).held) return false
-      if (patch) Object.assign(run, patch)
+      if (patch) Object.assign(run, applyRunPatch(run, patch))
       return this.#leases.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(run.status) })
     },
-    cancel: async (runId) => {
+    cancel: async (runId, digestOf) => {
       const run = this.#runs.get(runId)
       if (!run) return undefined
       const outcome = this.#leases.cancel(runId, run.status)
-      if (outcome === 'cancelled') Object.assign(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()) })
+      if (outcome === 'cancelled') Object.assign(run, applyRunPatch(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()), ...(digestOf ? { digestOf } : {}) }))
       return { outcome, status: run.status }
     },
-    requeuePaused: async ({ runId, metadata, now }) => {
+    requeuePaused: async ({ runId, metadata, now, digestOf }) => {
       const run = this.#runs.get(runId)
       if (!run) return undefined
       if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
@@ -57,7 +58,7 @@ export class MemoryEngine implements StorageEngine {
       if (blocked) return blocked
       const updated = metadata({ ...run })
       this.#leases.requeue(runId)
-      Object.assign(run, { status: 'queued', metadata: updated, updatedAt: Math.max(run.updatedAt, now) })
+      Object.assign(run, applyRunPatch(run, { status: 'queued', metadata: updated, updatedAt: Math.max(run.updatedAt, now), ...(digestOf ? { digestOf } : {}) }))
       this.#leases.wake()
       return { outcome: 'queued' }
     },
@@ -102,7 +103,7 @@ export class MemoryEngine implements StorageEngine {
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
     const row = this.#runs.get(runId)
     if (!row) return undefined
-    Object.assign(row, patch)
+    Object.assign(row, applyRunPatch(row, patch))
     return { ...row }
   }
 
@@ -142,6 +143,7 @@ export class MemoryEngine implements StorageEngine {
     this.#runs.set(run.runId, runRow)
     const history = this.#byRun.get(run.runId) ?? []
     this.#byRun.set(run.runId, history)
+    if (rows.length > 0) runRow.seal = run.seal ?? null
     for (const row of rows) {
       runRow.lastSeq = row.seq
       runRow.updatedAt = Math.max(runRow.updatedAt, row.createdAt)
@@ -152,7 +154,7 @@ export class MemoryEngine implements StorageEngine {
     for (const intent of effects?.intents ?? []) this.#recordIntent(intent)
     for (const callId of effects?.starts ?? []) this.#start(run.runId, callId)
     for (const completion of effects?.completions ?? []) this.#complete(completion)
-    if (runPatch) Object.assign(runRow, runPatch)
+    if (runPatch) Object.assign(runRow, applyRunPatch(runRow, runPatch))
     return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
   }
 
@@ -319,5 +321,5 @@ function header(row: CheckpointRow): CheckpointHeaderRow {
 
 /** A run row as stored: a row given without a seal reads back with `seal: null`, as on every backend. */
 function withSeal(row: RunRow): RunRow {
-  return { ...row, seal: row.seal ?? null }
+  return { ...row, seal: row.seal ?? null, digest: row.digest ?? null }
 }

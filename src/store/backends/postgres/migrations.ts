@@ -132,6 +132,13 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
     statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN seal text`],
   },
+  {
+    version: 5,
+    name: 'run rows carry a digest of their fields',
+    // Rows written before it have none: they are read as they are and get one at their next
+    // change of a field it covers (the progress digest, in `seal`, at their next commit).
+    statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN digest text`],
+  },
 ]
 
 /**

@@ -3,8 +3,9 @@
  * seq, list lengths) and the writes of one {@link CommitRequest}.
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import type { EffectCompletionRow, EffectRow, ListAppend } from '../../engine/rows.js'
+import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } from '../../engine/rows.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
+import { applyRunPatch } from '../../engine/run-patch.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 
@@ -57,17 +58,48 @@ db: PostgresQueryable,
   const last = rows[rows.length - 1]
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
+    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
   }
   // Effects commit with the checkpoints; each is one statement, so a call id may repeat.
   for (const intent of effects?.intents ?? []) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
   for (const callId of effects?.starts ?? []) await db.query(sql.startEffect, [run.runId, callId])
   for (const completion of effects?.completions ?? []) await db.query(sql.completeEffect, completionParams(completion))
-  if (runPatch) {
-    const { text, values } = updateRunSql(schema, run.runId, runPatch)
-    await db.query(text, values)
-  }
+  if (runPatch) await patchRunInTransaction(db, { sql, schema }, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+/**
+ * Apply a run patch inside the caller's transaction; a patch that brings `digestOf` locks and
+ * reads the row first, to compute the digest of the row as patched.
+ */
+export async function patchRunInTransaction(db: PostgresQueryable, { sql, schema }: CommitContext, runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+  let digest: string | undefined
+  if (patch.digestOf) {
+    const current = (await db.query(sql.lockRunForPatch, [runId])).rows[0]
+    if (!current) return undefined
+    digest = applyRunPatch(runRowOf(current), patch).digest ?? undefined
+  }
+  const { text, values } = updateRunSql(schema, runId, patch, digest)
+  const { rows } = await db.query(text, values)
+  return rows[0] && runRowOf(rows[0])
+}
+
+/** The run columns of a selected row (`bigint` columns arrive as strings). */
+export function runRowOf(row: Record<string, unknown>): RunRow {
+  return {
+    runId: row.runId as string,
+    status: row.status as RunRow['status'],
+    name: row.name as string | null,
+    threadId: row.threadId as string | null,
+    workflowName: row.workflowName as string | null,
+    configSignature: row.configSignature as string | null,
+    lastSeq: Number(row.lastSeq),
+    createdAt: Number(row.createdAt),
+    updatedAt: Number(row.updatedAt),
+    metadata: row.metadata as string,
+    seal: (row.seal as string | null | undefined) ?? null,
+    digest: (row.digest as string | null | undefined) ?? null,
+  }
 }
 
 async function listsHaveLengths(db: PostgresQueryable, sql: PostgresStatements, runId: string, appends: readonly ListAppend[]): Promise<boolean> {

@@ -5,7 +5,7 @@ import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
-import { commitInTransaction, completionParams } from './postgres-commit.js'
+import { commitInTransaction, completionParams, patchRunInTransaction } from './postgres-commit.js'
 import { PostgresLeases } from './postgres-leases.js'
 import {
   DEFAULT_SCHEMA,
@@ -105,9 +105,12 @@ export class PostgresEngine implements StorageEngine {
   }
 
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
-    const { text, values } = updateRunSql(this.#schema, runId, patch)
-    const { rows } = await this.#query(text, values)
-    return rows[0] && runRow(rows[0])
+    if (!patch.digestOf) {
+      const { text, values } = updateRunSql(this.#schema, runId, patch)
+      const { rows } = await this.#query(text, values)
+      return rows[0] && runRow(rows[0])
+    }
+    return this.#transaction((db) => patchRunInTransaction(db, { sql: this.#sql, schema: this.#schema }, runId, patch))
   }
 
   async deleteRun(runId: string): Promise<boolean> {

@@ -1,5 +1,7 @@
 import { sha256 } from '../../../core/hash.js'
-import type { RunRow } from '../../engine/rows.js'
+import type { RunDigestOf, RunRow } from '../../engine/rows.js'
+import { applyRunPatch } from '../../engine/run-patch.js'
+import { runRowOf } from './postgres-commit.js'
 import type {
   AcquireOutcome,
   AcquireRequest,
@@ -43,12 +45,17 @@ export class PostgresLeases implements LeaseEngine {
   readonly #db: PostgresLeaseAccess
   readonly #sql: LeaseStatements
   readonly #insertRun: string
+  readonly #lockRunForPatch: string
+  readonly #setDigest: string
   readonly #channel: string
 
   constructor(access: PostgresLeaseAccess) {
     this.#db = access
     this.#sql = leaseStatements(access.schema)
-    this.#insertRun = postgresStatements(access.schema).insertRun
+    const statements = postgresStatements(access.schema)
+    this.#insertRun = statements.insertRun
+    this.#lockRunForPatch = statements.lockRunForPatch
+    this.#setDigest = statements.setDigest
     this.#channel = wakeChannel(access.schema)
   }
 
@@ -114,11 +121,21 @@ export class PostgresLeases implements LeaseEngine {
   }
 
   async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean> {
-    const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch })
-    return (await this.#db.query(text, values)).rows.length === 1
+    if (!patch?.digestOf) {
+      const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch })
+      return (await this.#db.query(text, values)).rows.length === 1
+    }
+    return this.#db.transaction(async (db) => {
+      // The digest of the row as patched, read under the row's lock.
+      const current = (await db.query(this.#lockRunForPatch, [fence.runId])).rows[0]
+      if (!current) return false
+      const digest = applyRunPatch(runRowOf(current), patch).digest ?? undefined
+      const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch, digest })
+      return (await db.query(text, values)).rows.length === 1
+    })
   }
 
-  async cancel(runId: string): Promise<CancelOutcome | undefined> {
+  async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
     return this.#db.transaction(async (db) => {
       const run = (await db.query(this.#sql.lockForCancel, [runId])).rows[0]
       if (!run) return undefined
@@ -129,11 +146,12 @@ export class PostgresLeases implements LeaseEngine {
         return { outcome: 'requested', status }
       }
       await db.query(this.#sql.cancelNow, [runId, Date.now()])
+      await this.#redigest(db, runId, digestOf)
       return { outcome: 'cancelled', status: 'cancelled' }
     })
   }
 
-  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused({ runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
     return this.#db.transaction(async (db) => {
       const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
       if (!row) return undefined
@@ -142,8 +160,15 @@ export class PostgresLeases implements LeaseEngine {
       if (row.queue === null) return { outcome: 'not_enqueued' }
       if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
       await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
+      await this.#redigest(db, runId, digestOf)
       return { outcome: 'queued' }
     })
+  }
+
+  /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */
+  async #redigest(db: PostgresQueryable, runId: string, digestOf: RunDigestOf | undefined): Promise<void> {
+    const row = digestOf && (await db.query(this.#lockRunForPatch, [runId])).rows[0]
+    if (row) await db.query(this.#setDigest, [runId, digestOf(runRowOf(row))])
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {
@@ -172,23 +197,6 @@ function claimedRows(rows: Record<string, unknown>[]): ClaimedRun[] {
   return rows
     .map((row) => ({ run: runRowOf(row), lease: leaseRow(row) }))
     .sort((a, b) => b.lease.priority - a.lease.priority || a.run.createdAt - b.run.createdAt || (a.run.runId < b.run.runId ? -1 : 1))
-}
-
-/** The run columns of a selected row (`bigint` columns arrive as strings). */
-function runRowOf(row: Record<string, unknown>): RunRow {
-  return {
-    runId: row.runId as string,
-    status: row.status as RunRow['status'],
-    name: row.name as string | null,
-    threadId: row.threadId as string | null,
-    workflowName: row.workflowName as string | null,
-    configSignature: row.configSignature as string | null,
-    lastSeq: Number(row.lastSeq),
-    createdAt: Number(row.createdAt),
-    updatedAt: Number(row.updatedAt),
-    metadata: row.metadata as string,
-    seal: (row.seal as string | null | undefined) ?? null,
-  }
 }
 
 function leaseRow(row: Record<string, unknown>): LeaseRow {

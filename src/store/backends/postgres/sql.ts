@@ -34,7 +34,7 @@ export function quoteIdent(name: string): string {
 }
 
 const RUN_COLUMNS = `run_id AS "runId", status, name, thread_id AS "threadId", workflow_name AS "workflowName",
-  config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata, seal`
+  config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata, seal, digest`
 
 const HEADER_COLUMNS = `id, run_id AS "runId", parent_id AS "parentId", seq, kind, phase, schema_version AS "schemaVersion",
   created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
@@ -45,7 +45,7 @@ const EFFECT_COLUMNS = `run_id AS "runId", call_id AS "callId", name, input_hash
   status, output, output_hash AS "outputHash", attempts, started_at AS "startedAt", completed_at AS "completedAt"`
 
 /** The parameter order of `insertRun` (and of the run a commit creates). */
-export const RUN_PARAMS = ['runId', 'status', 'name', 'threadId', 'workflowName', 'configSignature', 'lastSeq', 'createdAt', 'updatedAt', 'metadata', 'seal'] as const
+export const RUN_PARAMS = ['runId', 'status', 'name', 'threadId', 'workflowName', 'configSignature', 'lastSeq', 'createdAt', 'updatedAt', 'metadata', 'seal', 'digest'] as const
 
 /** The columns of the checkpoint rows `finishCommit` inserts, in order. */
 export const CHECKPOINT_PARAMS = [
@@ -106,7 +106,7 @@ export function postgresStatements(schema: string) {
   const s = quoteIdent(schema)
   const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(', ')
   return {
-    insertRun: `INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal)
+    insertRun: `INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest)
       VALUES (${placeholders(RUN_PARAMS.length)}) ON CONFLICT (run_id) DO NOTHING`,
     getRun: `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1`,
     deleteRun: `DELETE FROM ${s}.runs WHERE run_id = $1`,
@@ -131,15 +131,20 @@ export function postgresStatements(schema: string) {
     insertItems: `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
       SELECT $1, l.list_id, l.idx, l.item FROM unnest($2::text[], $3::int[], $4::text[]) AS l(list_id, idx, item)`,
     /**
-     * The run's (`$1`) new `last_seq` (`$2`) and `updated_at` (at least `$3`), and its checkpoint
-     * rows (`$4`…: one array per column, in {@link CHECKPOINT_PARAMS} order), in one statement.
+     * The run's (`$1`) new `last_seq` (`$2`), `updated_at` (at least `$3`) and progress digest
+     * (`seal`, `$4`), and its checkpoint rows (`$5`…: one array per column, in
+     * {@link CHECKPOINT_PARAMS} order), in one statement.
      */
     finishCommit: `WITH run AS (
-        UPDATE ${s}.runs SET last_seq = $2, updated_at = greatest(updated_at, $3) WHERE run_id = $1
+        UPDATE ${s}.runs SET last_seq = $2, updated_at = greatest(updated_at, $3), seal = $4 WHERE run_id = $1
       )
       INSERT INTO ${s}.checkpoints
         (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
-      SELECT * FROM unnest(${CHECKPOINT_PARAMS.map((key, i) => `$${i + 4}::${CHECKPOINT_TYPES[key]}[]`).join(', ')})`,
+      SELECT * FROM unnest(${CHECKPOINT_PARAMS.map((key, i) => `$${i + 5}::${CHECKPOINT_TYPES[key]}[]`).join(', ')})`,
+    /** A run's digest after a statement changed a field it covers (in the same transaction). */
+    setDigest: `UPDATE ${s}.runs SET digest = $2 WHERE run_id = $1`,
+    /** The run, locked for a patch whose digest is computed from it. */
+    lockRunForPatch: `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     runLastSeq: `SELECT last_seq AS "lastSeq" FROM ${s}.runs WHERE run_id = $1`,
 
     getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = $1`,
@@ -209,12 +214,12 @@ export function leaseStatements(schema: string) {
   const takeLease = (owner: string, ms: string) => `owner = ${owner}, lease_epoch = r.lease_epoch + 1,
       lease_expires_at = now() + ${ms} * interval '1 millisecond', recoveries = r.recoveries + (r.owner IS NOT NULL)::int`
   return {
-    /** Insert a queued run (`$1`…`$11` in RUN_PARAMS order, queue `$12`, priority `$13`) and wake workers on channel `$14`. */
+    /** Insert a queued run (`$1`…`$12` in RUN_PARAMS order, queue `$13`, priority `$14`) and wake workers on channel `$15`. */
     enqueue: `WITH inserted AS (
-        INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, queue, priority)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (run_id) DO NOTHING RETURNING queue
+        INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest, queue, priority)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT (run_id) DO NOTHING RETURNING queue
       )
-      SELECT pg_notify($14, queue) FROM inserted`,
+      SELECT pg_notify($15, queue) FROM inserted`,
     /**
      * Claim in one statement: owner `$1`, at most `$2` runs, of queues `$3` but not `$4`, lease
      * `$5` ms. Rows another transaction holds (a commit in progress, another claim) are skipped.
@@ -282,12 +287,14 @@ export function leaseStatements(schema: string) {
  * when `$4` is 1, apply the patch, and wake idle workers (channel `$5`) when the run is
  * claimable again. Returns one row when released.
  */
-export function releaseSql(schema: string, params: { runId: string; owner: string; epoch: number; failed: boolean; channel: string; patch: RunPatch | undefined }): SqlQuery {
+export function releaseSql(
+  schema: string,
+  params: { runId: string; owner: string; epoch: number; failed: boolean; channel: string; patch: RunPatch | undefined; digest?: string | undefined },
+): SqlQuery {
   const values: unknown[] = [params.runId, params.owner, params.epoch, params.failed ? 1 : 0, params.channel]
   const sets = ['owner = NULL', 'lease_expires_at = NULL', 'recoveries = recoveries + $4']
-  for (const [key, column] of Object.entries(RUN_PATCH_COLUMNS) as [keyof RunPatch, string][]) {
-    if (params.patch?.[key] === undefined) continue
-    values.push(params.patch[key])
+  for (const [key, column] of patchColumns(params.patch, params.digest)) {
+    values.push(key === 'digest' ? params.digest : params.patch?.[key])
     sets.push(`${column} = $${values.length}`)
   }
   const text = `WITH released AS (
@@ -303,7 +310,9 @@ export interface SqlQuery {
   values: unknown[]
 }
 
-const RUN_PATCH_COLUMNS: Record<keyof RunPatch, string> = {
+type PatchColumn = Exclude<keyof RunPatch, 'digestOf'>
+
+const RUN_PATCH_COLUMNS: Record<PatchColumn, string> = {
   status: 'status',
   name: 'name',
   threadId: 'thread_id',
@@ -314,13 +323,18 @@ const RUN_PATCH_COLUMNS: Record<keyof RunPatch, string> = {
   updatedAt: 'updated_at',
 }
 
-/** `updateRun`: set exactly the fields the patch has (a field set to null is set to null). */
-export function updateRunSql(schema: string, runId: string, patch: RunPatch): SqlQuery {
+/** The columns a patch sets, and the digest when one was computed for it. */
+function patchColumns(patch: RunPatch | undefined, digest: string | undefined): [PatchColumn | 'digest', string][] {
+  const columns: [PatchColumn | 'digest', string][] = (Object.entries(RUN_PATCH_COLUMNS) as [PatchColumn, string][]).filter(([key]) => patch?.[key] !== undefined)
+  return digest === undefined ? columns : [...columns, ['digest', 'digest']]
+}
+
+/** `updateRun`: set exactly the fields the patch has (a field set to null is set to null), and the digest computed for it. */
+export function updateRunSql(schema: string, runId: string, patch: RunPatch, digest?: string): SqlQuery {
   const values: unknown[] = [runId]
   const sets: string[] = []
-  for (const [key, column] of Object.entries(RUN_PATCH_COLUMNS) as [keyof RunPatch, string][]) {
-    if (patch[key] === undefined) continue
-    values.push(patch[key])
+  for (const [key, column] of patchColumns(patch, digest)) {
+    values.push(key === 'digest' ? digest : patch[key])
     sets.push(`${column} = $${values.length}`)
   }
   return { text: `UPDATE ${quoteIdent(schema)}.runs SET ${sets.join(', ')} WHERE run_id = $1 RETURNING ${RUN_COLUMNS}`, values }

@@ -123,6 +123,13 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
     // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
     sql: `ALTER TABLE runs ADD COLUMN seal TEXT;`,
   },
+  {
+    // Rows written before it have none: they are read as they are and get one at their next
+    // change of a field it covers (the progress digest, in `seal`, at their next commit).
+    version: 5,
+    name: 'run rows carry a digest of their fields',
+    sql: `ALTER TABLE runs ADD COLUMN digest TEXT;`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

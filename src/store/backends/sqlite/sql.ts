@@ -5,7 +5,7 @@
  */
 
 const RUN_COLUMNS = `run_id AS runId, status, name, thread_id AS threadId, workflow_name AS workflowName,
-  config_signature AS configSignature, last_seq AS lastSeq, created_at AS createdAt, updated_at AS updatedAt, metadata, seal`
+  config_signature AS configSignature, last_seq AS lastSeq, created_at AS createdAt, updated_at AS updatedAt, metadata, seal, digest`
 
 const HEADER_COLUMNS = `id, run_id AS runId, parent_id AS parentId, seq, kind, phase, schema_version AS schemaVersion,
   created_at AS createdAt, workflow_name AS workflowName, terminal, metadata`
@@ -17,8 +17,8 @@ const EFFECT_COLUMNS = `run_id AS runId, call_id AS callId, name, input_hash AS 
 
 /** Statements whose text does not depend on a query's shape; prepared once per engine. */
 export const SQL = {
-  insertRun: `INSERT INTO runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal)
-    VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :lastSeq, :createdAt, :updatedAt, :metadata, :seal)
+  insertRun: `INSERT INTO runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest)
+    VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :lastSeq, :createdAt, :updatedAt, :metadata, :seal, :digest)
     ON CONFLICT (run_id) DO NOTHING`,
   getRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`,
   /** Each field is set only when its `set…` flag is 1, so a nullable field can be set to null. */
@@ -30,6 +30,7 @@ export const SQL = {
       config_signature = CASE WHEN :setConfigSignature THEN :configSignature ELSE config_signature END,
       metadata = CASE WHEN :setMetadata THEN :metadata ELSE metadata END,
       seal = CASE WHEN :setSeal THEN :seal ELSE seal END,
+      digest = CASE WHEN :setDigest THEN :digest ELSE digest END,
       updated_at = :updatedAt
     WHERE run_id = :runId
     RETURNING ${RUN_COLUMNS}`,
@@ -38,10 +39,10 @@ export const SQL = {
   deleteRunItems: `DELETE FROM list_items WHERE run_id = ?`,
   deleteRunEffects: `DELETE FROM effects WHERE run_id = ?`,
 
-  /** The run a commit creates when missing, or the run's new `lastSeq` and `updatedAt`. */
-  upsertRunForCommit: `INSERT INTO runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal)
-    VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :seq, :createdAt, max(:updatedAt, :checkpointCreatedAt), :metadata, :seal)
-    ON CONFLICT (run_id) DO UPDATE SET last_seq = :seq, updated_at = max(updated_at, :checkpointCreatedAt)`,
+  /** The run a commit creates when missing, or the run's new `lastSeq`, its progress digest (`seal`, when `:advance`) and `updatedAt`. */
+  upsertRunForCommit: `INSERT INTO runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest)
+    VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :seq, :createdAt, max(:updatedAt, :checkpointCreatedAt), :metadata, :seal, :digest)
+    ON CONFLICT (run_id) DO UPDATE SET last_seq = :seq, seal = CASE WHEN :advance THEN :seal ELSE seal END, updated_at = max(updated_at, :checkpointCreatedAt)`,
   runLastSeq: `SELECT last_seq FROM runs WHERE run_id = ?`,
   /** What a fenced write checks (under the write lock of its transaction). */
   fenceOf: `SELECT owner, lease_epoch AS epoch, cancel_requested AS cancelRequested FROM runs WHERE run_id = ?`,
@@ -96,8 +97,8 @@ const LEASE_COLUMNS = `run_id AS runId, queue, priority, owner, lease_epoch AS e
 
 /** The statements of the lease protocol (see `SqliteLeases`); times are Unix ms of this machine. */
 export const LEASE_SQL = {
-  enqueue: `INSERT INTO runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, queue, priority)
-    VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :lastSeq, :createdAt, :updatedAt, :metadata, :seal, :queue, :priority)
+  enqueue: `INSERT INTO runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest, queue, priority)
+    VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :lastSeq, :createdAt, :updatedAt, :metadata, :seal, :digest, :queue, :priority)
     ON CONFLICT (run_id) DO NOTHING`,
   /** Claimable runs in claim order, from the partial index; `:queues` and `:full` are JSON arrays or null. */
   candidates: `SELECT run_id AS runId, queue FROM runs
@@ -132,6 +133,8 @@ export const LEASE_SQL = {
       lease_epoch = lease_epoch + (owner IS NOT NULL), owner = NULL, lease_expires_at = NULL
     WHERE run_id = :runId AND status = 'paused'`,
   getLease: `SELECT ${LEASE_COLUMNS}, status FROM runs WHERE run_id = ?`,
+  /** A run's digest after a lease statement changed a field it covers (in the same transaction). */
+  setDigest: `UPDATE runs SET digest = :digest WHERE run_id = :runId`,
 } as const
 
 /** Which filters a `listRuns` query uses; each shape is one statement. */

@@ -5,6 +5,7 @@
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
+import { applyRunPatch } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
 
@@ -70,6 +71,8 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     updatedAt: run.updatedAt,
     metadata: run.metadata,
     seal: run.seal ?? null,
+    digest: run.digest ?? null,
+    advance: last === undefined ? 0 : 1,
     seq: last?.seq ?? lastSeq,
     // The newest checkpoint's time (0 for an effects-only commit: updated_at stays).
     checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
@@ -82,8 +85,14 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
 }
 
-/** Apply a run patch (inside the caller's transaction). */
+/** Apply a run patch (inside the caller's transaction); its digest is computed from the row read under the same lock. */
 export function patchRun(s: Statements, runId: string, patch: RunPatch): RunRow | undefined {
+  let digest: string | undefined
+  if (patch.digestOf) {
+    const current = s.getRun.get(runId) as RunRow | undefined
+    if (!current) return undefined
+    digest = applyRunPatch(current, patch).digest ?? undefined
+  }
   const params = {
     runId,
     updatedAt: patch.updatedAt,
@@ -94,6 +103,7 @@ export function patchRun(s: Statements, runId: string, patch: RunPatch): RunRow 
     ...field('configSignature', patch.configSignature),
     ...field('metadata', patch.metadata),
     ...field('seal', patch.seal),
+    ...field('digest', digest),
   }
   return s.updateRun.get(params) as RunRow | undefined
 }

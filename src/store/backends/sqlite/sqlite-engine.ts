@@ -67,7 +67,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
-    return this.#write(() => this.#statements.insertRun.run({ ...row, seal: row.seal ?? null }).changes === 1)
+    return this.#write(() => this.#statements.insertRun.run({ ...row, seal: row.seal ?? null, digest: row.digest ?? null }).changes === 1)
   }
 
   async getRun(runId: string): Promise<RunRow | undefined> {
@@ -98,7 +98,8 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async commit(request: CommitRequest): Promise<CommitResult> {
-    return this.#writer ? this.#writer.commit(request) : this.#commit.immediate(request)
+    // A run patch computes the row's digest under the write lock, in this thread (a function does not cross to the writer).
+    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : this.#commit.immediate(request)
   }
 
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {

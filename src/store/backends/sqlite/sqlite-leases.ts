@@ -1,4 +1,4 @@
-import type { RunPatch, RunRow } from '../../engine/rows.js'
+import type { RunDigestOf, RunPatch, RunRow } from '../../engine/rows.js'
 import type {
   AcquireOutcome,
   AcquireRequest,
@@ -40,7 +40,7 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
-    return this.#write(() => this.#s.enqueue.run({ ...row, seal: row.seal ?? null, ...job }).changes === 1)
+    return this.#write(() => this.#s.enqueue.run({ ...row, seal: row.seal ?? null, digest: row.digest ?? null, ...job }).changes === 1)
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
@@ -72,7 +72,7 @@ export class SqliteLeases implements LeaseEngine {
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
     return this.#write(() => {
       const now = Date.now()
-      const created = request.create !== undefined && this.#insertRun.run({ ...request.create, seal: request.create.seal ?? null }).changes === 1
+      const created = request.create !== undefined && this.#insertRun.run({ ...request.create, seal: request.create.seal ?? null, digest: request.create.digest ?? null }).changes === 1
       const lease = this.#s.acquireRun.get({
         runId: request.runId,
         owner: request.owner,
@@ -108,7 +108,7 @@ export class SqliteLeases implements LeaseEngine {
     })
   }
 
-  async cancel(runId: string): Promise<CancelOutcome | undefined> {
+  async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
     return this.#write(() => {
       const now = Date.now()
       const lease = this.#s.getLease.get(runId) as (StoredLease & { status: RunRow['status'] }) | undefined
@@ -119,11 +119,12 @@ export class SqliteLeases implements LeaseEngine {
         return { outcome: 'requested', status: lease.status }
       }
       this.#s.cancelNow.run({ runId, now })
+      this.#redigest(runId, digestOf)
       return { outcome: 'cancelled', status: 'cancelled' }
     })
   }
 
-  async requeuePaused({ runId, metadata, now }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused({ runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
     return this.#write(() => {
       const run = this.#getRun.get(runId) as RunRow | undefined
       const lease = this.#s.getLease.get(runId) as StoredLease | undefined
@@ -134,6 +135,7 @@ export class SqliteLeases implements LeaseEngine {
         return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
       }
       this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
+      this.#redigest(runId, digestOf)
       return { outcome: 'queued' }
     })
   }
@@ -151,6 +153,12 @@ export class SqliteLeases implements LeaseEngine {
     const live = this.#s.liveCounts.all({ now, queues: JSON.stringify(limits.map(([queue]) => queue)) }) as { queue: string; n: number }[]
     for (const { queue, n } of live) budgets.set(queue, (budgets.get(queue) ?? 0) - n)
     return budgets
+  }
+
+  /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */
+  #redigest(runId: string, digestOf: RunDigestOf | undefined): void {
+    const row = digestOf && (this.#getRun.get(runId) as RunRow | undefined)
+    if (row) this.#s.setDigest.run({ runId, digest: digestOf(row) })
   }
 
   #write<T>(fn: () => T): T {
