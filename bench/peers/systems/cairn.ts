@@ -106,7 +106,7 @@ async function list(store: CheckpointStore, fullHistory = true) {
  * not carry the runtime snapshot (here: the terminal one), the newest checkpoint that does.
  * Returns how many messages the loaded state holds.
  */
-async function loadLatestState(store: CheckpointStore, n: number | null): Promise<number> {
+export async function loadLatestState(store: CheckpointStore, n: number | null): Promise<number> {
   const latest = await store.getLatest<{ runtime?: { messages?: unknown[] } }>({ runId: RUN_ID })
   if (!latest) throw new Error(`run ${RUN_ID} has no checkpoint`)
   let record = latest
@@ -132,7 +132,7 @@ async function listHeaders(store: CheckpointStore) {
   }
 }
 
-function buildAgent(n: number, clock: CycleClock): Agent {
+export function buildAgent(n: number, clock: CycleClock): Agent {
   const lookup = tool({
     name: TOOL_NAME,
     description: TOOL_DESCRIPTION,
