@@ -77,6 +77,12 @@ export async function readRows(engine: StorageEngine, checkpointIds: readonly st
   })
 }
 
+/** Every checkpoint row of a run, oldest first, in one engine call when it can. */
+export async function readRunRows(engine: StorageEngine, runId: string): Promise<CheckpointRow[]> {
+  if (engine.getRunCheckpoints) return engine.getRunCheckpoints(runId)
+  return (await readFound(engine, await engine.listCheckpoints({ runId }))).reverse()
+}
+
 /**
  * The full rows of listed headers, in the listing's order, in one round trip where the engine
  * can; a header whose row is gone by now (deleted since the listing) is left out.

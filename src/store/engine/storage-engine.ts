@@ -42,6 +42,11 @@ export interface StorageEngine {
    * engine without it is asked for each id on its own.
    */
   getCheckpoints?(checkpointIds: readonly string[]): Promise<CheckpointRow[]>
+  /**
+   * Every checkpoint row of one run, oldest first (by seq), in one read: a run's whole history.
+   * Optional: without it, the run's headers are listed and their rows fetched.
+   */
+  getRunCheckpoints?(runId: string): Promise<CheckpointRow[]>
   /** The run's checkpoint with the highest seq, or the workflow's newest (by createdAt, seq). */
   getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined>
   /**

@@ -2,6 +2,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js
 import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
+import { readRunRows } from '../encoding/load-many.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
 import { runSeal, sealCoversEarlier, SealedLeases, verifyRunSeal } from './run-seal.js'
@@ -124,6 +125,10 @@ export class SealedEngine implements StorageEngine {
       if (row) rows.push(row)
     }
     return rows
+  }
+
+  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
+    return (await readRunRows(this.#inner, runId)).map((row) => this.openCheckpoint(row))
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {

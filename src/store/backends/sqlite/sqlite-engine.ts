@@ -105,6 +105,15 @@ export class SqliteEngine implements StorageEngine {
     return checkpointRow(this.#statements.getCheckpoint.get(checkpointId))
   }
 
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    if (checkpointIds.length === 0) return []
+    return (this.#statements.getCheckpoints.all(JSON.stringify(checkpointIds)) as StoredHeader[]).map((row) => checkpointRow(row)!)
+  }
+
+  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
+    return (this.#statements.runCheckpoints.all(runId) as StoredHeader[]).map((row) => checkpointRow(row)!)
+  }
+
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const row = 'runId' in query ? this.#statements.latestOfRun.get(query.runId) : this.#statements.latestOfWorkflow.get(query.workflowName)
     return checkpointRow(row)
