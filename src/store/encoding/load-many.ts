@@ -1,6 +1,6 @@
 import { decodeValue, parseJson } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../../core/errors.js'
-import { freezeDeep } from '../../core/freeze.js'
+import { freezeTree } from '../../core/freeze.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord } from '../checkpoint-store.js'
@@ -129,7 +129,7 @@ function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => 
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeDeep(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
+  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
   return list.decoded
 }
 
