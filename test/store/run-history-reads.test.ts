@@ -67,11 +67,11 @@ for (const [name, open] of BACKENDS) {
           await store.save({ runId: 'kinds', kind: 'a', phase: 'one', payload: { n: 1 } })
           await store.save({ runId: 'kinds', kind: 'b', phase: 'two', payload: { n: 2 } })
           await store.save({ runId: 'kinds', kind: 'a', phase: 'three', payload: { n: 3 } })
-          const all = await store.loadRun!('kinds')
+          const all = await store.loadRun('kinds')
           expect(all.map((record) => record.phase)).toEqual(['one', 'two', 'three'])
-          const onlyA = await store.loadRun!('kinds', { kind: 'a' })
+          const onlyA = await store.loadRun('kinds', { kind: 'a' })
           expect(onlyA.map((record) => record.payload)).toEqual([{ n: 1 }, { n: 3 }])
-          expect(await store.loadRun!('no-such-run')).toEqual([])
+          expect(await store.loadRun('no-such-run')).toEqual([])
         } finally {
           await store.close()
         }
@@ -124,7 +124,7 @@ for (const [name, open] of BACKENDS) {
           const error = await historyError(store, 'rolled')
           expect(error).toBeInstanceOf(CheckpointCorruptionError)
           expect((error as Error).message).toMatch(/rolled back/)
-          await expect(store.loadRun!('rolled')).rejects.toThrow(/rolled back/)
+          await expect(store.loadRun('rolled')).rejects.toThrow(/rolled back/)
         } finally {
           await store.close()
         }
