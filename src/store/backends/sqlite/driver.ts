@@ -20,6 +20,7 @@ export interface SqliteStatement {
   run(...params: unknown[]): { changes: number }
   get(...params: unknown[]): unknown
   all(...params: unknown[]): unknown[]
+  raw(toggle?: boolean): SqliteStatement
   pluck(toggle?: boolean): SqliteStatement
 }
 
