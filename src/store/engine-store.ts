@@ -513,9 +513,14 @@ export class EngineStore implements CheckpointStore {
   }
 
   async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
+    const engine = this.#engine
+    if (engine.getRunAndLatest) {
+      const read = await this.#call(runId, 'read run and latest checkpoint', () => engine.getRunAndLatest!(runId))
+      return { run: await this.#confirmLatest(runId, read.run, read.latest), latest: read.latest }
+    }
     // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
-    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-    const latest = await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId }))
+    const run = await this.#call(runId, 'read run', () => engine.getRun(runId))
+    const latest = await this.#call(runId, 'read latest checkpoint', () => engine.getLatest({ runId }))
     return { run: await this.#confirmLatest(runId, run, latest), latest }
   }
 

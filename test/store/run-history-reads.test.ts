@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, CheckpointIntegrityError, Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
+import { CheckpointCorruptionError, CheckpointIntegrityError, EngineStore, MemoryEngine, Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from '../trust/raw-rows.js'
 import { KEY_A, scriptedAgent, World } from '../trust/scenario.js'
 
@@ -132,3 +132,24 @@ for (const [name, open] of BACKENDS) {
     })
   }
 }
+
+describe('getLatest on a signed store', () => {
+  it('reads the newest checkpoint once for both the signed run row and the record, and still refuses an edited run row', async () => {
+    const engine = new MemoryEngine()
+    let latestReads = 0
+    const getLatest = engine.getLatest.bind(engine)
+    engine.getLatest = (query) => {
+      latestReads++
+      return getLatest(query)
+    }
+    const store = new EngineStore(engine, { keys: [KEY_A] })
+    await store.save({ runId: 'r', kind: 'k', phase: 'one', payload: { n: 1 } })
+    await store.save({ runId: 'r', kind: 'k', phase: 'two', payload: { n: 2 } })
+    latestReads = 0
+    expect((await store.getLatest({ runId: 'r' }))?.payload).toEqual({ n: 2 })
+    expect(latestReads).toBe(1)
+    const row = (await engine.getRun('r'))!
+    await engine.updateRun('r', { seal: `${row.seal!.slice(0, -4)}AAAA` })
+    await expect(store.getLatest({ runId: 'r' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
+  })
+})
