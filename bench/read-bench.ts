@@ -40,6 +40,9 @@ interface ChildArgs {
 interface ChildFigures {
   loadMs: number
   historyMs: number
+  /** CPU time (user + system) of each section: steadier than wall time on a busy machine. */
+  loadCpuMs: number
+  historyCpuMs: number
   entries: number
   sections: Record<'load' | 'history', [number, number]>
 }
@@ -61,8 +64,8 @@ async function main(): Promise<void> {
   const profile = process.argv.includes('--profile')
   if (backends.includes('postgres')) await ensureDatabase()
   const root = await mkdtemp(join(tmpdir(), 'cairn-read-bench-'))
-  console.log(`read paths in fresh processes, median of ${trials} (ms)`)
-  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'history'.padStart(9)}  entries`)
+  console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, and CPU time of this process)`)
+  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)}  entries`)
   try {
     for (const backend of backends) {
       for (const n of sizes) {
@@ -70,9 +73,10 @@ async function main(): Promise<void> {
         await prepare(args)
         const figures: ChildFigures[] = []
         for (let t = 0; t < trials; t++) figures.push(await runChild(args, []))
-        const load = median(figures.map((f) => f.loadMs))
-        const history = median(figures.map((f) => f.historyMs))
-        console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load.toFixed(1).padStart(10)} ${history.toFixed(1).padStart(9)}  ${figures[0]!.entries}`)
+        const cell = (pick: (f: ChildFigures) => number, width: number) => median(figures.map(pick)).toFixed(1).padStart(width)
+        const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)}`
+        const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)}`
+        console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history}  ${figures[0]!.entries}`)
         if (profile) await printProfile(args, root)
       }
     }
@@ -119,16 +123,26 @@ function runChild(args: ChildArgs, nodeFlags: readonly string[]): Promise<ChildF
 /** One fresh process: the cold load, then the full history, each timed. */
 async function child(args: ChildArgs): Promise<void> {
   const now = () => Number(process.hrtime.bigint() / 1000n)
+  const cpuMs = (since: NodeJS.CpuUsage) => {
+    const used = process.cpuUsage(since)
+    return (used.user + used.system) / 1000
+  }
   const loadStart = now()
+  const loadCpu = process.cpuUsage()
   const store = openStore(args)
   await loadLatestState(store, args.n)
   const loadEnd = now()
+  const loadCpuMs = cpuMs(loadCpu)
+  const historyCpu = process.cpuUsage()
   const history = await new Runner({ store }).history(RUN_ID)
   const historyEnd = now()
+  const historyCpuMs = cpuMs(historyCpu)
   await store.close()
   const figures: ChildFigures = {
     loadMs: (loadEnd - loadStart) / 1000,
     historyMs: (historyEnd - loadEnd) / 1000,
+    loadCpuMs,
+    historyCpuMs,
     entries: history.length,
     sections: { load: [loadStart, loadEnd], history: [loadEnd, historyEnd] },
   }

@@ -149,7 +149,7 @@ describe('getLatest on a signed store', () => {
     expect((await store.getLatest({ runId: 'r' }))?.payload).toEqual({ n: 2 })
     expect(latestReads).toBe(1)
     const row = (await engine.getRun('r'))!
-    await engine.updateRun('r', { seal: `${row.seal!.slice(0, -4)}AAAA` })
+    await engine.updateRun('r', { seal: `${row.seal!.slice(0, -4)}AAAA`, updatedAt: Date.now() })
     await expect(store.getLatest({ runId: 'r' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
   })
 })
