@@ -33,15 +33,16 @@ function freezeWithin<T>(value: T, visiting: Set<object>): T {
 /**
  * {@link freezeDeep} for a value just decoded from stored JSON: a tree, whose objects are plain
  * objects and arrays with string keys (or a Date, Map, Set or bytes, left as they are and never
- * marked, as `freezeDeep` does), with no cycles and no shared parts, so the walk needs no record of where it
- * has been. Decoding a run's lists freezes every item this way.
+ * marked, as `freezeDeep` does), with no cycles and no shared parts, so the walk needs no record of
+ * where it has been. Only the root is remembered as deeply frozen (what a later save looks up: a
+ * list item), which keeps decoding a run's lists, item by item, cheap.
  */
 export function freezeTree<T>(value: T): T {
-  freezeNode(value)
+  if (freezeNode(value) && typeof value === 'object' && value !== null) deeplyFrozen.add(value)
   return value
 }
 
-/** Freeze a decoded tree bottom up; true when all of it is now marked deeply frozen. */
+/** Freeze a decoded tree bottom up; true when all of it is plain data, now frozen. */
 function freezeNode(value: unknown): boolean {
   if (typeof value !== 'object' || value === null) return true
   let whole = true
@@ -53,7 +54,6 @@ function freezeNode(value: unknown): boolean {
     return false
   }
   Object.freeze(value)
-  if (whole) deeplyFrozen.add(value)
   return whole
 }
 
