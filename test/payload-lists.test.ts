@@ -45,6 +45,27 @@ describe('payload list encoding', () => {
     expect(isDeepFrozen(cyclic)).toBe(false)
   })
 
+  it('a run read in one pass shares each list item across its records, frozen through and through, and a later save reuses it', async () => {
+    const store = new MemoryStore()
+    const at = new Date(5)
+    const messages = [...conversation(6), { role: 'user', content: [{ text: 'x'.repeat(300) }], at }]
+    await store.save({ runId: 'one-pass', kind: 'k', phase: 'p', payload: { messages: messages.slice(0, 4) } })
+    await store.save({ runId: 'one-pass', kind: 'k', phase: 'p', payload: { messages } })
+    const [first, second] = (await store.loadRun('one-pass')) as { payload: { messages: { content: { text: string }[]; at?: Date }[] } }[]
+    const item = second!.payload.messages[1]!
+    expect(first!.payload.messages[1]).toBe(item)
+    expect(Object.isFrozen(item) && Object.isFrozen(item.content) && Object.isFrozen(item.content[0])).toBe(true)
+    expect(() => {
+      item.content[0]!.text = 'changed'
+    }).toThrow(TypeError)
+    expect(isDeepFrozen(item)).toBe(true)
+    // An item holding a Date is frozen around it, never marked: a later save serializes it again.
+    expect(isDeepFrozen(second!.payload.messages[6])).toBe(false)
+    expect(second!.payload.messages[6]!.at).toEqual(at)
+    const id = await store.save({ runId: 'one-pass', kind: 'k', phase: 'p', payload: { messages: second!.payload.messages } })
+    expect((await store.load(id)).payload).toEqual({ messages })
+  })
+
   it('stores a value the conversation already holds once, as an item ref, and loads it back equal', async () => {
     const messages = conversation(10).map(freezeDeep)
     const last = messages[9]!

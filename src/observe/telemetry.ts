@@ -6,10 +6,19 @@ type OtelApi = typeof import('@opentelemetry/api')
 let loading: Promise<OtelApi | undefined> | undefined
 
 /**
- * `@opentelemetry/api` when the application installed it (an optional peer), else undefined.
- * Loaded once, on first use: without the package nothing is loaded and no span is made.
+ * Where `@opentelemetry/api` 1.x keeps what an application registered with it (a tracer
+ * provider, a context manager): absent until something was registered.
+ */
+const OTEL_GLOBAL = Symbol.for('opentelemetry.js.api.1')
+
+/**
+ * `@opentelemetry/api` when the application installed it (an optional peer) and registered
+ * something with it, else undefined. Loaded once, on first use: while nothing is registered,
+ * spans would go nowhere, so the package is not loaded (it costs a resumed process milliseconds
+ * of start-up) and no span is made.
  */
 export function loadOpenTelemetry(): Promise<OtelApi | undefined> {
+  if (loading === undefined && !(OTEL_GLOBAL in globalThis)) return Promise.resolve(undefined)
   loading ??= import('@opentelemetry/api').then(
     (api) => api,
     () => undefined,

@@ -7,7 +7,7 @@ import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
 import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
-import { loadMany } from '../store/delegating-store.js'
+import { loadRun } from '../store/delegating-store.js'
 import { assertId } from '../store/encoding/validate.js'
 import type { Tool } from '../tools/tool.js'
 import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
@@ -259,16 +259,8 @@ export class Runner {
   /** The run's runner checkpoints, oldest first: its audit log. */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
-    const infos = []
-    let before: string | undefined
-    for (;;) {
-      const page = await this.store.listCheckpoints({ runId, limit: 500, ...(before === undefined ? {} : { before }) })
-      infos.push(...page)
-      if (page.length < 500) break
-      before = page[page.length - 1]?.id
-    }
-    const records = await loadMany<Record<string, unknown>>(this.store, infos.filter((info) => info.kind === RUNNER_KIND).map((info) => info.id))
-    return records.reverse().map((record) => ({
+    const records = await loadRun<Record<string, unknown>>(this.store, runId, { kind: RUNNER_KIND })
+    return records.map((record) => ({
       checkpointId: record.id,
       runId: record.runId,
       threadId: run?.threadId ?? null,

@@ -262,6 +262,12 @@ export interface ForkOptions {
   metadata?: JsonObject
 }
 
+/** Which checkpoints of a run `loadRun` reads. */
+export interface LoadRunQuery {
+  /** Only checkpoints of this kind (`'runner'`, a workflow's kind, …); all of them by default. */
+  kind?: string
+}
+
 /**
  * Reading runs, checkpoints and the effect journal: what inspection tools (timelines, diffs,
  * verification, export) need, and the read half of a {@link RunStore}.
@@ -278,6 +284,13 @@ export interface StoreReader {
    * Optional; without it, callers load one by one.
    */
   loadMany?<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]>
+  /**
+   * Every checkpoint of a run (of one `kind` when given), oldest first, with every check of
+   * `load` and of a verified listing (a run rolled back past what its row records is refused): a
+   * run's whole history in one read where the backend can. Records share their list items, as
+   * with `loadMany`. Optional; without it, callers list the run's checkpoints and load them.
+   */
+  loadRun?<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]>
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>

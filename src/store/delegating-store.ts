@@ -11,6 +11,7 @@ import type {
   ForkOptions,
   LatestQuery,
   ListCheckpointsQuery,
+  LoadRunQuery,
   ListRunsQuery,
   PendingWriteRecord,
   PruneOptions,
@@ -60,6 +61,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
   loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     return loadMany<P>(this.inner, checkpointIds)
+  }
+  loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]> {
+    return loadRun<P>(this.inner, runId, query)
   }
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     return this.inner.getLatest<P>(query)
@@ -122,4 +126,22 @@ export class DelegatingStore extends DelegatingRunStore<CheckpointStore> impleme
 /** `store.loadMany` when the store has it, else its records loaded one by one. */
 export function loadMany<P = unknown>(store: StoreReader, checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
   return store.loadMany ? store.loadMany<P>(checkpointIds) : Promise.all(checkpointIds.map((id) => store.load<P>(id)))
+}
+
+/**
+ * `store.loadRun` when the store has it; else the run's checkpoints listed (verified), newest
+ * page first, and loaded with {@link loadMany}.
+ */
+export async function loadRun<P = unknown>(store: StoreReader, runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
+  if (store.loadRun) return store.loadRun<P>(runId, query)
+  const infos: CheckpointInfo[] = []
+  let before: string | undefined
+  for (;;) {
+    const page = await store.listCheckpoints({ runId, limit: 500, ...(before === undefined ? {} : { before }) })
+    infos.push(...page)
+    if (page.length < 500) break
+    before = page[page.length - 1]?.id
+  }
+  const wanted = infos.reverse().filter((info) => query.kind === undefined || info.kind === query.kind)
+  return loadMany<P>(store, wanted.map((info) => info.id))
 }

@@ -16,6 +16,7 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
+  LoadRunQuery,
   PendingWriteRecord,
   PruneOptions,
   PruneResult,
@@ -28,12 +29,12 @@ import { encodeBatch } from './encoding/batch.js'
 import { decodeWriteRow, orderWrites, writeRows } from './encoding/write-rows.js'
 import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-rows.js'
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
-import type { CheckpointRow, RunRow } from './engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, RunRow } from './engine/rows.js'
 import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
 import { ListCacheLru } from './encoding/list-cache.js'
-import { decodeMany, readFound, readRows } from './encoding/load-many.js'
+import { decodeMany, readFound, readRows, readRunRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
 import { checkRow, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
@@ -263,6 +264,19 @@ export class EngineStore implements CheckpointStore {
     return this.#trusted(async () => {
       const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
       return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    })
+  }
+
+  async loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
+    assertId(runId, 'runId')
+    if (query.kind !== undefined && typeof query.kind !== 'string') throw new CheckpointError('invalid_argument', `kind must be a string, got ${typeof query.kind}`)
+    return this.#trusted(async () => {
+      // The row first, as for getLatest: the checkpoints read after it are never older than it says.
+      const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+      const rows = await this.#call(runId, 'read the checkpoints of the run', () => readRunRows(this.#engine, runId))
+      await this.#confirmLatest(runId, run, rows.at(-1))
+      const wanted = query.kind === undefined ? rows : rows.filter((row) => row.kind === query.kind)
+      return (await this.#call(runId, `read ${wanted.length} checkpoints`, () => decodeMany(wanted, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
     })
   }
 
@@ -503,16 +517,26 @@ export class EngineStore implements CheckpointStore {
   }
 
   async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
-    // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
-    let run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-    const latest = await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId }))
-    if (checkLatestAgainstRun(run, latest, runId) === 'ahead') {
-      // A commit may have landed between the two reads: the row read again has caught up.
-      run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-      if (checkLatestAgainstRun(run, latest, runId) === 'ahead') throw aheadOfRun(run, latest!, runId)
+    const engine = this.#engine
+    if (engine.getRunAndLatest) {
+      const read = await this.#call(runId, 'read run and latest checkpoint', () => engine.getRunAndLatest!(runId))
+      return { run: await this.#confirmLatest(runId, read.run, read.latest), latest: read.latest }
     }
+    // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
+    const run = await this.#call(runId, 'read run', () => engine.getRun(runId))
+    const latest = await this.#call(runId, 'read latest checkpoint', () => engine.getLatest({ runId }))
+    return { run: await this.#confirmLatest(runId, run, latest), latest }
+  }
+
+  /** The run row, checked, after checking the run's newest checkpoint against it (see `checkLatestAgainstRun`). */
+  async #confirmLatest(runId: string, run: RunRow | undefined, latest: CheckpointHeaderRow | undefined): Promise<RunRow | undefined> {
     if (run) checkRunRow(run)
-    return { run, latest }
+    if (checkLatestAgainstRun(run, latest, runId) !== 'ahead') return run
+    // A commit may have landed between the two reads: the row read again has caught up.
+    const again = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    if (again) checkRunRow(again)
+    if (checkLatestAgainstRun(again, latest, runId) === 'ahead') throw aheadOfRun(again, latest!, runId)
+    return again
   }
 
   async #decode(row: CheckpointRow): Promise<CheckpointRecord> {

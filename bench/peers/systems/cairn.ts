@@ -108,7 +108,7 @@ async function list(store: CheckpointStore, fullHistory = true) {
  * Returns how many messages the loaded state holds, and their size as JSON (measured after the
  * caller's timer stops: the list is only kept here).
  */
-async function loadLatestState(store: CheckpointStore, n: number | null): Promise<{ count: number; bytes: () => number }> {
+export async function loadLatestState(store: CheckpointStore, n: number | null): Promise<{ count: number; bytes: () => number }> {
   const latest = await store.getLatest<{ runtime?: { messages?: unknown[] } }>({ runId: RUN_ID })
   if (!latest) throw new Error(`run ${RUN_ID} has no checkpoint`)
   let record = latest
@@ -135,7 +135,7 @@ async function listHeaders(store: CheckpointStore) {
   }
 }
 
-function buildAgent(n: number, clock: CycleClock): Agent {
+export function buildAgent(n: number, clock: CycleClock): Agent {
   const lookup = tool({
     name: TOOL_NAME,
     description: TOOL_DESCRIPTION,

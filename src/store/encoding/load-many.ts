@@ -1,6 +1,6 @@
-import { decodeValue, parseJson } from '../../core/codec.js'
+import { decodeValue, deserialize, parseJson } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../../core/errors.js'
-import { freezeDeep } from '../../core/freeze.js'
+import { freezeTree } from '../../core/freeze.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord } from '../checkpoint-store.js'
@@ -41,6 +41,9 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       return toRecord({ row, refs, items }, schemas)
     }
     const context = { runId: row.runId, checkpointId: row.id }
+    // Most records of a run hold no list (runner phases between snapshots): their body is the
+    // whole payload, decoded in one walk, which refuses a list or item ref there as a bad tag.
+    if (refs.length === 0) return recordOf(row, deserialize(row.body, { ...context, what: 'payload' }), schemas)
     const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
     const views = refs.map((ref): ListView => {
       const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
@@ -53,10 +56,17 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       }
     })
     const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
-    const payload = splice(decodeValue(spliced, { ...context, what: 'payload' }))
-    const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
-    return { ...decodeHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }
+    return recordOf(row, splice(decodeValue(spliced, { ...context, what: 'payload' })), schemas)
   })
+}
+
+/** The record of a checked row and its decoded payload, upgraded through `schemas`. */
+function recordOf(row: CheckpointRow, payload: unknown, schemas: SchemaRegistry): CheckpointRecord {
+  const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, runId: row.runId, checkpointId: row.id })
+  const record = decodeHeader(row) as CheckpointRecord
+  record.schemaVersion = upgraded.schemaVersion
+  record.payload = upgraded.payload
+  return record
 }
 
 /** The rows of `checkpointIds`, in that order, in one engine call when it can; an unknown id is a `CheckpointNotFoundError`. */
@@ -75,6 +85,12 @@ export async function readRows(engine: StorageEngine, checkpointIds: readonly st
     if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
     return row
   })
+}
+
+/** Every checkpoint row of a run, oldest first, in one engine call when it can. */
+export async function readRunRows(engine: StorageEngine, runId: string): Promise<CheckpointRow[]> {
+  if (engine.getRunCheckpoints) return engine.getRunCheckpoints(runId)
+  return (await readFound(engine, await engine.listCheckpoints({ runId }))).reverse()
 }
 
 /**
@@ -123,7 +139,7 @@ function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => 
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeDeep(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
+  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
   return list.decoded
 }
 

@@ -43,6 +43,17 @@ export interface StorageEngine {
    * engine without it is asked for each id on its own.
    */
   getCheckpoints?(checkpointIds: readonly string[]): Promise<CheckpointRow[]>
+  /**
+   * Every checkpoint row of one run, oldest first (by seq), in one read: a run's whole history.
+   * Optional: without it, the run's headers are listed and their rows fetched.
+   */
+  getRunCheckpoints?(runId: string): Promise<CheckpointRow[]>
+  /**
+   * A run's row and then its newest checkpoint, for an engine that checks one against the other
+   * as it reads them (a keyed store's signed run row): one read of the newest checkpoint serves
+   * both. Optional: without it, `getRun` then `getLatest`.
+   */
+  getRunAndLatest?(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }>
   /** The run's checkpoint with the highest seq, or the workflow's newest (by createdAt, seq). */
   getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined>
   /**

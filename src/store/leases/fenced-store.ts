@@ -10,6 +10,7 @@ import type {
   EffectIntent,
   EffectRecord,
   LatestQuery,
+  LoadRunQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
   RunRecord,
@@ -19,7 +20,7 @@ import type {
 import { completionRow, intentRow } from '../encoding/effect-rows.js'
 import type { CommitRequest } from '../engine/storage-engine.js'
 import type { Fence } from '../engine/lease-engine.js'
-import { loadMany } from '../delegating-store.js'
+import { loadMany, loadRun } from '../delegating-store.js'
 import { toRunPatch } from '../encoding/run-rows.js'
 import { assertCheckpointInput, assertId } from '../encoding/validate.js'
 
@@ -136,6 +137,10 @@ export class FencedStore implements RunStore {
 
   loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     return loadMany<P>(this.#store, checkpointIds)
+  }
+
+  loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]> {
+    return loadRun<P>(this.#store, runId, query)
   }
 
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {

@@ -2,6 +2,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js
 import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
+import { readRunRows } from '../encoding/load-many.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
 import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
@@ -55,7 +56,7 @@ export class SealedEngine implements StorageEngine {
   get leases(): LeaseEngine | undefined {
     const inner = this.#inner.leases
     if (!inner) return undefined
-    this.#leases ??= new SealedLeases(inner, this.#ring, (row) => this.#openRun(row))
+    this.#leases ??= new SealedLeases(inner, this.#ring, async (row) => (await this.#openRun(row)).run)
     return this.#leases
   }
 
@@ -71,17 +72,27 @@ export class SealedEngine implements StorageEngine {
   }
   async getRun(runId: string): Promise<RunRow | undefined> {
     const row = await this.#inner.getRun(runId)
-    return row && this.#openRun(row)
+    return row && (await this.#openRun(row)).run
+  }
+
+  async getRunAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
+    const row = await this.#inner.getRun(runId)
+    if (!row) {
+      const latest = await this.#inner.getLatest({ runId })
+      return { run: undefined, latest: latest && this.openCheckpoint(latest) }
+    }
+    const { run, newest } = await this.#openRun(row)
+    return { run, latest: newest && this.openCheckpoint(newest) }
   }
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
     const rows = await this.#inner.listRuns(query)
-    return Promise.all(rows.map((row) => this.#openRun(row)))
+    return Promise.all(rows.map(async (row) => (await this.#openRun(row)).run))
   }
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
     // The seal is the commit's to write, never a caller's; the digest is the field signature.
     const { seal: _seal, ...fields } = patch
     const row = await this.#inner.updateRun(runId, signedPatch(this.#ring, fields))
-    return row && this.#openRun(row)
+    return row && (await this.#openRun(row)).run
   }
   deleteRun(runId: string): Promise<boolean> {
     return this.#inner.deleteRun(runId)
@@ -124,6 +135,10 @@ export class SealedEngine implements StorageEngine {
       if (row) rows.push(row)
     }
     return rows
+  }
+
+  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
+    return (await readRunRows(this.#inner, runId)).map((row) => this.openCheckpoint(row))
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -203,8 +218,11 @@ export class SealedEngine implements StorageEngine {
     return { ...row, value: plain }
   }
 
-  /** A stored run row checked against its seal and its newest checkpoint (see {@link verifyRunSeal}). */
-  async #openRun(row: RunRow): Promise<RunRow> {
+  /**
+   * A stored run row checked against its seal and its newest checkpoint (see {@link verifyRunSeal}),
+   * and that newest checkpoint as stored (not yet opened).
+   */
+  async #openRun(row: RunRow): Promise<{ run: RunRow; newest: CheckpointRow | undefined }> {
     let current = row
     let newest = await this.#inner.getLatest({ runId: row.runId })
     if (newest && typeof current.lastSeq === 'number' && newest.seq > current.lastSeq) {
@@ -220,7 +238,7 @@ export class SealedEngine implements StorageEngine {
       if (newest === undefined || current.lastSeq !== newest.seq || !(await this.#sealCoversEarlier(current))) throw err
     }
     verifyRunFields(this.#ring, current)
-    return openedRun(current)
+    return { run: openedRun(current), newest }
   }
 
   /** The few checkpoints before the newest, read whole, checked against the row's seal. */

@@ -157,6 +157,11 @@ export class PostgresEngine implements StorageEngine {
     return rows
   }
 
+  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
+    const { rows } = await this.#query(this.#sql.runCheckpoints, [runId])
+    return rows.map(checkpointRow)
+  }
+
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const { rows } =
       'runId' in query ? await this.#query(this.#sql.latestOfRun, [query.runId]) : await this.#query(this.#sql.latestOfWorkflow, [query.workflowName])

@@ -149,6 +149,7 @@ export function postgresStatements(schema: string) {
 
     getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = $1`,
     getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
+    runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
     latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
     latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,

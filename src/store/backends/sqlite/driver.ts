@@ -20,6 +20,7 @@ export interface SqliteStatement {
   run(...params: unknown[]): { changes: number }
   get(...params: unknown[]): unknown
   all(...params: unknown[]): unknown[]
+  raw(toggle?: boolean): SqliteStatement
   pluck(toggle?: boolean): SqliteStatement
 }
 
@@ -55,11 +56,17 @@ export function configureConnection(db: SqliteDatabase, options: SqliteConnectio
   const { synchronous = 'full', busyTimeoutMs = 5000 } = options
   if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a non-negative integer, got ${busyTimeoutMs}`)
   if (synchronous !== 'full' && synchronous !== 'normal') throw new RangeError(`synchronous must be 'full' or 'normal', got ${String(synchronous)}`)
-  // The busy timeout first, so switching to WAL and migrating wait for other processes.
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-  db.pragma(`page_size = ${PAGE_SIZE}`) // only takes effect on a new, empty file
-  db.pragma('journal_mode = WAL')
-  db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`)
-  db.pragma(`journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`)
-  db.pragma(`synchronous = ${synchronous.toUpperCase()}`)
+  // One call for all of them (each its own call costs an opening process a statement each), in
+  // order: the busy timeout first, so switching to WAL and migrating wait for other processes;
+  // the page size only takes effect on a new, empty file.
+  db.exec(
+    [
+      `PRAGMA busy_timeout = ${busyTimeoutMs}`,
+      `PRAGMA page_size = ${PAGE_SIZE}`,
+      'PRAGMA journal_mode = WAL',
+      `PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`,
+      `PRAGMA journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`,
+      `PRAGMA synchronous = ${synchronous.toUpperCase()}`,
+    ].join(';\n'),
+  )
 }

@@ -55,6 +55,9 @@ export const SQL = {
     VALUES (:id, :runId, :parentId, :seq, :kind, :phase, :schemaVersion, :createdAt, :workflowName, :terminal, :metadata, :body, :lists, :digest)`,
 
   getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?`,
+  runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq`,
+  /** Many checkpoints in one statement: the ids as a JSON array, each looked up by primary key. */
+  getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN (SELECT value FROM json_each(?))`,
   latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1`,
   latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE workflow_name = ?
     ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,

@@ -106,6 +106,15 @@ export class SqliteEngine implements StorageEngine {
     return checkpointRow(this.#statements.getCheckpoint.get(checkpointId))
   }
 
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    if (checkpointIds.length === 0) return []
+    return (this.#statements.getCheckpoints.all(JSON.stringify(checkpointIds)) as unknown[][]).map(rawCheckpointRow)
+  }
+
+  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
+    return (this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow)
+  }
+
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const row = 'runId' in query ? this.#statements.latestOfRun.get(query.runId) : this.#statements.latestOfWorkflow.get(query.workflowName)
     return checkpointRow(row)
@@ -244,4 +253,12 @@ function headerRow<T extends StoredHeader>(row: T): Omit<T, 'terminal'> & { term
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
   return row === undefined ? undefined : headerRow(row as Omit<CheckpointRow, 'terminal'> & { terminal: unknown })
+}
+
+/** A checkpoint row read as an array of its columns, in the order of `CHECKPOINT_COLUMNS` (sql.ts). */
+function rawCheckpointRow(columns: unknown[]): CheckpointRow {
+  const [id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata, body, lists, digest] = columns
+  // As `headerRow`: 0/1 to a boolean, any other value passed on for EngineStore to reject.
+  const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
+  return { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal: flag, metadata, body, lists, digest } as CheckpointRow
 }

@@ -1,0 +1,155 @@
+import { afterAll, describe, expect, it } from 'vitest'
+import { CheckpointCorruptionError, CheckpointIntegrityError, EngineStore, MemoryEngine, Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
+import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from '../trust/raw-rows.js'
+import { KEY_A, scriptedAgent, World } from '../trust/scenario.js'
+
+afterAll(removeTempDirs)
+
+const BACKENDS: readonly [string, () => Promise<RawBackend>][] = [
+  ['sqlite', sqliteBackend],
+  ['file', fileBackend],
+  ['postgres', postgresBackend],
+]
+const MODES: readonly [string, EngineStoreOptions, typeof CheckpointCorruptionError][] = [
+  ['without keys', {}, CheckpointCorruptionError],
+  ['signed', { keys: [KEY_A] }, CheckpointIntegrityError],
+]
+
+/** A finished runner run, plus checkpoints of another kind in the same run, its handle closed. */
+async function finishedRun(backend: RawBackend, options: EngineStoreOptions, runId: string): Promise<void> {
+  const store = backend.open(options)
+  const result = await new Runner({ store, durability: 'sync' }).run(scriptedAgent(new World()).agent, { input: 'research', runId })
+  expect(result.state).toBe('completed')
+  await store.close()
+}
+
+/** The store as seen through a wrapper that does not have `loadRun`. */
+function withoutLoadRun(store: CheckpointStore): CheckpointStore {
+  return new Proxy(store, {
+    get: (target, property) => {
+      if (property === 'loadRun') return undefined
+      const value = Reflect.get(target, property, target) as unknown
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
+
+async function historyError(store: CheckpointStore, runId: string): Promise<unknown> {
+  return new Runner({ store }).history(runId).then(
+    () => undefined,
+    (err: unknown) => err,
+  )
+}
+
+for (const [name, open] of BACKENDS) {
+  for (const [mode, options, Refusal] of MODES) {
+    describe(`a run's whole history on ${name} (${mode})`, { timeout: 60_000 }, () => {
+      it('runner.history holds every runner checkpoint oldest first, each as load reads it, with or without store.loadRun', async () => {
+        const backend = await open()
+        await finishedRun(backend, options, 'whole')
+        const store = backend.open(options)
+        try {
+          const history = await new Runner({ store }).history('whole')
+          const raw = await backend.checkpoints('whole')
+          expect(history.map((entry) => entry.checkpointId)).toEqual(raw.map((row) => row.id))
+          expect(history.at(-1)?.phase).toBe('run_terminal')
+          for (const entry of history) expect(entry.payload).toEqual((await store.load(entry.checkpointId)).payload)
+          expect(await new Runner({ store: withoutLoadRun(store) }).history('whole')).toEqual(history)
+        } finally {
+          await store.close()
+        }
+      })
+
+      it('loadRun reads only the checkpoints of the kind asked for', async () => {
+        const backend = await open()
+        const store = backend.open(options)
+        try {
+          await store.save({ runId: 'kinds', kind: 'a', phase: 'one', payload: { n: 1 } })
+          await store.save({ runId: 'kinds', kind: 'b', phase: 'two', payload: { n: 2 } })
+          await store.save({ runId: 'kinds', kind: 'a', phase: 'three', payload: { n: 3 } })
+          const all = await store.loadRun('kinds')
+          expect(all.map((record) => record.phase)).toEqual(['one', 'two', 'three'])
+          const onlyA = await store.loadRun('kinds', { kind: 'a' })
+          expect(onlyA.map((record) => record.payload)).toEqual([{ n: 1 }, { n: 3 }])
+          expect(await store.loadRun('no-such-run')).toEqual([])
+        } finally {
+          await store.close()
+        }
+      })
+
+      for (const field of ['body', 'metadata', 'phase'] as const) {
+        it(`an edited ${field} of one checkpoint in the middle of the run fails the whole history, naming that checkpoint`, async () => {
+          const backend = await open()
+          await finishedRun(backend, options, 'edited')
+          const raw = await backend.checkpoints('edited')
+          const target = raw[Math.floor(raw.length / 2)]!
+          const edited = field === 'phase' ? 'post_tool_batch_' : target[field].replace(/\d/, (d) => String((Number(d) + 1) % 10))
+          expect(edited).not.toBe(target[field])
+          await backend.updateCheckpoint('edited', target.id, { [field]: edited })
+          const store = backend.open(options)
+          try {
+            for (const reader of [store, withoutLoadRun(store)]) {
+              const error = await historyError(reader, 'edited')
+              expect(error).toBeInstanceOf(Refusal)
+              expect(error).toMatchObject({ runId: 'edited', checkpointId: target.id })
+            }
+          } finally {
+            await store.close()
+          }
+        })
+      }
+
+      it('an edited message in the conversation list fails the whole history', async () => {
+        const backend = await open()
+        await finishedRun(backend, options, 'item')
+        const [item] = await backend.items('item')
+        await backend.updateItem('item', item!.listId, item!.idx, item!.item.replace('research', 'rEsearch'))
+        const store = backend.open(options)
+        try {
+          const error = await historyError(store, 'item')
+          expect(error).toBeInstanceOf(Refusal)
+          expect(error).toMatchObject({ runId: 'item' })
+        } finally {
+          await store.close()
+        }
+      })
+
+      it('a run whose newest checkpoint was removed behind the store is refused as rolled back', async () => {
+        const backend = await open()
+        await finishedRun(backend, options, 'rolled')
+        const raw = await backend.checkpoints('rolled')
+        await backend.deleteCheckpoint('rolled', raw.at(-1)!.id)
+        const store = backend.open(options)
+        try {
+          const error = await historyError(store, 'rolled')
+          expect(error).toBeInstanceOf(CheckpointCorruptionError)
+          expect((error as Error).message).toMatch(/rolled back/)
+          await expect(store.loadRun('rolled')).rejects.toThrow(/rolled back/)
+        } finally {
+          await store.close()
+        }
+      })
+    })
+  }
+}
+
+describe('getLatest on a signed store', () => {
+  it('reads the newest checkpoint once for both the signed run row and the record, and still refuses an edited run row', async () => {
+    const engine = new MemoryEngine()
+    let latestReads = 0
+    const getLatest = engine.getLatest.bind(engine)
+    engine.getLatest = (query) => {
+      latestReads++
+      return getLatest(query)
+    }
+    const store = new EngineStore(engine, { keys: [KEY_A] })
+    await store.save({ runId: 'r', kind: 'k', phase: 'one', payload: { n: 1 } })
+    await store.save({ runId: 'r', kind: 'k', phase: 'two', payload: { n: 2 } })
+    latestReads = 0
+    expect((await store.getLatest({ runId: 'r' }))?.payload).toEqual({ n: 2 })
+    expect(latestReads).toBe(1)
+    const row = (await engine.getRun('r'))!
+    await engine.updateRun('r', { seal: `${row.seal!.slice(0, -4)}AAAA`, updatedAt: Date.now() })
+    await expect(store.getLatest({ runId: 'r' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
+  })
+})
