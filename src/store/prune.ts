@@ -1,5 +1,7 @@
 import { FINISHED_STATUSES, type PruneResult } from './checkpoint-store.js'
 import type { StorageEngine } from './engine/storage-engine.js'
+import { retainedListLengths } from './engine/list-retention.js'
+import { sharedRefs } from './encoding/shared-outputs.js'
 
 /**
  * Remove what a resume of `runId` cannot need: checkpoints beyond the `keepLast` newest (and,
@@ -20,6 +22,24 @@ export async function pruneRun(
     .map((cp) => cp.id)
   const checkpointsDeleted = doomed.length > 0 ? await engine.deleteCheckpoints(runId, doomed) : 0
   const finished = FINISHED_STATUSES.includes(run.status) && (olderThan === undefined || run.updatedAt < olderThan)
-  const effectsDeleted = finished ? await engine.deleteEffects(runId) : 0
+  const effectsDeleted = finished ? await engine.deleteEffects(runId, await sharedCallIds(engine, runId)) : 0
   return { checkpointsDeleted, effectsDeleted }
+}
+
+/**
+ * The call ids of effects whose outputs the remaining checkpoints' list items hold by ref (a
+ * tool result stored once, see `shared-outputs.ts`): their rows stay when the journal goes.
+ */
+async function sharedCallIds(engine: StorageEngine, runId: string): Promise<string[]> {
+  const longest = new Map<string, number>()
+  for (const header of await engine.listCheckpoints({ runId })) {
+    const row = await engine.getCheckpoint(header.id)
+    const refs = row === undefined ? undefined : retainedListLengths([row])
+    // A row whose refs cannot be read: keep every effect rather than lose a shared output.
+    if (refs === undefined) return row === undefined ? [] : (await engine.listEffects(runId)).map((effect) => effect.callId)
+    for (const [id, n] of refs) longest.set(id, Math.max(longest.get(id) ?? 0, n))
+  }
+  if (longest.size === 0) return []
+  const items = await engine.readLists(runId, [...longest].map(([id, n]) => ({ id, n, h: '' })))
+  return [...sharedRefs(items.flat())]
 }

@@ -170,8 +170,8 @@ export class SealedEngine implements StorageEngine {
     return (await this.#inner.listEffects(runId)).map((row) => this.openEffect(row))
   }
 
-  deleteEffects(runId: string): Promise<number> {
-    return this.#inner.deleteEffects(runId)
+  deleteEffects(runId: string, keep?: readonly string[]): Promise<number> {
+    return this.#inner.deleteEffects(runId, keep)
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
