@@ -1,11 +1,11 @@
 import { CheckpointError } from '../../core/errors.js'
-import { newId } from '../../core/ids.js'
+import { newId, newShortId } from '../../core/ids.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInput } from '../checkpoint-store.js'
 import type { CheckpointRow, ListAppend } from '../engine/rows.js'
 import type { WriterState } from './list-cache.js'
 import { encodePayload } from './payload-lists.js'
-import { checkpointDigest } from './checkpoint-rows.js'
+import { storedDigest } from './checkpoint-rows.js'
 import { encodeMetadata } from './run-rows.js'
 
 /** The rows of a batch of checkpoints, ready to commit, and the writer state after it. */
@@ -36,7 +36,7 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
       ids.add(input.id)
     }
     // Refuses an unserializable payload before anything is written.
-    const encoded = encodePayload(input.payload, lists, () => newId(), share)
+    const encoded = encodePayload(input.payload, lists, newShortId, share)
     const row: CheckpointRow = {
       id: input.id ?? newId(),
       runId: input.runId,
@@ -53,7 +53,7 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
       lists: JSON.stringify(encoded.refs),
       digest: '',
     }
-    row.digest = checkpointDigest(row)
+    row.digest = storedDigest(row)
     rows.push(row)
     for (const append of encoded.appends) mergeAppend(appends, append)
     lastSeq = seq

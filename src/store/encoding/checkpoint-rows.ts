@@ -1,6 +1,6 @@
 import { decodeValue, deserialize, parseJson, type JsonObject } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointIntegrityError } from '../../core/errors.js'
-import { sha256 } from '../../core/hash.js'
+import { digestMatches, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
@@ -8,6 +8,11 @@ import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
 import { readSharedOutputs, resolveShared } from './shared-outputs.js'
+
+/** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
+export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
+  return checkpointDigest(row).slice(0, STORED_DIGEST_CHARS)
+}
 
 /** SHA-256 over every field of a checkpoint row but the digest itself. */
 export function checkpointDigest(row: Omit<CheckpointRow, 'digest'>): string {
@@ -61,7 +66,7 @@ export function checkRow(row: CheckpointRow): ListRef[] {
       { ...ids, keyId: keyIdOf(row.digest) },
     )
   }
-  if (checkpointDigest(row) !== row.digest) {
+  if (!digestMatches(row.digest, checkpointDigest(row))) {
     throw corrupt(ids, 'does not match its digest: the record was truncated or edited after it was written')
   }
   const refs = parseJson(row.lists, { ...ids, what: 'list refs' })

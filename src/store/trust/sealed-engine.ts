@@ -245,7 +245,7 @@ export class SealedEngine implements StorageEngine {
 
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */
   sealCheckpoint(row: CheckpointRow): CheckpointRow {
-    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [row.digest]) }
+    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(row)]) }
     const refs = JSON.parse(row.lists) as ListRef[]
     const stored = {
       ...row,

@@ -132,6 +132,15 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
     statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN seal text`],
   },
+  {
+    version: 5,
+    name: 'compact digests of checkpoints and effects',
+    // No table changes: from here on rows carry 128-bit digests (32 hex characters) where they
+    // carried 256-bit ones, which a Cairn that knows only up to version 4 cannot verify. The step
+    // makes such a Cairn refuse the schema up front instead of calling each new row corrupt.
+    // Rows written before keep their full digests and still verify.
+    statements: () => [],
+  },
 ]
 
 /**
