@@ -58,7 +58,7 @@ async function measureSqlite(n: number, durability: 'async' | 'sync'): Promise<R
     const bytesClosed = await sqliteBytes(path)
     return { store: `sqlite-${durability}`, n, checkpoints, messagesJson, bytesOpen, bytesClosed, breakdown: sqliteBreakdown(path) ?? {} }
   } finally {
-    if (!process.env.KEEP) await rm(dir, { recursive: true, force: true }); else console.log(path)
+    await rm(dir, { recursive: true, force: true })
   }
 }
 
