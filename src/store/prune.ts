@@ -1,6 +1,7 @@
 import { FINISHED_STATUSES, type PruneResult } from './checkpoint-store.js'
 import type { StorageEngine } from './engine/storage-engine.js'
 import { retainedListLengths } from './engine/list-retention.js'
+import { readFound } from './encoding/load-many.js'
 import { sharedRefs } from './encoding/shared-outputs.js'
 
 /**
@@ -31,14 +32,10 @@ export async function pruneRun(
  * tool result stored once, see `shared-outputs.ts`): their rows stay when the journal goes.
  */
 async function sharedCallIds(engine: StorageEngine, runId: string): Promise<string[]> {
-  const longest = new Map<string, number>()
-  for (const header of await engine.listCheckpoints({ runId })) {
-    const row = await engine.getCheckpoint(header.id)
-    const refs = row === undefined ? undefined : retainedListLengths([row])
-    // A row whose refs cannot be read: keep every effect rather than lose a shared output.
-    if (refs === undefined) return row === undefined ? [] : (await engine.listEffects(runId)).map((effect) => effect.callId)
-    for (const [id, n] of refs) longest.set(id, Math.max(longest.get(id) ?? 0, n))
-  }
+  const rows = await readFound(engine, await engine.listCheckpoints({ runId }))
+  const longest = retainedListLengths(rows)
+  // A row whose refs cannot be read: keep every effect rather than lose a shared output.
+  if (longest === undefined) return (await engine.listEffects(runId)).map((effect) => effect.callId)
   if (longest.size === 0) return []
   const items = await engine.readLists(runId, [...longest].map(([id, n]) => ({ id, n, h: '' })))
   return [...sharedRefs(items.flat())]
