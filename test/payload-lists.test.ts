@@ -85,7 +85,7 @@ describe('payload list encoding', () => {
   it('refuses an item ref that points past its list or at a text that is not there', () => {
     const items = conversation(2).map((message) => JSON.stringify(message))
     const refs = [{ id: 'l', n: 2, h: chainHash('', items) }]
-    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], runId: 'r', checkpointId: 'c' })
+    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], outputs: new Map(), runId: 'r', checkpointId: 'c' })
     expect(decode({ '~': 'item', i: 0, n: 1, p: ['content', 0, 'text'] })).toMatchObject({ x: conversation(2)[1]!.content[0]!.text })
     expect(() => decode({ '~': 'item', i: 0, n: 2 })).toThrow(CheckpointCorruptionError)
     expect(() => decode({ '~': 'item', i: 0, n: -1 })).toThrow(/item -1 of list #0/)

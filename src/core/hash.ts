@@ -47,3 +47,15 @@ function writeCanonical(value: JsonValue): string {
   const keys = Object.keys(value).sort()
   return `{${keys.map((k) => `${JSON.stringify(k)}:${writeCanonical(value[k] as JsonValue)}`).join(',')}}`
 }
+
+/**
+ * Hex characters of a digest as stored: SHA-256 cut to 128 bits. An unkeyed digest detects
+ * damage and naive edits (anyone can recompute it; a keyed store signs the full one), for which
+ * 128 bits are as good as 256 at half the bytes. Rows written with the full 64 still verify.
+ */
+export const STORED_DIGEST_CHARS = 32
+
+/** Whether a stored digest is `full` or its stored prefix. */
+export function digestMatches(stored: string, full: string): boolean {
+  return stored === full || (stored.length === STORED_DIGEST_CHARS && full.startsWith(stored))
+}

@@ -49,6 +49,28 @@ export function newId(now: number = Date.now()): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${a}-${tail.slice(0, 4)}-${tail.slice(4, 16)}`
 }
 
+/**
+ * A new id for something only Cairn refers to (a list of a run): 80 random bits as 16 lowercase
+ * base32 characters, a third of a UUID's length. Safe in file names as it is.
+ */
+export function newShortId(): string {
+  const bytes = randomBytes(10)
+  let bits = 0
+  let value = 0
+  let out = ''
+  for (const byte of bytes) {
+    value = (value << 8) | byte
+    bits += 8
+    while (bits >= 5) {
+      out += BASE32[(value >>> (bits - 5)) & 31]
+      bits -= 5
+    }
+  }
+  return out
+}
+
+const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567'
+
 /** Milliseconds since the Unix epoch encoded in a UUIDv7, or `undefined` for another string. */
 export function idTimestamp(id: string): number | undefined {
   if (!UUID_V7.test(id)) return undefined

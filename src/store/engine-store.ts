@@ -34,6 +34,7 @@ import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
 import { ListCacheLru } from './encoding/list-cache.js'
+import { SharedOutputs } from './encoding/shared-outputs.js'
 import { decodeMany, readFound, readRows, readRunRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
@@ -77,6 +78,7 @@ export class EngineStore implements CheckpointStore {
   readonly #engine: StorageEngine
   readonly #schemas: SchemaRegistry
   readonly #cache: ListCacheLru
+  readonly #shared = new SharedOutputs()
   readonly #runLocks = new Map<string, Promise<unknown>>()
   readonly #warn: (message: string) => void
   #closed = false
@@ -184,7 +186,10 @@ export class EngineStore implements CheckpointStore {
         const run = newRunRow(runId, null, Date.now(), 0)
         const request: CommitRequest = { rows: [], appends: [], run, fence, ...parts }
         const result = await this.#withRunLock(runId, () => this.#call(runId, 'write under a lease', () => this.#engine.commit(request)))
-        if (result.ok) return { cancelRequested: result.cancelRequested === true }
+        if (result.ok) {
+          this.#shared.remember(runId, parts.effects?.completions ?? [])
+          return { cancelRequested: result.cancelRequested === true }
+        }
         if (result.reason === 'fenced') throw new LeaseLostError(fence)
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
         throw new StoreError(`run ${runId}: an effects-only write was refused (${result.reason})`, { runId })
@@ -210,13 +215,15 @@ export class EngineStore implements CheckpointStore {
     return this.#withRunLock(runId, async () => {
       for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt++) {
         // An effects-only write (an effect start, an outcome, a run change) encodes nothing.
-        const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
+        const share = inputs.length === 0 ? undefined : this.#shared.sharer(runId, effects.completions)
+        const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas, share)
         const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
         const request: CommitRequest = { rows, appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
           if (next) this.#cache.set(runId, next)
+          this.#shared.remember(runId, effects.completions)
           return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
         }
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
@@ -337,6 +344,7 @@ export class EngineStore implements CheckpointStore {
     assertId(runId, 'runId')
     return this.#withRunLock(runId, async () => {
       this.#cache.delete(runId)
+      this.#shared.forget(runId)
       return this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
     })
   }
@@ -375,6 +383,7 @@ export class EngineStore implements CheckpointStore {
   async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
     const row = completionRow(completion, completion.runId)
     const result = await this.#call(completion.runId, `complete effect ${completion.callId}`, () => this.#engine.completeEffect(row))
+    if (result.row?.output) this.#shared.remember(completion.runId, [{ callId: row.callId, output: result.row.output }])
     if (!result.row) {
       throw new CheckpointError(
         'invalid_argument',
@@ -426,6 +435,7 @@ export class EngineStore implements CheckpointStore {
       assertId(runId, 'runId')
       const result = await this.#withRunLock(runId, async () => {
         this.#cache.delete(runId)
+        this.#shared.forget(runId)
         return this.#call(runId, 'prune', () => pruneRun(this.#engine, { runId, keepLast, olderThan }))
       })
       total.checkpointsDeleted += result.checkpointsDeleted

@@ -64,11 +64,6 @@ export async function importRun(store: RunStore, document: unknown, onProgress?:
     throw new CheckpointError('run_exists', `run ${run.runId} is already in this store; delete it first or import into another store`, { runId: run.runId })
   }
   await store.createRun({ runId: run.runId, status: run.status, name: run.name, threadId: run.threadId, workflowName: run.workflowName, configSignature: run.configSignature, metadata: run.metadata })
-  for (let at = 0; at < doc.checkpoints.length; at += CHUNK) {
-    const checkpoints: CheckpointInput[] = doc.checkpoints.slice(at, at + CHUNK).map((c) => ({ ...c, runId: run.runId, payload: decodeValue(c.payload) }))
-    await store.write({ runId: run.runId, checkpoints })
-    onProgress?.(Math.min(at + CHUNK, doc.checkpoints.length), doc.checkpoints.length)
-  }
   const effects = doc.effects
   if (effects.length > 0) {
     const done = effects.filter((e) => e.status === 'succeeded' || e.status === 'failed')
@@ -78,6 +73,12 @@ export async function importRun(store: RunStore, document: unknown, onProgress?:
       completions: done.map((e) => ({ runId: run.runId, callId: e.callId, status: e.status as 'succeeded' | 'failed', output: decodeValue(e.output) })),
     })
     for (const e of effects.filter((x) => x.status === 'started')) await store.startEffect(run.runId, e.callId)
+  }
+  // After the effects: a tool result the conversation holds is then stored once, in its effect.
+  for (let at = 0; at < doc.checkpoints.length; at += CHUNK) {
+    const checkpoints: CheckpointInput[] = doc.checkpoints.slice(at, at + CHUNK).map((c) => ({ ...c, runId: run.runId, payload: decodeValue(c.payload) }))
+    await store.write({ runId: run.runId, checkpoints })
+    onProgress?.(Math.min(at + CHUNK, doc.checkpoints.length), doc.checkpoints.length)
   }
   return store.updateRun(run.runId, { status: run.status, metadata: run.metadata })
 }

@@ -23,6 +23,8 @@ export interface RawCheckpoint {
  */
 export interface RawBackend {
   name: string
+  /** The Postgres schema the store lives in (Postgres only). */
+  schema?: string
   /** A new handle on the same data, as a fresh process opens it. */
   open(options: EngineStoreOptions): EngineStore
   /** A run's checkpoints, oldest first. */
@@ -252,6 +254,7 @@ export async function postgresBackend(): Promise<RawBackend> {
   const q = (text: string) => text.replaceAll('$S', `"${schema}"`)
   return {
     name: `postgres (${target.kind})`,
+    schema,
     open: (options) => target.openStore(schema, options),
     checkpoints: async (runId) =>
       (await target.sql(q('SELECT id, seq::int AS seq, phase, body, lists, digest, metadata FROM $S.checkpoints WHERE run_id = $1 ORDER BY seq'), [runId])) as unknown as RawCheckpoint[],

@@ -1,11 +1,11 @@
 import { CheckpointError } from '../../core/errors.js'
-import { newId } from '../../core/ids.js'
+import { newId, newShortId } from '../../core/ids.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInput } from '../checkpoint-store.js'
 import type { CheckpointRow, ListAppend } from '../engine/rows.js'
 import type { WriterState } from './list-cache.js'
 import { encodePayload } from './payload-lists.js'
-import { checkpointDigest } from './checkpoint-rows.js'
+import { storedDigest } from './checkpoint-rows.js'
 import { encodeMetadata } from './run-rows.js'
 
 /** The rows of a batch of checkpoints, ready to commit, and the writer state after it. */
@@ -19,9 +19,9 @@ export interface EncodedBatch {
  * Encode checkpoints of one run for one commit. Each record's lists extend the previous
  * record's, and appends to the same list are merged, so the engine sees one append per list.
  * Seqs follow the run's latest (or are checked against it when given); a record's parent
- * defaults to the record before it.
+ * defaults to the record before it. `share` makes an item as stored (see `shared-outputs.ts`).
  */
-export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: WriterState, schemas: SchemaRegistry): EncodedBatch {
+export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: WriterState, schemas: SchemaRegistry, share?: (item: string) => string): EncodedBatch {
   const rows: CheckpointRow[] = []
   const appends: ListAppend[] = []
   let { lastSeq, lastId, lists } = state
@@ -36,7 +36,7 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
       ids.add(input.id)
     }
     // Refuses an unserializable payload before anything is written.
-    const encoded = encodePayload(input.payload, lists, () => newId())
+    const encoded = encodePayload(input.payload, lists, newShortId, share)
     const row: CheckpointRow = {
       id: input.id ?? newId(),
       runId: input.runId,
@@ -53,7 +53,7 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
       lists: JSON.stringify(encoded.refs),
       digest: '',
     }
-    row.digest = checkpointDigest(row)
+    row.digest = storedDigest(row)
     rows.push(row)
     for (const append of encoded.appends) mergeAppend(appends, append)
     lastSeq = seq

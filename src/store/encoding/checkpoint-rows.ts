@@ -1,12 +1,18 @@
 import { decodeValue, deserialize, parseJson, type JsonObject } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointIntegrityError } from '../../core/errors.js'
-import { sha256 } from '../../core/hash.js'
+import { digestMatches, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
+import { readSharedOutputs, resolveShared } from './shared-outputs.js'
+
+/** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
+export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
+  return checkpointDigest(row).slice(0, STORED_DIGEST_CHARS)
+}
 
 /** SHA-256 over every field of a checkpoint row but the digest itself. */
 export function checkpointDigest(row: Omit<CheckpointRow, 'digest'>): string {
@@ -33,14 +39,18 @@ export function checkpointDigest(row: Omit<CheckpointRow, 'digest'>): string {
 export interface StoredCheckpoint {
   row: CheckpointRow
   refs: ListRef[]
+  /** As stored: an item may refer to an effect's output (see `shared-outputs.ts`). */
   items: string[][]
+  /** Checked outputs of the effects the items refer to, by call id. */
+  outputs: ReadonlyMap<string, string>
 }
 
 /** Check a row's shape and digest and fetch its lists' items; any flaw is a corruption error. */
 export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEngine): Promise<StoredCheckpoint> {
   const refs = checkRow(row)
   const items = refs.length === 0 ? [] : await engine.readLists(row.runId, refs)
-  return { row, refs, items }
+  const outputs = await readSharedOutputs(engine, row.runId, items.flat())
+  return { row, refs, items, outputs }
 }
 
 /** Check a row's shape and digest and return its list refs; any flaw is a corruption error. */
@@ -56,7 +66,7 @@ export function checkRow(row: CheckpointRow): ListRef[] {
       { ...ids, keyId: keyIdOf(row.digest) },
     )
   }
-  if (checkpointDigest(row) !== row.digest) {
+  if (!digestMatches(row.digest, checkpointDigest(row))) {
     throw corrupt(ids, 'does not match its digest: the record was truncated or edited after it was written')
   }
   const refs = parseJson(row.lists, { ...ids, what: 'list refs' })
@@ -67,21 +77,22 @@ export function checkRow(row: CheckpointRow): ListRef[] {
 /** The writer cache for a stored checkpoint, after verifying its lists. */
 export function listCacheOf(stored: StoredCheckpoint): ListCache {
   const { row, refs, items } = stored
-  refs.forEach((ref, k) => {
+  const written = refs.map((ref, k) => {
     const listItems = items[k] ?? []
     if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) {
       throw corrupt({ runId: row.runId, checkpointId: row.id }, `has list ${ref.id} whose items are missing or altered`)
     }
+    return resolveShared(listItems, stored.outputs, { runId: row.runId, checkpointId: row.id, listId: ref.id })
   })
-  return cacheFromStored(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), refs, items)
+  return cacheFromStored(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), refs, written)
 }
 
 /** Decode a stored checkpoint into the record callers see, upgrading it through `schemas`. */
 export function toRecord(stored: StoredCheckpoint, schemas: SchemaRegistry): CheckpointRecord {
-  const { row, refs, items } = stored
+  const { row, refs, items, outputs } = stored
   const context = { runId: row.runId, checkpointId: row.id }
   const body = parseJson(row.body, { ...context, what: 'checkpoint body' })
-  const tree = decodePayload({ body, refs, items, ...context })
+  const tree = decodePayload({ body, refs, items, outputs, ...context })
   const payload = decodeValue(tree, { ...context, what: 'payload' })
   const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
   return { ...decodeHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }

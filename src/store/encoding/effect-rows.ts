@@ -1,6 +1,6 @@
 import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { hashEncoded, hashValue, sha256 } from '../../core/hash.js'
+import { digestMatches, hashEncoded, hashValue, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId, assertWellFormed } from './validate.js'
@@ -65,11 +65,11 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
   const problem = shapeProblem(row)
   if (problem !== undefined) throw effectCorrupt(row, problem)
   const [inputHash, intent] = splitDigest(row.inputHash)
-  if (intent !== undefined && intent !== intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey)) {
+  if (intent !== undefined && !digestMatches(intent, intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey))) {
     throw effectCorrupt(row, 'has a name, input hash or idempotency key other than its intent recorded: the record was edited after it was written')
   }
   const [outputHash, outcome] = row.outputHash === null ? [null, undefined] : splitDigest(row.outputHash)
-  if (outcome !== undefined && outcome !== outcomeDigest(row.runId, row.callId, row.status, outputHash)) {
+  if (outcome !== undefined && !digestMatches(outcome, outcomeDigest(row.runId, row.callId, row.status, outputHash))) {
     throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
   }
   const plain = { ...row, inputHash, outputHash }
@@ -101,7 +101,7 @@ const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed'
 const DIGEST = '|d1.'
 
 function withDigest(value: string, digest: string): string {
-  return `${value}${DIGEST}${digest}`
+  return `${value}${DIGEST}${digest.slice(0, STORED_DIGEST_CHARS)}`
 }
 
 function splitDigest(value: string): [string, string | undefined] {

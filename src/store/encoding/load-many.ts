@@ -8,12 +8,17 @@ import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
 import { checkRow, decodeHeader, toRecord } from './checkpoint-rows.js'
+import { readSharedOutputs, resolveShared } from './shared-outputs.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
   items: string[]
   /** `hashes[k]`: the chain hash of the first k items, computed as far as a ref needs. */
   hashes: string[]
+  /** Checked outputs of the effects the run's items refer to. */
+  outputs: ReadonlyMap<string, string>
+  /** The items as written (effect refs resolved), made once. */
+  written?: string[]
   /** Each item decoded once and deeply frozen: the records share them. */
   decoded?: unknown[]
 }
@@ -37,8 +42,9 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
     const current = schemas.currentVersion(row.kind)
     if (current !== undefined && current !== row.schemaVersion) {
       // A migration may change the payload in place: this record gets items of its own.
-      const items = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!.items.slice(0, ref.n))
-      return toRecord({ row, refs, items }, schemas)
+      const shared = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!)
+      const items = refs.map((ref, k) => shared[k]!.items.slice(0, ref.n))
+      return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new Map() }, schemas)
     }
     const context = { runId: row.runId, checkpointId: row.id }
     // Most records of a run hold no list (runner phases between snapshots): their body is the
@@ -52,7 +58,7 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
         length: ref.n,
         whole: () => ({ [SPLICE]: decoded().slice(0, ref.n) }),
         item: (n) => ({ [SPLICE]: decoded()[n] }),
-        stored: (n) => parseJson(list.items[n]!, { ...context, what: `item ${n} of list ${ref.id}` }),
+        stored: (n) => parseJson(writtenItems(list, { ...context, listId: ref.id })[n]!, { ...context, what: `item ${n} of list ${ref.id}` }),
       }
     })
     const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
@@ -124,7 +130,8 @@ async function readSharedLists(checked: readonly { row: CheckpointRow; refs: Lis
     const refs = [...ofRun].map(([id, n]) => ({ id, n, h: '' }))
     if (refs.length === 0) continue
     const items = await engine.readLists(runId, refs)
-    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''] }))
+    const outputs = await readSharedOutputs(engine, runId, items.flat())
+    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''], outputs }))
   }
   return lists
 }
@@ -138,8 +145,13 @@ function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => 
   throw corrupt(unmatchedList(ref, Math.min(list.items.length, ref.n)))
 }
 
+function writtenItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): string[] {
+  list.written ??= resolveShared(list.items, list.outputs, where)
+  return list.written
+}
+
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
+  list.decoded ??= parseItems(writtenItems(list, where), where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
   return list.decoded
 }
 

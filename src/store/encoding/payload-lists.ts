@@ -3,6 +3,7 @@ import { assertJsonText, encodeNested, stringifyEncoded, isPlainObject, TAG, typ
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
+import { resolveShared } from './shared-outputs.js'
 
 /**
  * The append-only list encoding that keeps a run's storage linear.
@@ -62,13 +63,13 @@ export interface EncodedPayload {
  * (`freezeDeep`) is serialized once and its JSON reused on every later save, so a save costs
  * what changed, not the whole conversation.
  */
-export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string): EncodedPayload {
+export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string, share: (item: string) => string = same): EncodedPayload {
   const out: EncodedPayload = { body: '', refs: [], appends: [], lists: new Map() }
   const sources: unknown[][] = []
   const split: Splitter = {
     previous: (listPath) => previous?.get(listPath),
     toRef: (split, listPath) => {
-      const list = extendOrStart(previous?.get(listPath), split, newListId, out.appends)
+      const list = extendOrStart(previous?.get(listPath), split, { newListId, share }, out.appends)
       out.lists.set(listPath, list)
       out.refs.push({ id: list.id, n: list.items.length, h: list.h })
       sources.push(split.array)
@@ -89,6 +90,8 @@ export function decodePayload(params: {
   body: unknown
   refs: readonly ListRef[]
   items: readonly (readonly string[])[]
+  /** Checked outputs of the effects the items refer to (`readSharedOutputs`). */
+  outputs: ReadonlyMap<string, string>
   runId: string
   checkpointId: string
 }): unknown {
@@ -97,7 +100,8 @@ export function decodePayload(params: {
   const lists = refs.map((ref, k): ListView => {
     const listItems = items[k] ?? []
     if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) throw corrupt(unmatchedList(ref, listItems.length))
-    const parsed = parseItems(listItems, { runId, checkpointId, listId: ref.id })
+    const where = { runId, checkpointId, listId: ref.id }
+    const parsed = parseItems(resolveShared(listItems, params.outputs, where), where)
     return { length: parsed.length, whole: () => parsed, item: (n) => parsed[n], stored: (n) => parsed[n] }
   })
   return replaceRefs(params.body, lists, corrupt)
@@ -167,16 +171,25 @@ interface SplitArray {
   sources: unknown[]
 }
 
-function extendOrStart(cached: CachedList | undefined, split: SplitArray, newListId: () => string, appends: ListAppend[]): CachedList {
+/**
+ * Items are compared as written and stored as `share` makes them (an effect's output in one
+ * replaced by a ref to it, see `shared-outputs.ts`); the chain hash covers them as stored.
+ */
+function extendOrStart(cached: CachedList | undefined, split: SplitArray, make: { newListId: () => string; share: (item: string) => string }, appends: ListAppend[]): CachedList {
   const { items, bytes, sources } = split
   if (cached && (split.reused === cached.items.length || startsWith(items, cached.items))) {
-    const added = items.slice(cached.items.length)
+    const added = items.slice(cached.items.length).map(make.share)
     if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.items.length, items: added })
     return { id: cached.id, items, h: chainHash(cached.h, added), bytes, sources }
   }
-  const id = newListId()
-  appends.push({ listId: id, expectedLength: 0, items })
-  return { id, items, h: chainHash('', items), bytes, sources }
+  const id = make.newListId()
+  const stored = items.map(make.share)
+  appends.push({ listId: id, expectedLength: 0, items: stored })
+  return { id, items, h: chainHash('', stored), bytes, sources }
+}
+
+function same(item: string): string {
+  return item
 }
 
 function startsWith(items: readonly string[], prefix: readonly string[]): boolean {

@@ -4,6 +4,7 @@ import type { CheckpointRow, EffectRow, ListRef, RunRow } from '../engine/rows.j
 import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
 import { chainHash } from '../encoding/payload-lists.js'
 import { decodeEffectRow } from '../encoding/effect-rows.js'
+import { digestMatches } from '../../core/hash.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { checkRunRow } from '../encoding/run-rows.js'
 import { isCiphertext, isSignature, keyIdOf } from './seal.js'
@@ -97,7 +98,7 @@ export async function resealRun(engine: SealedEngine, runId: string, before: Run
 
 function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions): CheckpointRow {
   if (isSignature(row.digest) || options.signUnsigned !== true) return engine.openCheckpoint(row)
-  if (checkpointDigest(row) !== row.digest) {
+  if (!digestMatches(row.digest, checkpointDigest(row))) {
     throw new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId} does not match its digest; it is not signed until it is repaired or deleted`, {
       runId: row.runId,
       checkpointId: row.id,

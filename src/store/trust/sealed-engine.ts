@@ -185,8 +185,8 @@ export class SealedEngine implements StorageEngine {
     return (await this.#inner.listEffects(runId)).map((row) => this.openEffect(row))
   }
 
-  deleteEffects(runId: string): Promise<number> {
-    return this.#inner.deleteEffects(runId)
+  deleteEffects(runId: string, keep?: readonly string[]): Promise<number> {
+    return this.#inner.deleteEffects(runId, keep)
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
@@ -274,7 +274,7 @@ export class SealedEngine implements StorageEngine {
 
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */
   sealCheckpoint(row: CheckpointRow): CheckpointRow {
-    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [row.digest]) }
+    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(row)]) }
     const refs = JSON.parse(row.lists) as ListRef[]
     const stored = {
       ...row,

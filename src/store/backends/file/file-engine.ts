@@ -289,10 +289,10 @@ export class FileEngine implements StorageEngine {
     return this.#effects.list(runId)
   }
 
-  async deleteEffects(runId: string): Promise<number> {
+  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
     this.#layout.effectsDir(runId)
     await this.#begin()
-    return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId))
+    return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId, keep))
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {

@@ -130,6 +130,15 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
     name: 'run rows carry a digest of their fields',
     sql: `ALTER TABLE runs ADD COLUMN digest TEXT;`,
   },
+  {
+    version: 6,
+    name: 'compact digests of checkpoints and effects',
+    // No table changes: from here on rows carry 128-bit digests (32 hex characters) where they
+    // carried 256-bit ones, which a Cairn that knows only up to version 5 cannot verify. The step
+    // makes such a Cairn refuse the database up front instead of calling each new row corrupt.
+    // Rows written before keep their full digests and still verify.
+    sql: `-- compact digests: a format marker`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

@@ -166,7 +166,8 @@ export class SqliteEngine implements StorageEngine {
     return this.#statements.listEffects.all(runId) as EffectRow[]
   }
 
-  async deleteEffects(runId: string): Promise<number> {
+  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
+    if (keep.length > 0) return this.#write(() => this.#statements.deleteEffectsExcept.run(runId, JSON.stringify(keep)).changes)
     return this.#write(() => this.#statements.deleteEffects.run(runId).changes)
   }
 

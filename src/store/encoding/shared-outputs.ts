@@ -1,0 +1,162 @@
+import { TAG } from '../../core/codec.js'
+import { CheckpointCorruptionError } from '../../core/errors.js'
+import type { StorageEngine } from '../engine/storage-engine.js'
+import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
+import { decodeEffectRow } from './effect-rows.js'
+
+/**
+ * Tool results stored once. A tool's result is the effect journal's output of its call and,
+ * a moment later, a part of the tool-result message the conversation appends. The list item that
+ * holds it stores, in its place, a ref `{"~":"effect","c":<callId>}` to the effect's output, so
+ * the text is stored in the effect row alone.
+ *
+ * A ref is written only to an outcome already stored or stored by the same commit, and effects
+ * are never rewritten once they hold an outcome (`prune` keeps those a list still refers to). A
+ * list's chain hash covers its items as stored (refs included); the effect's own output hash
+ * covers the text a ref stands for, so an edit of either is a corruption error on read.
+ */
+export const SHARE_MIN_CHARS = 256
+
+const MARKER_PREFIX = `{"${TAG}":"effect","c":`
+/** Outputs kept per run to share with the items that follow; a shared one is dropped. */
+const OUTPUTS_PER_RUN = 16
+const RUNS = 64
+
+/** The writer side: the recent outcomes of each run, and the items rewritten to refer to them. */
+export class SharedOutputs {
+  readonly #runs = new Map<string, Map<string, string>>()
+
+  /** Remember outcomes that are stored (or are in the commit about to be made). */
+  remember(runId: string, rows: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): void {
+    const sharable = rows.filter((row) => isSharable(row.output))
+    if (sharable.length === 0) return
+    const outputs = this.#runs.get(runId) ?? new Map<string, string>()
+    this.#runs.delete(runId)
+    this.#runs.set(runId, outputs)
+    for (const row of sharable) {
+      outputs.delete(row.callId)
+      outputs.set(row.callId, row.output)
+    }
+    for (const callId of outputs.keys()) {
+      if (outputs.size <= OUTPUTS_PER_RUN) break
+      outputs.delete(callId)
+    }
+    for (const key of this.#runs.keys()) {
+      if (this.#runs.size <= RUNS) break
+      this.#runs.delete(key)
+    }
+  }
+
+  forget(runId: string): void {
+    this.#runs.delete(runId)
+  }
+
+  /**
+   * The item as stored: each known output of the run found in it replaced by a ref to its
+   * effect. `extra` are outcomes of the commit being made.
+   */
+  sharer(runId: string, extra: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): ((item: string) => string) | undefined {
+    const known = this.#runs.get(runId)
+    const candidates = [...(known ?? []), ...extra.filter((row) => isSharable(row.output)).map((row): [string, string] => [row.callId, row.output])]
+    if (candidates.length === 0) return undefined
+    return (item) => {
+      let stored = item
+      for (const [callId, output] of candidates) {
+        if (stored.length < output.length || !stored.includes(output)) continue
+        stored = stored.split(output).join(`${MARKER_PREFIX}${JSON.stringify(callId)}}`)
+        known?.delete(callId)
+      }
+      return stored
+    }
+  }
+}
+
+/**
+ * An output is shared only when its JSON text is an object that is not a tagged value: such a
+ * text, found in an item's JSON, is always one whole value there (`{"` never occurs inside a
+ * JSON string, and an untagged object cannot be the fields of an escaped `{"~":"obj"}` one).
+ */
+function isSharable(output: string | null): output is string {
+  return output !== null && output.length >= SHARE_MIN_CHARS && output.startsWith('{"') && !output.startsWith(`{"${TAG}"`)
+}
+
+/** Whether any of `items` (as stored) may refer to an effect's output. */
+export function mayShare(items: readonly string[]): boolean {
+  return items.some((item) => item.includes(MARKER_PREFIX))
+}
+
+/** The call ids of the effects that items (as stored) may refer to. */
+export function sharedRefs(items: readonly string[]): Set<string> {
+  const callIds = new Set<string>()
+  const pattern = /\{"~":"effect","c":("(?:[^"\\]|\\.)*")\}/g
+  for (const item of items) {
+    if (!item.includes(MARKER_PREFIX)) continue
+    for (const match of item.matchAll(pattern)) callIds.add(JSON.parse(match[1]!) as string)
+  }
+  return callIds
+}
+
+/**
+ * The checked output texts of the effects that stored items of `runId` refer to, by call id.
+ * One read of the run's journal when several are needed; an effect the store does not hold is
+ * left out (an item that truly refers to it is reported when it is resolved).
+ */
+export async function readSharedOutputs(engine: StorageEngine, runId: string, items: readonly string[]): Promise<Map<string, string>> {
+  const callIds = sharedRefs(items)
+  const outputs = new Map<string, string>()
+  if (callIds.size === 0) return outputs
+  const rows: (EffectRow | undefined)[] = callIds.size <= 4 ? await Promise.all([...callIds].map((callId) => engine.getEffect(runId, callId))) : await engine.listEffects(runId)
+  for (const row of rows) {
+    if (row === undefined || !callIds.has(row.callId) || row.output === null) continue
+    decodeEffectRow(row) // the output against its hash: an altered one is never handed on
+    outputs.set(row.callId, row.output)
+  }
+  return outputs
+}
+
+/**
+ * Items as written: each ref to an effect's output replaced by that output. `outputs` comes from
+ * {@link readSharedOutputs}; a ref to an effect it lacks is a corruption error.
+ */
+export function resolveShared(items: readonly string[], outputs: ReadonlyMap<string, string>, where: { runId: string; checkpointId: string; listId: string }): string[] {
+  return items.map((item, k) => {
+    if (!item.includes(MARKER_PREFIX)) return item
+    let tree: unknown
+    try {
+      tree = JSON.parse(item)
+    } catch (err) {
+      throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, { ...where, cause: err })
+    }
+    const resolved = replaceMarkers(tree, (callId) => {
+      const output = outputs.get(callId)
+      if (output === undefined) {
+        throw new CheckpointCorruptionError(
+          `checkpoint ${where.checkpointId} of run ${where.runId}: item ${k} of list ${where.listId} holds the result of effect ${callId}, whose outcome the store does not hold (the effect row was deleted or altered)`,
+          { runId: where.runId, checkpointId: where.checkpointId },
+        )
+      }
+      return JSON.parse(output) as unknown
+    })
+    return JSON.stringify(resolved)
+  })
+}
+
+/** Replace every effect ref of a parsed item; the fields of an escaped `{"~":"obj"}` object are not a ref. */
+function replaceMarkers(node: unknown, output: (callId: string) => unknown): unknown {
+  if (node === null || typeof node !== 'object') return node
+  if (Array.isArray(node)) {
+    for (let i = 0; i < node.length; i++) node[i] = replaceMarkers(node[i], output)
+    return node
+  }
+  const obj = node as Record<string, unknown>
+  const keys = Object.keys(obj)
+  if (obj[TAG] === 'effect' && keys.length === 2 && typeof obj.c === 'string') return output(obj.c)
+  const fields = obj[TAG] === 'obj' && typeof obj.v === 'object' && obj.v !== null && !Array.isArray(obj.v) ? (obj.v as Record<string, unknown>) : obj
+  for (const key of Object.keys(fields)) {
+    const child = fields[key]
+    if (child === null || typeof child !== 'object') continue
+    const replaced = replaceMarkers(child, output)
+    if (replaced !== child) Object.defineProperty(fields, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+  }
+  return obj
+}
