@@ -185,14 +185,9 @@ export class RunSession implements LoopObserver {
 
   /** Copy the agent's current messages and state into the runtime snapshot. */
   refreshAgentState(): void {
-    const snapshot = this.#agent.takeSnapshot({ exclude: ['messages'] })
+    const parts = this.#agent.snapshotParts()
     this.runtime.messages = [...this.#agent.messages] as Message[]
-    this.runtime.agent = {
-      state: snapshot.data.state ?? {},
-      conversation_manager: snapshot.data.conversationManager ?? {},
-      interrupts: snapshot.data.interrupts ?? { pending: [], completed: [], responses: {}, cycleIndex: 0 },
-      config: snapshot.data.config,
-    }
+    this.runtime.agent = { state: parts.state, conversation_manager: parts.conversationManager, interrupts: parts.interrupts, config: parts.config }
   }
 }
 

@@ -1,5 +1,5 @@
 import { sha256 } from '../../core/hash.js'
-import { assertJsonText, encodeNested, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { assertJsonText, encodeNested, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
@@ -63,6 +63,10 @@ export interface EncodedPayload {
  * what changed, not the whole conversation.
  */
 export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string): EncodedPayload {
+  // A payload whose whole JSON is shorter than a list can be holds no list, hence no item ref
+  // either (those refer to lists of the same payload): its body is its plain encoding.
+  const short = shortPlainJson(value, LIST_MIN_BYTES)
+  if (short !== undefined) return { body: short, refs: [], appends: [], lists: new Map() }
   const out: EncodedPayload = { body: '', refs: [], appends: [], lists: new Map() }
   const sources: unknown[][] = []
   const split: Splitter = {
@@ -329,10 +333,10 @@ function at(node: unknown, path: readonly unknown[]): unknown {
 const UNDEFINED_JSON = JSON.stringify({ [TAG]: 'undef' })
 
 function itemJson(item: unknown, codecPath: string, ancestors: Set<object>): string {
-  if (!isDeepFrozen(item)) return stringifyEncoded(encodeNested(item, codecPath, ancestors), codecPath)
+  if (!isDeepFrozen(item)) return serializeNested(item, codecPath, ancestors)
   const known = frozenJson.get(item as object)
   if (known !== undefined) return known
-  const json = stringifyEncoded(encodeNested(item, codecPath, ancestors), codecPath)
+  const json = serializeNested(item, codecPath, ancestors)
   frozenJson.set(item as object, json)
   return json
 }
