@@ -3,15 +3,18 @@
  * (bench/peers/workload.ts: an agent loop of n cycles, a ~1 KB model step and a ~1 KB tool step
  * each, 2n + 1 steps) without the peers' child processes: the Runner over MemoryStore, SqliteStore
  * and PostgresStore, async and sync, beside `agent.invoke` with no persistence, in one process.
- * Added µs per step = (runner wall time − bare wall time of the same trial) ÷ (2n + 1); the table
- * shows medians over trials, with the range.
+ * Added µs per step = (runner wall time − bare wall time of the same trial) ÷ (2n + 1), and the
+ * same for the process's CPU time (user + system, which includes a writer thread's, and which
+ * neighbours on a shared machine disturb less than wall time); the tables show medians over
+ * trials, with the range.
  *
  * Environment: CAIRN_BENCH_TRIALS (default 3), CAIRN_STEP_SIZES (default "200,500,1000"),
- * CAIRN_STEP_SYSTEMS (default "memory-async,memory-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync"),
+ * CAIRN_STEP_SYSTEMS (default "memory-async,memory-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync";
+ * also "sqlitethread-async", "sqlitethread-sync": SqliteStore with `writerThread: true`),
  * CAIRN_STEP_PG (default postgresql://postgres@127.0.0.1:5432/test).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
 import { z } from 'zod'
@@ -22,7 +25,7 @@ import { formatNumber, formatTable } from './format-table.js'
 import { assistantText, cycleOf, cycleOfInput, FINAL_TEXT, PROMPT, stepsOf, TOOL_DESCRIPTION, TOOL_NAME, toolInput, toolResultText } from './peers/workload.js'
 import { median, microsSince } from './stats.js'
 
-type Backend = 'memory' | 'sqlite' | 'postgres'
+type Backend = 'memory' | 'sqlite' | 'sqlitethread' | 'postgres'
 type Durability = 'async' | 'sync'
 interface System {
   id: string
@@ -46,8 +49,9 @@ async function main(): Promise<void> {
   await bare(WARMUP_CYCLES)
   for (const system of SYSTEMS) await durable(system, WARMUP_CYCLES, 'warm')
 
-  /** Added µs per step, by system id and size, one value per trial. */
+  /** Added wall and CPU µs per step, by system id and size, one value per trial. */
   const added = new Map<string, number[]>()
+  const addedCpu = new Map<string, number[]>()
   for (let t = 0; t < TRIALS; t++) {
     for (const n of SIZES) {
       progress(`trial ${t + 1}/${TRIALS}, n=${n}`)
@@ -55,38 +59,58 @@ async function main(): Promise<void> {
       // Rotate the order so that drift spreads over the systems evenly.
       const order = SYSTEMS.map((_, i) => SYSTEMS[(i + t) % SYSTEMS.length]!)
       for (const system of order) {
-        const micros = await durable(system, n, `t${t}`)
+        const run = await durable(system, n, `t${t}`)
         const key = `${system.id}@${n}`
-        added.set(key, [...(added.get(key) ?? []), (micros - base) / stepsOf(n)])
+        added.set(key, [...(added.get(key) ?? []), (run.wall - base.wall) / stepsOf(n)])
+        addedCpu.set(key, [...(addedCpu.get(key) ?? []), (run.cpu - base.cpu) / stepsOf(n)])
       }
     }
   }
 
+  console.log(`\nCairn step benchmark: added µs per step over agent.invoke (no persistence), ${TRIALS} trials, medians; load average ${loadavg().map((x) => x.toFixed(2)).join(' ')}`)
+  console.log('\nwall time')
+  console.log(table(added))
+  console.log('\nCPU time (user + system)')
+  console.log(table(addedCpu))
+}
+
+function table(figures: Map<string, number[]>): string {
   const columns = [{ header: 'system', align: 'left' as const }, ...SIZES.map((n) => ({ header: `n=${n} µs/step` })), ...SIZES.map((n) => ({ header: `n=${n} range` }))]
   const rows = SYSTEMS.map((system) => [
     system.id,
-    ...SIZES.map((n) => formatNumber(median(added.get(`${system.id}@${n}`) ?? []), 1)),
+    ...SIZES.map((n) => formatNumber(median(figures.get(`${system.id}@${n}`) ?? []), 1)),
     ...SIZES.map((n) => {
-      const values = added.get(`${system.id}@${n}`) ?? []
+      const values = figures.get(`${system.id}@${n}`) ?? []
       return `${formatNumber(Math.min(...values), 0)}–${formatNumber(Math.max(...values), 0)}`
     }),
   ])
-  console.log(`\nCairn step benchmark: added µs per step over agent.invoke (no persistence), ${TRIALS} trials, medians`)
-  console.log(formatTable(columns, rows))
+  return formatTable(columns, rows)
 }
 
-/** Wall µs of `agent.invoke` with no persistence. */
-async function bare(n: number): Promise<number> {
+/** Wall and CPU µs of `agent.invoke` with no persistence. */
+async function bare(n: number): Promise<Timing> {
   const agent = buildAgent(n)
+  const cpu = process.cpuUsage()
   const start = process.hrtime.bigint()
   const result = await agent.invoke(PROMPT)
-  const micros = microsSince(start)
+  const timing = timingSince(start, cpu)
   if (result.stopReason !== 'end_turn' || agent.messages.length !== 2 * n + 2) throw new Error(`the bare loop ended ${result.stopReason}`)
-  return micros
+  return timing
 }
 
-/** Wall µs of `runner.run` on a fresh store of the system's backend, the store opened beforehand. */
-async function durable(system: System, n: number, tag: string): Promise<number> {
+interface Timing {
+  wall: number
+  cpu: number
+}
+
+function timingSince(start: bigint, cpu: NodeJS.CpuUsage): Timing {
+  const wall = microsSince(start)
+  const used = process.cpuUsage(cpu)
+  return { wall, cpu: used.user + used.system }
+}
+
+/** Wall and CPU µs of `runner.run` on a fresh store of the system's backend, the store opened beforehand. */
+async function durable(system: System, n: number, tag: string): Promise<Timing> {
   const location = await mkdtemp(join(tmpdir(), 'cairn-bench-step-'))
   const schema = `cairn_step_${system.backend}_${system.durability}_${n}_${tag}`
   const store = openStore(system.backend, location, schema)
@@ -94,11 +118,12 @@ async function durable(system: System, n: number, tag: string): Promise<number> 
     await store.getRun('not-a-run') // open and migrate outside the timed run
     const runner = new Runner({ store, durability: system.durability })
     const agent = buildAgent(n)
+    const cpu = process.cpuUsage()
     const start = process.hrtime.bigint()
     const result = await runner.run(agent, { input: PROMPT, runId: 'step-run' })
-    const micros = microsSince(start)
+    const timing = timingSince(start, cpu)
     if (result.state !== 'completed' || result.toolCalls !== n) throw new Error(`${system.id} ended ${result.state} after ${result.toolCalls} tool calls`)
-    return micros
+    return timing
   } finally {
     await store.close()
     await rm(location, { recursive: true, force: true })
@@ -112,6 +137,8 @@ function openStore(backend: Backend, location: string, schema: string): Checkpoi
       return new MemoryStore()
     case 'sqlite':
       return new SqliteStore({ path: join(location, 'cairn.db') })
+    case 'sqlitethread':
+      return new SqliteStore({ path: join(location, 'cairn.db'), writerThread: true })
     case 'postgres':
       return new PostgresStore({ connectionString: PG_URL, schema })
   }
