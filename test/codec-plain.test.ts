@@ -78,3 +78,13 @@ describe('codec: plain JSON passes through unencoded', () => {
     expect(long.appends).toEqual([{ listId: 'list-1', expectedLength: 0, items: items.map((item) => JSON.stringify(item)) }])
   })
 })
+
+describe('codec: pass-through checks stay bounded', () => {
+  it('refuses a value that reaches itself through many paths at once, naming the cycle', () => {
+    const knot: Record<string, unknown> = {}
+    for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) knot[key] = knot
+    expect(isPassThrough(knot)).toBe(false)
+    expect(() => serialize({ knot })).toThrow(/cycle/)
+    expect(() => hashValue([knot])).toThrow(/cycle/)
+  })
+})
