@@ -304,7 +304,8 @@ function stringsOf(item: object): Map<string, (string | number)[]> {
   if (strings === undefined) {
     strings = new Map()
     const json = frozenJson.get(item)
-    if (json !== undefined) collectStrings(JSON.parse(json) as unknown, [], strings)
+    // A plain-JSON item was stored as it is: its strings sit at the same paths in the object.
+    if (json !== undefined) collectStrings(isPassThrough(item) ? item : (JSON.parse(json) as unknown), [], strings)
     frozenStrings.set(item, strings)
   }
   return strings
