@@ -118,7 +118,8 @@ export class Agent {
     this.#hooks = options.hooks === undefined ? [] : Array.isArray(options.hooks) ? (options.hooks as AgentHooks[]) : [options.hooks as AgentHooks]
     const execution = options.toolExecution ?? 'concurrent'
     this.#executor = execution === 'concurrent' ? concurrentToolExecutor : execution === 'sequential' ? sequentialToolExecutor : execution
-    this.#config = signConfig({ modelId: options.model.modelId, systemPrompt: options.systemPrompt, tools })
+    // Never changed after this: deeply frozen, so a snapshot can share it instead of copying it.
+    this.#config = freezeDeep(signConfig({ modelId: options.model.modelId, systemPrompt: options.systemPrompt, tools }))
   }
 
   /** The hash of this agent's model, system prompt and tools, as stored in its checkpoints. */
@@ -229,6 +230,20 @@ export class Agent {
       createdAt: new Date().toISOString(),
       data: { ...data, config: structuredClone(this.#config) },
       appData: structuredClone(options.appData ?? {}),
+    }
+  }
+
+  /**
+   * @internal What a snapshot holds besides the messages, for the runner's runtime snapshot:
+   * copies of the state, the conversation manager's state and the interrupts, and the
+   * configuration signature, which never changes and is shared (deeply frozen), not copied.
+   */
+  snapshotParts(): { state: JsonObject; conversationManager: JsonObject; interrupts: InterruptState; config: ConfigSignature } {
+    return {
+      state: this.state.toJSON(),
+      conversationManager: structuredClone(this.conversationManager.getState()),
+      interrupts: structuredClone(this.#interrupts),
+      config: this.#config,
     }
   }
 

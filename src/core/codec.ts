@@ -1,5 +1,5 @@
 import { CheckpointCorruptionError, CheckpointError } from './errors.js'
-import { jsonTextDepth, limits, maxJsonDepth } from './limits.js'
+import { jsonTextDepth, limits, maxJsonDepth, type CairnLimits } from './limits.js'
 
 /** A JSON value as Cairn persists it. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | JsonObject
@@ -66,7 +66,108 @@ export function encodeNested(value: unknown, path: string, ancestors: Set<object
 
 /** `JSON.stringify(encodeValue(value, path))`. */
 export function serialize(value: unknown, path = 'value'): string {
-  return stringifyEncoded(encodeValue(value, path), path)
+  return serializeNested(value, path, new Set())
+}
+
+/**
+ * {@link serialize} for a value found inside another that is being encoded (see
+ * {@link encodeNested}). Plain JSON, which the codec passes through unchanged, is stringified
+ * as it is, without building its encoded copy first; the text is the same either way.
+ */
+export function serializeNested(value: unknown, path: string | (() => string), ancestors: Set<object>): string {
+  if (isPassThrough(value, ancestors.size)) {
+    const text = JSON.stringify(value)
+    // The path is only spelled out for an error message.
+    return text.length > limits().maxPayloadChars ? stringifyEncoded(value as JsonValue, pathText(path)) : text
+  }
+  const where = pathText(path)
+  return stringifyEncoded(encodeAt(value, where, ancestors), where)
+}
+
+function pathText(path: string | (() => string)): string {
+  return typeof path === 'string' ? path : path()
+}
+
+/**
+ * True when {@link encodeValue} would return a copy of `value` equal to it, key order included:
+ * only plain objects (no `~` key, no symbol keys) and arrays (no holes), strings within
+ * `maxStringLength`, finite numbers other than -0, booleans and null, nested less deep than
+ * `maxDepth` below `depth`. Object properties holding `undefined` are allowed: the codec and
+ * `JSON.stringify` both leave them out. Anything else, errors included, takes the full encoder.
+ */
+export function isPassThrough(value: unknown, depth = 0): boolean {
+  return passesThrough(value, depth, limits(), { left: Number.POSITIVE_INFINITY, path: [] })
+}
+
+/**
+ * {@link isPassThrough} for a value whose JSON is also shorter than `maxChars` (at `depth`
+ * objects below the root) and holds no object `refuse` rejects. The walk stops as soon as the
+ * answer is no.
+ */
+export function isShortPassThrough(value: unknown, params: { maxChars: number; depth: number; refuse?: (object: object) => boolean }): boolean {
+  return passesThrough(value, params.depth, limits(), { left: params.maxChars, path: [], ...(params.refuse ? { refuse: params.refuse } : {}) })
+}
+
+/**
+ * The JSON text of `value` when it passes through the codec unchanged (see
+ * {@link isPassThrough}) and that text is shorter than `maxChars`; otherwise undefined. The walk
+ * gives up as soon as the value is known to be too long, so asking costs little either way.
+ */
+export function shortPlainJson(value: unknown, maxChars: number): string | undefined {
+  if (!passesThrough(value, 0, limits(), { left: maxChars, path: [] })) return undefined
+  const text = JSON.stringify(value)
+  return text.length < maxChars ? text : undefined
+}
+
+function objectPassesThrough(value: object, depth: number, bounds: Readonly<CairnLimits>, budget: Budget): boolean {
+  if (Array.isArray(value)) {
+    if (Object.getPrototypeOf(value) !== Array.prototype) return false
+    for (let i = 0; i < value.length; i++) if (!(i in value) || !passesThrough(value[i], depth + 1, bounds, budget)) return false
+    return true
+  }
+  const proto = Object.getPrototypeOf(value) as unknown
+  if ((proto !== Object.prototype && proto !== null) || Object.getOwnPropertySymbols(value).length > 0) return false
+  const object = value as Record<string, unknown>
+  for (const key of Object.keys(object)) {
+    const item = object[key]
+    if (key === TAG || (item !== undefined && !passesThrough(item, depth + 1, bounds, budget))) return false
+  }
+  return true
+}
+
+/**
+ * How far a pass-through check may go: `left`, characters the value's JSON may still take (a
+ * lower bound is counted: one per value, and each string's length); `path`, the objects being
+ * walked; `refuse`, objects that do not pass.
+ */
+interface Budget {
+  left: number
+  path: object[]
+  refuse?: (object: object) => boolean
+}
+
+function passesThrough(value: unknown, depth: number, bounds: Readonly<CairnLimits>, budget: Budget): boolean {
+  if (--budget.left < 0) return false
+  switch (typeof value) {
+    case 'string':
+      budget.left -= value.length
+      return value.length <= bounds.maxStringLength && budget.left >= 0
+    case 'boolean':
+      return true
+    case 'number':
+      return Number.isFinite(value) && !Object.is(value, -0)
+    case 'object': {
+      if (value === null) return true
+      // A cycle is left to the full encoder, which names it.
+      if (depth >= bounds.maxDepth || budget.refuse?.(value) === true || budget.path.includes(value)) return false
+      budget.path.push(value)
+      const passes = objectPassesThrough(value, depth, bounds, budget)
+      budget.path.pop()
+      return passes
+    }
+    default:
+      return false
+  }
 }
 
 /**

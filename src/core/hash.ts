@@ -1,5 +1,5 @@
 import * as crypto from 'node:crypto'
-import { encodeValue, type JsonValue } from './codec.js'
+import { encodeValue, isPassThrough, type JsonValue } from './codec.js'
 
 /**
  * Canonical JSON: the codec's encoding with object keys sorted at every level and no
@@ -11,7 +11,8 @@ import { encodeValue, type JsonValue } from './codec.js'
  * ```
  */
 export function canonicalJson(value: unknown): string {
-  return writeCanonical(encodeValue(value, 'value'))
+  // Plain JSON is its own encoding: sort it as it is, without an encoded copy.
+  return writeCanonical(isPassThrough(value) ? (value as JsonValue) : encodeValue(value, 'value'))
 }
 
 /**
@@ -41,11 +42,18 @@ export function sha256(text: string): string {
  */
 const oneShot = (crypto as { hash?: (algorithm: string, data: string, encoding: 'hex') => string }).hash
 
+/** Canonical text of an encoded value; a property holding `undefined` (plain JSON passed as it is) is left out, as the codec would. */
 function writeCanonical(value: JsonValue): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value)
   if (Array.isArray(value)) return `[${value.map(writeCanonical).join(',')}]`
   const keys = Object.keys(value).sort()
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${writeCanonical(value[k] as JsonValue)}`).join(',')}}`
+  let text = ''
+  for (const k of keys) {
+    const item = value[k]
+    if (item === undefined) continue
+    text += `${text === '' ? '' : ','}${JSON.stringify(k)}:${writeCanonical(item)}`
+  }
+  return `{${text}}`
 }
 
 /**

@@ -8,15 +8,19 @@ const POOL_BYTES = 5120
 const pool = Buffer.alloc(POOL_BYTES)
 let poolOffset = POOL_BYTES
 
-function randomBytes(n: number): Buffer {
+/** Offset in `pool` of `n` fresh random bytes (read them before the next call). */
+function randomOffset(n: number): number {
   if (poolOffset + n > POOL_BYTES) {
     randomFillSync(pool)
     poolOffset = 0
   }
-  const bytes = Buffer.from(pool.subarray(poolOffset, poolOffset + n))
+  const at = poolOffset
   poolOffset += n
-  return bytes
+  return at
 }
+
+/** Two lowercase hex digits of every byte value. */
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))
 
 /**
  * A new UUIDv7: 48 bits of Unix milliseconds, then a 12-bit counter that keeps ids created in
@@ -38,15 +42,15 @@ export function newId(now: number = Date.now()): string {
       counter = 0
     }
   } else {
-    counter = randomBytes(2).readUInt16BE(0) & 0x1ff
+    counter = pool.readUInt16BE(randomOffset(2)) & 0x1ff
   }
   lastMs = ms
-  const rand = randomBytes(8)
+  const at = randomOffset(8)
   const hex = ms.toString(16).padStart(12, '0')
   const a = (0x7000 | counter).toString(16)
-  rand[0] = ((rand[0] ?? 0) & 0x3f) | 0x80
-  const tail = rand.toString('hex')
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${a}-${tail.slice(0, 4)}-${tail.slice(4, 16)}`
+  const b = (pool[at]! & 0x3f) | 0x80
+  const tail = HEX[b]! + HEX[pool[at + 1]!]! + '-' + HEX[pool[at + 2]!]! + HEX[pool[at + 3]!]! + HEX[pool[at + 4]!]! + HEX[pool[at + 5]!]! + HEX[pool[at + 6]!]! + HEX[pool[at + 7]!]!
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${a}-${tail}`
 }
 
 /**
@@ -54,12 +58,12 @@ export function newId(now: number = Date.now()): string {
  * base32 characters, a third of a UUID's length. Safe in file names as it is.
  */
 export function newShortId(): string {
-  const bytes = randomBytes(10)
+  const at = randomOffset(10)
   let bits = 0
   let value = 0
   let out = ''
-  for (const byte of bytes) {
-    value = (value << 8) | byte
+  for (let k = at; k < at + 10; k++) {
+    value = (value << 8) | pool[k]!
     bits += 8
     while (bits >= 5) {
       out += BASE32[(value >>> (bits - 5)) & 31]

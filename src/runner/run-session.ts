@@ -103,16 +103,19 @@ export class RunSession implements LoopObserver {
   async afterTools(cycleIndex: number, results: ToolResultBlock['toolResult'][]): Promise<void> {
     const rt = this.runtime
     const uses = new Map(toolUsesOf(rt.pending_llm_response ?? { role: 'assistant', content: [] }).map((use) => [use.toolUseId, use]))
-    for (const result of results) {
-      const use = uses.get(result.toolUseId)
-      rt.tool_executions.push(freezeDeep({
-        tool_call_id: result.toolUseId,
-        tool_name: use?.name ?? 'unknown',
-        step: cycleIndex,
-        status: result.status,
-        replayed: this.#journal.wasReplayed(result.toolUseId),
-      }))
-    }
+    // A new array, never a push: staged snapshots share the one they were given.
+    rt.tool_executions = [
+      ...rt.tool_executions,
+      ...results.map((result) =>
+        freezeDeep({
+          tool_call_id: result.toolUseId,
+          tool_name: uses.get(result.toolUseId)?.name ?? 'unknown',
+          step: cycleIndex,
+          status: result.status,
+          replayed: this.#journal.wasReplayed(result.toolUseId),
+        }),
+      ),
+    ]
     rt.tool_calls += results.length
     rt.replayed_effect_count = this.#journal.replayed
     const subagentIds = [...uses.values()].filter((use) => this.#agent.tools.get(use.name)?.subagent === true).map((use) => use.toolUseId)
@@ -160,7 +163,7 @@ export class RunSession implements LoopObserver {
 
   /** Record a subagent's child run. */
   noteSubagent(record: SubagentExecutionRecord): void {
-    this.runtime.subagent_executions.push(freezeDeep(record))
+    this.runtime.subagent_executions = [...this.runtime.subagent_executions, freezeDeep(record)]
   }
 
   /**
@@ -185,14 +188,9 @@ export class RunSession implements LoopObserver {
 
   /** Copy the agent's current messages and state into the runtime snapshot. */
   refreshAgentState(): void {
-    const snapshot = this.#agent.takeSnapshot({ exclude: ['messages'] })
+    const parts = this.#agent.snapshotParts()
     this.runtime.messages = [...this.#agent.messages] as Message[]
-    this.runtime.agent = {
-      state: snapshot.data.state ?? {},
-      conversation_manager: snapshot.data.conversationManager ?? {},
-      interrupts: snapshot.data.interrupts ?? { pending: [], completed: [], responses: {}, cycleIndex: 0 },
-      config: snapshot.data.config,
-    }
+    this.runtime.agent = { state: parts.state, conversation_manager: parts.conversationManager, interrupts: parts.interrupts, config: parts.config }
   }
 }
 
@@ -208,18 +206,12 @@ interface RecordPhaseOptions {
 }
 
 /**
- * The runtime snapshot as staged. Messages and execution records are deeply frozen, so they are
- * shared, not copied (the store serializes each once); the small mutable parts are copied. The
- * agent part is not: `refreshAgentState` made it afresh for this snapshot and replaces it, never
- * changes it.
+ * The runtime snapshot as staged. Messages and execution records are deeply frozen, and so are
+ * their lists in effect: the session replaces `messages` (`refreshAgentState`, just before) and
+ * the execution lists (a new array per addition) instead of changing them, so the snapshot shares
+ * them (the store serializes each item once). The agent part likewise; the small mutable parts
+ * are copied.
  */
 function snapshotOf(runtime: RuntimeSnapshot): RuntimeSnapshot {
-  return {
-    ...runtime,
-    messages: [...runtime.messages],
-    usage: { ...runtime.usage },
-    tool_executions: [...runtime.tool_executions],
-    subagent_executions: [...runtime.subagent_executions],
-    context: structuredClone(runtime.context),
-  }
+  return { ...runtime, usage: { ...runtime.usage }, context: structuredClone(runtime.context) }
 }

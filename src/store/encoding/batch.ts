@@ -60,7 +60,7 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
     lastId = row.id
     // A record without some list (a light phase record) must not make the next record that has
     // it start over: keep the lists it did not touch.
-    lists = new Map([...lists, ...encoded.lists])
+    if (encoded.lists.size > 0) lists = new Map([...lists, ...encoded.lists])
   }
   return { rows, appends, next: { lastSeq, lastId, lists } }
 }

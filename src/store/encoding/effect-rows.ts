@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonValue } from '../../core/codec.js'
+import { decodeValue, parseJson, serialize, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { digestMatches, hashEncoded, hashValue, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
@@ -43,7 +43,7 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     runId,
     callId: completion.callId,
     status: completion.status,
-    output: stringifyEncoded(encodeValue(completion.output, 'effect output'), 'effect output'),
+    output: serialize(completion.output, 'effect output'),
     outputHash: withDigest(outputHash, outcomeDigest(runId, completion.callId, completion.status, outputHash)),
     completedAt: Date.now(),
   }

@@ -1,9 +1,10 @@
 import { sha256 } from '../../core/hash.js'
-import { assertJsonText, encodeNested, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
 import { resolveShared } from './shared-outputs.js'
+import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
 
 /**
  * The append-only list encoding that keeps a run's storage linear.
@@ -64,6 +65,10 @@ export interface EncodedPayload {
  * what changed, not the whole conversation.
  */
 export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string, share: (item: string) => string = same): EncodedPayload {
+  // A payload whose whole JSON is shorter than a list can be holds no list, hence no item ref
+  // either (those refer to lists of the same payload): its body is its plain encoding.
+  const short = shortPlainJson(value, LIST_MIN_BYTES)
+  if (short !== undefined) return { body: short, refs: [], appends: [], lists: new Map() }
   const out: EncodedPayload = { body: '', refs: [], appends: [], lists: new Map() }
   const sources: unknown[][] = []
   const split: Splitter = {
@@ -76,8 +81,9 @@ export function encodePayload(value: unknown, previous: ListCache | undefined, n
       return { [TAG]: 'list', i: out.refs.length - 1 }
     },
     findItem: (target) => findItem(sources, target),
+    mayReferTo: (object) => sources.length > 0 && isDeepFrozen(object),
   }
-  const root = splitValue(value, { codecPath: 'payload', listPath: '' }, new Set(), split)
+  const root = splitValue(value, PAYLOAD_ROOT, new Set(), split)
   out.body = stringifyEncoded(root, 'payload')
   return out
 }
@@ -203,7 +209,7 @@ function startsWith(items: readonly string[], prefix: readonly string[]): boolea
  * previous list was made from take their JSON from it without a look at the rest of the list, so
  * a save of a long conversation costs what was appended.
  */
-function splitArray(array: unknown[], where: Where, ancestors: Set<object>, previous: CachedList | undefined): SplitArray {
+function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object>, previous: CachedList | undefined): SplitArray {
   let reused = 0
   if (previous) {
     const known = previous.sources
@@ -218,7 +224,7 @@ function splitArray(array: unknown[], where: Where, ancestors: Set<object>, prev
   let frozenRun = true
   for (let i = reused; i < array.length; i++) {
     const value = array[i]
-    const item = i in array ? itemJson(value, `${where.codecPath}[${i}]`, ancestors) : UNDEFINED_JSON
+    const item = i in array ? itemJson(value, () => `${codecPathOf(where)}[${i}]`, ancestors) : UNDEFINED_JSON
     items.push(item)
     bytes += item.length
     if (frozenRun && isDeepFrozen(value)) sources.push(value)
@@ -231,13 +237,6 @@ const frozenJson = new WeakMap<object, string>()
 /** The long strings inside a frozen item's encoded JSON, with their paths in it. */
 const frozenStrings = new WeakMap<object, Map<string, (string | number)[]>>()
 
-interface Where {
-  /** Path for codec error messages (`payload.messages[3]`). */
-  codecPath: string
-  /** Key path that identifies "the same array" across saves (`/messages`). */
-  listPath: string
-}
-
 interface Splitter {
   /** The list the last save made at `listPath`. */
   previous: (listPath: string) => CachedList | undefined
@@ -245,6 +244,8 @@ interface Splitter {
   toRef: (list: SplitArray, listPath: string) => JsonObject
   /** An item ref for `target` if a list made so far holds it (or, for a string, holds it inside an item). */
   findItem: (target: object | string) => JsonObject | undefined
+  /** Whether `object` could be replaced by an item ref: deeply frozen, once some list was made. */
+  mayReferTo: (object: object) => boolean
 }
 
 /**
@@ -252,22 +253,26 @@ interface Splitter {
  * JSON adds up to at least {@link LIST_MIN_BYTES} into a list ref, and a frozen object or long
  * string that a list already holds into an item ref.
  */
-function splitValue(value: unknown, where: Where, ancestors: Set<object>, split: Splitter): JsonValue {
+function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>, split: Splitter): JsonValue {
   if (typeof value === 'string' && value.length >= ITEM_REF_MIN_CHARS) return split.findItem(value) ?? value
   const isArray = Array.isArray(value) && Object.getPrototypeOf(value) === Array.prototype
   if ((!isArray && !isPlainObject(value)) || ancestors.has(value as object) || Object.getOwnPropertySymbols(value).length > 0) {
-    return encodeNested(value, where.codecPath, ancestors)
+    return typeof value !== 'object' && isPassThrough(value) ? (value as JsonValue) : encodeNested(value, codecPathOf(where), ancestors)
   }
   if (isDeepFrozen(value)) {
     const ref = split.findItem(value as object)
     if (ref) return ref
   }
+  // Too short to hold a list or a long string, and holding no object an item ref could stand
+  // for: plain JSON is its own encoding, kept as it is.
+  if (isShortPassThrough(value, { maxChars: ITEM_REF_MIN_CHARS, depth: ancestors.size, refuse: split.mayReferTo })) return value as JsonValue
   const object = value as Record<string, unknown>
   ancestors.add(object)
   try {
     if (isArray) {
-      const list = splitArray(value as unknown[], where, ancestors, split.previous(where.listPath))
-      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, where.listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
+      const listPath = listPathOf(where)
+      const list = splitArray(value as unknown[], where, ancestors, split.previous(listPath))
+      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
     }
     const out: JsonObject = {}
     let escaped = false
@@ -275,9 +280,9 @@ function splitValue(value: unknown, where: Where, ancestors: Set<object>, split:
       const child = object[key]
       if (child === undefined) continue
       if (key === TAG) escaped = true
-      const codecPath = /^[A-Za-z_$][\w$]*$/.test(key) ? `${where.codecPath}.${key}` : `${where.codecPath}[${JSON.stringify(key)}]`
-      const encoded = splitValue(child, { codecPath, listPath: `${where.listPath}/${key}` }, ancestors, split)
-      Object.defineProperty(out, key, { value: encoded, writable: true, enumerable: true, configurable: true })
+      const encoded = splitValue(child, childPlace(where, key), ancestors, split)
+      if (key === '__proto__') Object.defineProperty(out, key, { value: encoded, writable: true, enumerable: true, configurable: true })
+      else out[key] = encoded
     }
     return escaped ? { [TAG]: 'obj', v: out } : out
   } finally {
@@ -312,7 +317,8 @@ function stringsOf(item: object): Map<string, (string | number)[]> {
   if (strings === undefined) {
     strings = new Map()
     const json = frozenJson.get(item)
-    if (json !== undefined) collectStrings(JSON.parse(json) as unknown, [], strings)
+    // A plain-JSON item was stored as it is: its strings sit at the same paths in the object.
+    if (json !== undefined) collectStrings(isPassThrough(item) ? item : (JSON.parse(json) as unknown), [], strings)
     frozenStrings.set(item, strings)
   }
   return strings
@@ -341,11 +347,11 @@ function at(node: unknown, path: readonly unknown[]): unknown {
 
 const UNDEFINED_JSON = JSON.stringify({ [TAG]: 'undef' })
 
-function itemJson(item: unknown, codecPath: string, ancestors: Set<object>): string {
-  if (!isDeepFrozen(item)) return stringifyEncoded(encodeNested(item, codecPath, ancestors), codecPath)
+function itemJson(item: unknown, codecPath: () => string, ancestors: Set<object>): string {
+  if (!isDeepFrozen(item)) return serializeNested(item, codecPath, ancestors)
   const known = frozenJson.get(item as object)
   if (known !== undefined) return known
-  const json = stringifyEncoded(encodeNested(item, codecPath, ancestors), codecPath)
+  const json = serializeNested(item, codecPath, ancestors)
   frozenJson.set(item as object, json)
   return json
 }

@@ -1,4 +1,4 @@
-import { decodeValue, encodeValue, parseJson, stringifyEncoded, type JsonObject } from '../../core/codec.js'
+import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
 import type { RunPatch, RunRow } from '../engine/rows.js'
@@ -24,7 +24,7 @@ export function encodeMetadata(metadata: JsonObject | undefined): string {
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw new CheckpointError('invalid_argument', 'metadata must be a plain object')
   }
-  return stringifyEncoded(encodeValue(metadata, 'metadata'), 'metadata')
+  return serialize(metadata, 'metadata')
 }
 
 /**

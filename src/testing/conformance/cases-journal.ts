@@ -71,6 +71,35 @@ export function journalCases(ctx: SuiteContext): void {
       expect(await store.listCheckpoints({ runId: 'fx' })).toEqual(before)
     })
 
+    it('records many outcomes of one write, the first outcome of a repeated call winning', async () => {
+      const store = ctx.store()
+      await store.write({ runId: 'fx', intents: ['a', 'b', 'c'].map((callId) => ({ ...intent, callId, idempotencyKey: `fx:${callId}` })) })
+      await store.write({ runId: 'fx', completions: [{ runId: 'fx', callId: 'c', status: 'failed', output: 'early' }] })
+      await store.write({
+        runId: 'fx',
+        completions: [
+          { runId: 'fx', callId: 'a', status: 'succeeded', output: { n: 1 } },
+          { runId: 'fx', callId: 'b', status: 'failed', output: 'no' },
+          { runId: 'fx', callId: 'c', status: 'succeeded', output: 'late' },
+        ],
+      })
+      await store.write({
+        runId: 'fx',
+        intents: [{ ...intent, callId: 'd' }, { ...intent, callId: 'd' }],
+        completions: [
+          { runId: 'fx', callId: 'd', status: 'succeeded', output: 'first' },
+          { runId: 'fx', callId: 'd', status: 'failed', output: 'second' },
+        ],
+      })
+      const effects = await store.listEffects('fx')
+      expect(effects.map((e) => [e.callId, e.status, e.output, e.attempts])).toEqual([
+        ['a', 'succeeded', { n: 1 }, 1],
+        ['b', 'failed', 'no', 1],
+        ['c', 'failed', 'early', 1],
+        ['d', 'succeeded', 'first', 2],
+      ])
+    })
+
     it('commits several checkpoints with effect intents and outcomes in one write', async () => {
       const store = ctx.store()
       await store.recordEffectIntent({ ...intent, callId: 'earlier' })

@@ -32,6 +32,9 @@ export function engineRowCases(ctx: EngineContext): void {
       expect(await engine.commit(commitOne({ runId: 'run', id: 'c1', seq: 2, appends: appendB, intents }))).toEqual({ ok: false, reason: 'duplicate_id' })
       const conflicting = [...appendB, { listId: 'L2', expectedLength: 3, items: ['"x"'] }]
       expect(await engine.commit(commitOne({ runId: 'run', id: 'c2', seq: 2, appends: conflicting, intents }))).toEqual({ ok: false, reason: 'list_conflict' })
+      const two = commitOne({ runId: 'run', id: 'c2', seq: 2, appends: appendB, intents })
+      const taken = { ...two, rows: [...two.rows, checkpointRow({ id: 'c1', runId: 'run', seq: 3 }, [])] }
+      expect(await engine.commit(taken)).toEqual({ ok: false, reason: 'duplicate_id' })
       // A failed first commit does not leave its run behind.
       expect(await engine.commit(commitOne({ runId: 'other', id: 'c1', seq: 1 }))).toEqual({ ok: false, reason: 'duplicate_id' })
       expect(await engine.getRun('other')).toBeUndefined()

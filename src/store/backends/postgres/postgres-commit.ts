@@ -60,10 +60,19 @@ db: PostgresQueryable,
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
     await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
   }
-  // Effects commit with the checkpoints; each is one statement, so a call id may repeat.
-  for (const intent of effects?.intents ?? []) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
+  // Effects commit with the checkpoints: in one statement per kind when their call ids are
+  // distinct, else one statement each, in order (a call id may repeat).
+  const intents = effects?.intents ?? []
+  if (intents.length > 1 && distinctCalls(intents)) await db.query(sql.recordEffectIntents, EFFECT_PARAMS.map((key) => intents.map((intent) => intent[key])))
+  else for (const intent of intents) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
   for (const callId of effects?.starts ?? []) await db.query(sql.startEffect, [run.runId, callId])
-  for (const completion of effects?.completions ?? []) await db.query(sql.completeEffect, completionParams(completion))
+  const completions = effects?.completions ?? []
+  if (completions.length > 1 && distinctCalls(completions)) {
+    const params = completions.map(completionParams)
+    await db.query(sql.completeEffects, params[0]!.map((_, k) => params.map((row) => row[k])))
+  } else {
+    for (const completion of completions) await db.query(sql.completeEffect, completionParams(completion))
+  }
   if (runPatch) await patchRunInTransaction(db, { sql, schema }, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
 }
@@ -107,6 +116,10 @@ async function listsHaveLengths(db: PostgresQueryable, sql: PostgresStatements, 
   const { rows } = await db.query(sql.listLengths, [runId, appends.map((append) => append.listId)])
   const lengths = new Map(rows.map((row) => [row.listId, Number(row.length)]))
   return appends.every((append) => lengths.get(append.listId) === append.expectedLength)
+}
+
+function distinctCalls(effects: readonly { callId: string }[]): boolean {
+  return new Set(effects.map((effect) => effect.callId)).size === effects.length
 }
 
 /** The parameters of the `completeEffect` statement. */

@@ -170,6 +170,21 @@ export function postgresStatements(schema: string) {
       VALUES (${placeholders(EFFECT_PARAMS.length)})
       ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = effects.attempts + 1
       RETURNING ${EFFECT_COLUMNS}`,
+    /**
+     * `recordEffectIntent` for many intents of distinct call ids in one statement (`$1`…: one
+     * array per column, in {@link EFFECT_PARAMS} order), inserted in array order.
+     */
+    recordEffectIntents: `INSERT INTO ${s}.effects
+        (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
+      SELECT e.run_id, e.call_id, e.name, e.input_hash, e.idempotency_key, e.status, e.output, e.output_hash, e.attempts, e.started_at, e.completed_at
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $10::double precision[], $11::double precision[])
+        WITH ORDINALITY AS e(run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at, n)
+      ORDER BY e.n
+      ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = effects.attempts + 1`,
+    /** `completeEffect` for many outcomes of distinct call ids in one statement (one array per parameter of `completeEffect`). */
+    completeEffects: `UPDATE ${s}.effects e SET status = c.status, output = c.output, output_hash = c.output_hash, completed_at = c.completed_at
+      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::double precision[]) AS c(run_id, call_id, status, output, output_hash, completed_at)
+      WHERE e.run_id = c.run_id AND e.call_id = c.call_id AND e.status IN ('pending', 'started')`,
     /** The first outcome wins: only an effect still `pending` or `started` takes one. */
     completeEffect: `UPDATE ${s}.effects SET status = $3, output = $4, output_hash = $5, completed_at = $6
       WHERE run_id = $1 AND call_id = $2 AND status IN ('pending', 'started')

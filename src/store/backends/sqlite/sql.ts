@@ -47,6 +47,8 @@ export const SQL = {
   /** What a fenced write checks (under the write lock of its transaction). */
   fenceOf: `SELECT owner, lease_epoch AS epoch, cancel_requested AS cancelRequested FROM runs WHERE run_id = ?`,
   checkpointExists: `SELECT 1 FROM checkpoints WHERE id = ?`,
+  /** Whether any id of a JSON array of ids is taken: one statement for a commit's rows. */
+  anyCheckpointExists: `SELECT 1 FROM checkpoints WHERE id IN (SELECT value FROM json_each(?)) LIMIT 1`,
   /** Items are numbered 0…n-1, so the length is one past the highest index (a PK range lookup). */
   listLength: `SELECT coalesce(max(idx) + 1, 0) FROM list_items WHERE run_id = ? AND list_id = ?`,
   insertItem: `INSERT INTO list_items (run_id, list_id, idx, item) VALUES (?, ?, ?, ?)`,
@@ -72,6 +74,14 @@ export const SQL = {
     VALUES (:runId, :callId, :name, :inputHash, :idempotencyKey, :status, :output, :outputHash, :attempts, :startedAt, :completedAt)
     ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = attempts + 1
     RETURNING ${EFFECT_COLUMNS}`,
+  /** `recordEffectIntent` inside a commit, which reads nothing back. */
+  commitEffectIntent: `INSERT INTO effects
+      (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
+    VALUES (:runId, :callId, :name, :inputHash, :idempotencyKey, :status, :output, :outputHash, :attempts, :startedAt, :completedAt)
+    ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = attempts + 1`,
+  /** `completeEffect` inside a commit, which reads nothing back. */
+  commitEffectCompletion: `UPDATE effects SET status = :status, output = :output, output_hash = :outputHash, completed_at = :completedAt
+    WHERE run_id = :runId AND call_id = :callId AND status IN ('pending', 'started')`,
   completeEffect: `UPDATE effects SET status = :status, output = :output, output_hash = :outputHash, completed_at = :completedAt
     WHERE run_id = :runId AND call_id = :callId AND status IN ('pending', 'started')
     RETURNING ${EFFECT_COLUMNS}`,

@@ -50,7 +50,8 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     if (!lease || lease.owner !== fence.owner || lease.epoch !== fence.epoch) return { ok: false, reason: 'fenced' }
     cancelRequested = lease.cancelRequested === 1
   }
-  if (rows.some((row) => s.checkpointExists.get(row.id) !== undefined)) return { ok: false, reason: 'duplicate_id' }
+  const taken = rows.length === 1 ? s.checkpointExists.get(rows[0]!.id) : rows.length > 1 ? s.anyCheckpointExists.get(JSON.stringify(rows.map((row) => row.id))) : undefined
+  if (taken !== undefined) return { ok: false, reason: 'duplicate_id' }
   const lastSeq = (s.runLastSeq.get(run.runId) as number | undefined) ?? 0
   const first = rows[0]
   if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
@@ -81,9 +82,9 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
   })
   for (const row of rows) s.insertCheckpoint.run({ ...row, terminal: row.terminal ? 1 : 0 })
-  for (const intent of effects?.intents ?? []) s.recordEffectIntent.get(intent)
+  for (const intent of effects?.intents ?? []) s.commitEffectIntent.run(intent)
   for (const callId of effects?.starts ?? []) s.startEffect.get(run.runId, callId)
-  for (const completion of effects?.completions ?? []) s.completeEffect.get(completion)
+  for (const completion of effects?.completions ?? []) s.commitEffectCompletion.run(completion)
   if (runPatch) patchRun(s, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
 }
