@@ -88,6 +88,25 @@ for (const [name, open] of BACKENDS) {
       await store.close()
     })
 
+    it('a write of a status or metadata over an edited row is refused, and leaves it refused: it never re-digests the edit', async () => {
+      const backend = await open()
+      await writeRun(backend.open({}))
+      const store = backend.open({})
+      await store.leases!.enqueue({ runId: 'job' })
+      await store.close()
+      await backend.writeRunRow('r', { name: 'renamed' })
+      await backend.writeRunRow('job', { metadata: '{"forged":true}' })
+      const reopened = backend.open({})
+      await expect(reopened.updateRun('r', { status: 'completed' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      await expect(reopened.write({ runId: 'r', checkpoints: [{ runId: 'r', kind: 'test', phase: 'p', payload: 3 }], run: { status: 'completed' } })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      await expect(reopened.leases!.cancel('job')).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      await expect(reopened.getRun('r')).rejects.toThrow(/\(name\)/)
+      await expect(reopened.getRun('job')).rejects.toThrow(/\(metadata\)/)
+      await expect(reopened.listRuns()).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      expect(await backend.runColumns('r')).toMatchObject({ status: 'running', name: 'renamed', lastSeq: expect.anything() as unknown })
+      await reopened.close()
+    })
+
     it('metadata forged into a crashed run stops its resume before any model call or tool run', async () => {
       const backend = await open()
       const store = backend.open({})

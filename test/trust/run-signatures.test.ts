@@ -78,6 +78,18 @@ for (const [name, open] of BACKENDS) {
       })
     }
 
+    it('a status change over an edited row is refused: it never signs the edit', async () => {
+      const backend = await open()
+      const store = backend.open(keyed)
+      await writeRun(store)
+      await store.close()
+      await backend.writeRunRow('r', { metadata: '{"owner":"mallory"}' })
+      const reopened = backend.open(keyed)
+      await expect(reopened.updateRun('r', { status: 'completed' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
+      await expectRefused(reopened)
+      await reopened.close()
+    })
+
     it('its last seq raised, with the unkeyed progress digest put in its seal, is a CheckpointIntegrityError', async () => {
       const backend = await open()
       const store = backend.open(keyed)

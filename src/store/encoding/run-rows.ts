@@ -1,7 +1,7 @@
 import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
 import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
-import type { RunPatch, RunRow } from '../engine/rows.js'
+import type { RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { isSignature } from '../trust/seal.js'
 import { assertRunPatch } from './validate.js'
@@ -10,12 +10,21 @@ import { assertRunPatch } from './validate.js'
 export function toRunPatch(patch: UpdateRunInput): RunPatch {
   assertRunPatch(patch)
   // lastSeq, createdAt and the id are the store's.
-  const rowPatch: RunPatch = { updatedAt: Date.now(), digestOf: runDigest }
+  const rowPatch: RunPatch = { updatedAt: Date.now(), digestOf: digestAfterCheck }
   for (const key of ['status', 'name', 'threadId', 'workflowName', 'configSignature'] as const) {
     if (patch[key] !== undefined) Object.assign(rowPatch, { [key]: patch[key] })
   }
   if (patch.metadata !== undefined) rowPatch.metadata = encodeMetadata(patch.metadata)
   return rowPatch
+}
+
+/**
+ * The digest of a run row about to be written, once the row it replaces has passed the checks of
+ * every read: a status or metadata change never re-digests a row edited behind the store's back.
+ */
+export const digestAfterCheck: RunDigestOf = (row, before) => {
+  checkRunRow(before)
+  return runDigest(row)
 }
 
 /** Metadata is persisted through the codec, so it may hold Dates and the other tagged values. */

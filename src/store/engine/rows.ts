@@ -31,16 +31,21 @@ export interface RunRow {
   digest?: string | null
 }
 
-/** The digest of a run row as it is about to be stored (see {@link RunRow.digest}). */
-export type RunDigestOf = (row: RunRow) => string
+/**
+ * The digest of a run row as it is about to be stored (see {@link RunRow.digest}), given the row
+ * as it was stored before: a function that refuses (throws) when that row's own digest does not
+ * match, so a write never re-digests a row edited behind the store's back. The engine lets the
+ * error end its write with nothing written.
+ */
+export type RunDigestOf = (row: RunRow, before: RunRow) => string
 
 /** Fields `updateRun` may change. */
 export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata' | 'seal'>> & {
   updatedAt: number
   /**
-   * Computes the row's new `digest` from the row as patched (every field but the digest set);
-   * called by the engine under the same lock as the write, synchronously. Absent: the digest
-   * stays as it is (a patch of the seal alone).
+   * Computes the row's new `digest` from the row as patched (every field but the digest set) and
+   * the row as it was; called by the engine under the same lock as the write, synchronously.
+   * Absent: the digest stays as it is (a patch of the seal alone).
    */
   digestOf?: RunDigestOf
 }

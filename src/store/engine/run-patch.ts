@@ -12,7 +12,7 @@ export const PATCHABLE_RUN_FIELDS = ['status', 'name', 'threadId', 'workflowName
 export function applyRunPatch(row: RunRow, patch: RunPatch): RunRow {
   const updated: RunRow = { ...row }
   for (const key of PATCHABLE_RUN_FIELDS) if (patch[key] !== undefined) Object.assign(updated, { [key]: patch[key] })
-  if (patch.digestOf) updated.digest = patch.digestOf(updated)
+  if (patch.digestOf) updated.digest = patch.digestOf(updated, row)
   return updated
 }
 

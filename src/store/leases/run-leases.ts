@@ -15,7 +15,7 @@ import type {
   LeaseSubscription,
   RequeueOutcome,
 } from '../engine/lease-engine.js'
-import { decodeRunRow, encodeMetadata, toRunPatch } from '../encoding/run-rows.js'
+import { decodeRunRow, digestAfterCheck, encodeMetadata, toRunPatch } from '../encoding/run-rows.js'
 import { runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { assertId, assertRunPatch } from '../encoding/validate.js'
 
@@ -155,7 +155,7 @@ export class RunLeases {
   /** Cancel a run now, or ask its holder to (see {@link LeaseEngine.cancel}). */
   async cancel(runId: string): Promise<CancelOutcome> {
     assertId(runId, 'runId')
-    const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId, runDigest))
+    const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId, digestAfterCheck))
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     return outcome
   }
@@ -170,7 +170,7 @@ export class RunLeases {
   async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
     assertId(runId, 'runId')
     const outcome = await this.#call(runId, 'queue paused run again', () =>
-      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: runDigest }),
+      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck }),
     )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     return outcome

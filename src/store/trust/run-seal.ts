@@ -36,9 +36,12 @@ export function signedPatch(ring: KeyRing, patch: RunPatch): RunPatch {
   return patch.digestOf ? { ...patch, digestOf: signer(ring) } : patch
 }
 
-/** Computes the field signature of a row as an engine is about to store it. */
+/** Computes the field signature of a row as an engine is about to store it, once the row it replaces verifies. */
 export function signer(ring: KeyRing): RunDigestOf {
-  return (row) => runFieldsSeal(ring, row)
+  return (row, before) => {
+    verifyRunFields(ring, before)
+    return runFieldsSeal(ring, row)
+  }
 }
 
 /** Whether a stored row's fields are signed (not necessarily verifiable). */

@@ -39,8 +39,12 @@ export interface SealOptions {
  *   `getLatest`): a lowered last seq, a deleted or replaced newest checkpoint, or a row restored
  *   from before later commits does not verify.
  *
- * A run row's status, name, thread, workflow name, config signature, metadata and times, list
- * headers and lease columns pass through unchanged.
+ * - A run row's fields (run id, status, name, thread, workflow name, config signature, metadata,
+ *   creation time) are signed in its `digest`, bound to the run id, by every write that changes
+ *   them (a patch's `digestOf`, the lease code's release, requeue and cancel), each after the row
+ *   it replaces verifies; checked on every read of the row.
+ *
+ * A run row's update time, list headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
   readonly #inner: StorageEngine

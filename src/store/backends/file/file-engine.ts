@@ -365,7 +365,8 @@ export class FileEngine implements StorageEngine {
   async #writeCommit(params: { state: RunState; rows: readonly CheckpointRow[]; run: RunRow; files: CheckpointFile[]; plans: AppendPlan[] }): Promise<void> {
     const { state, rows, run, files, plans } = params
     if (!state.row) {
-      const created = carryProgress(run, lastSeqOf(state))
+      // Written before the checkpoints: at the seq the files show now, its progress digest (given for the commit's last seq) carried there.
+      const created = carryProgress({ ...run, lastSeq: rows[rows.length - 1]?.seq ?? run.lastSeq }, lastSeqOf(state))
       await this.#writeRunFile(created, true)
       state.row = created
     }

@@ -145,8 +145,9 @@ export class PostgresLeases implements LeaseEngine {
         await db.query(this.#sql.requestCancel, [runId])
         return { outcome: 'requested', status }
       }
+      const before = runRowOf((await db.query(this.#lockRunForPatch, [runId])).rows[0]!)
       await db.query(this.#sql.cancelNow, [runId, Date.now()])
-      await this.#redigest(db, runId, digestOf)
+      await this.#redigest(db, runId, digestOf, before)
       return { outcome: 'cancelled', status: 'cancelled' }
     })
   }
@@ -160,15 +161,15 @@ export class PostgresLeases implements LeaseEngine {
       if (row.queue === null) return { outcome: 'not_enqueued' }
       if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
       await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
-      await this.#redigest(db, runId, digestOf)
+      await this.#redigest(db, runId, digestOf, run)
       return { outcome: 'queued' }
     })
   }
 
   /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */
-  async #redigest(db: PostgresQueryable, runId: string, digestOf: RunDigestOf | undefined): Promise<void> {
+  async #redigest(db: PostgresQueryable, runId: string, digestOf: RunDigestOf | undefined, before: RunRow): Promise<void> {
     const row = digestOf && (await db.query(this.#lockRunForPatch, [runId])).rows[0]
-    if (row) await db.query(this.#setDigest, [runId, digestOf(runRowOf(row))])
+    if (row) await db.query(this.#setDigest, [runId, digestOf(runRowOf(row), before)])
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {

@@ -118,8 +118,9 @@ export class SqliteLeases implements LeaseEngine {
         this.#s.requestCancel.run({ runId })
         return { outcome: 'requested', status: lease.status }
       }
+      const before = this.#getRun.get(runId) as RunRow
       this.#s.cancelNow.run({ runId, now })
-      this.#redigest(runId, digestOf)
+      this.#redigest(runId, digestOf, before)
       return { outcome: 'cancelled', status: 'cancelled' }
     })
   }
@@ -135,7 +136,7 @@ export class SqliteLeases implements LeaseEngine {
         return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
       }
       this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
-      this.#redigest(runId, digestOf)
+      this.#redigest(runId, digestOf, run)
       return { outcome: 'queued' }
     })
   }
@@ -156,9 +157,9 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */
-  #redigest(runId: string, digestOf: RunDigestOf | undefined): void {
+  #redigest(runId: string, digestOf: RunDigestOf | undefined, before: RunRow): void {
     const row = digestOf && (this.#getRun.get(runId) as RunRow | undefined)
-    if (row) this.#s.setDigest.run({ runId, digest: digestOf(row) })
+    if (row) this.#s.setDigest.run({ runId, digest: digestOf(row, before) })
   }
 
   #write<T>(fn: () => T): T {
