@@ -24,11 +24,14 @@ import { median } from './stats.js'
 const HERE = fileURLToPath(new URL('./startup/', import.meta.url))
 const DIST = fileURLToPath(new URL('../dist/index.js', import.meta.url))
 const STALL_AT = 20
+/** Node's bare start-up: when user code starts, on Node's clock, and the CPU time used by then. */
+const BARE = 'const c = process.cpuUsage(); process.stdout.write(JSON.stringify([performance.now(), (c.user + c.system) / 1000]))'
 
 interface ResumeFigures {
   importedMs: number
   openMs: number
   firstCallMs: number
+  firstCallCpuMs: number
   window: [number, number]
 }
 
@@ -42,11 +45,14 @@ async function main(): Promise<void> {
     await prepare(prepared)
     const bare: number[] = []
     const bareUser: number[] = []
+    const bareCpu: number[] = []
     const figures: ResumeFigures[] = []
     const wall: number[] = []
     for (let t = 0; t < trials; t++) {
       const start = performance.now()
-      bareUser.push(Number(await output(['-e', 'process.stdout.write(String(performance.now()))'])))
+      const [userCodeMs, cpuMs] = JSON.parse(await output(['-e', BARE])) as [number, number]
+      bareUser.push(userCodeMs)
+      bareCpu.push(cpuMs)
       bare.push(performance.now() - start)
       const copy = join(root, `trial-${t}.db`)
       await copyFile(prepared, copy)
@@ -62,6 +68,9 @@ async function main(): Promise<void> {
     row('resume: process start to store open', figures.map((f) => f.openMs))
     row('resume: process start to first model call', figures.map((f) => f.firstCallMs))
     row('resume: first model call minus node start to user code', figures.map((f, i) => f.firstCallMs - bareUser[i]!))
+    row("CPU time: node -e '' at user code", bareCpu)
+    row('CPU time: resume at its first model call', figures.map((f) => f.firstCallCpuMs))
+    row('CPU time: resume at first model call minus node at user code', figures.map((f, i) => f.firstCallCpuMs - bareCpu[i]!))
     row('resume: spawn to exit (the whole resumed run, 20 more cycles)', wall)
     if (process.argv.includes('--profile')) await profile(prepared, root)
   } finally {

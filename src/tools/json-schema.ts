@@ -12,8 +12,14 @@ export function validateJsonSchema(schema: JsonObject, value: unknown, path = ''
   const at = path === '' ? 'input' : path
   if (Array.isArray(schema.anyOf)) {
     const options = schema.anyOf as JsonObject[]
-    const problems = options.map((option) => validateJsonSchema(option, value, path))
-    if (problems.every((problem) => problem !== undefined)) return problems[Math.max(0, options.findIndex((option) => hasRequired(option, value)))]
+    // The options in order until one holds: a long list of tagged blocks checks each once.
+    const problems: (string | undefined)[] = []
+    for (const option of options) {
+      const problem = validateJsonSchema(option, value, path)
+      if (problem === undefined) break
+      problems.push(problem)
+    }
+    if (problems.length === options.length) return problems[Math.max(0, options.findIndex((option) => hasRequired(option, value)))]
   }
   if (schema.const !== undefined && JSON.stringify(schema.const) !== JSON.stringify(value)) return `${at}: must be ${JSON.stringify(schema.const)}`
   if (Array.isArray(schema.enum) && !schema.enum.some((option) => JSON.stringify(option) === JSON.stringify(value))) {
