@@ -18,37 +18,33 @@ import { decodeEffectRow } from './effect-rows.js'
 export const SHARE_MIN_CHARS = 256
 
 const MARKER_PREFIX = `{"${TAG}":"effect","c":`
-/** Outputs kept per run to share with the items that follow; a shared one is dropped. */
-const OUTPUTS_PER_RUN = 16
-const RUNS = 64
+/** Outcomes kept to share with the items that follow (a shared one is dropped): most entries, and most characters in all. */
+const KEPT_OUTPUTS = 256
+const KEPT_CHARS = 64 * 1024 * 1024
 
-/** The writer side: the recent outcomes of each run, and the items rewritten to refer to them. */
+/** The writer side: recent outcomes of the runs written, and the items rewritten to refer to them. */
 export class SharedOutputs {
-  readonly #runs = new Map<string, Map<string, string>>()
+  /** Oldest first; the key is run id and call id. */
+  readonly #kept = new Map<string, { runId: string; callId: string; output: string }>()
+  #chars = 0
 
   /** Remember outcomes that are stored (or are in the commit about to be made). */
   remember(runId: string, rows: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): void {
-    const sharable = rows.filter((row) => isSharable(row.output))
-    if (sharable.length === 0) return
-    const outputs = this.#runs.get(runId) ?? new Map<string, string>()
-    this.#runs.delete(runId)
-    this.#runs.set(runId, outputs)
-    for (const row of sharable) {
-      outputs.delete(row.callId)
-      outputs.set(row.callId, row.output)
+    for (const row of rows) {
+      if (!isSharable(row.output)) continue
+      this.#drop(keyOf(runId, row.callId))
+      this.#kept.set(keyOf(runId, row.callId), { runId, callId: row.callId, output: row.output })
+      this.#chars += row.output.length
     }
-    for (const callId of outputs.keys()) {
-      if (outputs.size <= OUTPUTS_PER_RUN) break
-      outputs.delete(callId)
-    }
-    for (const key of this.#runs.keys()) {
-      if (this.#runs.size <= RUNS) break
-      this.#runs.delete(key)
+    // The newest stays even when it alone is over the budget: it is about to be shared.
+    for (const key of this.#kept.keys()) {
+      if (this.#kept.size <= 1 || (this.#kept.size <= KEPT_OUTPUTS && this.#chars <= KEPT_CHARS)) break
+      this.#drop(key)
     }
   }
 
   forget(runId: string): void {
-    this.#runs.delete(runId)
+    for (const [key, entry] of this.#kept) if (entry.runId === runId) this.#drop(key)
   }
 
   /**
@@ -56,19 +52,31 @@ export class SharedOutputs {
    * effect. `extra` are outcomes of the commit being made.
    */
   sharer(runId: string, extra: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): ((item: string) => string) | undefined {
-    const known = this.#runs.get(runId)
-    const candidates = [...(known ?? []), ...extra.filter((row) => isSharable(row.output)).map((row): [string, string] => [row.callId, row.output])]
+    const candidates: [string, string][] = []
+    for (const entry of this.#kept.values()) if (entry.runId === runId) candidates.push([entry.callId, entry.output])
+    for (const row of extra) if (isSharable(row.output)) candidates.push([row.callId, row.output])
     if (candidates.length === 0) return undefined
     return (item) => {
       let stored = item
       for (const [callId, output] of candidates) {
         if (stored.length < output.length || !stored.includes(output)) continue
         stored = stored.split(output).join(`${MARKER_PREFIX}${JSON.stringify(callId)}}`)
-        known?.delete(callId)
+        this.#drop(keyOf(runId, callId))
       }
       return stored
     }
   }
+
+  #drop(key: string): void {
+    const entry = this.#kept.get(key)
+    if (entry === undefined) return
+    this.#kept.delete(key)
+    this.#chars -= entry.output.length
+  }
+}
+
+function keyOf(runId: string, callId: string): string {
+  return `${runId}\u0000${callId}`
 }
 
 /**
