@@ -2,8 +2,7 @@ import type { JsonObject } from '../core/codec.js'
 import { CheckpointNotFoundError } from '../core/errors.js'
 import { textOf, toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
 import type { CheckpointRecord, EffectRecord, RunRecord, StoreReader } from '../store/checkpoint-store.js'
-import { loadMany } from '../store/delegating-store.js'
-import { allCheckpoints } from '../store/verify-run.js'
+import { loadRun } from '../store/delegating-store.js'
 import { RUNNER_KIND, type RuntimeSnapshot, type ToolExecutionRecord } from './phases.js'
 
 /** One tool call as the timeline shows it. */
@@ -64,8 +63,7 @@ export interface Timeline {
 export async function buildTimeline(store: StoreReader, runId: string): Promise<Timeline> {
   const run = await store.getRun(runId)
   if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; list the runs with \`cairn runs\``, { runId, code: 'run_not_found' })
-  const infos = await allCheckpoints(store, runId)
-  const records = await loadMany<Record<string, unknown>>(store, infos.map((info) => info.id))
+  const records = await loadRun<Record<string, unknown>>(store, runId)
   const effects = await store.listEffects(runId)
   const runtime = records.map((record) => runtimeOf(record)).findLast((snapshot) => snapshot !== undefined)
   const start = records[0]?.createdAt ?? run.createdAt
