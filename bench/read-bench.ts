@@ -44,7 +44,7 @@ interface ChildFigures {
   loadCpuMs: number
   historyCpuMs: number
   entries: number
-  sections: Record<'load' | 'history', [number, number]>
+  sections: Record<'load' | 'history' | 'listing', [number, number]>
 }
 
 const DATABASE = 'cairn_bench_read'
@@ -101,7 +101,7 @@ async function prepare(args: ChildArgs): Promise<void> {
 async function printProfile(args: ChildArgs, root: string): Promise<void> {
   const directory = join(root, `profile-${args.backend}-${args.n}`)
   const figures = await runChild(args, ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', directory])
-  for (const section of ['load', 'history'] as const) {
+  for (const section of ['load', 'history', 'listing'] as const) {
     const summary = await summarizeProfile(directory, figures.sections[section], 8)
     console.log(`  ${section} (${summary.sectionMs.toFixed(1)} ms, sampled ${summary.sampledMs.toFixed(1)}): top self time`)
     for (const entry of summary.byFunction) console.log(`    ${entry.ms.toFixed(2).padStart(7)} ms ${(entry.share * 100).toFixed(0).padStart(3)}%  ${entry.name}`)
@@ -137,6 +137,13 @@ async function child(args: ChildArgs): Promise<void> {
   const history = await new Runner({ store }).history(RUN_ID)
   const historyEnd = now()
   const historyCpuMs = cpuMs(historyCpu)
+  // The header listing, paged as a client pages it: profiled only (--profile).
+  for (let before: string | undefined; ; ) {
+    const page = await store.listCheckpoints({ runId: RUN_ID, limit: 500, ...(before === undefined ? {} : { before }) })
+    if (page.length < 500) break
+    before = page.at(-1)!.id
+  }
+  const listingEnd = now()
   await store.close()
   const figures: ChildFigures = {
     loadMs: (loadEnd - loadStart) / 1000,
@@ -144,7 +151,7 @@ async function child(args: ChildArgs): Promise<void> {
     loadCpuMs,
     historyCpuMs,
     entries: history.length,
-    sections: { load: [loadStart, loadEnd], history: [loadEnd, historyEnd] },
+    sections: { load: [loadStart, loadEnd], history: [loadEnd, historyEnd], listing: [historyEnd, listingEnd] },
   }
   await writeFile(args.out, JSON.stringify(figures))
 }

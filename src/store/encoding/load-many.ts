@@ -8,7 +8,7 @@ import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
 import { checkRow, decodeHeader, toRecord } from './checkpoint-rows.js'
-import { readSharedOutputs, resolveShared } from './shared-outputs.js'
+import { readSharedOutputs, resolveShared, resolveSharedParsed } from './shared-outputs.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
@@ -151,7 +151,7 @@ function writtenItems(list: SharedList, where: { runId: string; checkpointId: st
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= parseItems(writtenItems(list, where), where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
+  list.decoded ??= resolveSharedParsed(list.items, parseItems(list.items, where), list.outputs, where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
   return list.decoded
 }
 

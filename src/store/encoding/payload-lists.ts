@@ -3,7 +3,7 @@ import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serial
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
-import { resolveShared } from './shared-outputs.js'
+import { resolveSharedParsed } from './shared-outputs.js'
 import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
 
 /**
@@ -107,7 +107,7 @@ export function decodePayload(params: {
     const listItems = items[k] ?? []
     if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) throw corrupt(unmatchedList(ref, listItems.length))
     const where = { runId, checkpointId, listId: ref.id }
-    const parsed = parseItems(resolveShared(listItems, params.outputs, where), where)
+    const parsed = resolveSharedParsed(listItems, parseItems(listItems, where), params.outputs, where)
     return { length: parsed.length, whole: () => parsed, item: (n) => parsed[n], stored: (n) => parsed[n] }
   })
   return replaceRefs(params.body, lists, corrupt)

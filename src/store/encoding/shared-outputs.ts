@@ -135,17 +135,31 @@ export function resolveShared(items: readonly string[], outputs: ReadonlyMap<str
     } catch (err) {
       throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, { ...where, cause: err })
     }
-    const resolved = replaceMarkers(tree, (callId) => {
-      const output = outputs.get(callId)
-      if (output === undefined) {
-        throw new CheckpointCorruptionError(
-          `checkpoint ${where.checkpointId} of run ${where.runId}: item ${k} of list ${where.listId} holds the result of effect ${callId}, whose outcome the store does not hold (the effect row was deleted or altered)`,
-          { runId: where.runId, checkpointId: where.checkpointId },
-        )
-      }
-      return JSON.parse(output) as unknown
-    })
-    return JSON.stringify(resolved)
+    return JSON.stringify(resolveParsed(tree, k, outputs, where))
+  })
+}
+
+/**
+ * Parsed items as written: `parsed` are the stored items parsed (refs included); each one whose
+ * stored text holds a ref gets its refs replaced, in place, by the parsed outputs they stand for.
+ * The same result as parsing {@link resolveShared}'s texts, without writing and parsing them again.
+ */
+export function resolveSharedParsed(items: readonly string[], parsed: unknown[], outputs: ReadonlyMap<string, string>, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+  for (let k = 0; k < items.length; k++) if (items[k]!.includes(MARKER_PREFIX)) parsed[k] = resolveParsed(parsed[k], k, outputs, where)
+  return parsed
+}
+
+/** One parsed item with every effect ref replaced by the output it stands for; a ref to an effect `outputs` lacks is a corruption error. */
+function resolveParsed(tree: unknown, k: number, outputs: ReadonlyMap<string, string>, where: { runId: string; checkpointId: string; listId: string }): unknown {
+  return replaceMarkers(tree, (callId) => {
+    const output = outputs.get(callId)
+    if (output === undefined) {
+      throw new CheckpointCorruptionError(
+        `checkpoint ${where.checkpointId} of run ${where.runId}: item ${k} of list ${where.listId} holds the result of effect ${callId}, whose outcome the store does not hold (the effect row was deleted or altered)`,
+        { runId: where.runId, checkpointId: where.checkpointId },
+      )
+    }
+    return JSON.parse(output) as unknown
   })
 }
 
