@@ -291,12 +291,11 @@ export class SealedEngine implements StorageEngine {
   /** Verify (and decrypt) a stored checkpoint row into the plain row the store decodes. */
   openCheckpoint(row: CheckpointRow): CheckpointRow {
     const context = checkpointContext(row)
-    verify(this.#ring, row.digest, 'checkpoint', [checkpointDigest(row)], context)
-    let plain = row
-    if (typeof row.body === 'string' && row.body.startsWith('"e1.')) {
-      const opened = parseSealedPair(decrypt(this.#ring, JSON.parse(row.body) as string, checkpointAad(row), context), context)
-      plain = { ...row, body: opened[0], lists: opened[1] }
-    }
+    const digest = checkpointDigest(row)
+    verify(this.#ring, row.digest, 'checkpoint', [digest], context)
+    if (typeof row.body !== 'string' || !row.body.startsWith('"e1.')) return { ...row, digest }
+    const opened = parseSealedPair(decrypt(this.#ring, JSON.parse(row.body) as string, checkpointAad(row), context), context)
+    const plain = { ...row, body: opened[0], lists: opened[1] }
     return { ...plain, digest: checkpointDigest(plain) }
   }
 
