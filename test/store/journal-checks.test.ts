@@ -71,6 +71,39 @@ describe.each(backends)('the effect journal on %s is checked on every read', (_n
     })
   }
 
+  for (const [label, replacement] of [
+    ['made-up JSON', JSON.stringify({ toolUseId: 'c1', status: 'success' })],
+    ['a SHA-256 in upper case', 'F'.repeat(64)],
+    ['a short hash', 'h'],
+  ] as const) {
+    it(`an input hash replaced whole, intent digest and all, by ${label} is a CheckpointCorruptionError naming the run and the call`, async () => {
+      const backend = await make()
+      const store = backend.open({})
+      await store.save({ runId: 'fx', kind: 'test', phase: 'p', payload: 1 })
+      await store.recordEffectIntent({ runId: 'fx', callId: 'c1', name: 'charge', inputHash: 'h', idempotencyKey: 'fx:c1' })
+      await store.close()
+      const field = (await backend.fields('fx')).find((f) => f.table === 'effects' && f.id === 'c1' && f.column === 'input_hash')!
+      await backend.writeField('fx', field, replacement)
+      const reopened = backend.open({})
+      await expect(reopened.getEffect('fx', 'c1')).rejects.toThrow(/effect c1 of run fx has an input hash that is neither/)
+      await expect(reopened.listEffects('fx')).rejects.toBeInstanceOf(CheckpointCorruptionError)
+      await reopened.close()
+    })
+  }
+
+  it('a row written before intent digests, its input hash a SHA-256 alone, reads back', async () => {
+    const backend = await make()
+    const store = backend.open({})
+    await store.save({ runId: 'fx', kind: 'test', phase: 'p', payload: 1 })
+    await store.recordEffectIntent({ runId: 'fx', callId: 'c1', name: 'charge', inputHash: 'h', idempotencyKey: 'fx:c1' })
+    await store.close()
+    const field = (await backend.fields('fx')).find((f) => f.table === 'effects' && f.id === 'c1' && f.column === 'input_hash')!
+    await backend.writeField('fx', field, 'a'.repeat(64))
+    const reopened = backend.open({})
+    expect(await reopened.getEffect('fx', 'c1')).toMatchObject({ status: 'pending', inputHash: 'a'.repeat(64) })
+    await reopened.close()
+  })
+
   it('an untouched outcome reads back as written', async () => {
     const backend = await make()
     const store = backend.open({})

@@ -68,6 +68,10 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
   if (intent !== undefined && !digestMatches(intent, intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey))) {
     throw effectCorrupt(row, 'has a name, input hash or idempotency key other than its intent recorded: the record was edited after it was written')
   }
+  // A row written before intent digests holds the input's SHA-256 alone; anything else there was edited.
+  if (intent === undefined && !LEGACY_INPUT_HASH.test(inputHash)) {
+    throw effectCorrupt(row, 'has an input hash that is neither a SHA-256 nor followed by its intent digest: the record was edited after it was written')
+  }
   const [outputHash, outcome] = row.outputHash === null ? [null, undefined] : splitDigest(row.outputHash)
   if (outcome !== undefined && !digestMatches(outcome, outcomeDigest(row.runId, row.callId, row.status, outputHash))) {
     throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
@@ -99,6 +103,8 @@ const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed'
  * hash). Rows written before digests have none and are read as they are.
  */
 const DIGEST = '|d1.'
+/** The input hash of a row written before intent digests: a SHA-256 in hex. */
+const LEGACY_INPUT_HASH = /^[0-9a-f]{64}$/
 
 function withDigest(value: string, digest: string): string {
   return `${value}${DIGEST}${digest.slice(0, STORED_DIGEST_CHARS)}`
