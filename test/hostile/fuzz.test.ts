@@ -9,6 +9,8 @@ import { postgresTarget } from '../fixtures/postgres-target.js'
 // end in a CairnError or be read back; none may raise another error, hang, or touch a prototype.
 const RUNS = 300
 const SEED = 7
+/** Each store surface edits and reads back RUNS stored rows: about 6 s on an idle 2-core machine, several times that on a busy one. */
+const STORE_TIMEOUT_MS = 120_000
 
 function expectNoUntypedOutcome(report: SurfaceReport): void {
   expect(report.inputs).toBe(RUNS)
@@ -28,17 +30,17 @@ describe('fuzzing every decoding surface', async () => {
 
   it('SQLite rows edited in the database file: every read is a CairnError or returns data', async () => {
     expectNoUntypedOutcome(await fuzzStoreSurface(await sqliteSurface(), { runs: RUNS, seed: SEED }))
-  })
+  }, STORE_TIMEOUT_MS)
 
   it('file store files edited on disk: every read is a CairnError or returns data', async () => {
     expectNoUntypedOutcome(await fuzzStoreSurface(await fileSurface(), { runs: RUNS, seed: SEED }))
-  })
+  }, STORE_TIMEOUT_MS)
 
   it('Postgres rows edited on the server: every read is a CairnError or returns data', async (ctx) => {
     const target = await postgresTarget()
     if (target.connectionString === undefined) ctx.skip()
     expectNoUntypedOutcome(await fuzzStoreSurface(await postgresSurface(target.connectionString!), { runs: RUNS, seed: SEED }))
-  })
+  }, STORE_TIMEOUT_MS)
 
   afterAll(async () => {
     await (await postgresTarget()).close()
