@@ -14,13 +14,13 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { z } from 'zod'
-import { Agent, Runner, tool, type CheckpointStore, type Model, type ModelRequest, type ModelStreamEvent } from '../src/index.js'
+import { Runner, type CheckpointStore } from '../src/index.js'
 import { PostgresStore } from '../src/postgres.js'
 import { SqliteStore } from '../src/sqlite.js'
 import { sqliteBytes } from './disk-usage.js'
 import { sqliteBreakdown } from './peers/sqlite-breakdown.js'
-import { assistantText, cycleOf, cycleOfInput, FINAL_TEXT, PROMPT, TOOL_DESCRIPTION, TOOL_NAME, toolInput, toolResultText } from './peers/workload.js'
+import { buildAgent } from './peers/systems/cairn.js'
+import { PROMPT } from './peers/workload.js'
 
 const PG_URL = process.env.BYTES_PG_URL ?? 'postgresql://postgres@127.0.0.1:5432/test'
 const RUN_ID = 'bytes-run'
@@ -107,43 +107,6 @@ async function runWorkload(store: CheckpointStore, n: number, durability: 'async
     before = page.at(-1)?.id
   }
   return { messagesJson: Buffer.byteLength(JSON.stringify(messages)), checkpoints }
-}
-
-function buildAgent(n: number): Agent {
-  const lookup = tool({
-    name: TOOL_NAME,
-    description: TOOL_DESCRIPTION,
-    inputSchema: z.object({ query: z.string() }),
-    idempotent: true,
-    callback: ({ query }) => toolResultText(cycleOfInput({ query })),
-  })
-  return new Agent({ model: new BenchModel(n), tools: [lookup] })
-}
-
-/** The bench:peers model step: a ~1 KB reply asking for one lookup per cycle, then a closing answer. */
-class BenchModel implements Model {
-  readonly modelId = 'bench-model'
-  readonly #cycles: number
-
-  constructor(cycles: number) {
-    this.#cycles = cycles
-  }
-
-  async *stream(request: ModelRequest): AsyncGenerator<ModelStreamEvent> {
-    const cycle = cycleOf(request.messages.length)
-    yield { type: 'messageStart' }
-    if (cycle < this.#cycles) {
-      const id = `call-${cycle}`
-      yield { type: 'textDelta', text: assistantText(cycle) }
-      yield { type: 'toolUseStart', toolUseId: id, name: TOOL_NAME }
-      yield { type: 'toolUseInputDelta', toolUseId: id, delta: JSON.stringify(toolInput(cycle)) }
-      yield { type: 'messageStop', stopReason: 'tool_use' }
-    } else {
-      yield { type: 'textDelta', text: FINAL_TEXT }
-      yield { type: 'messageStop', stopReason: 'end_turn' }
-    }
-    yield { type: 'usage', usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 } }
-  }
 }
 
 function printTable(rows: readonly Row[]): void {

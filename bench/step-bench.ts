@@ -17,12 +17,12 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { z } from 'zod'
-import { Agent, MemoryStore, Runner, tool, type CheckpointStore, type Model, type ModelRequest, type ModelStreamEvent } from '../src/index.js'
+import { MemoryStore, Runner, type CheckpointStore } from '../src/index.js'
 import { PostgresStore } from '../src/postgres.js'
 import { SqliteStore } from '../src/sqlite.js'
 import { formatNumber, formatTable } from './format-table.js'
-import { assistantText, cycleOf, cycleOfInput, FINAL_TEXT, PROMPT, stepsOf, TOOL_DESCRIPTION, TOOL_NAME, toolInput, toolResultText } from './peers/workload.js'
+import { buildAgent } from './peers/systems/cairn.js'
+import { PROMPT, stepsOf } from './peers/workload.js'
 import { median, microsSince } from './stats.js'
 
 type Backend = 'memory' | 'sqlite' | 'sqlitethread' | 'postgres'
@@ -151,43 +151,6 @@ async function dropSchema(schema: string): Promise<void> {
     await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
   } finally {
     await client.end()
-  }
-}
-
-function buildAgent(n: number): Agent {
-  const lookup = tool({
-    name: TOOL_NAME,
-    description: TOOL_DESCRIPTION,
-    inputSchema: z.object({ query: z.string() }),
-    idempotent: true,
-    callback: ({ query }) => toolResultText(cycleOfInput({ query })),
-  })
-  return new Agent({ model: new StepModel(n), tools: [lookup] })
-}
-
-/** The peers' model step: a ~1 KB reply asking for one lookup per cycle, then a closing answer. */
-class StepModel implements Model {
-  readonly modelId = 'bench-model'
-  readonly #cycles: number
-
-  constructor(cycles: number) {
-    this.#cycles = cycles
-  }
-
-  async *stream(request: ModelRequest): AsyncGenerator<ModelStreamEvent> {
-    const cycle = cycleOf(request.messages.length)
-    yield { type: 'messageStart' }
-    if (cycle < this.#cycles) {
-      const id = `call-${cycle}`
-      yield { type: 'textDelta', text: assistantText(cycle) }
-      yield { type: 'toolUseStart', toolUseId: id, name: TOOL_NAME }
-      yield { type: 'toolUseInputDelta', toolUseId: id, delta: JSON.stringify(toolInput(cycle)) }
-      yield { type: 'messageStop', stopReason: 'tool_use' }
-    } else {
-      yield { type: 'textDelta', text: FINAL_TEXT }
-      yield { type: 'messageStop', stopReason: 'end_turn' }
-    }
-    yield { type: 'usage', usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 } }
   }
 }
 

@@ -135,14 +135,15 @@ async function listHeaders(store: CheckpointStore) {
   }
 }
 
-export function buildAgent(n: number, clock: CycleClock): Agent {
+/** The workload's agent for `n` cycles; `clock`, when given, is marked at every tool call. */
+export function buildAgent(n: number, clock?: CycleClock): Agent {
   const lookup = tool({
     name: TOOL_NAME,
     description: TOOL_DESCRIPTION,
     inputSchema: z.object({ query: z.string() }),
     idempotent: true,
     callback: ({ query }) => {
-      clock.mark()
+      clock?.mark()
       return toolResultText(cycleOfInput({ query }))
     },
   })
