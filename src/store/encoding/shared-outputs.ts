@@ -21,19 +21,36 @@ const MARKER_PREFIX = `{"${TAG}":"effect","c":`
 /** Outcomes kept to share with the items that follow (a shared one is dropped): most entries, and most characters in all. */
 const KEPT_OUTPUTS = 256
 const KEPT_CHARS = 64 * 1024 * 1024
+/**
+ * Later writes of checkpoints of its run an outcome is kept for. The item that holds a tool's result follows its
+ * outcome in the same write or the next ones; one never found by then is not searched for again.
+ */
+const KEPT_WRITES = 4
+
+interface KeptOutput {
+  runId: string
+  callId: string
+  output: string
+  /** Writes of the run since this outcome was stored. */
+  age: number
+}
 
 /** The writer side: recent outcomes of the runs written, and the items rewritten to refer to them. */
 export class SharedOutputs {
   /** Oldest first; the key is run id and call id. */
-  readonly #kept = new Map<string, { runId: string; callId: string; output: string }>()
+  readonly #kept = new Map<string, KeptOutput>()
+  /** Call ids an item of the write being encoded now refers to, by run (writes of one run take turns). */
+  readonly #sharing = new Map<string, Set<string>>()
   #chars = 0
 
-  /** Remember outcomes that are stored (or are in the commit about to be made). */
+  /** A write of the run was stored: remember its outcomes, but those an item of the same write already refers to. */
   remember(runId: string, rows: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): void {
+    const shared = this.#sharing.get(runId)
+    this.#sharing.delete(runId)
     for (const row of rows) {
-      if (!isSharable(row.output)) continue
+      if (!isSharable(row.output) || shared?.has(row.callId) === true) continue
       this.#drop(keyOf(runId, row.callId))
-      this.#kept.set(keyOf(runId, row.callId), { runId, callId: row.callId, output: row.output })
+      this.#kept.set(keyOf(runId, row.callId), { runId, callId: row.callId, output: row.output, age: 0 })
       this.#chars += row.output.length
     }
     // The newest stays even when it alone is over the budget: it is about to be shared.
@@ -44,23 +61,30 @@ export class SharedOutputs {
   }
 
   forget(runId: string): void {
+    this.#sharing.delete(runId)
     for (const [key, entry] of this.#kept) if (entry.runId === runId) this.#drop(key)
   }
 
   /**
    * The item as stored: each known output of the run found in it replaced by a ref to its
-   * effect. `extra` are outcomes of the commit being made.
+   * effect. `extra` are outcomes of the commit being made. Called once for each write of
+   * checkpoints: the outcomes kept from earlier writes age by one.
    */
   sharer(runId: string, extra: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): ((item: string) => string) | undefined {
+    this.#sharing.delete(runId)
+    for (const [key, entry] of this.#kept) if (entry.runId === runId && ++entry.age > KEPT_WRITES) this.#drop(key)
     const candidates: [string, string][] = []
     for (const entry of this.#kept.values()) if (entry.runId === runId) candidates.push([entry.callId, entry.output])
     for (const row of extra) if (isSharable(row.output)) candidates.push([row.callId, row.output])
     if (candidates.length === 0) return undefined
+    const shared = new Set<string>()
+    this.#sharing.set(runId, shared)
     return (item) => {
       let stored = item
       for (const [callId, output] of candidates) {
         if (stored.length < output.length || !stored.includes(output)) continue
         stored = stored.split(output).join(`${MARKER_PREFIX}${JSON.stringify(callId)}}`)
+        shared.add(callId)
         this.#drop(keyOf(runId, callId))
       }
       return stored
