@@ -77,10 +77,14 @@ export class CheckpointWriter {
     this.#queue.push(record)
     if (this.#options.durability === 'async') {
       if (this.#queue.length >= this.#options.queueMaxSize) await this.#chain
-      // A loop that never waits on I/O (a scripted model) never lets the scheduled write start:
-      // bound how far the store may lag behind it.
-      if (this.#queue.length >= MAX_LAG_RECORDS && !this.#inFlight) void this.#enqueue({})
-      else this.#kick()
+      // A loop that never waits on I/O (a scripted model) never lets the scheduled write start,
+      // nor the reply of a write made off the loop's thread arrive: bound how far the store may
+      // lag behind it, and past that bound let one turn of the event loop go by while a write is
+      // in flight (the loop goes on at once whether or not the write is done).
+      if (this.#queue.length >= MAX_LAG_RECORDS) {
+        if (this.#inFlight && this.#queue.length % MAX_LAG_RECORDS === 0) await new Promise<void>((resolve) => setImmediate(resolve))
+        if (!this.#inFlight) void this.#enqueue({})
+      } else this.#kick()
     }
   }
 

@@ -81,7 +81,10 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
       throw err
     }
   })
-  return writer ? { engine, writer } : { engine }
+  if (!writer) return { engine }
+  // The file exists and is migrated now: the thread may open it.
+  writer.start()
+  return { engine, writer }
 }
 
 /** Report a failure to open as a StoreError naming the database (Cairn errors pass through). */

@@ -29,7 +29,8 @@ export interface WriterStats {
  * going while one run's commit is synced. Commits are posted in order and run one at a time in
  * that order; reads stay on the main connection, which sees a commit once its promise resolves.
  *
- * The thread starts on the first commit and keeps the process alive only while a commit is in
+ * The thread starts when the store opens (its start-up, loading a connection and the commit
+ * code, is then done by the first commit) and keeps the process alive only while a commit is in
  * flight. A thread that cannot start or stops fails every pending and later commit with a
  * {@link StoreError} naming the database.
  */
@@ -46,6 +47,11 @@ export class SqliteWriter implements CommitWriter {
 
   constructor(path: string, connection: SqliteConnectionOptions) {
     this.#data = { path, connection }
+  }
+
+  /** Start the thread now, so that the first commit does not wait for it to load. */
+  start(): void {
+    if (!this.#failure && !this.#closing) this.#start()
   }
 
   commit(request: CommitRequest): Promise<CommitResult> {
