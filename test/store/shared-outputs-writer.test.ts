@@ -51,4 +51,28 @@ describe('SharedOutputs, the writer side', () => {
     expect(shared.sharer('b', [])).toBeUndefined()
     expect(shared.sharer('a', [])!(itemWith('c1'))).toContain('{"~":"effect","c":"c1"}')
   })
+
+  it('rewrites every output an item holds, each where it is, and leaves the rest of the item as it was', () => {
+    const shared = new SharedOutputs()
+    const share = shared.sharer('r', [
+      { callId: 'c1', output: output('c1') },
+      { callId: 'c2', output: output('c2') },
+    ])!
+    const item = `{"role":"user","content":[{"toolResult":${output('c2')}},{"text":"between"},{"toolResult":${output('c1')}},{"again":${output('c2')}}]}`
+    expect(share(item)).toBe(
+      '{"role":"user","content":[{"toolResult":{"~":"effect","c":"c2"}},{"text":"between"},{"toolResult":{"~":"effect","c":"c1"}},{"again":{"~":"effect","c":"c2"}}]}',
+    )
+    expect(share('{"role":"user","content":[{"text":"no output here"}]}')).toBe('{"role":"user","content":[{"text":"no output here"}]}')
+  })
+
+  it('takes the longest of two outputs that start alike', () => {
+    const shared = new SharedOutputs()
+    const short = output('c1')
+    const long = `${short.slice(0, -1)},"more":"${'x'.repeat(40)}"}`
+    const share = shared.sharer('r', [
+      { callId: 'short', output: short },
+      { callId: 'long', output: long },
+    ])!
+    expect(share(`[${long},${short}]`)).toBe('[{"~":"effect","c":"long"},{"~":"effect","c":"short"}]')
+  })
 })

@@ -16,6 +16,8 @@ import { decodeEffectRow } from './effect-rows.js'
  * covers the text a ref stands for, so an edit of either is a corruption error on read.
  */
 export const SHARE_MIN_CHARS = 256
+/** How many leading characters of an output an item is first matched on. */
+const START_CHARS = 32
 
 const MARKER_PREFIX = `{"${TAG}":"effect","c":`
 /** Outcomes kept to share with the items that follow (a shared one is dropped): most entries, and most characters in all. */
@@ -73,21 +75,33 @@ export class SharedOutputs {
   sharer(runId: string, extra: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): ((item: string) => string) | undefined {
     this.#sharing.delete(runId)
     for (const [key, entry] of this.#kept) if (entry.runId === runId && ++entry.age > KEPT_WRITES) this.#drop(key)
-    const candidates: [string, string][] = []
-    for (const entry of this.#kept.values()) if (entry.runId === runId) candidates.push([entry.callId, entry.output])
-    for (const row of extra) if (isSharable(row.output)) candidates.push([row.callId, row.output])
-    if (candidates.length === 0) return undefined
+    // Candidates by their first characters: an item is searched only where an object starts
+    // (`{"`), and only for the outputs that begin there, longest first.
+    const byStart = new Map<string, { callId: string; output: string }[]>()
+    const add = (callId: string, output: string) => {
+      const start = output.slice(0, START_CHARS)
+      const same = byStart.get(start)
+      if (same === undefined) byStart.set(start, [{ callId, output }])
+      else same.splice(same.findIndex((other) => other.output.length < output.length) >>> 0, 0, { callId, output })
+    }
+    for (const entry of this.#kept.values()) if (entry.runId === runId) add(entry.callId, entry.output)
+    for (const row of extra) if (isSharable(row.output)) add(row.callId, row.output)
+    if (byStart.size === 0) return undefined
     const shared = new Set<string>()
     this.#sharing.set(runId, shared)
     return (item) => {
-      let stored = item
-      for (const [callId, output] of candidates) {
-        if (stored.length < output.length || !stored.includes(output)) continue
-        stored = stored.split(output).join(`${MARKER_PREFIX}${JSON.stringify(callId)}}`)
-        shared.add(callId)
-        this.#drop(keyOf(runId, callId))
+      let stored = ''
+      let copied = 0
+      for (let at = item.indexOf('{"'); at >= 0 && item.length - at >= SHARE_MIN_CHARS; at = item.indexOf('{"', at + 1)) {
+        const found = byStart.get(item.slice(at, at + START_CHARS))?.find(({ output }) => item.startsWith(output, at))
+        if (found === undefined) continue
+        stored += `${item.slice(copied, at)}${MARKER_PREFIX}${JSON.stringify(found.callId)}}`
+        copied = at + found.output.length
+        at = copied - 1
+        shared.add(found.callId)
+        this.#drop(keyOf(runId, found.callId))
       }
-      return stored
+      return copied === 0 ? item : stored + item.slice(copied)
     }
   }
 
