@@ -120,8 +120,9 @@ describe('SQLite writer thread', () => {
     const result = await new Runner({ store, durability: 'async' }).run(new Agent({ model, tools: [echo] }), { input: 'go', runId: 'busy' })
     expect(result.state).toBe('completed')
     // 5 records a cycle and a queue of up to 1,000: a writer that only hears back from its thread
-    // once the loop waits would make 2 or 3 commits in all.
-    expect(store.writerStats!.commits).toBeGreaterThan(10)
+    // once the loop waits makes 2 commits in all (how many more it makes depends on how fast the
+    // thread commits beside the loop).
+    expect(store.writerStats!.commits).toBeGreaterThan(3)
     expect((await store.listCheckpoints({ runId: 'busy', limit: 1 }))[0]?.phase).toBe('run_terminal')
   })
 })
