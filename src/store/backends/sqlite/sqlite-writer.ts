@@ -126,9 +126,10 @@ export class SqliteWriter implements CommitWriter {
 }
 
 /**
- * Start the writer thread: the compiled `writer-thread.js` beside this module, or, when Cairn
- * runs from its TypeScript sources (its own tests and scripts), the `.ts` entry loaded through
- * tsx, a development dependency.
+ * Start the writer thread: the built `writer-thread.js` beside this module (the build puts it
+ * at the root of dist/, beside every chunk this module can be bundled into), or, when Cairn runs
+ * from its TypeScript sources (its own tests and scripts), the `.ts` entry loaded through tsx, a
+ * development dependency.
  */
 function spawnWriterThread(data: WriterThreadData): WorkerThreads.Worker {
   // Loaded on first use: a process whose stores commit on their own connection never needs it.
