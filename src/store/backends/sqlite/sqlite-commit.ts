@@ -4,6 +4,7 @@
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
+import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
@@ -91,7 +92,7 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     if ((err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateCheckpointId()
     throw err
   }
-  for (const intent of effects?.intents ?? []) s.commitEffectIntent.run(intent)
+  for (const intent of intentRowsOf(effects)) s.commitEffectIntent.run(intent)
   for (const callId of effects?.starts ?? []) s.startEffect.get(run.runId, callId)
   for (const completion of effects?.completions ?? []) s.commitEffectCompletion.run(completion)
   if (runPatch) patchRun(s, run.runId, runPatch)
