@@ -1,6 +1,6 @@
 import { decodeValue, parseJson, serialize, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { digestMatches, hashEncoded, hashValue, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
+import { digestMatches, hashEncoded, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId, assertWellFormed } from './validate.js'
@@ -38,12 +38,13 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     throw new CheckpointError('invalid_argument', `effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
   }
   assertWellFormed(completion.callId, 'effect callId', runId)
-  const outputHash = hashValue(completion.output)
+  const output = serialize(completion.output, 'effect output')
+  const outputHash = `${TEXT_HASH}${sha256(output)}`
   return {
     runId,
     callId: completion.callId,
     status: completion.status,
-    output: serialize(completion.output, 'effect output'),
+    output,
     outputHash: withDigest(outputHash, outcomeDigest(runId, completion.callId, completion.status, outputHash)),
     completedAt: Date.now(),
   }
@@ -83,9 +84,12 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
 /** The output of a finished effect, checked against its hash. */
 function decodeOutput(row: EffectRow, output: string): unknown {
   const context = { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
+  const mismatch = () => effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+  const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
+  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw mismatch()
   try {
     const parsed = parseJson(output, context) as JsonValue
-    if (hashEncoded(parsed) !== row.outputHash) throw effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+    if (!textHash && hashEncoded(parsed) !== row.outputHash) throw mismatch()
     return decodeValue(parsed, context)
   } catch (err) {
     if (err instanceof CairnError) throw err
@@ -93,6 +97,13 @@ function decodeOutput(row: EffectRow, output: string): unknown {
     throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
   }
 }
+
+/**
+ * An output hash of this form is the SHA-256 of the output's text as stored (so a check needs no
+ * parse, and the writer no second walk of the value); one without it, written before, is the
+ * SHA-256 of the output's canonical JSON (`hashValue`).
+ */
+const TEXT_HASH = 't1.'
 
 const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
 
