@@ -8,6 +8,7 @@
  *   npm run bench:read                          # every backend and size, 7 fresh processes each
  *   npm run bench:read -- --sizes 50,200 --backends sqlite --trials 5
  *   npm run bench:read -- --profile             # plus the top self-time entries of each section
+ *   npm run bench:read -- --profile --top 20    # … the top 20 of them (default 8)
  *
  * Figures are medians over the trials; the runs are written once, before the trials.
  */
@@ -62,6 +63,7 @@ async function main(): Promise<void> {
   const backends = (flag('backends') ?? 'sqlite,postgres').split(',') as Backend[]
   const trials = Number(flag('trials') ?? 7)
   const profile = process.argv.includes('--profile')
+  const top = Number(flag('top') ?? 8)
   if (backends.includes('postgres')) await ensureDatabase()
   const root = await mkdtemp(join(tmpdir(), 'cairn-read-bench-'))
   console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, and CPU time of this process)`)
@@ -77,7 +79,7 @@ async function main(): Promise<void> {
         const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)}`
         const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)}`
         console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history}  ${figures[0]!.entries}`)
-        if (profile) await printProfile(args, root)
+        if (profile) await printProfile(args, root, top)
       }
     }
   } finally {
@@ -98,11 +100,11 @@ async function prepare(args: ChildArgs): Promise<void> {
   }
 }
 
-async function printProfile(args: ChildArgs, root: string): Promise<void> {
+async function printProfile(args: ChildArgs, root: string, top: number): Promise<void> {
   const directory = join(root, `profile-${args.backend}-${args.n}`)
   const figures = await runChild(args, ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', directory])
   for (const section of ['load', 'history', 'listing'] as const) {
-    const summary = await summarizeProfile(directory, figures.sections[section], 8)
+    const summary = await summarizeProfile(directory, figures.sections[section], top)
     console.log(`  ${section} (${summary.sectionMs.toFixed(1)} ms, sampled ${summary.sampledMs.toFixed(1)}): top self time`)
     for (const entry of summary.byFunction) console.log(`    ${entry.ms.toFixed(2).padStart(7)} ms ${(entry.share * 100).toFixed(0).padStart(3)}%  ${entry.name}`)
   }
