@@ -7,7 +7,7 @@ import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
-import { readSharedOutputs, resolveShared } from './shared-outputs.js'
+import { readSharedOutputs, resolveShared, type CheckedOutputs } from './shared-outputs.js'
 
 /** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
 export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
@@ -42,7 +42,7 @@ export interface StoredCheckpoint {
   /** As stored: an item may refer to an effect's output (see `shared-outputs.ts`). */
   items: string[][]
   /** Checked outputs of the effects the items refer to, by call id. */
-  outputs: ReadonlyMap<string, string>
+  outputs: CheckedOutputs
 }
 
 /** Check a row's shape and digest and fetch its lists' items; any flaw is a corruption error. */

@@ -8,7 +8,7 @@ import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
 import { checkRow, decodeHeader, toRecord } from './checkpoint-rows.js'
-import { readSharedOutputs, resolveShared, resolveSharedParsed } from './shared-outputs.js'
+import { CheckedOutputs, readSharedOutputs, resolveShared, resolveSharedParsed } from './shared-outputs.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
@@ -16,7 +16,7 @@ interface SharedList {
   /** `hashes[k]`: the chain hash of the first k items, computed as far as a ref needs. */
   hashes: string[]
   /** Checked outputs of the effects the run's items refer to. */
-  outputs: ReadonlyMap<string, string>
+  outputs: CheckedOutputs
   /** The items as written (effect refs resolved), made once. */
   written?: string[]
   /** Each item decoded once and deeply frozen: the records share them. */
@@ -44,7 +44,7 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       // A migration may change the payload in place: this record gets items of its own.
       const shared = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!)
       const items = refs.map((ref, k) => shared[k]!.items.slice(0, ref.n))
-      return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new Map() }, schemas)
+      return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new CheckedOutputs() }, schemas)
     }
     const context = { runId: row.runId, checkpointId: row.id }
     // Most records of a run hold no list (runner phases between snapshots): their body is the

@@ -3,7 +3,7 @@ import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serial
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
-import { resolveSharedParsed } from './shared-outputs.js'
+import { resolveSharedParsed, type CheckedOutputs } from './shared-outputs.js'
 import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
 
 /**
@@ -97,7 +97,7 @@ export function decodePayload(params: {
   refs: readonly ListRef[]
   items: readonly (readonly string[])[]
   /** Checked outputs of the effects the items refer to (`readSharedOutputs`). */
-  outputs: ReadonlyMap<string, string>
+  outputs: CheckedOutputs
   runId: string
   checkpointId: string
 }): unknown {
