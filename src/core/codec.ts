@@ -455,7 +455,7 @@ function decodeTag(obj: Record<string, unknown>, decoder: Decoder, depth: number
 }
 
 /** Assign an own data property, even for `__proto__`, without touching any prototype. */
-function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') {
     Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true })
   } else {

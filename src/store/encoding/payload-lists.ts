@@ -1,5 +1,5 @@
 import { sha256 } from '../../core/hash.js'
-import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, setOwn, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
@@ -366,7 +366,7 @@ function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unk
     const child = fields[key]
     if (child !== null && typeof child === 'object') {
       const replaced = visitRefs(child, resolve)
-      if (replaced !== child) Object.defineProperty(fields, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+      if (replaced !== child) setOwn(fields, key, replaced)
     }
   }
   return node

@@ -1,4 +1,4 @@
-import { TAG } from '../../core/codec.js'
+import { setOwn, TAG } from '../../core/codec.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
@@ -157,16 +157,19 @@ export async function readSharedOutputs(engine: StorageEngine, runId: string, it
  * {@link readSharedOutputs}; a ref to an effect it lacks is a corruption error.
  */
 export function resolveShared(items: readonly string[], outputs: CheckedOutputs, where: { runId: string; checkpointId: string; listId: string }): string[] {
-  return items.map((item, k) => {
-    if (!item.includes(MARKER_PREFIX)) return item
-    let tree: unknown
-    try {
-      tree = JSON.parse(item)
-    } catch (err) {
-      throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, { ...where, cause: err })
-    }
-    return JSON.stringify(resolveParsed(tree, k, outputs, where))
-  })
+  return items.map((item, k) => resolveSharedItem(item, k, outputs, where))
+}
+
+/** Item `k` of a list (`item`, as stored) as written: see {@link resolveShared}. */
+export function resolveSharedItem(item: string, k: number, outputs: CheckedOutputs, where: { runId: string; checkpointId: string; listId: string }): string {
+  if (!item.includes(MARKER_PREFIX)) return item
+  let tree: unknown
+  try {
+    tree = JSON.parse(item)
+  } catch (err) {
+    throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, { ...where, cause: err })
+  }
+  return JSON.stringify(resolveParsed(tree, k, outputs, where))
 }
 
 /**
@@ -207,7 +210,7 @@ function replaceMarkers(node: unknown, output: (callId: string) => unknown): unk
     const child = fields[key]
     if (child === null || typeof child !== 'object') continue
     const replaced = replaceMarkers(child, output)
-    if (replaced !== child) Object.defineProperty(fields, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+    if (replaced !== child) setOwn(fields, key, replaced)
   }
   return obj
 }

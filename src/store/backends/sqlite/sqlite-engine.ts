@@ -6,7 +6,7 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
-import { listCheckpointsSql, listRunsSql } from './sql.js'
+import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
 
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
@@ -121,13 +121,13 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    const shape = { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
-    const params: Record<string, unknown> = { limit: query.limit ?? -1 }
-    if (query.runId !== undefined) params.runId = query.runId
-    if (query.workflowName !== undefined) params.workflowName = query.workflowName
-    if (query.before !== undefined) params.before = query.before
-    const rows = this.#listStatement(listCheckpointsSql(shape)).all(params) as StoredHeader[]
+    const rows = this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]
     return rows.map(headerRow)
+  }
+
+  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
+    const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
+    return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
   }
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
@@ -241,6 +241,18 @@ export class SqliteEngine implements StorageEngine {
     }
     return statement
   }
+}
+
+function listShape(query: ListCheckpointsQuery): ListCheckpointsShape {
+  return { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
+}
+
+function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
+  const params: Record<string, unknown> = { limit: query.limit ?? -1 }
+  if (query.runId !== undefined) params.runId = query.runId
+  if (query.workflowName !== undefined) params.workflowName = query.workflowName
+  if (query.before !== undefined) params.before = query.before
+  return params
 }
 
 /** A header as stored: `terminal` is 0 or 1. */
