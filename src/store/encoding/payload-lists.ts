@@ -2,6 +2,7 @@ import { sha256 } from '../../core/hash.js'
 import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, setOwn, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
+import { limits } from '../../core/limits.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
 import { resolveSharedParsed, type CheckedOutputs } from './shared-outputs.js'
 import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
@@ -387,7 +388,11 @@ function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
 
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
   // Each item is decoded (which stops at maxDepth) before anything else walks it: only lengths are checked here.
-  for (const [k, item] of items.entries()) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
+  const { maxPayloadChars } = limits()
+  for (let k = 0; k < items.length; k++) {
+    const item = items[k]!
+    if (item.length > maxPayloadChars) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
+  }
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed

@@ -163,7 +163,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listEffects(runId: string): Promise<EffectRow[]> {
-    return this.#statements.listEffects.all(runId) as EffectRow[]
+    return (this.#statements.listEffects.all(runId) as unknown[][]).map(rawEffectRow)
   }
 
   async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
@@ -274,4 +274,10 @@ function rawCheckpointRow(columns: unknown[]): CheckpointRow {
   // As `headerRow`: 0/1 to a boolean, any other value passed on for EngineStore to reject.
   const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
   return { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal: flag, metadata, body, lists, digest } as CheckpointRow
+}
+
+/** An effect row from its columns (a raw statement: arrays are cheaper to read than objects). */
+function rawEffectRow(columns: unknown[]): EffectRow {
+  const [runId, callId, name, inputHash, idempotencyKey, status, output, outputHash, attempts, startedAt, completedAt] = columns
+  return { runId, callId, name, inputHash, idempotencyKey, status, output, outputHash, attempts, startedAt, completedAt } as EffectRow
 }
