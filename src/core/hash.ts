@@ -56,20 +56,20 @@ export function matchesEncodedHash(parsed: JsonValue, text: string, expected: st
 function reorderedMembers(parsed: JsonValue, text: string): string | undefined {
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return undefined
   const keys = Object.keys(parsed)
-  const sliced = keys.findIndex((key) => typeof parsed[key] === 'object' && parsed[key] !== null)
-  if (sliced < 0 || text.charCodeAt(0) !== 123 || text.charCodeAt(text.length - 1) !== 125) return undefined
-  const member = (i: number) => `${JSON.stringify(keys[i])}:${JSON.stringify(parsed[keys[i]!])}`
+  let sliced = 0
+  while (sliced < keys.length && (typeof parsed[keys[sliced]!] !== 'object' || parsed[keys[sliced]!] === null)) sliced++
+  if (sliced === keys.length || text.charCodeAt(0) !== 123 || text.charCodeAt(text.length - 1) !== 125) return undefined
   const members: string[] = new Array<string>(keys.length)
   let start = 1
   for (let i = 0; i < sliced; i++) {
-    const written = member(i)
+    const written = `${JSON.stringify(keys[i])}:${JSON.stringify(parsed[keys[i]!])}`
     if (!text.startsWith(written, start) || text.charCodeAt(start + written.length) !== 44) return undefined
     members[i] = written
     start += written.length + 1
   }
   let end = text.length - 1
   for (let i = keys.length - 1; i > sliced; i--) {
-    const written = member(i)
+    const written = `${JSON.stringify(keys[i])}:${JSON.stringify(parsed[keys[i]!])}`
     end -= written.length
     if (end <= start || !text.startsWith(written, end) || text.charCodeAt(end - 1) !== 44) return undefined
     members[i] = written
@@ -78,8 +78,16 @@ function reorderedMembers(parsed: JsonValue, text: string): string | undefined {
   const head = `${JSON.stringify(keys[sliced])}:`
   if (end - start <= head.length || !text.startsWith(head, start)) return undefined
   members[sliced] = text.slice(start, end)
-  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1))
-  return `{${order.map((i) => members[i]).join(',')}}`
+  // Keys in sorted order, each with its member: a simple insertion sort (objects have few keys).
+  const order: number[] = []
+  for (let i = 0; i < keys.length; i++) {
+    let at = order.length
+    while (at > 0 && keys[order[at - 1]!]! > keys[i]!) at--
+    order.splice(at, 0, i)
+  }
+  let canonical = '{'
+  for (let i = 0; i < order.length; i++) canonical += `${i === 0 ? '' : ','}${members[order[i]!]!}`
+  return `${canonical}}`
 }
 
 /** SHA-256 of a string, as lowercase hex. */
