@@ -1,9 +1,10 @@
 /**
  * The read paths of a finished run, each in a fresh process, as `bench:peers` takes them: the
  * cold load (open the store, `getLatest`, and the newest checkpoint carrying the runtime snapshot
- * with its whole conversation: what `runner.resume` reads) and the full history
- * (`runner.history`: every checkpoint with its decoded state), on SQLite and Postgres, for runs of
- * n = 50, 200, 500 and 1000 cycles of the peers' workload.
+ * with its whole conversation: what `runner.resume` reads), the full history (`runner.history`:
+ * every checkpoint with its decoded state) and then the header listing (`listCheckpoints`, paged
+ * by 500, verified), on SQLite and Postgres, for runs of n = 50, 200, 500 and 1000 cycles of the
+ * peers' workload.
  *
  *   npm run bench:read                          # every backend and size, 7 fresh processes each
  *   npm run bench:read -- --sizes 50,200 --backends sqlite --trials 5
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
   if (backends.includes('postgres')) await ensureDatabase()
   const root = await mkdtemp(join(tmpdir(), 'cairn-read-bench-'))
   console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, and CPU time of this process)`)
-  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)}  entries`)
+  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)} ${'listing'.padStart(8)}  entries`)
   try {
     for (const backend of backends) {
       for (const n of sizes) {
@@ -78,7 +79,8 @@ async function main(): Promise<void> {
         const cell = (pick: (f: ChildFigures) => number, width: number) => median(figures.map(pick)).toFixed(1).padStart(width)
         const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)}`
         const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)}`
-        console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history}  ${figures[0]!.entries}`)
+        const listing = cell((f) => (f.sections.listing[1] - f.sections.listing[0]) / 1000, 8)
+        console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history} ${listing}  ${figures[0]!.entries}`)
         if (profile) await printProfile(args, root, top)
       }
     }
@@ -139,7 +141,7 @@ async function child(args: ChildArgs): Promise<void> {
   const history = await new Runner({ store }).history(RUN_ID)
   const historyEnd = now()
   const historyCpuMs = cpuMs(historyCpu)
-  // The header listing, paged as a client pages it: profiled only (--profile).
+  // The header listing, paged as a client pages it.
   for (let before: string | undefined; ; ) {
     const page = await store.listCheckpoints({ runId: RUN_ID, limit: 500, ...(before === undefined ? {} : { before }) })
     if (page.length < 500) break
