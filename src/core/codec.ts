@@ -384,7 +384,11 @@ function decodeAt(json: unknown, decoder: Decoder, depth: number): unknown {
 
 function decodeFields(obj: Record<string, unknown>, decoder: Decoder, depth: number): void {
   const trail = decoder.trail
-  for (const key of Object.keys(obj)) {
+  // Indexed loops, here and in the other walks of a read: a fresh process runs them before they
+  // are optimized, when a for-of allocates an iterator result at every step.
+  const keys = Object.keys(obj)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const item = obj[key]
     if (typeof item === 'object' && item !== null) {
       trail.push(key)

@@ -165,7 +165,9 @@ function splice(node: unknown): unknown {
   }
   if (Object.getPrototypeOf(node) !== Object.prototype && Object.getPrototypeOf(node) !== null) return node
   const obj = node as Record<string, unknown>
-  for (const key of Object.keys(obj)) {
+  const keys = Object.keys(obj)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const value = obj[key]
     const replaced = splice(value)
     if (replaced !== value) setOwn(obj, key, replaced)

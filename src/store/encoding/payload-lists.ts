@@ -163,7 +163,7 @@ export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: 
 /** Chain hash: h(k) = sha256(h(k-1) + "\n" + item(k)), starting from `from`. */
 export function chainHash(from: string, items: readonly string[]): string {
   let h = from
-  for (const item of items) h = sha256(`${h}\n${item}`)
+  for (let k = 0; k < items.length; k++) h = sha256(`${h}\n${items[k]!}`)
   return h
 }
 
@@ -363,7 +363,9 @@ function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unk
   const obj = node as Record<string, unknown>
   if (obj[TAG] === 'list' || obj[TAG] === 'item') return resolve(obj)
   const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
-  for (const key of Object.keys(fields)) {
+  const keys = Object.keys(fields)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const child = fields[key]
     if (child !== null && typeof child === 'object') {
       const replaced = visitRefs(child, resolve)

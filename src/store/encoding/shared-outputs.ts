@@ -97,7 +97,8 @@ export function mayShare(items: readonly string[]): boolean {
 export function sharedRefs(items: readonly string[]): Set<string> {
   const callIds = new Set<string>()
   const pattern = /\{"~":"effect","c":("(?:[^"\\]|\\.)*")\}/g
-  for (const item of items) {
+  for (let k = 0; k < items.length; k++) {
+    const item = items[k]!
     if (!item.includes(MARKER_PREFIX)) continue
     for (const match of item.matchAll(pattern)) callIds.add(JSON.parse(match[1]!) as string)
   }
@@ -144,7 +145,8 @@ export async function readSharedOutputs(engine: StorageEngine, runId: string, it
   const outputs = new CheckedOutputs()
   if (callIds.size === 0) return outputs
   const rows: (EffectRow | undefined)[] = callIds.size <= 4 ? await Promise.all([...callIds].map((callId) => engine.getEffect(runId, callId))) : await engine.listEffects(runId)
-  for (const row of rows) {
+  for (let k = 0; k < rows.length; k++) {
+    const row = rows[k]
     if (row === undefined || !callIds.has(row.callId) || row.output === null) continue
     // Every check of the effect's record (the output against its hash above all): an altered one is never handed on.
     outputs.add(row.callId, row.output, checkedOutputJson(row as EffectRow & { output: string }))
@@ -203,10 +205,11 @@ function replaceMarkers(node: unknown, output: (callId: string) => unknown): unk
     return node
   }
   const obj = node as Record<string, unknown>
-  const keys = Object.keys(obj)
-  if (obj[TAG] === 'effect' && keys.length === 2 && typeof obj.c === 'string') return output(obj.c)
+  if (obj[TAG] === 'effect' && typeof obj.c === 'string' && Object.keys(obj).length === 2) return output(obj.c)
   const fields = obj[TAG] === 'obj' && typeof obj.v === 'object' && obj.v !== null && !Array.isArray(obj.v) ? (obj.v as Record<string, unknown>) : obj
-  for (const key of Object.keys(fields)) {
+  const keys = Object.keys(fields)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const child = fields[key]
     if (child === null || typeof child !== 'object') continue
     const replaced = replaceMarkers(child, output)
