@@ -46,10 +46,10 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       const items = refs.map((ref, k) => shared[k]!.items.slice(0, ref.n))
       return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new CheckedOutputs() }, schemas)
     }
-    const context = { runId: row.runId, checkpointId: row.id }
     // Most records of a run hold no list (runner phases between snapshots): their body is the
     // whole payload, decoded in one walk, which refuses a list or item ref there as a bad tag.
-    if (refs.length === 0) return recordOf(row, deserialize(row.body, { ...context, what: 'payload' }), schemas)
+    if (refs.length === 0) return recordOf(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }), schemas)
+    const context = { runId: row.runId, checkpointId: row.id }
     const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
     const views = refs.map((ref): ListView => {
       const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
