@@ -14,6 +14,7 @@
  * Figures are medians over the trials; the runs are written once, before the trials.
  */
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -45,6 +46,9 @@ interface ChildFigures {
   /** CPU time (user + system) of each section: steadier than wall time on a busy machine. */
   loadCpuMs: number
   historyCpuMs: number
+  /** On-CPU time of the main thread alone (Linux), without GC helper and loader threads: steadier still. */
+  loadMainMs: number
+  historyMainMs: number
   entries: number
   sections: Record<'load' | 'history' | 'listing', [number, number]>
 }
@@ -67,8 +71,8 @@ async function main(): Promise<void> {
   const top = Number(flag('top') ?? 8)
   if (backends.includes('postgres')) await ensureDatabase()
   const root = await mkdtemp(join(tmpdir(), 'cairn-read-bench-'))
-  console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, and CPU time of this process)`)
-  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)} ${'listing'.padStart(8)}  entries`)
+  console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, CPU time of the process, and on-CPU time of its main thread)`)
+  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'(main)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)} ${'(main)'.padStart(7)} ${'listing'.padStart(8)}  entries`)
   try {
     for (const backend of backends) {
       for (const n of sizes) {
@@ -77,8 +81,8 @@ async function main(): Promise<void> {
         const figures: ChildFigures[] = []
         for (let t = 0; t < trials; t++) figures.push(await runChild(args, []))
         const cell = (pick: (f: ChildFigures) => number, width: number) => median(figures.map(pick)).toFixed(1).padStart(width)
-        const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)}`
-        const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)}`
+        const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)} ${cell((f) => f.loadMainMs, 7)}`
+        const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)} ${cell((f) => f.historyMainMs, 7)}`
         const listing = cell((f) => (f.sections.listing[1] - f.sections.listing[0]) / 1000, 8)
         console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history} ${listing}  ${figures[0]!.entries}`)
         if (profile) await printProfile(args, root, top)
@@ -133,14 +137,17 @@ async function child(args: ChildArgs): Promise<void> {
   }
   const loadStart = now()
   const loadCpu = process.cpuUsage()
+  const loadMain = mainThreadMs()
   const store = openStore(args)
   await loadLatestState(store, args.n)
   const loadEnd = now()
   const loadCpuMs = cpuMs(loadCpu)
+  const historyMain = mainThreadMs()
   const historyCpu = process.cpuUsage()
   const history = await new Runner({ store }).history(RUN_ID)
   const historyEnd = now()
   const historyCpuMs = cpuMs(historyCpu)
+  const historyMainEnd = mainThreadMs()
   // The header listing, paged as a client pages it.
   for (let before: string | undefined; ; ) {
     const page = await store.listCheckpoints({ runId: RUN_ID, limit: 500, ...(before === undefined ? {} : { before }) })
@@ -154,10 +161,21 @@ async function child(args: ChildArgs): Promise<void> {
     historyMs: (historyEnd - loadEnd) / 1000,
     loadCpuMs,
     historyCpuMs,
+    loadMainMs: historyMain - loadMain,
+    historyMainMs: historyMainEnd - historyMain,
     entries: history.length,
     sections: { load: [loadStart, loadEnd], history: [loadEnd, historyEnd], listing: [historyEnd, listingEnd] },
   }
   await writeFile(args.out, JSON.stringify(figures))
+}
+
+/** Milliseconds the main thread has spent on a CPU (Linux scheduler statistics; NaN elsewhere). */
+function mainThreadMs(): number {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6
+  } catch {
+    return Number.NaN
+  }
 }
 
 function openStore(args: ChildArgs): CheckpointStore {
