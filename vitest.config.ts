@@ -9,6 +9,7 @@ import { defineConfig } from 'vitest/config'
  */
 const integration = [
   'test/cli/**/*.test.ts',
+  'test/conformance/built-sqlite.conformance.test.ts',
   'test/conformance/file.conformance.test.ts',
   'test/conformance/keyed.conformance.test.ts',
   'test/conformance/sqlite.conformance.test.ts',
@@ -23,6 +24,7 @@ const integration = [
   'test/langgraph/validation.sqlite-file.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
+  'test/package/**/*.test.ts',
   'test/pglite-client.test.ts',
   'test/postgres-engine.test.ts',
   'test/providers/demo-real-model.test.ts',

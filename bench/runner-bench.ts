@@ -17,13 +17,15 @@ const CYCLES = 200
 const TRIALS = Number(process.env.CAIRN_BENCH_TRIALS ?? 7)
 const FLOOR_COMMITS = 200
 const WARMUP_CYCLES = 40
-const TARGETS = { asyncMicrosPerCheckpoint: 50, syncOverFloor: 2.5 }
+const TARGETS = { asyncMicrosPerCheckpoint: 50, syncOverFloor: 2.5, syncCommitOverSameSizeFloor: 1.5 }
 const RESULTS_FILE = new URL('./results/runner.json', import.meta.url)
 const MODES: readonly Mode[] = ['none', 'async', 'sync', 'async-thread', 'sync-thread']
 
 interface Trial {
   loops: Record<Mode, LoopTrial>
   floorMicros: number
+  /** The floor of a commit of one turn's text (TURN_CHARS): what each sync durability point stores at least. */
+  turnFloorMicros: number
 }
 
 progress(`warming up (${WARMUP_CYCLES} cycles per mode)`)
@@ -37,7 +39,7 @@ for (let t = 0; t < TRIALS; t++) {
   const order = MODES.map((_, i) => MODES[(i + t) % MODES.length]!)
   const loops = {} as Record<Mode, LoopTrial>
   for (const mode of order) loops[mode] = await runLoop(mode, CYCLES)
-  trials.push({ loops, floorMicros: await measureCommitFloor(FLOOR_COMMITS) })
+  trials.push({ loops, floorMicros: await measureCommitFloor(FLOOR_COMMITS), turnFloorMicros: await measureCommitFloor(FLOOR_COMMITS, TURN_CHARS) })
 }
 
 const summary = summarize(trials)
@@ -54,6 +56,12 @@ const targets = [
     limit: TARGETS.syncOverFloor,
     shown: `${formatNumber(summary.syncOverFloor, 2)}× (${formatNumber(summary.sync.overheadPerCycle)} µs a cycle ÷ floor ${formatNumber(summary.floorMicros)} µs)`,
   },
+  {
+    name: `each sync commit costs ≤ ${TARGETS.syncCommitOverSameSizeFloor}× the floor of a commit of one turn`,
+    value: summary.syncCommitOverTurnFloor,
+    limit: TARGETS.syncCommitOverSameSizeFloor,
+    shown: `${formatNumber(summary.syncCommitOverTurnFloor, 2)}× (${formatNumber(summary.sync.overheadPerCycle)} µs a cycle ÷ ${formatNumber(summary.sync.commitsPerCycle, 2)} commits ÷ floor ${formatNumber(summary.turnFloorMicros)} µs)`,
+  },
 ].map((target) => ({ ...target, pass: target.value <= target.limit }))
 
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'unknown CPU'}, ${platform()} ${release()} ${arch()}, node ${process.version}`
@@ -61,6 +69,7 @@ console.log(`\nCairn runner benchmark: ${CYCLES} tool cycles on SQLite (WAL, syn
 console.log(`machine: ${machine} (a shared 2-core VM: expect noise; the range column shows it)\n`)
 console.log(modeTable(summary))
 console.log(`\nfloor: one small-row INSERT + COMMIT on bare better-sqlite3 (WAL, synchronous=FULL): ${formatNumber(summary.floorMicros)} µs (median of ${FLOOR_COMMITS} × ${TRIALS})`)
+console.log(`turn floor: the same with a row of one turn's ${TURN_CHARS} characters: ${formatNumber(summary.turnFloorMicros)} µs`)
 console.log('overhead: the mode\'s time minus the no-persistence loop\'s in the same trial; checkpoints: runner.history(runId).length;')
 console.log('commits: RunResult.commits (the checkpoint writer\'s durable commits); SQLite txns and µs: write transactions timed inside')
 console.log('SQLite (fsync included): on the loop\'s thread (the default: every write transaction), or on the store\'s writer thread for')
@@ -99,7 +108,7 @@ interface ModeSummary {
 }
 
 /** Medians over trials; overheads are paired with the no-persistence loop of the same trial. */
-function summarize(all: readonly Trial[]): Record<Mode, ModeSummary> & { floorMicros: number; syncOverFloor: number } {
+function summarize(all: readonly Trial[]): Record<Mode, ModeSummary> & { floorMicros: number; syncOverFloor: number; turnFloorMicros: number; syncCommitOverTurnFloor: number } {
   const of = (mode: Mode): ModeSummary => {
     const per = (f: (trial: Trial, loop: LoopTrial) => number) => all.map((trial) => f(trial, trial.loops[mode]))
     const overheads = per((trial, loop) => (loop.micros - trial.loops.none.micros) / CYCLES)
@@ -125,6 +134,8 @@ function summarize(all: readonly Trial[]): Record<Mode, ModeSummary> & { floorMi
     'sync-thread': of('sync-thread'),
     floorMicros: median(all.map((trial) => trial.floorMicros)),
     syncOverFloor: median(all.map((trial) => (trial.loops.sync.micros - trial.loops.none.micros) / CYCLES / trial.floorMicros)),
+    turnFloorMicros: median(all.map((trial) => trial.turnFloorMicros)),
+    syncCommitOverTurnFloor: median(all.map((trial) => (trial.loops.sync.micros - trial.loops.none.micros) / trial.loops.sync.commits / trial.turnFloorMicros)),
   }
 }
 

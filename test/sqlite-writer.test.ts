@@ -3,7 +3,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { StoreError } from '../src/index.js'
+import { z } from 'zod'
+import { Agent, Runner, StoreError, tool } from '../src/index.js'
+import { ScriptedModel } from '../src/testing.js'
 import { type CommitRequest } from '../src/engine.js'
 import { SqliteStore, SqliteWriter } from '../src/sqlite.js'
 
@@ -106,5 +108,21 @@ describe('SQLite writer thread', () => {
     const broken = { ...bad, rows: [{ ...bad.rows[0]!, kind: null as unknown as string }] }
     await expect(writer.commit(broken)).rejects.toThrow(/NOT NULL/)
     await expect(writer.commit(request('r', 1))).resolves.toEqual({ ok: true })
+  })
+
+  it('keeps committing behind an async run whose loop never waits on I/O, instead of letting its queue fill', async () => {
+    const store = new SqliteStore({ path: join(dir, 'cairn.db'), writerThread: true })
+    cleanups.push(() => store.close())
+    const cycles = 200
+    const echo = tool({ name: 'echo', description: 'echo', inputSchema: z.object({ i: z.number() }), idempotent: true, callback: ({ i }) => `echo ${i}` })
+    const turns = Array.from({ length: cycles }, (_, i) => [{ toolUse: { toolUseId: `t${i}`, name: 'echo', input: { i } } }])
+    const model = new ScriptedModel([...turns, [{ text: 'done' }]])
+    const result = await new Runner({ store, durability: 'async' }).run(new Agent({ model, tools: [echo] }), { input: 'go', runId: 'busy' })
+    expect(result.state).toBe('completed')
+    // 5 records a cycle and a queue of up to 1,000: a writer that only hears back from its thread
+    // once the loop waits makes 2 commits in all (how many more it makes depends on how fast the
+    // thread commits beside the loop).
+    expect(store.writerStats!.commits).toBeGreaterThan(3)
+    expect((await store.listCheckpoints({ runId: 'busy', limit: 1 }))[0]?.phase).toBe('run_terminal')
   })
 })

@@ -1,5 +1,6 @@
 import { encodeValue, type JsonObject, type JsonValue } from '../core/codec.js'
 import type { AgentState } from '../tools/tool.js'
+import { cloneData } from '../core/clone.js'
 
 /** The agent's key-value state: JSON values only, copied in and out, persisted in snapshots. */
 export class KeyValueState implements AgentState {
@@ -24,6 +25,6 @@ export class KeyValueState implements AgentState {
   }
 
   toJSON(): JsonObject {
-    return structuredClone(Object.fromEntries(this.#values))
+    return cloneData(Object.fromEntries(this.#values))
   }
 }

@@ -17,6 +17,7 @@ import { noInterrupts, type Interrupt, type InterruptState } from './interrupts.
 import { parsePrompt, type AgentInput } from './prompt.js'
 import { newMetrics, type AgentResult } from './result.js'
 import { assertSnapshot, selectFields, SNAPSHOT_SCHEMA_VERSION, type PartialAgentSnapshot, type SnapshotField } from './snapshot.js'
+import { cloneData } from '../core/clone.js'
 
 /** How to build an {@link Agent}. */
 export interface AgentOptions {
@@ -241,8 +242,8 @@ export class Agent {
   snapshotParts(): { state: JsonObject; conversationManager: JsonObject; interrupts: InterruptState; config: ConfigSignature } {
     return {
       state: this.state.toJSON(),
-      conversationManager: structuredClone(this.conversationManager.getState()),
-      interrupts: structuredClone(this.#interrupts),
+      conversationManager: cloneData(this.conversationManager.getState()),
+      interrupts: cloneData(this.#interrupts),
       config: this.#config,
     }
   }

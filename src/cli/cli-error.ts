@@ -1,4 +1,4 @@
-import { CairnError } from '../core/errors.js'
+import { CairnError } from '../index.js'
 
 /**
  * A problem the `cairn` command reports in one line (with exit code 1): an unknown run or

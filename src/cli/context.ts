@@ -1,5 +1,4 @@
-import { CairnError } from '../core/errors.js'
-import type { CheckpointRecord, CheckpointStore, RunRecord } from '../store/checkpoint-store.js'
+import { CairnError, type CheckpointRecord, type CheckpointStore, type RunRecord } from '../index.js'
 import { CliError } from './cli-error.js'
 import { openStore, type OpenOptions, type OpenStore } from './open-store.js'
 import type { Output } from './output.js'

@@ -1,4 +1,4 @@
-import type { RunEvent } from '../observe/run-events.js'
+import type { RunEvent } from '../index.js'
 import type { Output } from './output.js'
 
 /** A `Runner` `onEvent` that prints each event of a resumed run as one line. */

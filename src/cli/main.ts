@@ -4,8 +4,7 @@
  * local inspector. `cairn --help` lists the commands.
  */
 import { Command, Option } from 'commander'
-import { CairnError } from '../core/errors.js'
-import { KeyRing } from '../store/trust/key-ring.js'
+import { CairnError, KeyRing } from '../index.js'
 import { CliError, describeFailure } from './cli-error.js'
 import { makeContext, type Context } from './context.js'
 import { DEFAULT_STORE } from './open-store.js'

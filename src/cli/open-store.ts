@@ -1,7 +1,6 @@
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
-import type { CheckpointStore } from '../store/checkpoint-store.js'
-import type { KeyRing } from '../store/trust/key-ring.js'
+import { FileStore, type CheckpointStore, type KeyRing } from '../index.js'
 import { CliError } from './cli-error.js'
 
 /** The store a command works on when neither `--store` nor `CAIRN_STORE` is given. */
@@ -101,7 +100,6 @@ async function openFile(location: Extract<StoreLocation, { kind: 'file' }>, crea
     if (existsSync(location.directory) && (!statSync(location.directory).isDirectory() || readdirSync(location.directory).length > 0)) throw notCairn(location.url)
     if (!create) throw missing(location.url)
   }
-  const { FileStore } = await import('../store/backends/file/file-store.js')
   const store = new FileStore({ directory: location.directory, ...trust })
   return { store, location, migrations: { before: isStore ? [1] : [], after: () => Promise.resolve([1]) } }
 }

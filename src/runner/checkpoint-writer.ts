@@ -12,6 +12,13 @@ export interface CommitExtras {
 
 /** Most checkpoints the async writer lets wait for a turn of the event loop before it writes them anyway. */
 const MAX_LAG_RECORDS = 32
+/**
+ * A loop that never waits on I/O is not stopped for a write of what it staged until it has run
+ * this many times as long as the last write took: a store whose commit waits for the disk (a
+ * SQLite file syncs every commit) then takes at most a fifth of such a loop's time, and what a
+ * crash can lose stays a few commits' time of work.
+ */
+const LAG_PER_COMMIT_TIME = 4
 
 /** How checkpoints reach the store. */
 export interface WriterOptions {
@@ -47,6 +54,20 @@ export class CheckpointWriter {
   #chain: Promise<void> = Promise.resolve()
   #inFlight = false
   #kickScheduled = false
+  /** Where the queued checkpoint with a runtime snapshot is (-1: none), for coalescing. */
+  #runtimeAt = -1
+  /**
+   * How long the last background write held the loop up, and when it ended
+   * (`performance.now()`). A write the loop went on beside (it staged checkpoints meanwhile: a
+   * writer thread, a server) held nothing up, nor did one the loop waited for anyway (a commit,
+   * a full queue).
+   */
+  #lastWriteMs = 0
+  #lastWriteEnd = 0
+  /** Checkpoints staged while the current write was in flight. */
+  #stagedInFlight = 0
+  /** The loop waits for the writer (a full queue). */
+  #loopWaits = 0
   #failure: Error | undefined
   readonly #onCommit: ((checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void) | undefined
   readonly #fence: Fence | undefined
@@ -72,15 +93,33 @@ export class CheckpointWriter {
   async stage(record: CheckpointInput): Promise<void> {
     this.#throwIfFailed()
     if (this.#options.coalesceRuntimeState && this.#options.durability === 'async' && hasRuntime(record)) {
-      for (const [i, queued] of this.#queue.entries()) if (hasRuntime(queued)) this.#queue[i] = withoutRuntime(queued)
+      // Only the newest snapshot is kept: an older one queued is dropped when this one comes.
+      const older = this.#queue[this.#runtimeAt]
+      if (older !== undefined && hasRuntime(older)) this.#queue[this.#runtimeAt] = withoutRuntime(older)
+      this.#runtimeAt = this.#queue.length
     }
     this.#queue.push(record)
+    if (this.#inFlight) this.#stagedInFlight++
     if (this.#options.durability === 'async') {
-      if (this.#queue.length >= this.#options.queueMaxSize) await this.#chain
-      // A loop that never waits on I/O (a scripted model) never lets the scheduled write start:
-      // bound how far the store may lag behind it.
-      if (this.#queue.length >= MAX_LAG_RECORDS && !this.#inFlight) void this.#enqueue({})
-      else this.#kick()
+      if (this.#queue.length >= this.#options.queueMaxSize) {
+        // Full: the loop waits for the write in flight, or for one of what it staged.
+        if (!this.#inFlight) void this.#enqueue({})
+        this.#loopWaits++
+        try {
+          await this.#chain
+        } finally {
+          this.#loopWaits--
+        }
+      }
+      // A loop that never waits on I/O (a scripted model) never lets the scheduled write start,
+      // nor the reply of a write made off the loop's thread arrive: bound how far the store may
+      // lag behind it, and past that bound let one turn of the event loop go by while a write is
+      // in flight (the loop goes on at once whether or not the write is done).
+      if (this.#queue.length >= MAX_LAG_RECORDS) {
+        if (this.#inFlight && this.#queue.length % MAX_LAG_RECORDS === 0) await turnOfTheLoop()
+        if (!this.#inFlight && performance.now() - this.#lastWriteEnd >= LAG_PER_COMMIT_TIME * this.#lastWriteMs) void this.#enqueue({}, true)
+        else this.#kick()
+      } else this.#kick()
     }
   }
 
@@ -122,11 +161,12 @@ export class CheckpointWriter {
     this.#kickScheduled = true
     setImmediate(() => {
       this.#kickScheduled = false
-      void this.#enqueue({})
+      void this.#enqueue({}, true)
     })
   }
 
-  #enqueue(extra: CommitExtras): Promise<void> {
+  /** Chain a write of everything staged; `background`: one the loop does not wait for. */
+  #enqueue(extra: CommitExtras, background = false): Promise<void> {
     const next = this.#chain.then(async () => {
       if (this.#failure) return
       const checkpoints = this.#queue
@@ -134,9 +174,12 @@ export class CheckpointWriter {
       const intents = [...this.#intents, ...(extra.intents ?? [])]
       if (checkpoints.length === 0 && completions.length === 0 && intents.length === 0 && extra.run === undefined) return
       this.#queue = []
+      this.#runtimeAt = -1
       this.#completions = []
       this.#intents = []
       this.#inFlight = true
+      this.#stagedInFlight = 0
+      const started = performance.now()
       try {
         const ids = await this.#store.write({
           runId: this.#runId,
@@ -153,6 +196,8 @@ export class CheckpointWriter {
           err instanceof Error ? err : new StoreError(`run ${this.#runId}: a checkpoint write failed: ${String(err)}`, { runId: this.#runId })
       } finally {
         this.#inFlight = false
+        this.#lastWriteEnd = performance.now()
+        this.#lastWriteMs = background && this.#stagedInFlight === 0 && this.#loopWaits === 0 ? this.#lastWriteEnd - started : 0
       }
       // Async: anything staged while this write was in flight goes next.
       if (this.#options.durability === 'async' && (this.#queue.length > 0 || this.#completions.length > 0 || this.#intents.length > 0)) this.#kick()
@@ -169,6 +214,15 @@ export class CheckpointWriter {
       })
     }
   }
+}
+
+/**
+ * Let the event loop go round once, through its poll phase (where a thread's message or a
+ * socket's data is taken in) whichever phase it is in now: two turns of `setImmediate`.
+ */
+async function turnOfTheLoop(): Promise<void> {
+  await new Promise<void>((resolve) => setImmediate(resolve))
+  await new Promise<void>((resolve) => setImmediate(resolve))
 }
 
 function hasRuntime(record: CheckpointInput): boolean {

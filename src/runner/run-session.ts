@@ -8,6 +8,7 @@ import type { CheckpointWriter } from './checkpoint-writer.js'
 import type { EffectJournal } from './effect-journal.js'
 import type { Emit } from './run-observer.js'
 import { RUNNER_KIND, RUNNER_SCHEMA_VERSION, type RunnerPhase, type RuntimeSnapshot, type SubagentExecutionRecord } from './phases.js'
+import { cloneData } from '../core/clone.js'
 
 /**
  * One process's drive of one run: observes the agent loop's boundaries, keeps the runtime
@@ -213,5 +214,5 @@ interface RecordPhaseOptions {
  * are copied.
  */
 function snapshotOf(runtime: RuntimeSnapshot): RuntimeSnapshot {
-  return { ...runtime, usage: { ...runtime.usage }, context: structuredClone(runtime.context) }
+  return { ...runtime, usage: { ...runtime.usage }, context: cloneData(runtime.context) }
 }

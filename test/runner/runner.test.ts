@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import { describe, expect, it } from 'vitest'
-import { Agent, CheckpointNotFoundError, ConfigMismatchError, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
+import { z } from 'zod'
+import { Agent, CheckpointNotFoundError, ConfigMismatchError, MemoryStore, Runner, SchemaVersionError, StoreError, tool } from '../../src/index.js'
 import { RUNNER_PHASES } from '../../src/runner/phases.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { CRASH_LEASE_MS, dyingStore, forever, frozenLeases, leaseLapsed, researchAgent, researchTools, sqliteStore, waitForHang, World } from './helpers.js'
@@ -257,6 +258,28 @@ describe('managed runner', () => {
     expect(history).toHaveLength(15)
     const seqs = (await store.listCheckpoints({ runId: 'coalesce' })).map((c) => c.seq)
     expect(seqs).toEqual([...seqs].sort((a, b) => b - a))
+  })
+
+  it('async writes behind a loop that never waits on I/O batch more when each write holds the loop up longer', async () => {
+    // A store whose every write blocks the thread for 20 ms, as a synced commit does.
+    const store = new MemoryStore()
+    const sizes: number[] = []
+    const write = store.write.bind(store)
+    store.write = (batch) => {
+      sizes.push(batch.checkpoints?.length ?? 0)
+      const until = performance.now() + 20
+      while (performance.now() < until);
+      return write(batch)
+    }
+    const echo = tool({ name: 'echo', description: 'echo', inputSchema: z.object({ i: z.number() }), idempotent: true, callback: ({ i }) => `echo ${i}` })
+    const turns = Array.from({ length: 100 }, (_, i) => [{ toolUse: { toolUseId: `t${i}`, name: 'echo', input: { i } } }])
+    const result = await new Runner({ store, durability: 'async' }).run(new Agent({ model: new ScriptedModel([...turns, [{ text: 'done' }]]), tools: [echo] }), { input: 'go', runId: 'slow-writes' })
+    expect(result.state).toBe('completed')
+    // 505 records: one write every 32 of them would be 16 writes; the loop runs 80 ms between
+    // two writes of 20 ms instead, and every record is written.
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(505)
+    expect(sizes.length).toBeLessThan(10)
+    expect(await new Runner({ store }).history('slow-writes')).toHaveLength(505)
   })
 
   it('provider tokens are stored and passed back on resume', async () => {

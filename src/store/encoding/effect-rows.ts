@@ -1,6 +1,6 @@
 import { decodeValue, parseJson, serialize, TAG, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { digestMatches, hashValue, matchesEncodedHash, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
+import { digestMatches, matchesEncodedHash, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId, assertWellFormed } from './validate.js'
@@ -38,12 +38,13 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
     throw new CheckpointError('invalid_argument', `effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
   }
   assertWellFormed(completion.callId, 'effect callId', runId)
-  const outputHash = hashValue(completion.output)
+  const output = serialize(completion.output, 'effect output')
+  const outputHash = `${TEXT_HASH}${sha256(output)}`
   return {
     runId,
     callId: completion.callId,
     status: completion.status,
-    output: serialize(completion.output, 'effect output'),
+    output,
     outputHash: withDigest(outputHash, outcomeDigest(runId, completion.callId, completion.status, outputHash)),
     completedAt: Date.now(),
   }
@@ -111,9 +112,12 @@ function decodeOutput(row: EffectRow, output: string): unknown {
  * to `use`; anything thrown that is not a Cairn error is damage too.
  */
 function readOutput(row: Pick<EffectRow, 'runId' | 'callId' | 'outputHash'>, output: string, use: (parsed: JsonValue) => unknown): unknown {
+  const mismatch = () => effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+  const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
+  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw mismatch()
   try {
     const parsed = parseJson(output, outputContext(row)) as JsonValue
-    if (!matchesEncodedHash(parsed, output, row.outputHash!)) throw effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw mismatch()
     return use(parsed)
   } catch (err) {
     if (err instanceof CairnError) throw err
@@ -125,6 +129,13 @@ function readOutput(row: Pick<EffectRow, 'runId' | 'callId' | 'outputHash'>, out
 function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: string; what: string } {
   return { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
 }
+
+/**
+ * An output hash of this form is the SHA-256 of the output's text as stored (so a check needs no
+ * parse, and the writer no second walk of the value); one without it, written before, is the
+ * SHA-256 of the output's canonical JSON (`hashValue`).
+ */
+const TEXT_HASH = 't1.'
 
 const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
 

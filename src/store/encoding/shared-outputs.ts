@@ -16,24 +16,43 @@ import { checkedOutputJson } from './effect-rows.js'
  * covers the text a ref stands for, so an edit of either is a corruption error on read.
  */
 export const SHARE_MIN_CHARS = 256
+/** How many leading characters of an output an item is first matched on. */
+const START_CHARS = 32
 
 const MARKER_PREFIX = `{"${TAG}":"effect","c":`
 /** Outcomes kept to share with the items that follow (a shared one is dropped): most entries, and most characters in all. */
 const KEPT_OUTPUTS = 256
 const KEPT_CHARS = 64 * 1024 * 1024
+/**
+ * Later writes of checkpoints of its run an outcome is kept for. The item that holds a tool's result follows its
+ * outcome in the same write or the next ones; one never found by then is not searched for again.
+ */
+const KEPT_WRITES = 4
+
+interface KeptOutput {
+  runId: string
+  callId: string
+  output: string
+  /** Writes of the run since this outcome was stored. */
+  age: number
+}
 
 /** The writer side: recent outcomes of the runs written, and the items rewritten to refer to them. */
 export class SharedOutputs {
   /** Oldest first; the key is run id and call id. */
-  readonly #kept = new Map<string, { runId: string; callId: string; output: string }>()
+  readonly #kept = new Map<string, KeptOutput>()
+  /** Call ids an item of the write being encoded now refers to, by run (writes of one run take turns). */
+  readonly #sharing = new Map<string, Set<string>>()
   #chars = 0
 
-  /** Remember outcomes that are stored (or are in the commit about to be made). */
+  /** A write of the run was stored: remember its outcomes, but those an item of the same write already refers to. */
   remember(runId: string, rows: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): void {
+    const shared = this.#sharing.get(runId)
+    this.#sharing.delete(runId)
     for (const row of rows) {
-      if (!isSharable(row.output)) continue
+      if (!isSharable(row.output) || shared?.has(row.callId) === true) continue
       this.#drop(keyOf(runId, row.callId))
-      this.#kept.set(keyOf(runId, row.callId), { runId, callId: row.callId, output: row.output })
+      this.#kept.set(keyOf(runId, row.callId), { runId, callId: row.callId, output: row.output, age: 0 })
       this.#chars += row.output.length
     }
     // The newest stays even when it alone is over the budget: it is about to be shared.
@@ -44,26 +63,45 @@ export class SharedOutputs {
   }
 
   forget(runId: string): void {
+    this.#sharing.delete(runId)
     for (const [key, entry] of this.#kept) if (entry.runId === runId) this.#drop(key)
   }
 
   /**
    * The item as stored: each known output of the run found in it replaced by a ref to its
-   * effect. `extra` are outcomes of the commit being made.
+   * effect. `extra` are outcomes of the commit being made. Called once for each write of
+   * checkpoints: the outcomes kept from earlier writes age by one.
    */
   sharer(runId: string, extra: readonly Pick<EffectCompletionRow, 'callId' | 'output'>[]): ((item: string) => string) | undefined {
-    const candidates: [string, string][] = []
-    for (const entry of this.#kept.values()) if (entry.runId === runId) candidates.push([entry.callId, entry.output])
-    for (const row of extra) if (isSharable(row.output)) candidates.push([row.callId, row.output])
-    if (candidates.length === 0) return undefined
+    this.#sharing.delete(runId)
+    for (const [key, entry] of this.#kept) if (entry.runId === runId && ++entry.age > KEPT_WRITES) this.#drop(key)
+    // Candidates by their first characters: an item is searched only where an object starts
+    // (`{"`), and only for the outputs that begin there, longest first.
+    const byStart = new Map<string, { callId: string; output: string }[]>()
+    const add = (callId: string, output: string) => {
+      const start = output.slice(0, START_CHARS)
+      const same = byStart.get(start)
+      if (same === undefined) byStart.set(start, [{ callId, output }])
+      else same.splice(same.findIndex((other) => other.output.length < output.length) >>> 0, 0, { callId, output })
+    }
+    for (const entry of this.#kept.values()) if (entry.runId === runId) add(entry.callId, entry.output)
+    for (const row of extra) if (isSharable(row.output)) add(row.callId, row.output)
+    if (byStart.size === 0) return undefined
+    const shared = new Set<string>()
+    this.#sharing.set(runId, shared)
     return (item) => {
-      let stored = item
-      for (const [callId, output] of candidates) {
-        if (stored.length < output.length || !stored.includes(output)) continue
-        stored = stored.split(output).join(`${MARKER_PREFIX}${JSON.stringify(callId)}}`)
-        this.#drop(keyOf(runId, callId))
+      let stored = ''
+      let copied = 0
+      for (let at = item.indexOf('{"'); at >= 0 && item.length - at >= SHARE_MIN_CHARS; at = item.indexOf('{"', at + 1)) {
+        const found = byStart.get(item.slice(at, at + START_CHARS))?.find(({ output }) => item.startsWith(output, at))
+        if (found === undefined) continue
+        stored += `${item.slice(copied, at)}${MARKER_PREFIX}${JSON.stringify(found.callId)}}`
+        copied = at + found.output.length
+        at = copied - 1
+        shared.add(found.callId)
+        this.#drop(keyOf(runId, found.callId))
       }
-      return stored
+      return copied === 0 ? item : stored + item.slice(copied)
     }
   }
 

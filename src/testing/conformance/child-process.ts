@@ -2,7 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 
-/** Start the conformance child with the given arguments; TypeScript sources run through tsx. */
+/**
+ * Start the conformance child with the given arguments: the built `crash-child.js` beside this
+ * module (at the root of dist/, as the build lays it out), or its TypeScript source through tsx.
+ */
 export function startChild(args: readonly string[]): ChildProcess {
   const compiled = fileURLToPath(new URL('./crash-child.js', import.meta.url))
   const script = existsSync(compiled) ? compiled : fileURLToPath(new URL('./crash-child.ts', import.meta.url))

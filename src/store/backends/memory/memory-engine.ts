@@ -5,6 +5,7 @@ import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased } from '../../leases/lease-table.js'
+import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 
@@ -151,7 +152,7 @@ export class MemoryEngine implements StorageEngine {
       this.#checkpoints.set(row.id, copy)
       history.push(copy)
     }
-    for (const intent of effects?.intents ?? []) this.#recordIntent(intent)
+    for (const intent of intentRowsOf(effects)) this.#recordIntent(intent)
     for (const callId of effects?.starts ?? []) this.#start(run.runId, callId)
     for (const completion of effects?.completions ?? []) this.#complete(completion)
     if (runPatch) Object.assign(runRow, applyRunPatch(runRow, runPatch))

@@ -4,6 +4,7 @@
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } from '../../engine/rows.js'
+import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { PostgresQueryable } from './driver.js'
@@ -62,7 +63,7 @@ db: PostgresQueryable,
   }
   // Effects commit with the checkpoints: in one statement per kind when their call ids are
   // distinct, else one statement each, in order (a call id may repeat).
-  const intents = effects?.intents ?? []
+  const intents = intentRowsOf(effects)
   if (intents.length > 1 && distinctCalls(intents)) await db.query(sql.recordEffectIntents, EFFECT_PARAMS.map((key) => intents.map((intent) => intent[key])))
   else for (const intent of intents) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
   for (const callId of effects?.starts ?? []) await db.query(sql.startEffect, [run.runId, callId])

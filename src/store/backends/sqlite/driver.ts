@@ -46,10 +46,11 @@ const PAGE_SIZE = 8192
 /**
  * A save appends ~7 pages to the WAL. Checkpointing every 16 pages (every ~3rd save) keeps the
  * WAL near 200 KB instead of SQLite's default 1000 pages (8 MB here), which would dwarf a run's
- * data; the size limit shrinks it back after a burst (a checkpoint held up by a reader).
+ * data; the size limit shrinks it back after a burst (a large write-behind batch, a checkpoint
+ * held up by a reader).
  */
 const WAL_AUTOCHECKPOINT_PAGES = 16
-const JOURNAL_SIZE_LIMIT_BYTES = 1024 * 1024
+const JOURNAL_SIZE_LIMIT_BYTES = 256 * 1024
 
 /** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
 export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {

@@ -54,7 +54,7 @@ export const SQL = {
   insertItem: `INSERT INTO list_items (run_id, list_id, idx, item) VALUES (?, ?, ?, ?)`,
   insertCheckpoint: `INSERT INTO checkpoints
       (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
-    VALUES (:id, :runId, :parentId, :seq, :kind, :phase, :schemaVersion, :createdAt, :workflowName, :terminal, :metadata, :body, :lists, :digest)`,
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
   getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?`,
   runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq`,

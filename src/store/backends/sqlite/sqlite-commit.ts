@@ -4,6 +4,7 @@
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
+import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
@@ -50,16 +51,17 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     if (!lease || lease.owner !== fence.owner || lease.epoch !== fence.epoch) return { ok: false, reason: 'fenced' }
     cancelRequested = lease.cancelRequested === 1
   }
-  const taken = rows.length === 1 ? s.checkpointExists.get(rows[0]!.id) : rows.length > 1 ? s.anyCheckpointExists.get(JSON.stringify(rows.map((row) => row.id))) : undefined
-  if (taken !== undefined) return { ok: false, reason: 'duplicate_id' }
+  // A taken id is found by the primary key as the rows go in; a commit refused before that
+  // looks for one first, so that it is reported as it would be there.
+  const refuse = (result: CommitResult): CommitResult => (anyTaken(s, rows) ? { ok: false, reason: 'duplicate_id' } : result)
   const lastSeq = (s.runLastSeq.get(run.runId) as number | undefined) ?? 0
   const first = rows[0]
-  if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+  if (first && first.seq <= lastSeq) return refuse({ ok: false, reason: 'stale_seq', lastSeq })
   for (const append of appends) {
-    if (s.listLength.get(run.runId, append.listId) !== append.expectedLength) return { ok: false, reason: 'list_conflict' }
+    if (s.listLength.get(run.runId, append.listId) !== append.expectedLength) return refuse({ ok: false, reason: 'list_conflict' })
   }
   const notPending = firstNotPending(effects, (callId) => (s.getEffect.get(run.runId, callId) as EffectRow | undefined)?.status)
-  if (notPending) return notPending
+  if (notPending) return refuse(notPending)
   for (const append of appends) {
     append.items.forEach((item, i) => s.insertItem.run(run.runId, append.listId, append.expectedLength + i, item))
   }
@@ -81,12 +83,41 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     // The newest checkpoint's time (0 for an effects-only commit: updated_at stays).
     checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
   })
-  for (const row of rows) s.insertCheckpoint.run({ ...row, terminal: row.terminal ? 1 : 0 })
-  for (const intent of effects?.intents ?? []) s.commitEffectIntent.run(intent)
+  try {
+    for (const row of rows) {
+      s.insertCheckpoint.run(row.id, row.runId, row.parentId, row.seq, row.kind, row.phase, row.schemaVersion, row.createdAt, row.workflowName, row.terminal ? 1 : 0, row.metadata, row.body, row.lists, row.digest)
+    }
+  } catch (err) {
+    // The id's uniqueness is the primary key's to check: a taken one undoes the whole commit.
+    if ((err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateCheckpointId()
+    throw err
+  }
+  for (const intent of intentRowsOf(effects)) s.commitEffectIntent.run(intent)
   for (const callId of effects?.starts ?? []) s.startEffect.get(run.runId, callId)
   for (const completion of effects?.completions ?? []) s.commitEffectCompletion.run(completion)
   if (runPatch) patchRun(s, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+function anyTaken(s: Statements, rows: readonly { id: string }[]): boolean {
+  if (rows.length === 0) return false
+  return (rows.length === 1 ? s.checkpointExists.get(rows[0]!.id) : s.anyCheckpointExists.get(JSON.stringify(rows.map((row) => row.id)))) !== undefined
+}
+
+/** Thrown inside a commit's transaction, to roll it back, when a checkpoint id is already taken. */
+class DuplicateCheckpointId extends Error {}
+
+/**
+ * Run `commit` (a `db.transaction` of {@link commitInTransaction}) with `BEGIN IMMEDIATE`: a
+ * checkpoint id already taken rolls the whole commit back and is reported as `duplicate_id`.
+ */
+export function commitImmediate(commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
+  try {
+    return commit.immediate(request)
+  } catch (err) {
+    if (err instanceof DuplicateCheckpointId) return { ok: false, reason: 'duplicate_id' }
+    throw err
+  }
 }
 
 /** Apply a run patch (inside the caller's transaction); its digest is computed from the row read under the same lock. */

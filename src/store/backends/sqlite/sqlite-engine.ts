@@ -5,7 +5,7 @@ import { retainedListLengths } from '../../engine/list-retention.js'
 import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
-import { commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
 
@@ -99,7 +99,7 @@ export class SqliteEngine implements StorageEngine {
 
   async commit(request: CommitRequest): Promise<CommitResult> {
     // A run patch computes the row's digest under the write lock, in this thread (a function does not cross to the writer).
-    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : this.#commit.immediate(request)
+    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : commitImmediate(this.#commit, request)
   }
 
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {

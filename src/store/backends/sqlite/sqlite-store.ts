@@ -1,12 +1,16 @@
 import { existsSync, mkdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
-import Database from 'better-sqlite3'
+import type BetterSqlite3 from 'better-sqlite3'
 import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
 import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
+
+// better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
+// source for export names, a few milliseconds of every process start that opens a store.
+const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
 
 /**
  * Where a {@link SqliteStore} keeps its data: a database file `path` (its directory is created
@@ -82,7 +86,10 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
       throw err
     }
   })
-  return writer ? { engine, writer } : { engine }
+  if (!writer) return { engine }
+  // The file exists and is migrated now: the thread may open it.
+  writer.start()
+  return { engine, writer }
 }
 
 /** Where better-sqlite3's addon is (found once); null: not where its build puts it. */

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { Worker } from 'node:worker_threads'
+import type * as WorkerThreads from 'node:worker_threads'
 import { StoreError } from '../../../core/errors.js'
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { SqliteConnectionOptions } from './driver.js'
@@ -29,7 +29,8 @@ export interface WriterStats {
  * going while one run's commit is synced. Commits are posted in order and run one at a time in
  * that order; reads stay on the main connection, which sees a commit once its promise resolves.
  *
- * The thread starts on the first commit and keeps the process alive only while a commit is in
+ * The thread starts when the store opens (its start-up, loading a connection and the commit
+ * code, is then done by the first commit) and keeps the process alive only while a commit is in
  * flight. A thread that cannot start or stops fails every pending and later commit with a
  * {@link StoreError} naming the database.
  */
@@ -39,13 +40,18 @@ export class SqliteWriter implements CommitWriter {
   readonly #pending = new Map<number, { resolve: (result: CommitResult) => void; reject: (err: Error) => void }>()
   /** Commits posted and not yet answered, for `close` to wait on. */
   readonly #inFlight = new Set<Promise<CommitResult>>()
-  #worker: Worker | undefined
+  #worker: WorkerThreads.Worker | undefined
   #nextId = 1
   #failure: Error | undefined
   #closing: Promise<void> | undefined
 
   constructor(path: string, connection: SqliteConnectionOptions) {
     this.#data = { path, connection }
+  }
+
+  /** Start the thread now, so that the first commit does not wait for it to load. */
+  start(): void {
+    if (!this.#failure && !this.#closing) this.#start()
   }
 
   commit(request: CommitRequest): Promise<CommitResult> {
@@ -86,7 +92,7 @@ export class SqliteWriter implements CommitWriter {
     })
   }
 
-  #start(): Worker {
+  #start(): WorkerThreads.Worker {
     if (this.#worker) return this.#worker
     const worker = spawnWriterThread(this.#data)
     worker.unref()
@@ -126,11 +132,14 @@ export class SqliteWriter implements CommitWriter {
 }
 
 /**
- * Start the writer thread: the compiled `writer-thread.js` beside this module, or, when Cairn
- * runs from its TypeScript sources (its own tests and scripts), the `.ts` entry loaded through
- * tsx, a development dependency.
+ * Start the writer thread: the built `writer-thread.js` beside this module (the build puts it
+ * at the root of dist/, beside every chunk this module can be bundled into), or, when Cairn runs
+ * from its TypeScript sources (its own tests and scripts), the `.ts` entry loaded through tsx, a
+ * development dependency.
  */
-function spawnWriterThread(data: WriterThreadData): Worker {
+function spawnWriterThread(data: WriterThreadData): WorkerThreads.Worker {
+  // Loaded on first use: a process whose stores commit on their own connection never needs it.
+  const { Worker } = createRequire(import.meta.url)('node:worker_threads') as typeof WorkerThreads
   const compiled = new URL('./writer-thread.js', import.meta.url)
   if (existsSync(fileURLToPath(compiled))) return new Worker(compiled, { workerData: data })
   const source = new URL('./writer-thread.ts', import.meta.url)

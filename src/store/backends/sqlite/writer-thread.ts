@@ -6,7 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
-import { commitInTransaction, prepareStatements } from './sqlite-commit.js'
+import { commitImmediate, commitInTransaction, prepareStatements } from './sqlite-commit.js'
 
 /** What the main thread starts the writer thread with. */
 export interface WriterThreadData {
@@ -39,7 +39,7 @@ port.on('message', (message: WriterRequest) => {
   const started = process.hrtime.bigint()
   let reply: WriterReply
   try {
-    const result = commit.immediate(message.request)
+    const result = commitImmediate(commit, message.request)
     reply = { type: 'done', id: message.id, result, micros: Number(process.hrtime.bigint() - started) / 1000 }
   } catch (err) {
     const error = err as Error & { code?: unknown }
