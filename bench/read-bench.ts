@@ -1,17 +1,20 @@
 /**
  * The read paths of a finished run, each in a fresh process, as `bench:peers` takes them: the
  * cold load (open the store, `getLatest`, and the newest checkpoint carrying the runtime snapshot
- * with its whole conversation: what `runner.resume` reads) and the full history
- * (`runner.history`: every checkpoint with its decoded state), on SQLite and Postgres, for runs of
- * n = 50, 200, 500 and 1000 cycles of the peers' workload.
+ * with its whole conversation: what `runner.resume` reads), the full history (`runner.history`:
+ * every checkpoint with its decoded state) and then the header listing (`listCheckpoints`, paged
+ * by 500, verified), on SQLite and Postgres, for runs of n = 50, 200, 500 and 1000 cycles of the
+ * peers' workload.
  *
  *   npm run bench:read                          # every backend and size, 7 fresh processes each
  *   npm run bench:read -- --sizes 50,200 --backends sqlite --trials 5
  *   npm run bench:read -- --profile             # plus the top self-time entries of each section
+ *   npm run bench:read -- --profile --top 20    # … the top 20 of them (default 8)
  *
  * Figures are medians over the trials; the runs are written once, before the trials.
  */
 import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -43,6 +46,9 @@ interface ChildFigures {
   /** CPU time (user + system) of each section: steadier than wall time on a busy machine. */
   loadCpuMs: number
   historyCpuMs: number
+  /** On-CPU time of the main thread alone (Linux), without GC helper and loader threads: steadier still. */
+  loadMainMs: number
+  historyMainMs: number
   entries: number
   sections: Record<'load' | 'history' | 'listing', [number, number]>
 }
@@ -62,10 +68,11 @@ async function main(): Promise<void> {
   const backends = (flag('backends') ?? 'sqlite,postgres').split(',') as Backend[]
   const trials = Number(flag('trials') ?? 7)
   const profile = process.argv.includes('--profile')
+  const top = Number(flag('top') ?? 8)
   if (backends.includes('postgres')) await ensureDatabase()
   const root = await mkdtemp(join(tmpdir(), 'cairn-read-bench-'))
-  console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, and CPU time of this process)`)
-  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)}  entries`)
+  console.log(`read paths in fresh processes, median of ${trials} (ms; wall time, CPU time of the process, and on-CPU time of its main thread)`)
+  console.log(`${'backend'.padEnd(9)} ${'n'.padStart(5)} ${'cold load'.padStart(10)} ${'(cpu)'.padStart(7)} ${'(main)'.padStart(7)} ${'history'.padStart(9)} ${'(cpu)'.padStart(7)} ${'(main)'.padStart(7)} ${'listing'.padStart(8)}  entries`)
   try {
     for (const backend of backends) {
       for (const n of sizes) {
@@ -74,10 +81,11 @@ async function main(): Promise<void> {
         const figures: ChildFigures[] = []
         for (let t = 0; t < trials; t++) figures.push(await runChild(args, []))
         const cell = (pick: (f: ChildFigures) => number, width: number) => median(figures.map(pick)).toFixed(1).padStart(width)
-        const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)}`
-        const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)}`
-        console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history}  ${figures[0]!.entries}`)
-        if (profile) await printProfile(args, root)
+        const load = `${cell((f) => f.loadMs, 10)} ${cell((f) => f.loadCpuMs, 7)} ${cell((f) => f.loadMainMs, 7)}`
+        const history = `${cell((f) => f.historyMs, 9)} ${cell((f) => f.historyCpuMs, 7)} ${cell((f) => f.historyMainMs, 7)}`
+        const listing = cell((f) => (f.sections.listing[1] - f.sections.listing[0]) / 1000, 8)
+        console.log(`${backend.padEnd(9)} ${String(n).padStart(5)} ${load} ${history} ${listing}  ${figures[0]!.entries}`)
+        if (profile) await printProfile(args, root, top)
       }
     }
   } finally {
@@ -98,11 +106,11 @@ async function prepare(args: ChildArgs): Promise<void> {
   }
 }
 
-async function printProfile(args: ChildArgs, root: string): Promise<void> {
+async function printProfile(args: ChildArgs, root: string, top: number): Promise<void> {
   const directory = join(root, `profile-${args.backend}-${args.n}`)
   const figures = await runChild(args, ['--cpu-prof', '--cpu-prof-interval', '100', '--cpu-prof-dir', directory])
   for (const section of ['load', 'history', 'listing'] as const) {
-    const summary = await summarizeProfile(directory, figures.sections[section], 8)
+    const summary = await summarizeProfile(directory, figures.sections[section], top)
     console.log(`  ${section} (${summary.sectionMs.toFixed(1)} ms, sampled ${summary.sampledMs.toFixed(1)}): top self time`)
     for (const entry of summary.byFunction) console.log(`    ${entry.ms.toFixed(2).padStart(7)} ms ${(entry.share * 100).toFixed(0).padStart(3)}%  ${entry.name}`)
   }
@@ -129,15 +137,18 @@ async function child(args: ChildArgs): Promise<void> {
   }
   const loadStart = now()
   const loadCpu = process.cpuUsage()
+  const loadMain = mainThreadMs()
   const store = openStore(args)
   await loadLatestState(store, args.n)
   const loadEnd = now()
   const loadCpuMs = cpuMs(loadCpu)
+  const historyMain = mainThreadMs()
   const historyCpu = process.cpuUsage()
   const history = await new Runner({ store }).history(RUN_ID)
   const historyEnd = now()
   const historyCpuMs = cpuMs(historyCpu)
-  // The header listing, paged as a client pages it: profiled only (--profile).
+  const historyMainEnd = mainThreadMs()
+  // The header listing, paged as a client pages it.
   for (let before: string | undefined; ; ) {
     const page = await store.listCheckpoints({ runId: RUN_ID, limit: 500, ...(before === undefined ? {} : { before }) })
     if (page.length < 500) break
@@ -150,10 +161,21 @@ async function child(args: ChildArgs): Promise<void> {
     historyMs: (historyEnd - loadEnd) / 1000,
     loadCpuMs,
     historyCpuMs,
+    loadMainMs: historyMain - loadMain,
+    historyMainMs: historyMainEnd - historyMain,
     entries: history.length,
     sections: { load: [loadStart, loadEnd], history: [loadEnd, historyEnd], listing: [historyEnd, listingEnd] },
   }
   await writeFile(args.out, JSON.stringify(figures))
+}
+
+/** Milliseconds the main thread has spent on a CPU (Linux scheduler statistics; NaN elsewhere). */
+function mainThreadMs(): number {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6
+  } catch {
+    return Number.NaN
+  }
 }
 
 function openStore(args: ChildArgs): CheckpointStore {

@@ -13,6 +13,7 @@ import {
   SchemaVersionError,
   StoreError,
 } from '../src/index.js'
+import { hashEncoded, matchesEncodedHash } from '../src/core/hash.js'
 
 describe('canonical hashing', () => {
   it('ignores key order and distinguishes values', () => {
@@ -21,6 +22,61 @@ describe('canonical hashing', () => {
     expect(hashValue({ a: 1 })).not.toBe(hashValue({ a: 2 }))
     expect(hashValue({ at: new Date(0) })).not.toBe(hashValue({ at: '1970-01-01T00:00:00.000Z' }))
     expect(hashValue('x')).toMatch(/^[0-9a-f]{64}$/)
+  })
+
+  it('checks a stored text against a hash as the full canonical writer does, for texts as written and edited', () => {
+    const written = { toolUseId: 'call-1', status: 'success', content: [{ text: 'step 1', extra: { z: 1, a: [2] } }], n: -1.5 }
+    const text = JSON.stringify(written)
+    const hash = hashEncoded(JSON.parse(text) as never)
+    expect(matchesEncodedHash(JSON.parse(text) as never, text, hash)).toBe(true)
+    // Edits: a changed value next to the slice, a duplicate key whose value wins, whitespace, a member moved.
+    const edits = [
+      text.replace('"success"', '"failure"'),
+      text.replace('"n":-1.5}', '"n":-1.5,"status":"failure"}'),
+      text.replace('"content":[', '"content":[{"text":"forged"},'),
+      text.replace('"status":"success",', '"status":"success","status":"x",'),
+      text.replace(',"n":-1.5}', ',"n":-1.5 }'),
+      `{"status":"success",${text.slice(1).replace('"status":"success",', '')}`,
+      text.replace('"step 1"', '"step 2"'),
+    ]
+    for (const edited of edits) {
+      const parsed = JSON.parse(edited) as never
+      expect(matchesEncodedHash(parsed, edited, hash)).toBe(hashEncoded(parsed) === hash)
+    }
+    expect(matchesEncodedHash(JSON.parse(edits[0]!) as never, edits[0]!, hash)).toBe(false)
+    expect(matchesEncodedHash(JSON.parse(edits[5]!) as never, edits[5]!, hash)).toBe(true)
+  })
+
+  it('agrees with the full canonical writer on generated values and their edited texts', () => {
+    let seed = 11
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+    const keys = ['a', 'b', 'B', '1', '10', '__proto__', 'é', '', '~', ':', ',"a":1', '}']
+    const scalars = [null, true, 0, 1.5, 'x"', 'y,"a":1}', '{', 'é']
+    const value = (depth: number): unknown => {
+      const r = random()
+      if (depth > 3 || r < 0.3) return scalars[Math.floor(random() * scalars.length)]
+      if (r < 0.5) return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1))
+      const object: Record<string, unknown> = {}
+      for (let n = Math.floor(random() * 5); n > 0; n--) {
+        Object.defineProperty(object, keys[Math.floor(random() * keys.length)]!, { value: value(depth + 1), enumerable: true, writable: true, configurable: true })
+      }
+      return object
+    }
+    const inserts = ['', ' ', ',', '"a":1,', '}', '{', '0']
+    for (let i = 0; i < 3000; i++) {
+      const text = JSON.stringify(value(0))
+      const hash = hashEncoded(JSON.parse(text) as never)
+      expect(matchesEncodedHash(JSON.parse(text) as never, text, hash)).toBe(true)
+      const at = Math.floor(random() * text.length)
+      const edited = text.slice(0, at) + inserts[Math.floor(random() * inserts.length)]! + text.slice(at + (random() < 0.5 ? 1 : 0))
+      let parsed: never
+      try {
+        parsed = JSON.parse(edited) as never
+      } catch {
+        continue
+      }
+      expect(matchesEncodedHash(parsed, edited, hash)).toBe(hashEncoded(parsed) === hash)
+    }
   })
 })
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, freezeDeep, isDeepFrozen, MemoryStore } from '../src/index.js'
 import { conversation } from '../src/testing.js'
 import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
+import { CheckedOutputs } from '../src/store/encoding/shared-outputs.js'
 
 let listIds = 0
 const newListId = () => `list-${++listIds}`
@@ -85,7 +86,7 @@ describe('payload list encoding', () => {
   it('refuses an item ref that points past its list or at a text that is not there', () => {
     const items = conversation(2).map((message) => JSON.stringify(message))
     const refs = [{ id: 'l', n: 2, h: chainHash('', items) }]
-    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], outputs: new Map(), runId: 'r', checkpointId: 'c' })
+    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], outputs: new CheckedOutputs(), runId: 'r', checkpointId: 'c' })
     expect(decode({ '~': 'item', i: 0, n: 1, p: ['content', 0, 'text'] })).toMatchObject({ x: conversation(2)[1]!.content[0]!.text })
     expect(() => decode({ '~': 'item', i: 0, n: 2 })).toThrow(CheckpointCorruptionError)
     expect(() => decode({ '~': 'item', i: 0, n: -1 })).toThrow(/item -1 of list #0/)

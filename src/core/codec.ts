@@ -53,7 +53,7 @@ export function encodeValue(value: unknown, path = 'value'): JsonValue {
  * naming the path.
  */
 export function decodeValue(json: unknown, context: DecodeContext = {}): unknown {
-  return decodeAt(json, context, 'value', 0)
+  return decodeAt(json, decoderOf(context, 'value'), 0)
 }
 
 /**
@@ -328,43 +328,94 @@ function encodePlain(value: Record<string, unknown>, path: string, ancestors: Se
   return escaped ? { [TAG]: 'obj', v: out } : out
 }
 
-function decodeAt(json: unknown, context: DecodeContext, path: string, depth: number): unknown {
-  if (typeof json !== 'object' || json === null) return checkScalar(json, context, path)
-  if (depth >= limits().maxDepth) throw corruption(context, path, `nests deeper than the limit maxDepth (${limits().maxDepth} levels)`)
+/**
+ * One decode: the limits it checks, read once, and the trail from the root to the value being
+ * decoded (object keys, array indexes, and labels inside a Map or Set). The trail is spelled out
+ * as a path only for an error: most decodes never need it.
+ */
+interface Decoder {
+  context: DecodeContext
+  root: string
+  maxDepth: number
+  maxStringLength: number
+  maxBigIntDigits: number
+  trail: Segment[]
+}
+
+/** A step of a decode's trail: an object key, an array index, or a label such as `<key 0>`. */
+type Segment = string | number | { label: string }
+
+function decoderOf(context: DecodeContext, root: string): Decoder {
+  const { maxDepth, maxStringLength, maxBigIntDigits } = limits()
+  return { context, root, maxDepth, maxStringLength, maxBigIntDigits, trail: [] }
+}
+
+/** The path of the value being decoded, as the messages spell it (`value.messages[3].content`). */
+function trailPath(decoder: Decoder): string {
+  let path = decoder.root
+  for (const segment of decoder.trail) {
+    if (typeof segment === 'number') path = `${path}[${segment}]`
+    else if (typeof segment === 'string') path = childPath(path, segment)
+    else path = `${path}.${segment.label}`
+  }
+  return path
+}
+
+function decodeAt(json: unknown, decoder: Decoder, depth: number): unknown {
+  if (typeof json !== 'object' || json === null) return checkScalar(json, decoder)
+  if (depth >= decoder.maxDepth) throw corruption(decoder.context, trailPath(decoder), `nests deeper than the limit maxDepth (${decoder.maxDepth} levels)`)
   if (Array.isArray(json)) {
+    const trail = decoder.trail
     for (let i = 0; i < json.length; i++) {
       const item: unknown = json[i]
-      if (typeof item === 'object' && item !== null) json[i] = decodeAt(item, context, `${path}[${i}]`, depth + 1)
-      else checkScalar(item, context, path)
+      if (typeof item === 'object' && item !== null) {
+        trail.push(i)
+        json[i] = decodeAt(item, decoder, depth + 1)
+        trail.pop()
+      } else if (typeof item === 'string' && item.length > decoder.maxStringLength) checkScalar(item, decoder)
     }
     return json
   }
   const obj = json as Record<string, unknown>
-  if (Object.prototype.hasOwnProperty.call(obj, TAG)) return decodeTag(obj, context, path, depth)
-  decodeFields(obj, context, path, depth)
+  if (Object.prototype.hasOwnProperty.call(obj, TAG)) return decodeTag(obj, decoder, depth)
+  decodeFields(obj, decoder, depth)
   return obj
 }
 
-function decodeFields(obj: Record<string, unknown>, context: DecodeContext, path: string, depth: number): void {
-  for (const key of Object.keys(obj)) {
+function decodeFields(obj: Record<string, unknown>, decoder: Decoder, depth: number): void {
+  const trail = decoder.trail
+  // Indexed loops, here and in the other walks of a read: a fresh process runs them before they
+  // are optimized, when a for-of allocates an iterator result at every step.
+  const keys = Object.keys(obj)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const item = obj[key]
     if (typeof item === 'object' && item !== null) {
-      const decoded = decodeAt(item, context, childPath(path, key), depth + 1)
+      trail.push(key)
+      const decoded = decodeAt(item, decoder, depth + 1)
+      trail.pop()
       if (decoded !== item) setOwn(obj, key, decoded)
-    } else {
-      checkScalar(item, context, path)
-    }
+    } else if (typeof item === 'string' && item.length > decoder.maxStringLength) checkScalar(item, decoder)
   }
 }
 
-function checkScalar(value: unknown, context: DecodeContext, path: string): unknown {
-  if (typeof value === 'string' && value.length > limits().maxStringLength) {
-    throw corruption(context, path, `holds a string of ${value.length} characters, longer than the limit maxStringLength (${limits().maxStringLength})`)
+/** A scalar, refused when it is a string over the limit; the error names the path of the object or array holding it. */
+function checkScalar(value: unknown, decoder: Decoder): unknown {
+  if (typeof value === 'string' && value.length > decoder.maxStringLength) {
+    throw corruption(decoder.context, trailPath(decoder), `holds a string of ${value.length} characters, longer than the limit maxStringLength (${decoder.maxStringLength})`)
   }
   return value
 }
 
-function decodeTag(obj: Record<string, unknown>, context: DecodeContext, path: string, depth: number): unknown {
+/** Decode `json` one level below the current trail, under `label`. */
+function decodeLabelled(json: unknown, decoder: Decoder, depth: number, label: string): unknown {
+  decoder.trail.push({ label })
+  const decoded = decodeAt(json, decoder, depth)
+  decoder.trail.pop()
+  return decoded
+}
+
+function decodeTag(obj: Record<string, unknown>, decoder: Decoder, depth: number): unknown {
   const tag = obj[TAG]
   const v = obj.v
   switch (tag) {
@@ -373,8 +424,8 @@ function decodeTag(obj: Record<string, unknown>, context: DecodeContext, path: s
       if (typeof v === 'string' && v.length <= 64 && !Number.isNaN(Date.parse(v))) return new Date(v)
       break
     case 'BigInt':
-      if (typeof v === 'string' && v.length > limits().maxBigIntDigits + 1) {
-        throw corruption(context, path, `holds a BigInt of ${v.length} digits, more than the limit maxBigIntDigits (${limits().maxBigIntDigits})`)
+      if (typeof v === 'string' && v.length > decoder.maxBigIntDigits + 1) {
+        throw corruption(decoder.context, trailPath(decoder), `holds a BigInt of ${v.length} digits, more than the limit maxBigIntDigits (${decoder.maxBigIntDigits})`)
       }
       if (typeof v === 'string' && /^-?\d+$/.test(v)) return BigInt(v)
       break
@@ -387,30 +438,28 @@ function decodeTag(obj: Record<string, unknown>, context: DecodeContext, path: s
     case 'undef':
       return undefined
     case 'Bytes':
-      if (typeof v === 'string' && checkScalar(v, context, path) === v && /^[A-Za-z0-9+/]*={0,2}$/.test(v)) return new Uint8Array(Buffer.from(v, 'base64'))
+      if (typeof v === 'string' && checkScalar(v, decoder) === v && /^[A-Za-z0-9+/]*={0,2}$/.test(v)) return new Uint8Array(Buffer.from(v, 'base64'))
       break
     case 'Map':
       if (Array.isArray(v) && v.every((e) => Array.isArray(e) && e.length === 2)) {
-        return new Map(
-          (v as [unknown, unknown][]).map(([k, val], i) => [decodeAt(k, context, `${path}.<key ${i}>`, depth + 1), decodeAt(val, context, `${path}.<value ${i}>`, depth + 1)]),
-        )
+        return new Map((v as [unknown, unknown][]).map(([k, val], i) => [decodeLabelled(k, decoder, depth + 1, `<key ${i}>`), decodeLabelled(val, decoder, depth + 1, `<value ${i}>`)]))
       }
       break
     case 'Set':
-      if (Array.isArray(v)) return new Set(v.map((item, i) => decodeAt(item, context, `${path}.<item ${i}>`, depth + 1)))
+      if (Array.isArray(v)) return new Set(v.map((item, i) => decodeLabelled(item, decoder, depth + 1, `<item ${i}>`)))
       break
     case 'obj':
       if (typeof v === 'object' && v !== null && !Array.isArray(v)) {
-        decodeFields(v as Record<string, unknown>, context, path, depth)
+        decodeFields(v as Record<string, unknown>, decoder, depth)
         return v
       }
       break
   }
-  throw corruption(context, path, `holds an unknown or malformed tagged value (${JSON.stringify(typeof tag === 'string' ? tag.slice(0, 40) : typeof tag)})`)
+  throw corruption(decoder.context, trailPath(decoder), `holds an unknown or malformed tagged value (${JSON.stringify(typeof tag === 'string' ? tag.slice(0, 40) : typeof tag)})`)
 }
 
 /** Assign an own data property, even for `__proto__`, without touching any prototype. */
-function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
+export function setOwn(target: Record<string, unknown>, key: string, value: unknown): void {
   if (key === '__proto__') {
     Object.defineProperty(target, key, { value, writable: true, enumerable: true, configurable: true })
   } else {

@@ -49,7 +49,8 @@ function freezeNode(value: unknown): boolean {
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) if (!freezeNode(value[i])) whole = false
   } else if (isPlainObject(value)) {
-    for (const key of Object.keys(value)) if (!freezeNode(value[key])) whole = false
+    const keys = Object.keys(value)
+    for (let k = 0; k < keys.length; k++) if (!freezeNode(value[keys[k]!])) whole = false
   } else {
     return false
   }

@@ -38,7 +38,7 @@ import { SharedOutputs } from './encoding/shared-outputs.js'
 import { decodeMany, readFound, readRows, readRunRows } from './encoding/load-many.js'
 import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
-import { checkRow, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
+import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { checkRunRow, decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
 import { assertCheckpointInput, assertId, assertRunPatch, assertWellFormed } from './encoding/validate.js'
@@ -309,17 +309,15 @@ export class EngineStore implements CheckpointStore {
     const { verify = true, ...engineQuery } = query
     // A run's history read from its newest end must reach the seq the run row records.
     const run = verify && query.runId !== undefined && query.before === undefined && query.workflowName === undefined ? await this.#call(query.runId, 'read run', () => this.#engine.getRun(query.runId!)) : undefined
-    const headers = await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))
-    if (!verify) return headers.map(decodeHeader)
+    if (!verify) return (await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))).map(decodeHeader)
     return this.#trusted(async () => {
+      const rows = await this.#call(query.runId, 'list checkpoints', () => listRows(this.#engine, engineQuery))
       if (run) checkRunRow(run)
-      if (run && checkLatestAgainstRun(run, headers[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
-      const rows = await this.#call(query.runId, 'read listed checkpoints', () => readFound(this.#engine, headers))
-      // A row deleted between the two reads is gone, not hidden; every other one is checked.
+      if (run && checkLatestAgainstRun(run, rows[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
       return rows.flatMap((row) => {
         try {
           checkRow(row)
-          return [decodeHeader(row)]
+          return [decodeCheckedHeader(row)]
         } catch (err) {
           if (query.unreadable !== 'skip' || !(err instanceof CheckpointCorruptionError)) throw err
           this.#warn(`skipped checkpoint ${row.id} of run ${row.runId} while listing, as asked (unreadable: 'skip'): ${err.message}`)
@@ -597,6 +595,15 @@ export class EngineStore implements CheckpointStore {
       throw new StoreError(`failed to ${what}${where}: ${(err as Error).message ?? String(err)}`, { runId, cause: err })
     }
   }
+}
+
+/**
+ * The whole rows of a listing, in one read where the engine can; otherwise its headers and then
+ * their rows (a row deleted between the two reads is gone, not hidden).
+ */
+async function listRows(engine: StorageEngine, query: Omit<ListCheckpointsQuery, 'verify'>): Promise<CheckpointRow[]> {
+  if (engine.listCheckpointRows) return engine.listCheckpointRows(query)
+  return readFound(engine, await engine.listCheckpoints(query))
 }
 
 /** The run a commit creates when it does not exist yet, with its digest and the progress digest of `seq`, the seq the commit leaves it at. */

@@ -7,7 +7,7 @@ import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
-import { readSharedOutputs, resolveShared } from './shared-outputs.js'
+import { readSharedOutputs, resolveShared, type CheckedOutputs } from './shared-outputs.js'
 
 /** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
 export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
@@ -42,7 +42,7 @@ export interface StoredCheckpoint {
   /** As stored: an item may refer to an effect's output (see `shared-outputs.ts`). */
   items: string[][]
   /** Checked outputs of the effects the items refer to, by call id. */
-  outputs: ReadonlyMap<string, string>
+  outputs: CheckedOutputs
 }
 
 /** Check a row's shape and digest and fetch its lists' items; any flaw is a corruption error. */
@@ -55,22 +55,23 @@ export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEn
 
 /** Check a row's shape and digest and return its list refs; any flaw is a corruption error. */
 export function checkRow(row: CheckpointRow): ListRef[] {
-  const ids = { runId: stringOr(row.runId), checkpointId: stringOr(row.id) }
   assertHeader(row)
   if (typeof row.body !== 'string' || typeof row.lists !== 'string' || typeof row.digest !== 'string') {
-    throw corrupt(ids, 'is missing its body, lists or digest')
+    throw corrupt(idsOf(row), 'is missing its body, lists or digest')
   }
   if (isSignature(row.digest)) {
     throw new CheckpointIntegrityError(
       `checkpoint ${row.id} of run ${row.runId} is signed with key ${keyIdOf(row.digest) ?? '?'}, but this store has no keys: open it with its key ring ({ keys } or CAIRN_KEYS)`,
-      { ...ids, keyId: keyIdOf(row.digest) },
+      { ...idsOf(row), keyId: keyIdOf(row.digest) },
     )
   }
   if (!digestMatches(row.digest, checkpointDigest(row))) {
-    throw corrupt(ids, 'does not match its digest: the record was truncated or edited after it was written')
+    throw corrupt(idsOf(row), 'does not match its digest: the record was truncated or edited after it was written')
   }
-  const refs = parseJson(row.lists, { ...ids, what: 'list refs' })
-  if (!Array.isArray(refs) || !refs.every(isListRef)) throw corrupt(ids, 'has malformed list refs')
+  // Most records hold no list: their refs need no parse.
+  if (row.lists === '[]') return []
+  const refs = parseJson(row.lists, { ...idsOf(row), what: 'list refs' })
+  if (!Array.isArray(refs) || !refs.every(isListRef)) throw corrupt(idsOf(row), 'has malformed list refs')
   return refs
 }
 
@@ -95,12 +96,17 @@ export function toRecord(stored: StoredCheckpoint, schemas: SchemaRegistry): Che
   const tree = decodePayload({ body, refs, items, outputs, ...context })
   const payload = decodeValue(tree, { ...context, what: 'payload' })
   const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
-  return { ...decodeHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }
+  return { ...decodeCheckedHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }
 }
 
 /** Decode and check a header row; a malformed one is a corruption error. */
 export function decodeHeader(row: CheckpointHeaderRow): CheckpointInfo {
   assertHeader(row)
+  return decodeCheckedHeader(row)
+}
+
+/** {@link decodeHeader} of a row whose header {@link checkRow} has checked already. */
+export function decodeCheckedHeader(row: CheckpointHeaderRow): CheckpointInfo {
   const metadata = deserialize(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' })
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
     throw corrupt({ runId: row.runId, checkpointId: row.id }, 'has metadata that is not an object')
@@ -122,7 +128,6 @@ export function decodeHeader(row: CheckpointHeaderRow): CheckpointInfo {
 }
 
 function assertHeader(row: CheckpointHeaderRow): void {
-  const ids = { runId: stringOr(row.runId), checkpointId: stringOr(row.id) }
   const ok =
     typeof row.id === 'string' &&
     typeof row.runId === 'string' &&
@@ -136,7 +141,11 @@ function assertHeader(row: CheckpointHeaderRow): void {
     (row.workflowName === null || typeof row.workflowName === 'string') &&
     typeof row.terminal === 'boolean' &&
     typeof row.metadata === 'string'
-  if (!ok) throw corrupt(ids, 'has a malformed header (a field is missing or of the wrong type)')
+  if (!ok) throw corrupt(idsOf(row), 'has a malformed header (a field is missing or of the wrong type)')
+}
+
+function idsOf(row: CheckpointHeaderRow): { runId: string | undefined; checkpointId: string | undefined } {
+  return { runId: stringOr(row.runId), checkpointId: stringOr(row.id) }
 }
 
 function isListRef(value: unknown): value is ListRef {

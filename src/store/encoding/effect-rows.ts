@@ -1,6 +1,6 @@
-import { decodeValue, parseJson, serialize, type JsonValue } from '../../core/codec.js'
+import { decodeValue, parseJson, serialize, TAG, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
-import { digestMatches, hashEncoded, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
+import { digestMatches, matchesEncodedHash, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
 import { assertId, assertWellFormed } from './validate.js'
@@ -57,6 +57,28 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
  * to the model as the tool's result on a resume, so an altered one must never be used.
  */
 export function decodeEffectRow(row: EffectRow): EffectRecord {
+  const plain = { ...row, ...checkDigests(row) }
+  return { ...plain, output: plain.output === null ? undefined : decodeOutput(plain, plain.output) }
+}
+
+/**
+ * Every check of {@link decodeEffectRow} on a row that holds an output, without making the
+ * record: returns the output's JSON parsed (its encoded form, tagged values not decoded), the
+ * caller's own to change. A flaw is the same {@link CheckpointCorruptionError}.
+ */
+export function checkedOutputJson(row: EffectRow & { output: string }): unknown {
+  const { outputHash } = checkDigests(row)
+  return readOutput({ runId: row.runId, callId: row.callId, outputHash }, row.output, (parsed) => {
+    // Decoding checks the tagged values and the limits, and changes an object only where a tag
+    // is: a text with no "~" string and no \u escape (a key "~" can be written no other way) holds none.
+    const mayHoldTag = row.output.includes(`"${TAG}"`) || row.output.includes('\\u')
+    decodeValue(mayHoldTag ? JSON.parse(row.output) : parsed, outputContext(row))
+    return parsed
+  })
+}
+
+/** The row's shape and digests checked; its input and output hashes split from their digests. */
+function checkDigests(row: EffectRow): { inputHash: string; outputHash: string | null } {
   if (typeof row.inputHash === 'string' && row.inputHash.includes('|s1.')) {
     throw new CheckpointIntegrityError(
       `effect ${row.callId} of run ${row.runId} is signed, but this store has no keys: open it with its key ring ({ keys } or CAIRN_KEYS)`,
@@ -77,25 +99,35 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
   if (outcome !== undefined && !digestMatches(outcome, outcomeDigest(row.runId, row.callId, row.status, outputHash))) {
     throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
   }
-  const plain = { ...row, inputHash, outputHash }
-  return { ...plain, output: plain.output === null ? undefined : decodeOutput(plain, plain.output) }
+  return { inputHash, outputHash }
 }
 
 /** The output of a finished effect, checked against its hash. */
 function decodeOutput(row: EffectRow, output: string): unknown {
-  const context = { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
+  return readOutput(row, output, (parsed) => decodeValue(parsed, outputContext(row)))
+}
+
+/**
+ * Parse an output, check it against the row's output hash (split from its digest), and hand it
+ * to `use`; anything thrown that is not a Cairn error is damage too.
+ */
+function readOutput(row: Pick<EffectRow, 'runId' | 'callId' | 'outputHash'>, output: string, use: (parsed: JsonValue) => unknown): unknown {
   const mismatch = () => effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
   const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
   if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw mismatch()
   try {
-    const parsed = parseJson(output, context) as JsonValue
-    if (!textHash && hashEncoded(parsed) !== row.outputHash) throw mismatch()
-    return decodeValue(parsed, context)
+    const parsed = parseJson(output, outputContext(row)) as JsonValue
+    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw mismatch()
+    return use(parsed)
   } catch (err) {
     if (err instanceof CairnError) throw err
     // A record no well-formed write produces (nested past the stack, …) is damage too.
     throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
   }
+}
+
+function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: string; what: string } {
+  return { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
 }
 
 /**
@@ -148,6 +180,6 @@ function shapeProblem(row: EffectRow): string | undefined {
   return undefined
 }
 
-function effectCorrupt(row: EffectRow, problem: string, cause?: unknown): CheckpointCorruptionError {
+function effectCorrupt(row: Pick<EffectRow, 'runId' | 'callId'>, problem: string, cause?: unknown): CheckpointCorruptionError {
   return new CheckpointCorruptionError(`effect ${String(row.callId)} of run ${String(row.runId)} ${problem}`, { runId: typeof row.runId === 'string' ? row.runId : undefined, cause })
 }

@@ -1,4 +1,4 @@
-import { decodeValue, deserialize, parseJson } from '../../core/codec.js'
+import { decodeValue, deserialize, parseJson, setOwn } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../../core/errors.js'
 import { freezeTree } from '../../core/freeze.js'
 import { sha256 } from '../../core/hash.js'
@@ -7,8 +7,8 @@ import type { CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
-import { checkRow, decodeHeader, toRecord } from './checkpoint-rows.js'
-import { readSharedOutputs, resolveShared, resolveSharedParsed } from './shared-outputs.js'
+import { checkRow, decodeCheckedHeader, toRecord } from './checkpoint-rows.js'
+import { CheckedOutputs, readSharedOutputs, resolveSharedItem, resolveSharedParsed } from './shared-outputs.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
@@ -16,9 +16,9 @@ interface SharedList {
   /** `hashes[k]`: the chain hash of the first k items, computed as far as a ref needs. */
   hashes: string[]
   /** Checked outputs of the effects the run's items refer to. */
-  outputs: ReadonlyMap<string, string>
-  /** The items as written (effect refs resolved), made once. */
-  written?: string[]
+  outputs: CheckedOutputs
+  /** Items as written (effect refs resolved), each made once when a ref into it asks. */
+  written: (string | undefined)[]
   /** Each item decoded once and deeply frozen: the records share them. */
   decoded?: unknown[]
 }
@@ -44,12 +44,12 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       // A migration may change the payload in place: this record gets items of its own.
       const shared = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!)
       const items = refs.map((ref, k) => shared[k]!.items.slice(0, ref.n))
-      return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new Map() }, schemas)
+      return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new CheckedOutputs() }, schemas)
     }
-    const context = { runId: row.runId, checkpointId: row.id }
     // Most records of a run hold no list (runner phases between snapshots): their body is the
     // whole payload, decoded in one walk, which refuses a list or item ref there as a bad tag.
-    if (refs.length === 0) return recordOf(row, deserialize(row.body, { ...context, what: 'payload' }), schemas)
+    if (refs.length === 0) return recordOf(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }), schemas)
+    const context = { runId: row.runId, checkpointId: row.id }
     const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
     const views = refs.map((ref): ListView => {
       const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
@@ -58,7 +58,7 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
         length: ref.n,
         whole: () => ({ [SPLICE]: decoded().slice(0, ref.n) }),
         item: (n) => ({ [SPLICE]: decoded()[n] }),
-        stored: (n) => parseJson(writtenItems(list, { ...context, listId: ref.id })[n]!, { ...context, what: `item ${n} of list ${ref.id}` }),
+        stored: (n) => parseJson(writtenItem(list, n, { ...context, listId: ref.id }), { ...context, what: `item ${n} of list ${ref.id}` }),
       }
     })
     const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
@@ -66,10 +66,10 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
   })
 }
 
-/** The record of a checked row and its decoded payload, upgraded through `schemas`. */
+/** The record of a row `checkRow` checked and its decoded payload, upgraded through `schemas`. */
 function recordOf(row: CheckpointRow, payload: unknown, schemas: SchemaRegistry): CheckpointRecord {
   const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, runId: row.runId, checkpointId: row.id })
-  const record = decodeHeader(row) as CheckpointRecord
+  const record = decodeCheckedHeader(row) as CheckpointRecord
   record.schemaVersion = upgraded.schemaVersion
   record.payload = upgraded.payload
   return record
@@ -131,7 +131,7 @@ async function readSharedLists(checked: readonly { row: CheckpointRow; refs: Lis
     if (refs.length === 0) continue
     const items = await engine.readLists(runId, refs)
     const outputs = await readSharedOutputs(engine, runId, items.flat())
-    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''], outputs }))
+    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''], outputs, written: [] }))
   }
   return lists
 }
@@ -145,9 +145,9 @@ function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => 
   throw corrupt(unmatchedList(ref, Math.min(list.items.length, ref.n)))
 }
 
-function writtenItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): string[] {
-  list.written ??= resolveShared(list.items, list.outputs, where)
-  return list.written
+function writtenItem(list: SharedList, n: number, where: { runId: string; checkpointId: string; listId: string }): string {
+  list.written[n] ??= resolveSharedItem(list.items[n]!, n, list.outputs, where)
+  return list.written[n]
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
@@ -165,10 +165,12 @@ function splice(node: unknown): unknown {
   }
   if (Object.getPrototypeOf(node) !== Object.prototype && Object.getPrototypeOf(node) !== null) return node
   const obj = node as Record<string, unknown>
-  for (const key of Object.keys(obj)) {
+  const keys = Object.keys(obj)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const value = obj[key]
     const replaced = splice(value)
-    if (replaced !== value) Object.defineProperty(obj, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+    if (replaced !== value) setOwn(obj, key, replaced)
   }
   return obj
 }

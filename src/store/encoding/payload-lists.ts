@@ -1,9 +1,10 @@
 import { sha256 } from '../../core/hash.js'
-import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
+import { assertJsonText, encodeNested, isPassThrough, isShortPassThrough, serializeNested, shortPlainJson, stringifyEncoded, isPlainObject, setOwn, TAG, type JsonObject, type JsonValue } from '../../core/codec.js'
 import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
+import { limits } from '../../core/limits.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
-import { resolveSharedParsed } from './shared-outputs.js'
+import { resolveSharedParsed, type CheckedOutputs } from './shared-outputs.js'
 import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
 
 /**
@@ -97,7 +98,7 @@ export function decodePayload(params: {
   refs: readonly ListRef[]
   items: readonly (readonly string[])[]
   /** Checked outputs of the effects the items refer to (`readSharedOutputs`). */
-  outputs: ReadonlyMap<string, string>
+  outputs: CheckedOutputs
   runId: string
   checkpointId: string
 }): unknown {
@@ -162,7 +163,7 @@ export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: 
 /** Chain hash: h(k) = sha256(h(k-1) + "\n" + item(k)), starting from `from`. */
 export function chainHash(from: string, items: readonly string[]): string {
   let h = from
-  for (const item of items) h = sha256(`${h}\n${item}`)
+  for (let k = 0; k < items.length; k++) h = sha256(`${h}\n${items[k]!}`)
   return h
 }
 
@@ -362,11 +363,13 @@ function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unk
   const obj = node as Record<string, unknown>
   if (obj[TAG] === 'list' || obj[TAG] === 'item') return resolve(obj)
   const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
-  for (const key of Object.keys(fields)) {
+  const keys = Object.keys(fields)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const child = fields[key]
     if (child !== null && typeof child === 'object') {
       const replaced = visitRefs(child, resolve)
-      if (replaced !== child) Object.defineProperty(fields, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+      if (replaced !== child) setOwn(fields, key, replaced)
     }
   }
   return node
@@ -387,7 +390,11 @@ function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
 
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
   // Each item is decoded (which stops at maxDepth) before anything else walks it: only lengths are checked here.
-  for (const [k, item] of items.entries()) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
+  const { maxPayloadChars } = limits()
+  for (let k = 0; k < items.length; k++) {
+    const item = items[k]!
+    if (item.length > maxPayloadChars) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
+  }
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed

@@ -1,8 +1,8 @@
-import { TAG } from '../../core/codec.js'
+import { setOwn, TAG } from '../../core/codec.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
-import { decodeEffectRow } from './effect-rows.js'
+import { checkedOutputJson } from './effect-rows.js'
 
 /**
  * Tool results stored once. A tool's result is the effect journal's output of its call and,
@@ -135,7 +135,8 @@ export function mayShare(items: readonly string[]): boolean {
 export function sharedRefs(items: readonly string[]): Set<string> {
   const callIds = new Set<string>()
   const pattern = /\{"~":"effect","c":("(?:[^"\\]|\\.)*")\}/g
-  for (const item of items) {
+  for (let k = 0; k < items.length; k++) {
+    const item = items[k]!
     if (!item.includes(MARKER_PREFIX)) continue
     for (const match of item.matchAll(pattern)) callIds.add(JSON.parse(match[1]!) as string)
   }
@@ -143,19 +144,50 @@ export function sharedRefs(items: readonly string[]): Set<string> {
 }
 
 /**
- * The checked output texts of the effects that stored items of `runId` refer to, by call id.
+ * The checked outputs of the effects that stored items refer to, by call id, as
+ * {@link readSharedOutputs} read them: each parsed once to check it, and that parse handed to
+ * the first ref that takes it.
+ */
+export class CheckedOutputs {
+  readonly #texts = new Map<string, string>()
+  readonly #parsed = new Map<string, unknown>()
+
+  /** An output whose row was checked: its text, and its JSON parsed from it (encoded, tags not decoded). */
+  add(callId: string, text: string, parsed: unknown): void {
+    this.#texts.set(callId, text)
+    this.#parsed.set(callId, parsed)
+  }
+
+  has(callId: string): boolean {
+    return this.#texts.has(callId)
+  }
+
+  /** The output's parsed JSON, the caller's own to change: a fresh parse after the first taker. */
+  take(callId: string): unknown {
+    if (this.#parsed.has(callId)) {
+      const parsed = this.#parsed.get(callId)
+      this.#parsed.delete(callId)
+      return parsed
+    }
+    return JSON.parse(this.#texts.get(callId)!) as unknown
+  }
+}
+
+/**
+ * The checked outputs of the effects that stored items of `runId` refer to, by call id.
  * One read of the run's journal when several are needed; an effect the store does not hold is
  * left out (an item that truly refers to it is reported when it is resolved).
  */
-export async function readSharedOutputs(engine: StorageEngine, runId: string, items: readonly string[]): Promise<Map<string, string>> {
+export async function readSharedOutputs(engine: StorageEngine, runId: string, items: readonly string[]): Promise<CheckedOutputs> {
   const callIds = sharedRefs(items)
-  const outputs = new Map<string, string>()
+  const outputs = new CheckedOutputs()
   if (callIds.size === 0) return outputs
   const rows: (EffectRow | undefined)[] = callIds.size <= 4 ? await Promise.all([...callIds].map((callId) => engine.getEffect(runId, callId))) : await engine.listEffects(runId)
-  for (const row of rows) {
+  for (let k = 0; k < rows.length; k++) {
+    const row = rows[k]
     if (row === undefined || !callIds.has(row.callId) || row.output === null) continue
-    decodeEffectRow(row) // the output against its hash: an altered one is never handed on
-    outputs.set(row.callId, row.output)
+    // Every check of the effect's record (the output against its hash above all): an altered one is never handed on.
+    outputs.add(row.callId, row.output, checkedOutputJson(row as EffectRow & { output: string }))
   }
   return outputs
 }
@@ -164,17 +196,20 @@ export async function readSharedOutputs(engine: StorageEngine, runId: string, it
  * Items as written: each ref to an effect's output replaced by that output. `outputs` comes from
  * {@link readSharedOutputs}; a ref to an effect it lacks is a corruption error.
  */
-export function resolveShared(items: readonly string[], outputs: ReadonlyMap<string, string>, where: { runId: string; checkpointId: string; listId: string }): string[] {
-  return items.map((item, k) => {
-    if (!item.includes(MARKER_PREFIX)) return item
-    let tree: unknown
-    try {
-      tree = JSON.parse(item)
-    } catch (err) {
-      throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, { ...where, cause: err })
-    }
-    return JSON.stringify(resolveParsed(tree, k, outputs, where))
-  })
+export function resolveShared(items: readonly string[], outputs: CheckedOutputs, where: { runId: string; checkpointId: string; listId: string }): string[] {
+  return items.map((item, k) => resolveSharedItem(item, k, outputs, where))
+}
+
+/** Item `k` of a list (`item`, as stored) as written: see {@link resolveShared}. */
+export function resolveSharedItem(item: string, k: number, outputs: CheckedOutputs, where: { runId: string; checkpointId: string; listId: string }): string {
+  if (!item.includes(MARKER_PREFIX)) return item
+  let tree: unknown
+  try {
+    tree = JSON.parse(item)
+  } catch (err) {
+    throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, { ...where, cause: err })
+  }
+  return JSON.stringify(resolveParsed(tree, k, outputs, where))
 }
 
 /**
@@ -182,22 +217,21 @@ export function resolveShared(items: readonly string[], outputs: ReadonlyMap<str
  * stored text holds a ref gets its refs replaced, in place, by the parsed outputs they stand for.
  * The same result as parsing {@link resolveShared}'s texts, without writing and parsing them again.
  */
-export function resolveSharedParsed(items: readonly string[], parsed: unknown[], outputs: ReadonlyMap<string, string>, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
+export function resolveSharedParsed(items: readonly string[], parsed: unknown[], outputs: CheckedOutputs, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
   for (let k = 0; k < items.length; k++) if (items[k]!.includes(MARKER_PREFIX)) parsed[k] = resolveParsed(parsed[k], k, outputs, where)
   return parsed
 }
 
 /** One parsed item with every effect ref replaced by the output it stands for; a ref to an effect `outputs` lacks is a corruption error. */
-function resolveParsed(tree: unknown, k: number, outputs: ReadonlyMap<string, string>, where: { runId: string; checkpointId: string; listId: string }): unknown {
+function resolveParsed(tree: unknown, k: number, outputs: CheckedOutputs, where: { runId: string; checkpointId: string; listId: string }): unknown {
   return replaceMarkers(tree, (callId) => {
-    const output = outputs.get(callId)
-    if (output === undefined) {
+    if (!outputs.has(callId)) {
       throw new CheckpointCorruptionError(
         `checkpoint ${where.checkpointId} of run ${where.runId}: item ${k} of list ${where.listId} holds the result of effect ${callId}, whose outcome the store does not hold (the effect row was deleted or altered)`,
         { runId: where.runId, checkpointId: where.checkpointId },
       )
     }
-    return JSON.parse(output) as unknown
+    return outputs.take(callId)
   })
 }
 
@@ -209,14 +243,15 @@ function replaceMarkers(node: unknown, output: (callId: string) => unknown): unk
     return node
   }
   const obj = node as Record<string, unknown>
-  const keys = Object.keys(obj)
-  if (obj[TAG] === 'effect' && keys.length === 2 && typeof obj.c === 'string') return output(obj.c)
+  if (obj[TAG] === 'effect' && typeof obj.c === 'string' && Object.keys(obj).length === 2) return output(obj.c)
   const fields = obj[TAG] === 'obj' && typeof obj.v === 'object' && obj.v !== null && !Array.isArray(obj.v) ? (obj.v as Record<string, unknown>) : obj
-  for (const key of Object.keys(fields)) {
+  const keys = Object.keys(fields)
+  for (let k = 0; k < keys.length; k++) {
+    const key = keys[k]!
     const child = fields[key]
     if (child === null || typeof child !== 'object') continue
     const replaced = replaceMarkers(child, output)
-    if (replaced !== child) Object.defineProperty(fields, key, { value: replaced, writable: true, enumerable: true, configurable: true })
+    if (replaced !== child) setOwn(fields, key, replaced)
   }
   return obj
 }

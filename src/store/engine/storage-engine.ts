@@ -62,6 +62,12 @@ export interface StorageEngine {
    */
   listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]>
   /**
+   * {@link StorageEngine.listCheckpoints} with whole rows, in one read: what a verified listing
+   * checks (each row's digest covers its body). Optional: without it, the headers are listed and
+   * their rows fetched.
+   */
+  listCheckpointRows?(query: ListCheckpointsQuery): Promise<CheckpointRow[]>
+  /**
    * Read the first `length` items of each referenced list of a run, in order. Returns one array
    * per ref; an array shorter than `length` means items are missing (the caller reports it).
    */

@@ -2,7 +2,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js
 import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
-import { readRunRows } from '../encoding/load-many.js'
+import { readFound, readRunRows } from '../encoding/load-many.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
 import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
@@ -152,6 +152,11 @@ export class SealedEngine implements StorageEngine {
 
   listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
     return this.#inner.listCheckpoints(query)
+  }
+
+  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
+    const rows = this.#inner.listCheckpointRows ? await this.#inner.listCheckpointRows(query) : await readFound(this.#inner, await this.#inner.listCheckpoints(query))
+    return rows.map((row) => this.openCheckpoint(row))
   }
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {

@@ -173,6 +173,11 @@ export class PostgresEngine implements StorageEngine {
     return (await this.#query(text, values)).rows.map(headerRow)
   }
 
+  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
+    const { text, values } = listCheckpointsSql(this.#schema, query, true)
+    return (await this.#query(text, values)).rows.map(checkpointRow)
+  }
+
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
     if (refs.length === 0) return []
     // One statement for every ref: one round trip and one snapshot, so a concurrent prune

@@ -378,10 +378,10 @@ export function listRunsSql(schema: string, query: ListRunsQuery): SqlQuery {
 }
 
 /**
- * `listCheckpoints`, headers only: within one run newest seq first; across runs by
+ * `listCheckpoints`, headers only (or whole rows, `whole`): within one run newest seq first; across runs by
  * (created_at, seq, id) descending. As in {@link listRunsSql}, the cursor row must pass the filters.
  */
-export function listCheckpointsSql(schema: string, query: ListCheckpointsQuery): SqlQuery {
+export function listCheckpointsSql(schema: string, query: ListCheckpointsQuery, whole = false): SqlQuery {
   const s = quoteIdent(schema)
   const values: unknown[] = []
   const param = (value: unknown) => `$${values.push(value)}`
@@ -397,7 +397,7 @@ export function listCheckpointsSql(schema: string, query: ListCheckpointsQuery):
   }
   const order = byRun ? 'seq DESC' : 'created_at DESC, seq DESC, id DESC'
   const limit = param(query.limit ?? null)
-  return { text: `SELECT ${HEADER_COLUMNS} FROM ${s}.checkpoints${whereClause(where)} ORDER BY ${order} LIMIT ${limit}`, values }
+  return { text: `SELECT ${whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS} FROM ${s}.checkpoints${whereClause(where)} ORDER BY ${order} LIMIT ${limit}`, values }
 }
 
 function whereClause(conditions: readonly string[]): string {

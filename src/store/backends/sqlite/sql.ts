@@ -185,11 +185,11 @@ export interface ListCheckpointsShape {
 }
 
 /**
- * `listCheckpoints`, headers only: within one run newest seq first; across runs by
- * (created_at, seq, id) descending. Named parameters `:runId`, `:workflowName`, `:before`,
- * `:limit` (-1 for none). As in `listRunsSql`, the cursor row must pass the filters.
+ * `listCheckpoints`, headers only (or whole rows, `whole`): within one run newest seq first;
+ * across runs by (created_at, seq, id) descending. Named parameters `:runId`, `:workflowName`,
+ * `:before`, `:limit` (-1 for none). As in `listRunsSql`, the cursor row must pass the filters.
  */
-export function listCheckpointsSql(shape: ListCheckpointsShape): string {
+export function listCheckpointsSql(shape: ListCheckpointsShape, whole = false): string {
   const filters: string[] = []
   if (shape.runId) filters.push('run_id = :runId')
   if (shape.workflowName) filters.push('workflow_name = :workflowName')
@@ -200,7 +200,7 @@ export function listCheckpointsSql(shape: ListCheckpointsShape): string {
     where.push(`${key} < (SELECT ${keyColumns} FROM checkpoints WHERE ${['id = :before', ...filters].join(' AND ')})`)
   }
   const order = shape.runId ? 'seq DESC' : 'created_at DESC, seq DESC, id DESC'
-  return `SELECT ${HEADER_COLUMNS} FROM checkpoints${whereClause(where)} ORDER BY ${order} LIMIT :limit`
+  return `SELECT ${whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS} FROM checkpoints${whereClause(where)} ORDER BY ${order} LIMIT :limit`
 }
 
 function whereClause(conditions: readonly string[]): string {

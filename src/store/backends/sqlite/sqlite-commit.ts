@@ -16,7 +16,7 @@ export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
 
 /** Statements that read many checkpoint rows return each as an array of its columns (`raw`): quicker to build. */
-const RAW: ReadonlySet<keyof typeof SQL> = new Set(['runCheckpoints', 'getCheckpoints'] as const)
+const RAW: ReadonlySet<keyof typeof SQL> = new Set(['runCheckpoints', 'getCheckpoints', 'listEffects'] as const)
 
 /**
  * The engine's statements, each prepared on first use: opening a store (a fresh process about to

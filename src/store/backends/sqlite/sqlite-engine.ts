@@ -6,7 +6,7 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
-import { listCheckpointsSql, listRunsSql } from './sql.js'
+import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
 
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
@@ -121,13 +121,13 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    const shape = { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
-    const params: Record<string, unknown> = { limit: query.limit ?? -1 }
-    if (query.runId !== undefined) params.runId = query.runId
-    if (query.workflowName !== undefined) params.workflowName = query.workflowName
-    if (query.before !== undefined) params.before = query.before
-    const rows = this.#listStatement(listCheckpointsSql(shape)).all(params) as StoredHeader[]
+    const rows = this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]
     return rows.map(headerRow)
+  }
+
+  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
+    const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
+    return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
   }
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
@@ -163,7 +163,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listEffects(runId: string): Promise<EffectRow[]> {
-    return this.#statements.listEffects.all(runId) as EffectRow[]
+    return (this.#statements.listEffects.all(runId) as unknown[][]).map(rawEffectRow)
   }
 
   async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
@@ -243,6 +243,18 @@ export class SqliteEngine implements StorageEngine {
   }
 }
 
+function listShape(query: ListCheckpointsQuery): ListCheckpointsShape {
+  return { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
+}
+
+function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
+  const params: Record<string, unknown> = { limit: query.limit ?? -1 }
+  if (query.runId !== undefined) params.runId = query.runId
+  if (query.workflowName !== undefined) params.workflowName = query.workflowName
+  if (query.before !== undefined) params.before = query.before
+  return params
+}
+
 /** A header as stored: `terminal` is 0 or 1. */
 type StoredHeader = Omit<CheckpointHeaderRow, 'terminal'> & { terminal: unknown }
 
@@ -262,4 +274,10 @@ function rawCheckpointRow(columns: unknown[]): CheckpointRow {
   // As `headerRow`: 0/1 to a boolean, any other value passed on for EngineStore to reject.
   const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
   return { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal: flag, metadata, body, lists, digest } as CheckpointRow
+}
+
+/** An effect row from its columns (a raw statement: arrays are cheaper to read than objects). */
+function rawEffectRow(columns: unknown[]): EffectRow {
+  const [runId, callId, name, inputHash, idempotencyKey, status, output, outputHash, attempts, startedAt, completedAt] = columns
+  return { runId, callId, name, inputHash, idempotencyKey, status, output, outputHash, attempts, startedAt, completedAt } as EffectRow
 }

@@ -1,6 +1,6 @@
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
-import { dirname } from 'node:path'
+import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
 import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
@@ -78,7 +78,7 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
   const writer = options.writerThread === true ? new SqliteWriter(path, connection) : undefined
   const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
     if (onDisk) mkdirSync(dirname(path), { recursive: true })
-    const database: SqliteDatabase = new Database(path)
+    const database: SqliteDatabase = new Database(path, nativeBinding())
     try {
       return new SqliteEngine({ database, ...connection, ...(writer ? { writer } : {}) })
     } catch (err) {
@@ -90,6 +90,28 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
   // The file exists and is migrated now: the thread may open it.
   writer.start()
   return { engine, writer }
+}
+
+/** Where better-sqlite3's addon is (found once); null: not where its build puts it. */
+let addonPath: string | null | undefined
+
+/**
+ * better-sqlite3's native addon, where its build puts it, for the driver to load without a
+ * search: otherwise the `bindings` package looks for it through a dozen paths on the first
+ * open, a few milliseconds of a fresh process's resume. The places are tried in the order
+ * `bindings` tries them first; when none holds it, the search is left to the driver.
+ */
+function nativeBinding(): { nativeBinding?: string } {
+  if (addonPath === undefined) {
+    addonPath = null
+    try {
+      const root = dirname(createRequire(import.meta.url).resolve('better-sqlite3/package.json'))
+      addonPath = ['build', 'build/Debug', 'build/Release'].map((dir) => join(root, dir, 'better_sqlite3.node')).find((file) => existsSync(file)) ?? null
+    } catch {
+      addonPath = null
+    }
+  }
+  return addonPath === null ? {} : { nativeBinding: addonPath }
 }
 
 /** Report a failure to open as a StoreError naming the database (Cairn errors pass through). */
