@@ -38,7 +38,7 @@ describe.each(backends)('the effect journal on %s is checked on every read', (_n
       await store.close()
       const stored = (await backend.fields('fx')).filter((field) => field.table === 'effects' && field.id === 'c1')
       const value = (column: string) => String(stored.find((field) => field.column === column)?.value)
-      expect(value('output_hash').startsWith(effect.outputHash!)).toBe(true)
+      expect(value('output_hash')).toContain(effect.outputHash!)
       await backend.updateEffect('fx', 'c1', edit.fields({ output: value('output'), outputHash: value('output_hash') }))
 
       const reopened = backend.open({})

@@ -39,6 +39,8 @@ describe('effect output hashes', () => {
     const raw = new Database(path)
     const row = raw.prepare('SELECT output, output_hash AS outputHash FROM effects').get() as { output: string; outputHash: string }
     expect(row.outputHash.split('|')[0]).toBe(`t1.${sha256(row.output)}`)
+    // A reader sees the SHA-256 alone, as before.
+    expect((await store.getEffect('r', 'c1'))?.outputHash).toBe(sha256(row.output))
     // Text that is not JSON under a hash that matches it would parse-fail; one that does not match is refused first.
     raw.prepare('UPDATE effects SET output = ?').run(row.output.replace('said', 'sad'))
     raw.close()

@@ -58,7 +58,10 @@ export function completionRow(completion: EffectCompletion, runId: string): Effe
  */
 export function decodeEffectRow(row: EffectRow): EffectRecord {
   const plain = { ...row, ...checkDigests(row) }
-  return { ...plain, output: plain.output === null ? undefined : decodeOutput(plain, plain.output) }
+  const output = plain.output === null ? undefined : decodeOutput(plain, plain.output)
+  // Callers see the SHA-256 alone, of either form (see TEXT_HASH).
+  const outputHash = plain.outputHash?.startsWith(TEXT_HASH) === true ? plain.outputHash.slice(TEXT_HASH.length) : plain.outputHash
+  return { ...plain, output, outputHash }
 }
 
 /**
