@@ -117,9 +117,12 @@ export class CheckpointWriter {
       // in flight (the loop goes on at once whether or not the write is done).
       if (this.#queue.length >= MAX_LAG_RECORDS) {
         if (this.#inFlight && this.#queue.length % MAX_LAG_RECORDS === 0) await turnOfTheLoop()
-        if (!this.#inFlight && performance.now() - this.#lastWriteEnd >= LAG_PER_COMMIT_TIME * this.#lastWriteMs) void this.#enqueue({}, true)
-        else this.#kick()
-      } else this.#kick()
+        if (!this.#inFlight && performance.now() - this.#lastWriteEnd >= LAG_PER_COMMIT_TIME * this.#lastWriteMs) {
+          void this.#enqueue({}, true)
+          return
+        }
+      }
+      this.#kick()
     }
   }
 

@@ -27,6 +27,18 @@ const edits: { name: string; fields: (stored: { output: string; outputHash: stri
   { name: 'the status flipped to failed', fields: (s) => ({ status: 'failed', output: s.output, outputHash: s.outputHash }) },
 ]
 
+/** A store holding one pending effect whose stored input hash (digest and all) was replaced by `value`, reopened. */
+async function withInputHash(make: () => Promise<RawBackend>, value: string) {
+  const backend = await make()
+  const store = backend.open({})
+  await store.save({ runId: 'fx', kind: 'test', phase: 'p', payload: 1 })
+  await store.recordEffectIntent({ runId: 'fx', callId: 'c1', name: 'charge', inputHash: 'h', idempotencyKey: 'fx:c1' })
+  await store.close()
+  const field = (await backend.fields('fx')).find((f) => f.table === 'effects' && f.id === 'c1' && f.column === 'input_hash')!
+  await backend.writeField('fx', field, value)
+  return backend.open({})
+}
+
 describe.each(backends)('the effect journal on %s is checked on every read', (_name, make) => {
   for (const edit of edits) {
     it(`${edit.name} is a CheckpointCorruptionError naming the run and the call, from getEffect and listEffects`, async () => {
@@ -77,14 +89,7 @@ describe.each(backends)('the effect journal on %s is checked on every read', (_n
     ['a short hash', 'h'],
   ] as const) {
     it(`an input hash replaced whole, intent digest and all, by ${label} is a CheckpointCorruptionError naming the run and the call`, async () => {
-      const backend = await make()
-      const store = backend.open({})
-      await store.save({ runId: 'fx', kind: 'test', phase: 'p', payload: 1 })
-      await store.recordEffectIntent({ runId: 'fx', callId: 'c1', name: 'charge', inputHash: 'h', idempotencyKey: 'fx:c1' })
-      await store.close()
-      const field = (await backend.fields('fx')).find((f) => f.table === 'effects' && f.id === 'c1' && f.column === 'input_hash')!
-      await backend.writeField('fx', field, replacement)
-      const reopened = backend.open({})
+      const reopened = await withInputHash(make, replacement)
       await expect(reopened.getEffect('fx', 'c1')).rejects.toThrow(/effect c1 of run fx has an input hash that is neither/)
       await expect(reopened.listEffects('fx')).rejects.toBeInstanceOf(CheckpointCorruptionError)
       await reopened.close()
@@ -92,14 +97,7 @@ describe.each(backends)('the effect journal on %s is checked on every read', (_n
   }
 
   it('a row written before intent digests, its input hash a SHA-256 alone, reads back', async () => {
-    const backend = await make()
-    const store = backend.open({})
-    await store.save({ runId: 'fx', kind: 'test', phase: 'p', payload: 1 })
-    await store.recordEffectIntent({ runId: 'fx', callId: 'c1', name: 'charge', inputHash: 'h', idempotencyKey: 'fx:c1' })
-    await store.close()
-    const field = (await backend.fields('fx')).find((f) => f.table === 'effects' && f.id === 'c1' && f.column === 'input_hash')!
-    await backend.writeField('fx', field, 'a'.repeat(64))
-    const reopened = backend.open({})
+    const reopened = await withInputHash(make, 'a'.repeat(64))
     expect(await reopened.getEffect('fx', 'c1')).toMatchObject({ status: 'pending', inputHash: 'a'.repeat(64) })
     await reopened.close()
   })
