@@ -151,7 +151,7 @@ function writtenItem(list: SharedList, n: number, where: { runId: string; checkp
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= resolveSharedParsed(list.items, parseItems(list.items, where), list.outputs, where).map((item, k) => freezeTree(decodeValue(item, { ...where, what: `item ${k} of list ${where.listId}` })))
+  list.decoded ??= resolveSharedParsed(list.items, parseItems(list.items, where), list.outputs, where).map((item, k) => freezeTree(decodeValue(item, { runId: where.runId, checkpointId: where.checkpointId, what: `item ${k} of list ${where.listId}` })))
   return list.decoded
 }
 
