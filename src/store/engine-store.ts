@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, EffectStartedError, LeaseLostError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, LeaseLostError, StoreError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
 import type {
@@ -29,21 +29,19 @@ import { encodeBatch } from './encoding/batch.js'
 import { decodeWriteRow, orderWrites, writeRows } from './encoding/write-rows.js'
 import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-rows.js'
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, RunRow } from './engine/rows.js'
-import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
-import { ListCacheLru } from './encoding/list-cache.js'
+import { ListCacheLru, type WriterState } from './encoding/list-cache.js'
 import { SharedOutputs } from './encoding/shared-outputs.js'
-import { decodeMany, readFound, readRows, readRunRows } from './encoding/load-many.js'
-import { pruneRun } from './prune.js'
 import { RunLeases } from './leases/run-leases.js'
-import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
-import { checkRunRow, decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
+import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
-import { assertCheckpointInput, assertId, assertRunPatch, assertWellFormed } from './encoding/validate.js'
+import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
-import { checkRunForRekey, rekeyRun, resealRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
+import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
+import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
+import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
+import { assertFence, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 
 /** Options every engine-backed store accepts. */
@@ -80,11 +78,10 @@ export class EngineStore implements CheckpointStore {
   readonly #cache: ListCacheLru
   readonly #shared = new SharedOutputs()
   readonly #runLocks = new Map<string, Promise<unknown>>()
-  readonly #warn: (message: string) => void
   #closed = false
   #leases: RunLeases | undefined
-
   readonly #keyed: boolean
+  readonly #reads: CheckpointReads
 
   constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
     if (options.encrypt === true && options.keys === undefined) {
@@ -94,7 +91,8 @@ export class EngineStore implements CheckpointStore {
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
-    this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
+    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
+    this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
@@ -255,76 +253,24 @@ export class EngineStore implements CheckpointStore {
     return decodeEffectRow(row!)
   }
 
-  async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
-    assertId(checkpointId, 'checkpointId')
-    return this.#trusted(async () => {
-      const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
-      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
-      return (await this.#decode(row)) as CheckpointRecord<P>
-    })
+  load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
+    return this.#reads.load(checkpointId)
   }
 
-  async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
-    const given: unknown = checkpointIds
-    if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
-    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
-    return this.#trusted(async () => {
-      const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
-      return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
-    })
+  loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+    return this.#reads.loadMany(checkpointIds)
   }
 
-  async loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
-    assertId(runId, 'runId')
-    if (query.kind !== undefined && typeof query.kind !== 'string') throw new CheckpointError('invalid_argument', `kind must be a string, got ${typeof query.kind}`)
-    return this.#trusted(async () => {
-      // The row first, as for getLatest: the checkpoints read after it are never older than it says.
-      const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-      const rows = await this.#call(runId, 'read the checkpoints of the run', () => readRunRows(this.#engine, runId))
-      await this.#confirmLatest(runId, run, rows.at(-1))
-      const wanted = query.kind === undefined ? rows : rows.filter((row) => row.kind === query.kind)
-      return (await this.#call(runId, `read ${wanted.length} checkpoints`, () => decodeMany(wanted, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
-    })
+  loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
+    return this.#reads.loadRun(runId, query)
   }
 
-  async getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
-    if (query.runId !== undefined) assertId(query.runId, 'runId')
-    else if (typeof query.workflowName !== 'string' || query.workflowName === '') {
-      throw new CheckpointError('invalid_argument', 'getLatest needs { runId } or { workflowName }')
-    }
-    const { runId, workflowName } = query
-    return this.#trusted(async () => {
-      let row: CheckpointRow | undefined
-      // A workflow's latest is its newest checkpoint across runs, by time: what is left of it.
-      if (runId !== undefined) row = await this.#latestOfRun(runId)
-      else row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
-      return row && ((await this.#decode(row)) as CheckpointRecord<P>)
-    })
+  getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
+    return this.#reads.getLatest(query)
   }
 
-  async listCheckpoints(query: ListCheckpointsQuery = {}): Promise<CheckpointInfo[]> {
-    assertLimit(query.limit)
-    if (query.runId !== undefined) assertId(query.runId, 'runId')
-    if (query.before !== undefined) assertId(query.before, 'before')
-    const { verify = true, ...engineQuery } = query
-    // A run's history read from its newest end must reach the seq the run row records.
-    const run = verify && query.runId !== undefined && query.before === undefined && query.workflowName === undefined ? await this.#call(query.runId, 'read run', () => this.#engine.getRun(query.runId!)) : undefined
-    if (!verify) return (await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))).map(decodeHeader)
-    return this.#trusted(async () => {
-      const rows = await this.#call(query.runId, 'list checkpoints', () => listRows(this.#engine, engineQuery))
-      if (run) checkRunRow(run)
-      if (run && checkLatestAgainstRun(run, rows[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
-      return rows.flatMap((row) => {
-        try {
-          checkRow(row)
-          return [decodeCheckedHeader(row)]
-        } catch (err) {
-          if (query.unreadable !== 'skip' || !(err instanceof CheckpointCorruptionError)) throw err
-          this.#warn(`skipped checkpoint ${row.id} of run ${row.runId} while listing, as asked (unreadable: 'skip'): ${err.message}`)
-          return []
-        }
-      })
-    })
+  listCheckpoints(query: ListCheckpointsQuery = {}): Promise<CheckpointInfo[]> {
+    return this.#reads.listCheckpoints(query)
   }
 
   async delete(checkpointId: string): Promise<boolean> {
@@ -347,29 +293,8 @@ export class EngineStore implements CheckpointStore {
     })
   }
 
-  async fork(options: ForkOptions): Promise<CheckpointRecord> {
-    const source = await this.load(options.checkpointId)
-    const sourceRun = await this.getRun(source.runId)
-    const forkedFrom = { runId: source.runId, checkpointId: source.id }
-    const run = await this.createRun({
-      ...(options.runId === undefined ? {} : { runId: options.runId }),
-      name: sourceRun?.name ?? null,
-      threadId: sourceRun?.threadId ?? null,
-      workflowName: source.workflowName,
-      configSignature: sourceRun?.configSignature ?? null,
-      metadata: { ...(options.metadata ?? {}), forkedFrom },
-    })
-    const id = await this.save({
-      runId: run.runId,
-      parentId: source.id,
-      kind: source.kind,
-      phase: source.phase,
-      schemaVersion: source.schemaVersion,
-      workflowName: source.workflowName,
-      metadata: { ...source.metadata, forkedFrom },
-      payload: source.payload,
-    })
-    return this.load(id)
+  fork(options: ForkOptions): Promise<CheckpointRecord> {
+    return forkRun(this, options)
   }
 
   async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
@@ -422,24 +347,8 @@ export class EngineStore implements CheckpointStore {
     return orderWrites(rows.map(decodeWriteRow), checkpointIds)
   }
 
-  async prune(options: PruneOptions = {}): Promise<PruneResult> {
-    const keepLast = Math.max(1, options.keepLast ?? 1)
-    if (!Number.isInteger(keepLast)) throw new CheckpointError('invalid_argument', `keepLast must be an integer, got ${String(options.keepLast)}`)
-    const olderThan = options.olderThan === undefined ? undefined : Number(options.olderThan)
-    if (olderThan !== undefined && Number.isNaN(olderThan)) throw new CheckpointError('invalid_argument', 'olderThan must be a Date or Unix milliseconds')
-    const runIds = options.runId !== undefined ? [options.runId] : await this.#allRunIds()
-    const total: PruneResult = { checkpointsDeleted: 0, effectsDeleted: 0 }
-    for (const runId of runIds) {
-      assertId(runId, 'runId')
-      const result = await this.#withRunLock(runId, async () => {
-        this.#cache.delete(runId)
-        this.#shared.forget(runId)
-        return this.#call(runId, 'prune', () => pruneRun(this.#engine, { runId, keepLast, olderThan }))
-      })
-      total.checkpointsDeleted += result.checkpointsDeleted
-      total.effectsDeleted += result.effectsDeleted
-    }
-    return total
+  prune(options: PruneOptions = {}): Promise<PruneResult> {
+    return pruneRuns(this.#maintenance(), options)
   }
 
   /**
@@ -456,30 +365,8 @@ export class EngineStore implements CheckpointStore {
    * // every record now verifies with newKey alone
    * ```
    */
-  async rekey(options: RekeyOptions = {}): Promise<RekeyResult> {
-    const engine = this.#engine
-    if (!(engine instanceof SealedEngine)) throw new CheckpointError('invalid_argument', 'rekey needs a store opened with keys ({ keys: [newKey, ...oldKeys] })')
-    const rewrite = engine.inner.rewrite?.bind(engine.inner)
-    if (!rewrite) throw new CheckpointError('invalid_argument', 'this store backend cannot rewrite records in place, so it cannot be rekeyed')
-    const runIds = await this.#allRunIds()
-    const result: RekeyResult = { runs: 0, checkpoints: 0, items: 0, effects: 0 }
-    for (const runId of runIds) {
-      const request = await this.#withRunLock(runId, async () => {
-        this.#cache.delete(runId)
-        const before = await this.#trusted(() => this.#call(runId, 'check the run row', () => checkRunForRekey(engine, runId)))
-        const request = await this.#trusted(() => this.#call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
-        await this.#call(runId, 'rewrite records under the new key', () => rewrite(request))
-        await this.#call(runId, 'sign the run row under the new key', () => resealRun(engine, runId, before))
-        return request
-      })
-      result.runs++
-      result.checkpoints += request.checkpoints.length
-      result.items += request.items.length
-      result.effects += request.effects.length
-      const rewritten = request.checkpoints.length + request.items.length + request.effects.length
-      options.onProgress?.({ runId, runsDone: result.runs, runsTotal: runIds.length, rewritten })
-    }
-    return result
+  rekey(options: RekeyOptions = {}): Promise<RekeyResult> {
+    return rekeyRuns(this.#maintenance(), options)
   }
 
   async close(): Promise<void> {
@@ -489,67 +376,21 @@ export class EngineStore implements CheckpointStore {
     await this.#engine.close()
   }
 
-  /** Every run id, listed below the signing layer (a rekey lists runs whose rows it has yet to sign). */
-  async #allRunIds(): Promise<string[]> {
-    const engine = this.#engine instanceof SealedEngine ? this.#engine.inner : this.#engine
-    const ids: string[] = []
-    let before: string | undefined
-    for (;;) {
-      const page = await this.#call(undefined, 'list runs', () => engine.listRuns({ limit: 500, ...(before === undefined ? {} : { before }) }))
-      ids.push(...page.map((run) => run.runId))
-      if (page.length < 500) return ids
-      before = page[page.length - 1]?.runId
+  #maintenance(): MaintenanceContext {
+    return {
+      engine: this.#engine,
+      call: this.#call.bind(this),
+      trusted: this.#trusted.bind(this),
+      withRunLock: this.#withRunLock.bind(this),
+      forgetLists: (runId) => this.#cache.delete(runId),
+      forgetOutputs: (runId) => this.#shared.forget(runId),
     }
   }
 
-  async #writerState(runId: string) {
+  async #writerState(runId: string): Promise<WriterState> {
     const cached = this.#cache.get(runId)
     if (cached) return cached
-    return this.#trusted(() => this.#readWriterState(runId))
-  }
-
-  async #readWriterState(runId: string) {
-    // No rollback check here: a save after `delete` of the newest checkpoints (a workflow run
-    // continued from an earlier checkpoint it names) is the caller's explicit choice; a resume
-    // finds the run through getLatest, which refuses it.
-    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-    if (run) checkRunRow(run)
-    const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
-    const lists = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map()
-    return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
-  }
-
-  /** The run's newest checkpoint row, refused when the run was rolled back (see `checkLatestAgainstRun`). */
-  async #latestOfRun(runId: string): Promise<CheckpointRow | undefined> {
-    return (await this.#runAndLatest(runId)).latest
-  }
-
-  async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
-    const engine = this.#engine
-    if (engine.getRunAndLatest) {
-      const read = await this.#call(runId, 'read run and latest checkpoint', () => engine.getRunAndLatest!(runId))
-      return { run: await this.#confirmLatest(runId, read.run, read.latest), latest: read.latest }
-    }
-    // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
-    const run = await this.#call(runId, 'read run', () => engine.getRun(runId))
-    const latest = await this.#call(runId, 'read latest checkpoint', () => engine.getLatest({ runId }))
-    return { run: await this.#confirmLatest(runId, run, latest), latest }
-  }
-
-  /** The run row, checked, after checking the run's newest checkpoint against it (see `checkLatestAgainstRun`). */
-  async #confirmLatest(runId: string, run: RunRow | undefined, latest: CheckpointHeaderRow | undefined): Promise<RunRow | undefined> {
-    if (run) checkRunRow(run)
-    if (checkLatestAgainstRun(run, latest, runId) !== 'ahead') return run
-    // A commit may have landed between the two reads: the row read again has caught up.
-    const again = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-    if (again) checkRunRow(again)
-    if (checkLatestAgainstRun(again, latest, runId) === 'ahead') throw aheadOfRun(again, latest!, runId)
-    return again
-  }
-
-  async #decode(row: CheckpointRow): Promise<CheckpointRecord> {
-    const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine))
-    return toRecord(stored, this.#schemas)
+    return this.#trusted(() => this.#reads.writerState(runId))
   }
 
   /**
@@ -594,64 +435,5 @@ export class EngineStore implements CheckpointStore {
       const where = runId === undefined ? '' : ` (run ${runId})`
       throw new StoreError(`failed to ${what}${where}: ${(err as Error).message ?? String(err)}`, { runId, cause: err })
     }
-  }
-}
-
-/**
- * The whole rows of a listing, in one read where the engine can; otherwise its headers and then
- * their rows (a row deleted between the two reads is gone, not hidden).
- */
-async function listRows(engine: StorageEngine, query: Omit<ListCheckpointsQuery, 'verify'>): Promise<CheckpointRow[]> {
-  if (engine.listCheckpointRows) return engine.listCheckpointRows(query)
-  return readFound(engine, await engine.listCheckpoints(query))
-}
-
-/** The run a commit creates when it does not exist yet, with its digest and the progress digest of `seq`, the seq the commit leaves it at. */
-function newRunRow(runId: string, workflowName: string | null, now: number, seq: number): RunRow {
-  const row: RunRow = {
-    runId,
-    status: 'running' as const,
-    name: null,
-    threadId: null,
-    workflowName,
-    configSignature: null,
-    lastSeq: 0,
-    createdAt: now,
-    updatedAt: now,
-    metadata: '{}',
-  }
-  return { ...row, digest: runDigest(row), seal: runProgressDigest(runId, seq) }
-}
-
-function assertFence(fence: Fence): void {
-  assertId(fence?.runId, 'runId')
-  if (typeof fence.owner !== 'string' || fence.owner === '' || !Number.isSafeInteger(fence.epoch)) {
-    throw new CheckpointError('invalid_argument', 'a fence needs a run id, a non-empty owner and an integer epoch', { runId: fence.runId })
-  }
-}
-
-function startIds(starts: readonly string[]): string[] {
-  for (const callId of starts) {
-    if (typeof callId !== 'string' || callId === '') throw new CheckpointError('invalid_argument', `an effect start needs a call id, got ${JSON.stringify(callId)}`)
-    assertWellFormed(callId, 'effect callId')
-  }
-  return [...starts]
-}
-
-/** The error of a commit whose effect start found the effect not `pending`. */
-function notPendingError(runId: string, result: { callId: string; status: EffectRecord['status'] | null }): CairnError {
-  if (result.status === null || result.status === 'pending') {
-    return new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${result.callId}; record the intent before the effect starts`, { runId })
-  }
-  return new EffectStartedError({ runId, callId: result.callId, status: result.status })
-}
-
-function noWritesError(runId: string): CairnError {
-  return new CheckpointError('invalid_argument', `run ${runId}: this store's backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites`, { runId })
-}
-
-function assertLimit(limit: number | undefined): void {
-  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
-    throw new CheckpointError('invalid_argument', `limit must be a positive integer, got ${String(limit)}`)
   }
 }

@@ -1,0 +1,179 @@
+import { CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError } from '../core/errors.js'
+import type { SchemaRegistry } from '../core/schema.js'
+import type { CheckpointInfo, CheckpointRecord, LatestQuery, ListCheckpointsQuery, LoadRunQuery } from './checkpoint-store.js'
+import type { StorageEngine } from './engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, RunRow } from './engine/rows.js'
+import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
+import { decodeMany, readFound, readRows, readRunRows } from './encoding/load-many.js'
+import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
+import { checkRunRow } from './encoding/run-rows.js'
+import { assertId } from './encoding/validate.js'
+import type { WriterState } from './encoding/list-cache.js'
+import type { CachedList, ListCache } from './encoding/payload-lists.js'
+
+/** Runs one call to the engine, turning a driver's failure into a `StoreError` that names it. */
+export type EngineCall = <T>(runId: string | undefined, what: string, fn: () => Promise<T>) => Promise<T>
+
+/** What {@link CheckpointReads} is given by its store. */
+export interface CheckpointReadsParams {
+  engine: StorageEngine
+  schemas: SchemaRegistry
+  call: EngineCall
+  /** Runs a read of checkpoints, reporting a failed check as the store's kind of failure (integrity, when keyed). */
+  trusted: <T>(read: () => Promise<T>) => Promise<T>
+  warn: (message: string) => void
+}
+
+/**
+ * The checkpoint reads of an engine-backed store: every record read is checked against its
+ * digest and its lists, and a run's newest checkpoint against the run row, so that a truncated,
+ * edited or rolled-back store is refused rather than resumed from.
+ */
+export class CheckpointReads {
+  readonly #engine: StorageEngine
+  readonly #schemas: SchemaRegistry
+  readonly #call: EngineCall
+  readonly #trusted: CheckpointReadsParams['trusted']
+  readonly #warn: (message: string) => void
+
+  constructor(params: CheckpointReadsParams) {
+    this.#engine = params.engine
+    this.#schemas = params.schemas
+    this.#call = params.call
+    this.#trusted = params.trusted
+    this.#warn = params.warn
+  }
+
+  async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
+    assertId(checkpointId, 'checkpointId')
+    return this.#trusted(async () => {
+      const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+      if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
+      return (await this.#decode(row)) as CheckpointRecord<P>
+    })
+  }
+
+  async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
+    const given: unknown = checkpointIds
+    if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
+    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
+    return this.#trusted(async () => {
+      const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
+      return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    })
+  }
+
+  async loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
+    assertId(runId, 'runId')
+    if (query.kind !== undefined && typeof query.kind !== 'string') throw new CheckpointError('invalid_argument', `kind must be a string, got ${typeof query.kind}`)
+    return this.#trusted(async () => {
+      // The row first, as for getLatest: the checkpoints read after it are never older than it says.
+      const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+      const rows = await this.#call(runId, 'read the checkpoints of the run', () => readRunRows(this.#engine, runId))
+      await this.#confirmLatest(runId, run, rows.at(-1))
+      const wanted = query.kind === undefined ? rows : rows.filter((row) => row.kind === query.kind)
+      return (await this.#call(runId, `read ${wanted.length} checkpoints`, () => decodeMany(wanted, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    })
+  }
+
+  async getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
+    if (query.runId !== undefined) assertId(query.runId, 'runId')
+    else if (typeof query.workflowName !== 'string' || query.workflowName === '') {
+      throw new CheckpointError('invalid_argument', 'getLatest needs { runId } or { workflowName }')
+    }
+    const { runId, workflowName } = query
+    return this.#trusted(async () => {
+      let row: CheckpointRow | undefined
+      // A workflow's latest is its newest checkpoint across runs, by time: what is left of it.
+      if (runId !== undefined) row = await this.#latestOfRun(runId)
+      else row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
+      return row && ((await this.#decode(row)) as CheckpointRecord<P>)
+    })
+  }
+
+  async listCheckpoints(query: ListCheckpointsQuery = {}): Promise<CheckpointInfo[]> {
+    assertLimit(query.limit)
+    if (query.runId !== undefined) assertId(query.runId, 'runId')
+    if (query.before !== undefined) assertId(query.before, 'before')
+    const { verify = true, ...engineQuery } = query
+    // A run's history read from its newest end must reach the seq the run row records.
+    const run = verify && query.runId !== undefined && query.before === undefined && query.workflowName === undefined ? await this.#call(query.runId, 'read run', () => this.#engine.getRun(query.runId!)) : undefined
+    if (!verify) return (await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))).map(decodeHeader)
+    return this.#trusted(async () => {
+      const rows = await this.#call(query.runId, 'list checkpoints', () => listRows(this.#engine, engineQuery))
+      if (run) checkRunRow(run)
+      if (run && checkLatestAgainstRun(run, rows[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
+      return rows.flatMap((row) => {
+        try {
+          checkRow(row)
+          return [decodeCheckedHeader(row)]
+        } catch (err) {
+          if (query.unreadable !== 'skip' || !(err instanceof CheckpointCorruptionError)) throw err
+          this.#warn(`skipped checkpoint ${row.id} of run ${row.runId} while listing, as asked (unreadable: 'skip'): ${err.message}`)
+          return []
+        }
+      })
+    })
+  }
+
+  /** Where a writer that holds nothing of the run in memory goes on from: the run's seq, newest checkpoint and its lists. */
+  async writerState(runId: string): Promise<WriterState> {
+    // No rollback check here: a save after `delete` of the newest checkpoints (a workflow run
+    // continued from an earlier checkpoint it names) is the caller's explicit choice; a resume
+    // finds the run through getLatest, which refuses it.
+    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    if (run) checkRunRow(run)
+    const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
+    const lists: ListCache = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map<string, CachedList>()
+    return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
+  }
+
+  /** The run's newest checkpoint row, refused when the run was rolled back (see `checkLatestAgainstRun`). */
+  async #latestOfRun(runId: string): Promise<CheckpointRow | undefined> {
+    return (await this.#runAndLatest(runId)).latest
+  }
+
+  async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
+    const engine = this.#engine
+    if (engine.getRunAndLatest) {
+      const read = await this.#call(runId, 'read run and latest checkpoint', () => engine.getRunAndLatest!(runId))
+      return { run: await this.#confirmLatest(runId, read.run, read.latest), latest: read.latest }
+    }
+    // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
+    const run = await this.#call(runId, 'read run', () => engine.getRun(runId))
+    const latest = await this.#call(runId, 'read latest checkpoint', () => engine.getLatest({ runId }))
+    return { run: await this.#confirmLatest(runId, run, latest), latest }
+  }
+
+  /** The run row, checked, after checking the run's newest checkpoint against it (see `checkLatestAgainstRun`). */
+  async #confirmLatest(runId: string, run: RunRow | undefined, latest: CheckpointHeaderRow | undefined): Promise<RunRow | undefined> {
+    if (run) checkRunRow(run)
+    if (checkLatestAgainstRun(run, latest, runId) !== 'ahead') return run
+    // A commit may have landed between the two reads: the row read again has caught up.
+    const again = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    if (again) checkRunRow(again)
+    if (checkLatestAgainstRun(again, latest, runId) === 'ahead') throw aheadOfRun(again, latest!, runId)
+    return again
+  }
+
+  async #decode(row: CheckpointRow): Promise<CheckpointRecord> {
+    const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine))
+    return toRecord(stored, this.#schemas)
+  }
+}
+
+/** A listing's `limit`, when given, is a positive integer. */
+export function assertLimit(limit: number | undefined): void {
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
+    throw new CheckpointError('invalid_argument', `limit must be a positive integer, got ${String(limit)}`)
+  }
+}
+
+/**
+ * The whole rows of a listing, in one read where the engine can; otherwise its headers and then
+ * their rows (a row deleted between the two reads is gone, not hidden).
+ */
+async function listRows(engine: StorageEngine, query: Omit<ListCheckpointsQuery, 'verify'>): Promise<CheckpointRow[]> {
+  if (engine.listCheckpointRows) return engine.listCheckpointRows(query)
+  return readFound(engine, await engine.listCheckpoints(query))
+}
