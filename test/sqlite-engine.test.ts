@@ -86,6 +86,26 @@ describe('SQLite schema and connection', () => {
     expect(count(db, "SELECT count(*) FROM runs WHERE run_id LIKE 'child-%'")).toBe(4)
   }, 30_000)
 
+  it('waits out another process writing the new file before it switches it to WAL, up to busyTimeoutMs', async () => {
+    // SQLite answers SQLITE_BUSY at once (no busy wait) to a switch to WAL while another
+    // connection holds a write lock on a file still in rollback mode: a process opening a new
+    // file while another one is creating it.
+    const holder = await holdWriteLock(dbPath)
+    const opening = configureInChild(dbPath, 5000)
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    const released = holder.release()
+    const waited = await opening
+    expect(waited).toMatchObject({ journalMode: 'wal' })
+    expect(waited.ms).toBeGreaterThan(0)
+    expect(await released).toBe(0)
+
+    // Held past the busy timeout: SQLite's own busy error, not a hang.
+    const other = join(dir, 'other.db')
+    const longer = await holdWriteLock(other)
+    expect(await configureInChild(other, 200)).toMatchObject({ error: expect.stringMatching(/locked|busy/i) })
+    expect(await longer.release()).toBe(0)
+  }, 20_000)
+
   it('refuses a database migrated by a newer Cairn', async () => {
     await openStore().close()
     const db = inspect()
@@ -381,4 +401,50 @@ function effectOf(fields: Partial<EffectRow> & { runId: string; callId: string }
     completedAt: null,
     ...fields,
   }
+}
+
+/**
+ * A child process that creates `path` in rollback mode and holds a write transaction on it until
+ * released; resolves once the lock is held. `release` resolves to the child's exit code.
+ */
+async function holdWriteLock(path: string): Promise<{ release(): Promise<number | null> }> {
+  const script = `const Database = require('better-sqlite3')
+    const db = new Database(${JSON.stringify(path)})
+    db.exec('CREATE TABLE IF NOT EXISTS held (a)')
+    db.exec('BEGIN IMMEDIATE')
+    db.exec('INSERT INTO held VALUES (1)')
+    process.stdout.write('held\\n')
+    process.stdin.resume()
+    process.stdin.on('end', () => { db.exec('COMMIT'); db.close() })`
+  const child = spawn(process.execPath, ['--eval', script], { stdio: ['pipe', 'pipe', 'inherit'] })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once('data', () => resolve())
+    child.once('exit', (code) => reject(new Error(`the lock holder exited with ${code} before holding the lock`)))
+  })
+  return {
+    release() {
+      child.stdin.end()
+      return exited
+    },
+  }
+}
+
+/** Open `path` in a fresh process and apply the engine's connection settings: how long it took, and the journal mode or the error. */
+async function configureInChild(path: string, busyTimeoutMs: number): Promise<{ ms: number; journalMode?: string; error?: string }> {
+  const driver = fileURLToPath(new URL('../src/store/backends/sqlite/driver.ts', import.meta.url))
+  const script = `const { default: Database } = await import('better-sqlite3')
+    const { configureConnection } = await import(${JSON.stringify(driver)})
+    const db = new Database(${JSON.stringify(path)})
+    const started = Date.now()
+    let out
+    try { configureConnection(db, { busyTimeoutMs: ${busyTimeoutMs} }); out = { journalMode: db.pragma('journal_mode', { simple: true }) } }
+    catch (err) { out = { error: String(err) } }
+    db.close()
+    process.stdout.write(JSON.stringify({ ms: Date.now() - started, ...out }))`
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '--eval', script], { stdio: ['ignore', 'pipe', 'inherit'] })
+  let stdout = ''
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()))
+  await new Promise((resolve) => child.on('exit', resolve))
+  return JSON.parse(stdout) as { ms: number; journalMode?: string; error?: string }
 }

@@ -60,14 +60,34 @@ export function configureConnection(db: SqliteDatabase, options: SqliteConnectio
   // One call for all of them (each its own call costs an opening process a statement each), in
   // order: the busy timeout first, so switching to WAL and migrating wait for other processes;
   // the page size only takes effect on a new, empty file.
-  db.exec(
-    [
-      `PRAGMA busy_timeout = ${busyTimeoutMs}`,
-      `PRAGMA page_size = ${PAGE_SIZE}`,
-      'PRAGMA journal_mode = WAL',
-      `PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`,
-      `PRAGMA journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`,
-      `PRAGMA synchronous = ${synchronous.toUpperCase()}`,
-    ].join(';\n'),
-  )
+  const settings = [
+    `PRAGMA busy_timeout = ${busyTimeoutMs}`,
+    `PRAGMA page_size = ${PAGE_SIZE}`,
+    'PRAGMA journal_mode = WAL',
+    `PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`,
+    `PRAGMA journal_size_limit = ${JOURNAL_SIZE_LIMIT_BYTES}`,
+    `PRAGMA synchronous = ${synchronous.toUpperCase()}`,
+  ].join(';\n')
+  // Switching a new file to WAL needs it to itself for a moment. While another connection holds
+  // a write lock on it (a process opening the same new file, still in rollback mode), SQLite
+  // answers SQLITE_BUSY at once instead of waiting, to avoid a deadlock; the settings are safe to
+  // apply again, so they are retried until the busy timeout has passed.
+  const deadline = Date.now() + busyTimeoutMs
+  for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
+    try {
+      db.exec(settings)
+      return
+    } catch (err) {
+      if (!isBusy(err) || Date.now() >= deadline) throw err
+      Atomics.wait(PAUSE, 0, 0, Math.min(pause, Math.max(1, deadline - Date.now())))
+    }
+  }
+}
+
+/** What a synchronous pause waits on: nothing ever wakes it, so it lasts its timeout. */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4))
+
+function isBusy(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY')
 }
