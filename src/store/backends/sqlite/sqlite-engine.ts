@@ -34,6 +34,7 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
 export class SqliteEngine implements StorageEngine {
   readonly #db: SqliteDatabase
   readonly #writer: CommitWriter | undefined
+  readonly #synchronous: 'full' | 'normal' | undefined
   readonly #statements: Statements
   /** Statements of list queries, by SQL text (one per filter shape). */
   readonly #listStatements = new Map<string, SqliteStatement>()
@@ -48,6 +49,7 @@ export class SqliteEngine implements StorageEngine {
     const db = options.database
     this.#db = db
     this.#writer = options.writer
+    this.#synchronous = options.synchronous
     configureConnection(db, options)
     migrateSqlite(db)
     this.#statements = prepareStatements(db)
@@ -62,7 +64,7 @@ export class SqliteEngine implements StorageEngine {
 
   /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
   get leases(): SqliteLeases {
-    this.#leases ??= new SqliteLeases(this.#db, (runId, patch) => patchRun(this.#statements, runId, patch))
+    this.#leases ??= new SqliteLeases(this.#db, (runId, patch) => patchRun(this.#statements, runId, patch), { synchronous: this.#synchronous })
     return this.#leases
   }
 

@@ -23,6 +23,15 @@ import { LEASE_SQL, SQL } from './sql.js'
  * write lock before reading: claims never race (two processes never claim the same run at one
  * epoch), and a fenced commit's check and write cannot interleave with a claim. Lease times are
  * Unix milliseconds of this machine's clock. No notifications: idle workers poll.
+ *
+ * A transaction that changes only who holds a run (an acquire, a claim, a heartbeat, a release
+ * with no final status) is committed without waiting for the disk (`synchronous = NORMAL` for
+ * that transaction): other processes see it at once, which is all mutual exclusion needs, and
+ * only a power loss or an OS crash could undo it, which stops every process that used the file
+ * along with it. The first commit a holder makes of state (a checkpoint, an effect intent, a
+ * status) syncs the write-ahead log, and with it every lease change written before. A change
+ * of state made by the lease protocol (an enqueue, a cancel, a requeue, a release that records a
+ * final status) is synced like any commit.
  */
 export class SqliteLeases implements LeaseEngine {
   readonly #s: LeaseStatements
@@ -30,13 +39,16 @@ export class SqliteLeases implements LeaseEngine {
   readonly #insertRun: SqliteStatement
   readonly #patchRun: (runId: string, patch: RunPatch) => unknown
   readonly #transaction: SqliteTransaction<[fn: () => unknown], unknown>
+  /** Statements that switch the connection to not waiting for the disk and back; none when it never waits. */
+  readonly #sync: { relax: SqliteStatement; restore: SqliteStatement } | undefined
 
-  constructor(db: SqliteDatabase, patchRun: (runId: string, patch: RunPatch) => unknown) {
+  constructor(db: SqliteDatabase, patchRun: (runId: string, patch: RunPatch) => unknown, options: { synchronous?: 'full' | 'normal' | undefined } = {}) {
     this.#s = Object.fromEntries(Object.entries(LEASE_SQL).map(([key, sql]) => [key, db.prepare(sql)])) as LeaseStatements
     this.#getRun = db.prepare(SQL.getRun)
     this.#insertRun = db.prepare(SQL.insertRun)
     this.#patchRun = patchRun
     this.#transaction = db.transaction((fn: () => unknown) => fn())
+    this.#sync = options.synchronous === 'normal' ? undefined : { relax: db.prepare('PRAGMA synchronous = NORMAL'), restore: db.prepare('PRAGMA synchronous = FULL') }
   }
 
   async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
@@ -44,7 +56,7 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
-    return this.#write(() => {
+    return this.#leaseOnly(() => {
       const now = Date.now()
       const budgets = this.#budgets(request, now)
       const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
@@ -70,7 +82,9 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
-    return this.#write(() => {
+    // A run row created here holds no state yet: a run whose process stopped before its first
+    // commit may be started again, so the row needs no sync of its own either.
+    return this.#leaseOnly(() => {
       const now = Date.now()
       const created = request.create !== undefined && this.#insertRun.run({ ...request.create, seal: request.create.seal ?? null, digest: request.create.digest ?? null }).changes === 1
       const lease = this.#s.acquireRun.get({
@@ -89,7 +103,7 @@ export class SqliteLeases implements LeaseEngine {
 
   async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {
     if (request.runs.length === 0) return []
-    return this.#write(() => {
+    return this.#leaseOnly(() => {
       const expires = Date.now() + request.leaseMs
       const held: HeartbeatRow[] = []
       for (const { runId, epoch } of request.runs) {
@@ -101,11 +115,12 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean> {
-    return this.#write(() => {
+    const release = () => {
       const released = this.#s.release.run({ runId: fence.runId, owner: fence.owner, epoch: fence.epoch, failed: failed ? 1 : 0 }).changes === 1
       if (released && patch) this.#patchRun(fence.runId, patch)
       return released
-    })
+    }
+    return patch ? this.#write(release) : this.#leaseOnly(release)
   }
 
   async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
@@ -164,6 +179,17 @@ export class SqliteLeases implements LeaseEngine {
 
   #write<T>(fn: () => T): T {
     return this.#transaction.immediate(fn) as T
+  }
+
+  /** {@link #write} for a transaction that changes only lease columns: committed without a sync (see the class). */
+  #leaseOnly<T>(fn: () => T): T {
+    if (!this.#sync) return this.#write(fn)
+    this.#sync.relax.run()
+    try {
+      return this.#write(fn)
+    } finally {
+      this.#sync.restore.run()
+    }
   }
 }
 
