@@ -135,7 +135,8 @@ describe('SQLite schema and connection', () => {
     openStoreOn(defaults)
     expect(defaults.pragma('synchronous', { simple: true })).toBe(2)
     expect(defaults.pragma('busy_timeout', { simple: true })).toBe(5000)
-    expect(defaults.pragma('wal_autocheckpoint', { simple: true })).toBe(16)
+    expect(defaults.pragma('wal_autocheckpoint', { simple: true })).toBe(256)
+    expect(defaults.pragma('journal_size_limit', { simple: true })).toBe(4 * 1024 * 1024)
 
     const tuned = new Database(dbPath)
     openStoreOn(tuned, { synchronous: 'normal', busyTimeoutMs: 250 })
@@ -186,9 +187,9 @@ describe('SqliteStore', () => {
       ids.push(await store.save({ runId: 'grow', kind: 'agent', phase: 'after_model', payload: { messages, i } }))
       largestWal = Math.max(largestWal, existsSync(`${dbPath}-wal`) ? statSync(`${dbPath}-wal`).size : 0)
     }
-    // Frequent checkpoints keep the WAL to a few saves' pages, not SQLite's default 8 MB.
+    // Checkpoints every 256 pages keep the WAL near 2 MiB, not SQLite's default 8 MB (at 8 KiB pages).
     expect(largestWal).toBeGreaterThan(0)
-    expect(largestWal).toBeLessThan(320 * 1024)
+    expect(largestWal).toBeLessThan(2.5 * 1024 * 1024)
     expect((await store.getLatest<{ messages: unknown[] }>({ runId: 'grow' }))?.payload.messages).toEqual(messages)
     expect((await store.load<{ messages: unknown[] }>(ids[49]!)).payload.messages).toEqual(messages.slice(0, 50))
     await store.close()

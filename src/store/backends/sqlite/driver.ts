@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs'
 /**
  * The slice of better-sqlite3 the SQLite backend uses, declared here so Cairn does not depend on
  * the driver's types, and how every connection of the backend is set up.
@@ -8,6 +9,8 @@
  * not depend on the driver's types; a better-sqlite3 `Database` satisfies it.
  */
 export interface SqliteDatabase {
+  /** The database file's path (better-sqlite3's `name`): `:memory:` or empty for one without a file. */
+  readonly name?: string
   prepare(source: string): SqliteStatement
   exec(source: string): unknown
   pragma(source: string, options?: { simple?: boolean }): unknown
@@ -44,13 +47,19 @@ export interface SqliteConnectionOptions {
 /** 8 KiB pages pack ~1-2 KB list items with far less slack than SQLite's default 4 KiB. */
 const PAGE_SIZE = 8192
 /**
- * A save appends ~7 pages to the WAL. Checkpointing every 16 pages (every ~3rd save) keeps the
- * WAL near 200 KB instead of SQLite's default 1000 pages (8 MB here), which would dwarf a run's
- * data; the size limit shrinks it back after a burst (a large write-behind batch, a checkpoint
- * held up by a reader).
+ * The WAL is checkpointed into the database once it holds 256 pages (2 MiB). A commit of an
+ * agent loop rewrites the same few last pages of each table and index; checkpointing every few
+ * commits copied and synced them again each time (a sync-durability commit took about twice
+ * as long), while a 2 MiB log copies each of them once per 256 pages written.
  */
-const WAL_AUTOCHECKPOINT_PAGES = 16
-const JOURNAL_SIZE_LIMIT_BYTES = 256 * 1024
+const WAL_AUTOCHECKPOINT_PAGES = 256
+/**
+ * Above the largest log a checkpoint leaves behind, so the WAL file is reused in place: a file
+ * cut back after every checkpoint has to grow again, and a sync of a file that grew costs more.
+ */
+const JOURNAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
+/** A WAL longer than this when a run ends is folded into the database and truncated (see {@link truncateWal}). */
+export const WAL_REST_BYTES = 256 * 1024
 
 /** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
 export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
@@ -90,4 +99,29 @@ const PAUSE = new Int32Array(new SharedArrayBuffer(4))
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY')
+}
+
+/**
+ * Fold the WAL into the database and truncate it, when it is longer than {@link WAL_REST_BYTES}:
+ * called when a run ends, so a finished run leaves no large log beside the database. It never
+ * waits: while another connection reads an older snapshot, the log is copied as far as it can be
+ * and left for a later checkpoint.
+ */
+export function truncateWal(db: SqliteDatabase): void {
+  const path = db.name
+  if (!path || path === ':memory:') return
+  let size: number
+  try {
+    size = statSync(`${path}-wal`).size
+  } catch {
+    return
+  }
+  if (size <= WAL_REST_BYTES) return
+  const busyTimeoutMs = db.pragma('busy_timeout', { simple: true }) as number
+  db.pragma('busy_timeout = 0')
+  try {
+    db.pragma('wal_checkpoint(TRUNCATE)')
+  } finally {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
+  }
 }

@@ -7,7 +7,7 @@ import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
-import type { SqliteDatabase, SqliteStatement } from './driver.js'
+import { truncateWal, type SqliteDatabase, type SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
 
 export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
@@ -111,13 +111,17 @@ class DuplicateCheckpointId extends Error {}
  * Run `commit` (a `db.transaction` of {@link commitInTransaction}) with `BEGIN IMMEDIATE`: a
  * checkpoint id already taken rolls the whole commit back and is reported as `duplicate_id`.
  */
-export function commitImmediate(commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
+export function commitImmediate(db: SqliteDatabase, commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
+  let result: CommitResult
   try {
-    return commit.immediate(request)
+    result = commit.immediate(request)
   } catch (err) {
     if (err instanceof DuplicateCheckpointId) return { ok: false, reason: 'duplicate_id' }
     throw err
   }
+  // A run that just ended leaves the log folded into the database, not beside it.
+  if (result.ok && request.rows.some((row) => row.terminal)) truncateWal(db)
+  return result
 }
 
 /** Apply a run patch (inside the caller's transaction); its digest is computed from the row read under the same lock. */

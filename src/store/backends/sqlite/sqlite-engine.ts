@@ -101,7 +101,7 @@ export class SqliteEngine implements StorageEngine {
 
   async commit(request: CommitRequest): Promise<CommitResult> {
     // A run patch computes the row's digest under the write lock, in this thread (a function does not cross to the writer).
-    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : commitImmediate(this.#commit, request)
+    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : commitImmediate(this.#db, this.#commit, request)
   }
 
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {

@@ -39,7 +39,7 @@ port.on('message', (message: WriterRequest) => {
   const started = process.hrtime.bigint()
   let reply: WriterReply
   try {
-    const result = commitImmediate(commit, message.request)
+    const result = commitImmediate(db, commit, message.request)
     reply = { type: 'done', id: message.id, result, micros: Number(process.hrtime.bigint() - started) / 1000 }
   } catch (err) {
     const error = err as Error & { code?: unknown }
