@@ -28,6 +28,31 @@ describe('payload list encoding', () => {
     for (const [i, id] of ids.entries()) expect((await store.load(id)).payload).toEqual({ messages: conversation(i + 1) })
   })
 
+  it('an append shares the kept list\'s arrays, and a second save from the same list (one not kept) still gets its own items and hash', () => {
+    const messages = conversation(8).map((message) => freezeDeep(message))
+    const json = messages.map((message) => JSON.stringify(message))
+    const first = encodePayload({ messages: messages.slice(0, 6) }, undefined, newListId)
+    const kept = first.lists.get('/messages')!
+    // Appending two items reuses the first save's arrays instead of copying six.
+    const appended = encodePayload({ messages: messages.slice(0, 8) }, first.lists, newListId)
+    expect(appended.lists.get('/messages')!.items).toBe(kept.items)
+    expect(appended.appends).toEqual([{ listId: kept.id, expectedLength: 6, items: json.slice(6, 8) }])
+    expect(appended.refs[0]).toEqual({ id: kept.id, n: 8, h: chainHash('', json) })
+    // A save from the first list again (the append above was not kept): the arrays it would share
+    // already hold the other save's items, so it copies its six and appends its own.
+    const other = freezeDeep({ role: 'user' as const, content: [{ text: 'another answer '.repeat(20) }] })
+    const branch = encodePayload({ messages: [...messages.slice(0, 6), other] }, first.lists, newListId)
+    const otherJson = JSON.stringify(other)
+    expect(branch.appends).toEqual([{ listId: kept.id, expectedLength: 6, items: [otherJson] }])
+    expect(branch.refs[0]).toEqual({ id: kept.id, n: 7, h: chainHash('', [...json.slice(0, 6), otherJson]) })
+    expect(branch.lists.get('/messages')!.items).not.toBe(kept.items)
+    // And the first list is still what it was: six items.
+    expect(kept.n).toBe(6)
+    const again = encodePayload({ messages: messages.slice(0, 6) }, first.lists, newListId)
+    expect(again.appends).toEqual([])
+    expect(again.refs[0]).toEqual(first.refs[0])
+  })
+
   it('marks only plain trees as deeply frozen: a Date inside stays re-serialized', async () => {
     const plain = freezeDeep({ a: [1, { b: 'c' }] })
     expect(isDeepFrozen(plain)).toBe(true)

@@ -35,16 +35,25 @@ const ITEM_SEARCH_DEPTH = 16
 /** A list as the writer last saved it at one place of a payload. */
 export interface CachedList {
   id: string
+  /**
+   * The list's items: the first `n` of this array. A save that only appends to the list pushes
+   * onto the same array instead of copying it (a long conversation is not copied at every save);
+   * entries past `n` belong to a later save, or to one that was not kept.
+   */
   items: string[]
-  /** Chain hash of `items`. */
+  /** How many items the list holds. */
+  n: number
+  /** Chain hash of the list's items. */
   h: string
-  /** Total characters of `items`. */
+  /** Total characters of the list's items. */
   bytes: number
   /**
-   * The values `items` were made from, for as long as they are deeply frozen (a prefix of the
-   * items): the next save reuses an item's JSON when it finds the very same value there.
+   * The values the items were made from, for as long as they are deeply frozen: the first
+   * `frozen` entries of this array (shared with later saves like `items`). The next save reuses
+   * an item's JSON when it finds the very same value there.
    */
-  sources: readonly unknown[]
+  sources: unknown[]
+  frozen: number
 }
 
 /** The lists of a run's last saved payload, by place (a path of keys). */
@@ -77,7 +86,7 @@ export function encodePayload(value: unknown, previous: ListCache | undefined, n
     toRef: (split, listPath) => {
       const list = extendOrStart(previous?.get(listPath), split, { newListId, share }, out.appends)
       out.lists.set(listPath, list)
-      out.refs.push({ id: list.id, n: list.items.length, h: list.h })
+      out.refs.push({ id: list.id, n: list.n, h: list.h })
       sources.push(split.array)
       return { [TAG]: 'list', i: out.refs.length - 1 }
     },
@@ -155,7 +164,7 @@ export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: 
   walkRefs(body, '', (i, path) => {
     const ref = refs[i]
     const listItems = items[i]
-    if (ref && listItems) cache.set(path, { id: ref.id, items: [...listItems], h: ref.h, bytes: listItems.reduce((sum, item) => sum + item.length, 0), sources: [] })
+    if (ref && listItems) cache.set(path, { id: ref.id, items: [...listItems], n: listItems.length, h: ref.h, bytes: listItems.reduce((sum, item) => sum + item.length, 0), sources: [], frozen: 0 })
   })
   return cache
 }
@@ -170,12 +179,15 @@ export function chainHash(from: string, items: readonly string[]): string {
 /** The items of an array about to become a list, and how many of them extend the previous list unchanged. */
 interface SplitArray {
   array: unknown[]
+  /** The JSON of each item: the first `n` entries (an array the previous list may share). */
   items: string[]
+  n: number
   bytes: number
   /** Leading items known to equal the previous list's (the same frozen values): 0 when unknown. */
   reused: number
-  /** Values of the leading deeply frozen items. */
+  /** Values of the leading deeply frozen items: the first `frozen` entries. */
   sources: unknown[]
+  frozen: number
 }
 
 /**
@@ -183,25 +195,26 @@ interface SplitArray {
  * replaced by a ref to it, see `shared-outputs.ts`); the chain hash covers them as stored.
  */
 function extendOrStart(cached: CachedList | undefined, split: SplitArray, make: { newListId: () => string; share: (item: string) => string }, appends: ListAppend[]): CachedList {
-  const { items, bytes, sources } = split
-  if (cached && (split.reused === cached.items.length || startsWith(items, cached.items))) {
-    const added = items.slice(cached.items.length).map(make.share)
-    if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.items.length, items: added })
-    return { id: cached.id, items, h: chainHash(cached.h, added), bytes, sources }
+  const { items, n, bytes, sources, frozen } = split
+  if (cached && (split.reused === cached.n || startsWith(items, n, cached.items, cached.n))) {
+    const added = items.slice(cached.n, n).map(make.share)
+    if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.n, items: added })
+    return { id: cached.id, items, n, h: chainHash(cached.h, added), bytes, sources, frozen }
   }
   const id = make.newListId()
-  const stored = items.map(make.share)
+  const stored = items.slice(0, n).map(make.share)
   appends.push({ listId: id, expectedLength: 0, items: stored })
-  return { id, items, h: chainHash('', stored), bytes, sources }
+  return { id, items, n, h: chainHash('', stored), bytes, sources, frozen }
 }
 
 function same(item: string): string {
   return item
 }
 
-function startsWith(items: readonly string[], prefix: readonly string[]): boolean {
-  if (prefix.length > items.length) return false
-  for (let i = 0; i < prefix.length; i++) if (items[i] !== prefix[i]) return false
+/** Whether the first `n` of `items` start with the first `m` of `prefix`. */
+function startsWith(items: readonly string[], n: number, prefix: readonly string[], m: number): boolean {
+  if (m > n) return false
+  for (let i = 0; i < m; i++) if (items[i] !== prefix[i]) return false
   return true
 }
 
@@ -214,14 +227,16 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
   let reused = 0
   if (previous) {
     const known = previous.sources
-    const limit = Math.min(known.length, array.length)
+    const limit = Math.min(previous.frozen, previous.n, array.length)
     while (reused < limit && array[reused] === known[reused]) reused++
   }
-  const items = previous ? previous.items.slice(0, reused) : []
-  const sources = previous ? previous.sources.slice(0, reused) : []
+  // All of the previous list is kept, and no other save pushed onto its arrays: push onto them.
+  const whole = previous !== undefined && reused === previous.n
+  const items = whole && previous.items.length === previous.n ? previous.items : (previous?.items.slice(0, reused) ?? [])
+  const sources = whole && previous.sources.length === reused ? previous.sources : (previous?.sources.slice(0, reused) ?? [])
   let bytes = 0
-  if (previous && reused === previous.items.length) bytes = previous.bytes
-  else for (const item of items) bytes += item.length
+  if (whole) bytes = previous.bytes
+  else for (let i = 0; i < reused; i++) bytes += items[i]!.length
   let frozenRun = true
   for (let i = reused; i < array.length; i++) {
     const value = array[i]
@@ -231,7 +246,7 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
     if (frozenRun && isDeepFrozen(value)) sources.push(value)
     else frozenRun = false
   }
-  return { array, items, bytes, reused, sources }
+  return { array, items, n: items.length, bytes, reused, sources, frozen: sources.length }
 }
 
 const frozenJson = new WeakMap<object, string>()
@@ -273,7 +288,7 @@ function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>,
     if (isArray) {
       const listPath = listPathOf(where)
       const list = splitArray(value as unknown[], where, ancestors, split.previous(listPath))
-      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
+      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.slice(0, list.n).join(',')}]`) as JsonValue[])
     }
     const out: JsonObject = {}
     let escaped = false
