@@ -40,7 +40,13 @@ export class RunSession implements LoopObserver {
   async stepStarted(cycleIndex: number): Promise<void> {
     this.runtime.step = cycleIndex
     this.runtime.next = 'model'
-    await this.#recordPhase('step_started', { payload: { state: this.runtime.state, message_count: this.#agent.messages.length }, snapshot: true })
+    // Sync: no snapshot of its own. Its commit makes the batch's outcomes durable, and the model
+    // response's snapshot before them (tools next) with those outcomes is a resume point that
+    // runs nothing again: a resume from it replays the batch from the journal. Async: a snapshot,
+    // which a later one in the same write replaces.
+    const payload = { state: this.runtime.state, message_count: this.#agent.messages.length }
+    if (this.#sync) await this.#recordPhase('step_started', { payload: { ...payload, runtime: null } })
+    else await this.#recordPhase('step_started', { payload, snapshot: true })
     // Sync: the last tool batch's outcomes and records are durable before the model sees them.
     if (this.#sync && this.#batchUncommitted) await this.#writer.commit()
     this.#batchUncommitted = false

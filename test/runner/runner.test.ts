@@ -46,11 +46,14 @@ describe('managed runner', () => {
       for (const phase of ['step_started', 'post_llm']) {
         for (const record of byPhase(phase)) {
           const runtime = record.payload.runtime as Record<string, unknown> | null
-          if (runtime === null) continue // coalesced by the async writer; a newer snapshot superseded it
+          if (runtime === null) continue // coalesced by the async writer, or a sync step's start (see below)
           for (const field of RUNTIME_FIELDS) expect(runtime, `${phase}.${field}`).toHaveProperty(field)
           expect(runtime.context).toEqual({ team: 'ops' })
         }
       }
+      // Sync: a step's start carries no snapshot; the commit it is in makes the batch's outcomes
+      // durable beside the model response's snapshot, which a resume replays them onto.
+      if (durability === 'sync') expect(byPhase('step_started').map((c) => c.payload.runtime)).toEqual([null, null, null])
       const lastPostLlm = byPhase('post_llm').at(-1)!.payload.runtime as Record<string, unknown>
       expect(lastPostLlm).toMatchObject({ llm_calls: 3, tool_calls: 3, pending_llm_response: null })
       expect(world.effects.sort()).toEqual(['lookup:a', 'lookup:b', 'note:a and b'])
@@ -138,6 +141,37 @@ describe('managed runner', () => {
     const restarted = history.filter((c) => c.phase === 'run_started')
     expect(restarted.map((c) => c.payload.resumed)).toEqual([false, true])
     expect(history.filter((c) => c.phase === 'run_terminal')).toHaveLength(1)
+  })
+
+  it('sync: a crash in the model call after a tool batch resumes from the model response before it and replays the batch, running no tool again', async () => {
+    const { store, reopen } = await sqliteStore()
+    const world = new World()
+    // The second model call hangs: the step's start has committed the lookups' outcomes, with no
+    // snapshot of its own, and the process "dies" there.
+    const first = researchAgent(world)
+    const scripted = first.model
+    let calls = 0
+    const hanging = Object.assign(Object.create(Object.getPrototypeOf(scripted) as object) as typeof scripted, scripted, {
+      stream: (request: Parameters<typeof scripted.stream>[0]) => {
+        calls++
+        if (calls === 2) return { [Symbol.asyncIterator]: () => ({ next: () => forever() }) } as unknown as ReturnType<typeof scripted.stream>
+        return scripted.stream(request)
+      },
+    })
+    const agent = new Agent({ name: 'researcher', model: hanging, tools: researchTools(world), systemPrompt: 'Research.' })
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId: 'sync-replay' })
+    await waitFor(() => calls === 2)
+    await leaseLapsed(store, 'sync-replay')
+    expect(world.effects.sort()).toEqual(['lookup:a', 'lookup:b'])
+
+    const fresh = researchAgent(world)
+    const resumed = await new Runner({ store: reopen(), durability: 'sync' }).resume(fresh.agent, { runId: 'sync-replay' })
+    expect(resumed.state).toBe('completed')
+    expect(String(resumed.result)).toBe('Done after 3 tool results.')
+    // The lookups came from the journal; the model was asked for cycles 1 and 2 only.
+    expect(world.effects.sort()).toEqual(['lookup:a', 'lookup:b', 'note:a and b'])
+    expect(fresh.model.calls).toHaveLength(2)
+    expect(resumed.replayedEffectCount).toBe(2)
   })
 
   it('an undecodable pending model response is a corruption error, never a fresh model call', async () => {
