@@ -46,11 +46,13 @@ const PAGE_SIZE = 8192
 /**
  * A save appends ~7 pages to the WAL. Checkpointing every 16 pages (every ~3rd save) keeps the
  * WAL near 200 KB instead of SQLite's default 1000 pages (8 MB here), which would dwarf a run's
- * data; the size limit shrinks it back after a burst (a large write-behind batch, a checkpoint
- * held up by a reader).
+ * data. Each time the WAL starts over after a checkpoint, its file is cut back to the size limit:
+ * 64 KiB (about one save's pages) keeps an open store's WAL file a fraction of a small run's
+ * data. A limit of 0 would shrink it further but costs a file truncation and regrowth (a metadata
+ * sync under synchronous FULL) every few saves.
  */
 const WAL_AUTOCHECKPOINT_PAGES = 16
-const JOURNAL_SIZE_LIMIT_BYTES = 256 * 1024
+const JOURNAL_SIZE_LIMIT_BYTES = 64 * 1024
 
 /** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
 export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
