@@ -7,7 +7,12 @@
 const RUN_COLUMNS = `run_id AS runId, status, name, thread_id AS threadId, workflow_name AS workflowName,
   config_signature AS configSignature, last_seq AS lastSeq, created_at AS createdAt, updated_at AS updatedAt, metadata, seal, digest`
 
-const HEADER_COLUMNS = `id, run_id AS runId, parent_id AS parentId, seq, kind, phase, schema_version AS schemaVersion,
+/** A stored `parent_id` of `''` is the run's previous checkpoint (see `compact-columns.ts`), found through `checkpoints_run_seq`. */
+const PARENT_ID = `CASE WHEN parent_id = '' THEN (SELECT p.id FROM checkpoints AS p WHERE p.run_id = checkpoints.run_id AND p.seq < checkpoints.seq
+  ORDER BY p.seq DESC LIMIT 1) ELSE parent_id END`
+
+/** `kind`, `phase`, `lists` and `digest` may be in a compact form, decoded by the engine (see `compact-columns.ts`). */
+const HEADER_COLUMNS = `id, run_id AS runId, ${PARENT_ID} AS parentId, seq, kind, phase, schema_version AS schemaVersion,
   created_at AS createdAt, workflow_name AS workflowName, terminal, metadata`
 
 const CHECKPOINT_COLUMNS = `${HEADER_COLUMNS}, body, lists, digest`
@@ -52,6 +57,8 @@ export const SQL = {
   /** Items are numbered 0…n-1, so the length is one past the highest index (a PK range lookup). */
   listLength: `SELECT coalesce(max(idx) + 1, 0) FROM list_items WHERE run_id = ? AND list_id = ?`,
   insertItem: `INSERT INTO list_items (run_id, list_id, idx, item) VALUES (?, ?, ?, ?)`,
+  /** The id of the run's checkpoint before seq `?`: the parent a stored `parent_id` of `''` stands for. */
+  previousId: `SELECT id FROM checkpoints WHERE run_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1`,
   insertCheckpoint: `INSERT INTO checkpoints
       (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -64,8 +71,15 @@ export const SQL = {
   latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE workflow_name = ?
     ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
   readList: `SELECT item FROM list_items WHERE run_id = ? AND list_id = ? AND idx < ? ORDER BY idx`,
+  /**
+   * Before checkpoint `:id` is deleted: the checkpoint after it, if it stores its parent as `''`
+   * (this one), gets the id written out, so that it still reads the same parent.
+   */
+  adoptParent: `UPDATE checkpoints SET parent_id = :id WHERE run_id = :runId AND parent_id = ''
+    AND seq = (SELECT min(n.seq) FROM checkpoints AS n WHERE n.run_id = :runId AND n.seq > (SELECT d.seq FROM checkpoints AS d WHERE d.id = :id AND d.run_id = :runId))`,
   deleteCheckpoint: `DELETE FROM checkpoints WHERE id = ? AND run_id = ?`,
-  listRefsOfRun: `SELECT lists FROM checkpoints WHERE run_id = ?`,
+  /** Rows without lists (stored as an empty blob) are left out. */
+  listRefsOfRun: `SELECT lists FROM checkpoints WHERE run_id = ? AND typeof(lists) <> 'blob'`,
   listIdsOfRun: `SELECT DISTINCT list_id FROM list_items WHERE run_id = ?`,
   truncateList: `DELETE FROM list_items WHERE run_id = ? AND list_id = ? AND idx >= ?`,
 

@@ -6,6 +6,7 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { digestOf, listsOf, nameOf, storedDigestColumn, storedLists } from './compact-columns.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
 
@@ -188,7 +189,7 @@ export class SqliteEngine implements StorageEngine {
     const item = this.#listStatement('UPDATE list_items SET item = ? WHERE run_id = ? AND list_id = ? AND idx = ?')
     const effect = this.#listStatement('UPDATE effects SET input_hash = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?')
     this.#write(() => {
-      for (const row of request.checkpoints) checkpoint.run(row.body, row.lists, row.digest, row.id, runId)
+      for (const row of request.checkpoints) checkpoint.run(row.body, storedLists(row.lists), storedDigestColumn(row.digest), row.id, runId)
       for (const row of request.items) item.run(row.item, runId, row.listId, row.idx)
       for (const row of request.effects) effect.run(row.inputHash, row.output, row.outputHash, runId, row.callId)
     })
@@ -207,6 +208,7 @@ export class SqliteEngine implements StorageEngine {
     const s = this.#statements
     let deleted = 0
     for (const id of checkpointIds) {
+      s.adoptParent.run({ id, runId })
       deleted += s.deleteCheckpoint.run(id, runId).changes
       s.deleteCheckpointWrites.run(runId, id)
     }
@@ -255,25 +257,42 @@ function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
   return params
 }
 
-/** A header as stored: `terminal` is 0 or 1. */
-type StoredHeader = Omit<CheckpointHeaderRow, 'terminal'> & { terminal: unknown }
+/** A header as stored: `terminal` is 0 or 1, `kind` and `phase` maybe compact (see `compact-columns.ts`). */
+type StoredHeader = Omit<CheckpointHeaderRow, 'terminal' | 'kind' | 'phase'> & { terminal: unknown; kind: unknown; phase: unknown }
 
-/** Map the stored 0/1 to a boolean; any other value is passed on for EngineStore to reject. */
-function headerRow<T extends StoredHeader>(row: T): Omit<T, 'terminal'> & { terminal: boolean } {
+/** Map the stored 0/1 to a boolean and decode compact names; any other value is passed on for EngineStore to reject. */
+function headerRow(row: StoredHeader): CheckpointHeaderRow {
   const terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
-  return { ...row, terminal: terminal as boolean }
+  return { ...row, kind: nameOf(row.kind), phase: nameOf(row.phase), terminal } as CheckpointHeaderRow
 }
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
-  return row === undefined ? undefined : headerRow(row as Omit<CheckpointRow, 'terminal'> & { terminal: unknown })
+  if (row === undefined) return undefined
+  const r = row as Record<keyof CheckpointRow, unknown>
+  return rawCheckpointRow([r.id, r.runId, r.parentId, r.seq, r.kind, r.phase, r.schemaVersion, r.createdAt, r.workflowName, r.terminal, r.metadata, r.body, r.lists, r.digest])
 }
 
 /** A checkpoint row read as an array of its columns, in the order of `CHECKPOINT_COLUMNS` (sql.ts). */
 function rawCheckpointRow(columns: unknown[]): CheckpointRow {
   const [id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata, body, lists, digest] = columns
-  // As `headerRow`: 0/1 to a boolean, any other value passed on for EngineStore to reject.
+  // As `headerRow`: 0/1 to a boolean, compact forms decoded, any other value passed on for EngineStore to reject.
   const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
-  return { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal: flag, metadata, body, lists, digest } as CheckpointRow
+  return {
+    id,
+    runId,
+    parentId,
+    seq,
+    kind: nameOf(kind),
+    phase: nameOf(phase),
+    schemaVersion,
+    createdAt,
+    workflowName,
+    terminal: flag,
+    metadata,
+    body,
+    lists: listsOf(lists),
+    digest: digestOf(digest),
+  } as CheckpointRow
 }
 
 /** An effect row from its columns (a raw statement: arrays are cheaper to read than objects). */
