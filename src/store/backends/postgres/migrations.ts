@@ -148,6 +148,15 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     // Rows written before keep their full digests and still verify.
     statements: () => [],
   },
+  {
+    version: 7,
+    name: 'parent ids of checkpoints stored once',
+    // No table changes: from here on a checkpoint whose parent is the run's previous checkpoint
+    // stores '' as its parent_id, resolved on read (see headerColumns in sql.ts), which a Cairn
+    // that knows only up to version 6 would read as a broken parent. Rows written before keep
+    // their parent ids and read as they are.
+    statements: () => [],
+  },
 ]
 
 /**

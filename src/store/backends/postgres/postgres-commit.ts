@@ -59,7 +59,8 @@ db: PostgresQueryable,
   const last = rows[rows.length - 1]
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
+    const columns = CHECKPOINT_PARAMS.map((key) => (key === 'parentId' ? storedParents(rows) : rows.map((row) => row[key])))
+    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...columns])
   }
   // Effects commit with the checkpoints: in one statement per kind when their call ids are
   // distinct, else one statement each, in order (a call id may repeat).
@@ -76,6 +77,17 @@ db: PostgresQueryable,
   }
   if (runPatch) await patchRunInTransaction(db, { sql, schema }, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+/**
+ * The stored `parent_id` of each row: `''` for a row whose parent is the row before it in the
+ * commit (`finishCommit` does the same for the first row against the run's stored checkpoints).
+ */
+function storedParents(rows: CommitRequest['rows']): (string | null)[] {
+  return rows.map((row, k) => {
+    const before = rows[k - 1]
+    return before !== undefined && before.runId === row.runId && row.parentId === before.id ? '' : row.parentId
+  })
 }
 
 /**

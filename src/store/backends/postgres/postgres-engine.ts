@@ -192,6 +192,7 @@ export class PostgresEngine implements StorageEngine {
     const sql = this.#sql
     return this.#transaction(async (db) => {
       await db.query(sql.lockRun, [runId])
+      await db.query(sql.adoptParents, [runId, [...checkpointIds]])
       const deleted = (await db.query(sql.deleteCheckpoints, [runId, [...checkpointIds]])).rowCount ?? 0
       await db.query(sql.deleteCheckpointWrites, [runId, [...checkpointIds]])
       // Drop the list items no remaining checkpoint needs; keep everything if a row is unreadable.
