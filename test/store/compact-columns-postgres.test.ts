@@ -115,6 +115,28 @@ describe(`parent ids stored once on Postgres (${target.kind})`, () => {
   })
 })
 
+describe(`the index of checkpoint times on Postgres (${target.kind})`, () => {
+  it('holds created_at alone, and the listing across runs walks it newest first, a cursor included', async () => {
+    const schema = target.freshSchema()
+    const store = target.openStore(schema)
+    const ids = await smallSaves(store, 3)
+    await store.close()
+    const [index] = await target.sql(`SELECT pg_get_indexdef(i.indexrelid) AS def FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+      JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'checkpoints_created_at'`, [schema])
+    expect(index!.def).toMatch(/\(created_at\)$/)
+    await target.sql('SET enable_seqscan = off')
+    try {
+      const plan = async (where: string) =>
+        (await target.sql(`EXPLAIN SELECT id FROM "${schema}".checkpoints${where} ORDER BY created_at DESC, seq DESC, id DESC LIMIT 20`)).map((row) => String(row['QUERY PLAN'])).join('\n')
+      expect(await plan('')).toContain('checkpoints_created_at')
+      const cursor = ` WHERE (created_at, seq, id) < (SELECT created_at, seq, id FROM "${schema}".checkpoints WHERE id = '${ids[1]!}')`
+      expect(await plan(cursor)).toMatch(/Index Scan Backward using checkpoints_created_at[\s\S]*Index Cond: \(created_at <=/)
+    } finally {
+      await target.sql('RESET enable_seqscan')
+    }
+  })
+})
+
 describe(`a Postgres schema written with parent ids written out (schema version 6, ${target.kind})`, () => {
   async function fixtureSchema(): Promise<string> {
     const schema = target.freshSchema()
