@@ -67,6 +67,20 @@ describe(`parent ids stored once on Postgres (${target.kind})`, () => {
     await store.close()
   })
 
+  it("stores the runner's usual metadata in a few characters, reads it back, and detects an edit of it", async () => {
+    const schema = target.freshSchema()
+    const store = target.openStore(schema)
+    const metadata = [{ step: 2, snapshot: false }, { step: 3, snapshot: true }, { step: 4, snapshot: false, coalesced: true }, { step: 5, snapshot: false, other: 1 }]
+    const ids = await store.write({ runId: 'meta', checkpoints: metadata.map((m) => ({ runId: 'meta', kind: 'runner', phase: 'pre_llm', metadata: m, payload: {} })) })
+    const stored = await target.sql(`SELECT metadata FROM "${schema}".checkpoints WHERE run_id = 'meta' ORDER BY seq`)
+    expect(stored.map((row) => row.metadata)).toEqual(['f2', 't3', 'c4', '{"step":5,"snapshot":false,"other":1}'])
+    expect((await store.listCheckpoints({ runId: 'meta' })).map((c) => c.metadata)).toEqual([...metadata].reverse())
+    expect((await store.load(ids[2]!)).metadata).toEqual(metadata[2])
+    await target.sql(`UPDATE "${schema}".checkpoints SET metadata = 'f4' WHERE id = $1`, [ids[1]])
+    await expect(store.load(ids[1]!)).rejects.toBeInstanceOf(CheckpointCorruptionError)
+    await store.close()
+  })
+
   it('writes out parent ids that are not the previous checkpoint, and the parent of the row after a deleted one', async () => {
     const schema = target.freshSchema()
     const store = target.openStore(schema)

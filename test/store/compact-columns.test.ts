@@ -87,6 +87,20 @@ describe('compact checkpoint columns on SQLite', () => {
     await reopened.close()
   })
 
+  it("stores the runner's usual metadata in a few characters and reads it back", async () => {
+    const path = await tempPath()
+    const store = new SqliteStore({ path })
+    const metadata = [{ step: 2, snapshot: false }, { step: 3, snapshot: true }, { step: 4, snapshot: false, coalesced: true }, { step: 5, snapshot: false, other: 1 }]
+    const ids = await store.write({ runId: 'meta', checkpoints: metadata.map((m) => ({ runId: 'meta', kind: 'runner', phase: 'pre_llm', metadata: m, payload: {} })) })
+    await store.close()
+    const stored = withDb(path, (db) => db.prepare("SELECT metadata FROM checkpoints WHERE run_id = 'meta' ORDER BY seq").pluck().all())
+    expect(stored).toEqual(['f2', 't3', 'c4', '{"step":5,"snapshot":false,"other":1}'])
+    const reopened = new SqliteStore({ path })
+    expect((await reopened.listCheckpoints({ runId: 'meta' })).map((c) => c.metadata)).toEqual([...metadata].reverse())
+    expect((await reopened.load(ids[2]!)).metadata).toEqual(metadata[2])
+    await reopened.close()
+  })
+
   it('keeps 300 small checkpoints under 170 bytes each, the id index included (224 with every column as text)', async () => {
     const path = await tempPath()
     const store = new SqliteStore({ path })
@@ -155,6 +169,8 @@ describe('compact checkpoint columns on SQLite', () => {
       ['phase', Buffer.from([4])],
       ['phase', Buffer.from([200])],
       ['lists', '[]x'],
+      ['metadata', 'f4'],
+      ['metadata', 't2'],
     ] as const) {
       const copy = await tempPath()
       await copyFile(path, copy)

@@ -7,6 +7,7 @@ import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } fro
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
+import { storedMetadata } from '../../encoding/compact-metadata.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 
@@ -59,7 +60,9 @@ db: PostgresQueryable,
   const last = rows[rows.length - 1]
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-    const columns = CHECKPOINT_PARAMS.map((key) => (key === 'parentId' ? storedParents(rows) : rows.map((row) => row[key])))
+    const columns = CHECKPOINT_PARAMS.map((key) =>
+      key === 'parentId' ? storedParents(rows) : key === 'metadata' ? rows.map((row) => storedMetadata(row.metadata)) : rows.map((row) => row[key]),
+    )
     await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...columns])
   }
   // Effects commit with the checkpoints: in one statement per kind when their call ids are

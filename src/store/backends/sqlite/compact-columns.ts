@@ -11,6 +11,7 @@
  *
  * (Blobs, because the columns have TEXT affinity: SQLite would store a number as its text.)
  * - `digest`: a blob of the bytes of a hex digest (16 bytes for the 32 characters a row carries).
+ * - `metadata`: the runner's usual metadata as a few characters (see `compact-metadata.ts`).
  *
  * The digest covers the fields as read back, so a stored form decodes to exactly the text it
  * replaces, and a value of an unexpected type is passed on for `EngineStore` to reject.

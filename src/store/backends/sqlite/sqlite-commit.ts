@@ -8,6 +8,7 @@ import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
+import { storedMetadata } from '../../encoding/compact-metadata.js'
 import { storedDigestColumn, storedLists, storedName, storedParent } from './compact-columns.js'
 import { SQL } from './sql.js'
 
@@ -117,7 +118,7 @@ function insertCheckpoints(s: Statements, rows: CommitRequest['rows']): void {
       row.createdAt,
       row.workflowName,
       row.terminal ? 1 : 0,
-      row.metadata,
+      storedMetadata(row.metadata),
       row.body,
       storedLists(row.lists),
       storedDigestColumn(row.digest),

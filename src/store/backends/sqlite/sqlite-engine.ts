@@ -6,6 +6,7 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { metadataOf } from '../../encoding/compact-metadata.js'
 import { digestOf, listsOf, nameOf, storedDigestColumn, storedLists } from './compact-columns.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
@@ -258,12 +259,12 @@ function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
 }
 
 /** A header as stored: `terminal` is 0 or 1, `kind` and `phase` maybe compact (see `compact-columns.ts`). */
-type StoredHeader = Omit<CheckpointHeaderRow, 'terminal' | 'kind' | 'phase'> & { terminal: unknown; kind: unknown; phase: unknown }
+type StoredHeader = Omit<CheckpointHeaderRow, 'terminal' | 'kind' | 'phase' | 'metadata'> & { terminal: unknown; kind: unknown; phase: unknown; metadata: unknown }
 
 /** Map the stored 0/1 to a boolean and decode compact names; any other value is passed on for EngineStore to reject. */
 function headerRow(row: StoredHeader): CheckpointHeaderRow {
   const terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
-  return { ...row, kind: nameOf(row.kind), phase: nameOf(row.phase), terminal } as CheckpointHeaderRow
+  return { ...row, kind: nameOf(row.kind), phase: nameOf(row.phase), terminal, metadata: metadataOf(row.metadata) } as CheckpointHeaderRow
 }
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
@@ -288,7 +289,7 @@ function rawCheckpointRow(columns: unknown[]): CheckpointRow {
     createdAt,
     workflowName,
     terminal: flag,
-    metadata,
+    metadata: metadataOf(metadata),
     body,
     lists: listsOf(lists),
     digest: digestOf(digest),
