@@ -64,18 +64,18 @@ async function smallSaves(store: SqliteStore, n: number): Promise<string[]> {
 }
 
 describe('compact checkpoint columns on SQLite', () => {
-  it('stores a parent that is the previous checkpoint as empty, runner names and digests as bytes, no lists as an empty blob', async () => {
+  it('stores a parent that is the previous checkpoint and no lists as empty, runner names as one character, digests as bytes', async () => {
     const path = await tempPath()
     const store = new SqliteStore({ path })
     const ids = await smallSaves(store, 3)
     await store.close()
     const stored = withDb(path, (db) =>
-      db.prepare('SELECT quote(parent_id) AS parent, quote(kind) AS kind, quote(phase) AS phase, quote(lists) AS lists, typeof(digest) || length(digest) AS digest FROM checkpoints ORDER BY seq').all(),
+      db.prepare('SELECT quote(parent_id) AS parent, hex(kind) AS kind, hex(phase) AS phase, quote(lists) AS lists, typeof(digest) || length(digest) AS digest FROM checkpoints ORDER BY seq').all(),
     )
     expect(stored).toEqual([
-      { parent: 'NULL', kind: "X'00'", phase: "X'03'", lists: "X''", digest: 'blob16' },
-      { parent: "''", kind: "X'00'", phase: "X'06'", lists: "X''", digest: 'blob16' },
-      { parent: "''", kind: "X'00'", phase: "X'03'", lists: "X''", digest: 'blob16' },
+      { parent: 'NULL', kind: '01', phase: '04', lists: "''", digest: 'blob16' },
+      { parent: "''", kind: '01', phase: '07', lists: "''", digest: 'blob16' },
+      { parent: "''", kind: '01', phase: '04', lists: "''", digest: 'blob16' },
     ])
     const reopened = new SqliteStore({ path })
     expect((await reopened.listCheckpoints({ runId: 'small' })).map((c) => [c.id, c.parentId, c.kind, c.phase])).toEqual([
@@ -109,6 +109,33 @@ describe('compact checkpoint columns on SQLite', () => {
     const bytes = withDb(path, (db) => db.prepare("SELECT sum(payload) FROM dbstat WHERE name IN ('checkpoints', 'sqlite_autoindex_checkpoints_1')").pluck().get() as number)
     // Each row: a 36-character id (twice, with the index), the run id, seq, times, metadata, body and digest.
     expect(bytes / 300).toBeLessThan(170)
+  })
+
+  it('keeps a kind or phase that is itself a one-character code apart from the name it codes', async () => {
+    const path = await tempPath()
+    const store = new SqliteStore({ path })
+    const id = await store.save({ runId: 'odd', kind: '\u0001', phase: 'runner', payload: {} })
+    await store.close()
+    const stored = withDb(path, (db) => db.prepare('SELECT typeof(kind) AS kind, hex(phase) AS phase FROM checkpoints').get())
+    expect(stored).toEqual({ kind: 'blob', phase: '01' })
+    const reopened = new SqliteStore({ path })
+    expect(await reopened.load(id)).toMatchObject({ kind: '\u0001', phase: 'runner' })
+    await reopened.close()
+  })
+
+  it('listing one run, with a cursor or a workflow filter, reads the same parents as loading each checkpoint', async () => {
+    const path = await tempPath()
+    const store = new SqliteStore({ path })
+    const ids = await store.write({ runId: 'wf', checkpoints: [0, 1, 2, 3, 4].map((k) => ({ runId: 'wf', kind: 'runner', phase: 'pre_llm', workflowName: k % 2 === 0 ? 'even' : null, payload: { k } })) })
+    const loaded = await Promise.all(ids.map(async (id) => (await store.load(id)).parentId))
+    expect(loaded).toEqual([null, ids[0], ids[1], ids[2], ids[3]])
+    const parents = async (query: Parameters<SqliteStore['listCheckpoints']>[0]) => (await store.listCheckpoints(query)).map((c) => [c.id, c.parentId])
+    expect(await parents({ runId: 'wf', before: ids[4]! })).toEqual([3, 2, 1, 0].map((k) => [ids[k], loaded[k]]))
+    expect(await parents({ runId: 'wf', before: ids[3]!, limit: 1 })).toEqual([[ids[2], ids[1]]])
+    expect(await parents({ runId: 'wf', workflowName: 'even' })).toEqual([4, 2, 0].map((k) => [ids[k], loaded[k]]))
+    expect(await parents({ workflowName: 'even' })).toEqual([4, 2, 0].map((k) => [ids[k], loaded[k]]))
+    expect((await store.loadRun('wf')).map((c) => c.parentId)).toEqual(loaded)
+    await store.close()
   })
 
   it('writes parent ids out that differ from the previous checkpoint: none, an older one, another run', async () => {
@@ -166,8 +193,8 @@ describe('compact checkpoint columns on SQLite', () => {
     for (const [column, value] of [
       ['parent_id', 'someone-else'],
       ['parent_id', null],
-      ['phase', Buffer.from([4])],
-      ['phase', Buffer.from([200])],
+      ['phase', '\u0005'],
+      ['phase', '\u00c8'],
       ['lists', '[]x'],
       ['metadata', 'f4'],
       ['metadata', 't2'],
@@ -210,9 +237,11 @@ describe('a store written with every checkpoint column as text (schema version 6
 
     const versions = withDb(path, (db) => db.prepare('SELECT max(version) FROM cairn_migrations').pluck().get())
     expect(versions).toBe(7)
-    const forms = withDb(path, (db) => db.prepare("SELECT DISTINCT typeof(phase) || ':' || typeof(digest) FROM checkpoints ORDER BY 1").pluck().all())
+    const forms = withDb(path, (db) =>
+      db.prepare("SELECT DISTINCT (CASE WHEN length(phase) = 1 THEN 'code' ELSE 'name' END) || ':' || typeof(digest) FROM checkpoints ORDER BY 1").pluck().all(),
+    )
     // New runner rows are compact; a workflow's own names stay text; old rows keep text throughout.
-    expect(forms).toEqual(['blob:blob', 'text:blob', 'text:text'])
+    expect(forms).toEqual(['code:blob', 'name:blob', 'name:text'])
 
     const reopened = new SqliteStore({ path })
     const after = await new Runner({ store: reopened }).history('v6-run')

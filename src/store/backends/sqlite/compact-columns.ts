@@ -1,20 +1,21 @@
 /**
- * How the SQLite engine stores the columns of a checkpoint row from schema version 7 on. A SQLite
- * column holds a value of any type, so each compact form is told apart from the text form by its
- * type, and rows written before keep their text and read as they are:
+ * How the SQLite engine stores the columns of a checkpoint row from schema version 7 on. Each
+ * compact form is a value the text form never takes, so rows written before keep their text and
+ * read as they are:
  *
  * - `parent_id` `''`: the run's previous checkpoint (the one with the next lower seq), resolved by
  *   the statements that read the column (see `sql.ts`); a deletion first writes the id out in the
  *   row that follows (see `adoptParent`). Ids are never empty, so `''` is no id of its own.
- * - `kind` and `phase`: a one-byte blob, the position of a name of {@link STORED_NAMES}.
- * - `lists`: an empty blob for a row without lists (`[]`).
- *
- * (Blobs, because the columns have TEXT affinity: SQLite would store a number as its text.)
+ * - `kind` and `phase`: one control character, U+0001 for the first name of {@link STORED_NAMES}
+ *   and so on (a name that is itself such a character is stored as a blob of its UTF-8 bytes).
+ * - `lists`: `''` for a row without lists (`[]`); list refs are never empty text.
  * - `digest`: a blob of the bytes of a hex digest (16 bytes for the 32 characters a row carries).
- * - `metadata`: the runner's usual metadata as a few characters (see `compact-metadata.ts`).
+ * - `metadata`: the runner's usual metadata in a few characters (see `compact-metadata.ts`).
  *
- * The digest covers the fields as read back, so a stored form decodes to exactly the text it
- * replaces, and a value of an unexpected type is passed on for `EngineStore` to reject.
+ * Codes are text rather than numbers or blobs: the columns have TEXT affinity (SQLite would store
+ * a number as its text), and each blob read costs a Buffer. The digest covers the fields as read
+ * back, so a stored form decodes to exactly the text it replaces, and a value of an unexpected
+ * type is passed on for `EngineStore` to reject.
  */
 
 /** Names stored as their position in this list. Append only: a stored position never changes meaning. */
@@ -35,29 +36,33 @@ export const STORED_NAMES: readonly string[] = [
   'after_tools',
 ]
 
-const NAME_CODES = new Map(STORED_NAMES.map((name, code) => [name, Buffer.from([code])]))
+const NAME_CODES = new Map(STORED_NAMES.map((name, k) => [name, String.fromCharCode(k + 1)]))
+const CODED_NAMES = new Map(STORED_NAMES.map((name, k) => [String.fromCharCode(k + 1), name]))
 const HEX_DIGEST = /^(?:[0-9a-f]{32}|[0-9a-f]{64})$/
 const NO_LISTS = '[]'
-const EMPTY = Buffer.alloc(0)
 
 /** The stored form of a kind or phase. */
 export function storedName(name: string): string | Buffer {
-  return NAME_CODES.get(name) ?? name
+  const code = NAME_CODES.get(name)
+  if (code !== undefined) return code
+  // A name that is itself a code is kept apart from it as bytes.
+  return CODED_NAMES.has(name) ? Buffer.from(name, 'utf8') : name
 }
 
 /** A kind or phase as read back. */
 export function nameOf(stored: unknown): unknown {
-  return Buffer.isBuffer(stored) && stored.length === 1 ? (STORED_NAMES[stored[0]!] ?? stored) : stored
+  if (typeof stored === 'string') return stored.length === 1 ? (CODED_NAMES.get(stored) ?? stored) : stored
+  return Buffer.isBuffer(stored) ? stored.toString('utf8') : stored
 }
 
 /** The stored form of a row's list refs. */
-export function storedLists(lists: string): string | Buffer {
-  return lists === NO_LISTS ? EMPTY : lists
+export function storedLists(lists: string): string {
+  return lists === NO_LISTS ? '' : lists
 }
 
 /** List refs as read back. */
 export function listsOf(stored: unknown): unknown {
-  return Buffer.isBuffer(stored) && stored.length === 0 ? NO_LISTS : stored
+  return stored === '' ? NO_LISTS : stored
 }
 
 /** The stored form of a digest: the bytes of a hex digest, any other text (a signature) as it is. */

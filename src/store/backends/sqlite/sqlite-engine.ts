@@ -114,7 +114,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
-    return (this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow)
+    return this.#resolveParents((this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow), 1)
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -123,13 +123,14 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    const rows = this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]
-    return rows.map(headerRow)
+    const rows = (this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]).map(headerRow)
+    return byRun(query) ? this.#resolveParents(rows, -1) : rows
   }
 
   async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
     const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
-    return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
+    const rows = (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
+    return byRun(query) ? this.#resolveParents(rows, -1) : rows
   }
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
@@ -205,6 +206,21 @@ export class SqliteEngine implements StorageEngine {
     }
   }
 
+  /**
+   * Resolve the parents stored as `''` (the run's previous checkpoint) of rows of one run that
+   * come in seq order, ascending (`1`) or descending (`-1`) and without gaps: the previous
+   * checkpoint is the row before in seq order, looked up only for the oldest row.
+   */
+  #resolveParents<T extends CheckpointHeaderRow>(rows: T[], order: 1 | -1): T[] {
+    for (let k = 0; k < rows.length; k++) {
+      const row = rows[k]!
+      if (row.parentId !== '') continue
+      const before = rows[k - order]
+      row.parentId = before !== undefined ? before.id : ((this.#statements.previousId.get(row.runId, row.seq) as string | undefined) ?? null)
+    }
+    return rows
+  }
+
   #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
     const s = this.#statements
     let deleted = 0
@@ -250,6 +266,11 @@ function listShape(query: ListCheckpointsQuery): ListCheckpointsShape {
   return { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
 }
 
+/** A listing of every checkpoint of one run: its rows have their parents as stored (see `listCheckpointsSql`). */
+function byRun(query: ListCheckpointsQuery): boolean {
+  return query.runId !== undefined && query.workflowName === undefined
+}
+
 function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
   const params: Record<string, unknown> = { limit: query.limit ?? -1 }
   if (query.runId !== undefined) params.runId = query.runId
@@ -264,7 +285,19 @@ type StoredHeader = Omit<CheckpointHeaderRow, 'terminal' | 'kind' | 'phase' | 'm
 /** Map the stored 0/1 to a boolean and decode compact names; any other value is passed on for EngineStore to reject. */
 function headerRow(row: StoredHeader): CheckpointHeaderRow {
   const terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
-  return { ...row, kind: nameOf(row.kind), phase: nameOf(row.phase), terminal, metadata: metadataOf(row.metadata) } as CheckpointHeaderRow
+  return {
+    id: row.id,
+    runId: row.runId,
+    parentId: row.parentId,
+    seq: row.seq,
+    kind: nameOf(row.kind),
+    phase: nameOf(row.phase),
+    schemaVersion: row.schemaVersion,
+    createdAt: row.createdAt,
+    workflowName: row.workflowName,
+    terminal,
+    metadata: metadataOf(row.metadata),
+  } as CheckpointHeaderRow
 }
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
