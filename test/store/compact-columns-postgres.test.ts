@@ -81,6 +81,22 @@ describe(`parent ids stored once on Postgres (${target.kind})`, () => {
     await store.close()
   })
 
+  it('listing one run, with a cursor or a workflow filter, reads the same parents as loading each checkpoint', async () => {
+    const schema = target.freshSchema()
+    const store = target.openStore(schema)
+    const ids = await store.write({ runId: 'wf', checkpoints: [0, 1, 2, 3, 4].map((k) => ({ runId: 'wf', kind: 'runner', phase: 'pre_llm', workflowName: k % 2 === 0 ? 'even' : null, payload: { k } })) })
+    const loaded = await Promise.all(ids.map(async (id) => (await store.load(id)).parentId))
+    expect(loaded).toEqual([null, ids[0], ids[1], ids[2], ids[3]])
+    const parents = async (query: Parameters<PostgresStore['listCheckpoints']>[0]) => (await store.listCheckpoints(query)).map((c) => [c.id, c.parentId])
+    expect(await parents({ runId: 'wf' })).toEqual([4, 3, 2, 1, 0].map((k) => [ids[k], loaded[k]]))
+    expect(await parents({ runId: 'wf', before: ids[4]! })).toEqual([3, 2, 1, 0].map((k) => [ids[k], loaded[k]]))
+    expect(await parents({ runId: 'wf', before: ids[3]!, limit: 1 })).toEqual([[ids[2], ids[1]]])
+    expect(await parents({ runId: 'wf', workflowName: 'even' })).toEqual([4, 2, 0].map((k) => [ids[k], loaded[k]]))
+    expect(await parents({ workflowName: 'even' })).toEqual([4, 2, 0].map((k) => [ids[k], loaded[k]]))
+    expect((await store.loadRun('wf')).map((c) => c.parentId)).toEqual(loaded)
+    await store.close()
+  })
+
   it('writes out parent ids that are not the previous checkpoint, and the parent of the row after a deleted one', async () => {
     const schema = target.freshSchema()
     const store = target.openStore(schema)

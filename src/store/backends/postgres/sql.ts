@@ -41,16 +41,20 @@ const RUN_COLUMNS = `run_id AS "runId", status, name, thread_id AS "threadId", w
  * of `''` is the run's previous checkpoint (the one with the next lower seq, found through
  * `checkpoints_run_seq`): ids are never empty, and a deletion first writes the id out in the row
  * after it (`adoptParents`). Rows written before keep their parent ids and read as they are.
+ *
+ * `window`: the statement reads every checkpoint of one run in this seq order (`ASC` or `DESC`),
+ * so the previous checkpoint is the row before in that order, a window function's look at the
+ * next row; the index is only searched for the run's oldest row read.
  */
-function headerColumns(s: string): string {
-  return `id, run_id AS "runId",
-  CASE WHEN parent_id = '' THEN (SELECT p.id FROM ${s}.checkpoints p WHERE p.run_id = checkpoints.run_id AND p.seq < checkpoints.seq
-    ORDER BY p.seq DESC LIMIT 1) ELSE parent_id END AS "parentId",
+function headerColumns(s: string, window?: 'ASC' | 'DESC'): string {
+  const search = `(SELECT p.id FROM ${s}.checkpoints p WHERE p.run_id = checkpoints.run_id AND p.seq < checkpoints.seq ORDER BY p.seq DESC LIMIT 1)`
+  const previous = window === undefined ? search : `coalesce(${window === 'ASC' ? 'lag' : 'lead'}(id) OVER (ORDER BY seq ${window}), ${search})`
+  return `id, run_id AS "runId", CASE WHEN parent_id = '' THEN ${previous} ELSE parent_id END AS "parentId",
   seq, kind, phase, schema_version AS "schemaVersion", created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
 }
 
-function checkpointColumns(s: string): string {
-  return `${headerColumns(s)}, body, lists, digest`
+function checkpointColumns(s: string, window?: 'ASC' | 'DESC'): string {
+  return `${headerColumns(s, window)}, body, lists, digest`
 }
 
 const EFFECT_COLUMNS = `run_id AS "runId", call_id AS "callId", name, input_hash AS "inputHash", idempotency_key AS "idempotencyKey",
@@ -166,7 +170,7 @@ export function postgresStatements(schema: string) {
 
     getCheckpoint: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE id = $1`,
     getCheckpoints: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
-    runCheckpoints: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
+    runCheckpoints: `SELECT ${checkpointColumns(s, 'ASC')} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
     latestOfRun: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
     latestOfWorkflow: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
@@ -421,7 +425,10 @@ export function listCheckpointsSql(schema: string, query: ListCheckpointsQuery, 
   }
   const order = byRun ? 'seq DESC' : 'created_at DESC, seq DESC, id DESC'
   const limit = param(query.limit ?? null)
-  return { text: `SELECT ${whole ? checkpointColumns(s) : headerColumns(s)} FROM ${s}.checkpoints${whereClause(where)} ORDER BY ${order} LIMIT ${limit}`, values }
+  // Every row of one run (no other filter) comes in seq order without gaps: parents by window (see headerColumns).
+  const window = byRun && query.workflowName === undefined ? 'DESC' : undefined
+  const columns = whole ? checkpointColumns(s, window) : headerColumns(s, window)
+  return { text: `SELECT ${columns} FROM ${s}.checkpoints${whereClause(where)} ORDER BY ${order} LIMIT ${limit}`, values }
 }
 
 function whereClause(conditions: readonly string[]): string {
