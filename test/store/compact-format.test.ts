@@ -72,9 +72,10 @@ describe('a store written before compact records', () => {
     expect(result.result?.toString()).toBe('Published.')
     await store.close()
 
-    expect(rows<{ v: number }>(path, 'SELECT max(version) AS v FROM cairn_migrations')[0]!.v).toBe(6)
-    const lengths = rows<{ n: number }>(path, 'SELECT DISTINCT length(digest) AS n FROM checkpoints ORDER BY n').map((row) => row.n)
-    expect(lengths).toEqual([32, 64])
+    expect(rows<{ v: number }>(path, 'SELECT max(version) AS v FROM cairn_migrations')[0]!.v).toBe(7)
+    // Old rows keep their 64-character text digests; new ones store 16 bytes.
+    const forms = rows<{ form: string }>(path, "SELECT DISTINCT typeof(digest) || ':' || length(digest) AS form FROM checkpoints ORDER BY form").map((row) => row.form)
+    expect(forms).toEqual(['blob:16', 'text:64'])
 
     const reopened = new SqliteStore({ path })
     const after = await new Runner({ store: reopened }).history('v4-run')
@@ -105,8 +106,8 @@ describe('a store written before compact records', () => {
     const id = await store.save({ runId: 'fresh', kind: 'k', phase: 'p', payload: { text: 'hello' } })
     await store.close()
     const db = new Database(path)
-    const digest = (db.prepare('SELECT digest FROM checkpoints WHERE id = ?').pluck().get(id) as string)
-    expect(digest).toHaveLength(32)
+    const digest = db.prepare('SELECT digest FROM checkpoints WHERE id = ?').pluck().get(id) as Buffer
+    expect(digest).toHaveLength(16)
     db.prepare('UPDATE checkpoints SET body = ? WHERE id = ?').run('{"text":"hellO"}', id)
     db.close()
     const reopened = new SqliteStore({ path })

@@ -148,6 +148,17 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     // Rows written before keep their full digests and still verify.
     statements: () => [],
   },
+  {
+    version: 7,
+    name: 'parent ids of checkpoints stored once, compact metadata, a slimmer index of checkpoint times',
+    // From here on a checkpoint whose parent is the run's previous checkpoint stores '' as its
+    // parent_id, resolved on read (see headerColumns in sql.ts), and the runner's usual metadata
+    // in a few characters (see compact-metadata.ts), which a Cairn that knows only up to version
+    // 6 would read as a broken parent and broken metadata. Rows written before read as they are. The listing across runs, newest first by (created_at, seq, id), walks an
+    // index of created_at alone (ties, rare, are sorted as they come: an incremental sort), a
+    // third of the size of one that repeats seq and the id in every entry.
+    statements: (s) => [`DROP INDEX ${s}.checkpoints_created_at`, `CREATE INDEX checkpoints_created_at ON ${s}.checkpoints (created_at)`],
+  },
 ]
 
 /**

@@ -7,6 +7,7 @@ import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } fro
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
+import { storedMetadata } from '../../encoding/compact-metadata.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 
@@ -59,7 +60,10 @@ db: PostgresQueryable,
   const last = rows[rows.length - 1]
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))])
+    const columns = CHECKPOINT_PARAMS.map((key) =>
+      key === 'parentId' ? storedParents(rows) : key === 'metadata' ? rows.map((row) => storedMetadata(row.metadata)) : rows.map((row) => row[key]),
+    )
+    await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...columns])
   }
   // Effects commit with the checkpoints: in one statement per kind when their call ids are
   // distinct, else one statement each, in order (a call id may repeat).
@@ -76,6 +80,17 @@ db: PostgresQueryable,
   }
   if (runPatch) await patchRunInTransaction(db, { sql, schema }, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+/**
+ * The stored `parent_id` of each row: `''` for a row whose parent is the row before it in the
+ * commit (`finishCommit` does the same for the first row against the run's stored checkpoints).
+ */
+function storedParents(rows: CommitRequest['rows']): (string | null)[] {
+  return rows.map((row, k) => {
+    const before = rows[k - 1]
+    return before !== undefined && before.runId === row.runId && row.parentId === before.id ? '' : row.parentId
+  })
 }
 
 /**

@@ -3,6 +3,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
+import { metadataOf } from '../../encoding/compact-metadata.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
 import { commitInTransaction, completionParams, patchRunInTransaction } from './postgres-commit.js'
@@ -192,6 +193,7 @@ export class PostgresEngine implements StorageEngine {
     const sql = this.#sql
     return this.#transaction(async (db) => {
       await db.query(sql.lockRun, [runId])
+      await db.query(sql.adoptParents, [runId, [...checkpointIds]])
       const deleted = (await db.query(sql.deleteCheckpoints, [runId, [...checkpointIds]])).rowCount ?? 0
       await db.query(sql.deleteCheckpointWrites, [runId, [...checkpointIds]])
       // Drop the list items no remaining checkpoint needs; keep everything if a row is unreadable.
@@ -308,8 +310,9 @@ function runRow(row: Record<string, unknown>): RunRow {
   return { ...row, lastSeq: Number(row.lastSeq), createdAt: Number(row.createdAt), updatedAt: Number(row.updatedAt) } as RunRow
 }
 
+/** Also decodes compact metadata (see `compact-metadata.ts`). */
 function headerRow(row: Record<string, unknown>): CheckpointHeaderRow {
-  return { ...row, seq: Number(row.seq), schemaVersion: Number(row.schemaVersion), createdAt: Number(row.createdAt) } as CheckpointHeaderRow
+  return { ...row, seq: Number(row.seq), schemaVersion: Number(row.schemaVersion), createdAt: Number(row.createdAt), metadata: metadataOf(row.metadata) } as CheckpointHeaderRow
 }
 
 function checkpointRow(row: Record<string, unknown>): CheckpointRow {

@@ -139,6 +139,16 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
     // Rows written before keep their full digests and still verify.
     sql: `-- compact digests: a format marker`,
   },
+  {
+    version: 7,
+    name: 'compact checkpoint columns',
+    // No table changes: from here on a checkpoint row may store its parent as '' (the run's
+    // previous checkpoint), its kind and phase as one-byte codes, no lists as an empty blob, its
+    // digest as bytes and the runner's usual metadata in a few characters (see compact-columns.ts),
+    // which a Cairn that knows only up to version 6 would misread.
+    // Rows written before keep their text columns and read as they are.
+    sql: `-- compact checkpoint columns: a format marker`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

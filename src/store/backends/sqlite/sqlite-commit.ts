@@ -8,12 +8,14 @@ import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import { truncateWal, type SqliteDatabase, type SqliteStatement } from './driver.js'
+import { storedMetadata } from '../../encoding/compact-metadata.js'
+import { storedDigestColumn, storedLists, storedName, storedParent } from './compact-columns.js'
 import { SQL } from './sql.js'
 
 export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 
 /** Statements whose result is a single column return that value (`pluck`). */
-const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
+const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun', 'previousId'] as const)
 
 /** Statements that read many checkpoint rows return each as an array of its columns (`raw`): quicker to build. */
 const RAW: ReadonlySet<keyof typeof SQL> = new Set(['runCheckpoints', 'getCheckpoints', 'listEffects'] as const)
@@ -84,9 +86,7 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     checkpointCreatedAt: rows.reduce((newest, row) => Math.max(newest, row.createdAt), 0),
   })
   try {
-    for (const row of rows) {
-      s.insertCheckpoint.run(row.id, row.runId, row.parentId, row.seq, row.kind, row.phase, row.schemaVersion, row.createdAt, row.workflowName, row.terminal ? 1 : 0, row.metadata, row.body, row.lists, row.digest)
-    }
+    insertCheckpoints(s, rows)
   } catch (err) {
     // The id's uniqueness is the primary key's to check: a taken one undoes the whole commit.
     if ((err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new DuplicateCheckpointId()
@@ -97,6 +97,35 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
   for (const completion of effects?.completions ?? []) s.commitEffectCompletion.run(completion)
   if (runPatch) patchRun(s, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+}
+
+/** Insert a commit's checkpoint rows in their compact stored form (see `compact-columns.ts`). */
+function insertCheckpoints(s: Statements, rows: CommitRequest['rows']): void {
+  const first = rows[0]
+  // The parent a `''` stands for: the row stored just before, in this commit or before it.
+  let previous = first && first.parentId !== null ? (s.previousId.get(first.runId, first.seq) as string | undefined) : undefined
+  let previousRun = first?.runId
+  for (const row of rows) {
+    const parent = row.runId === previousRun ? storedParent(row.parentId, previous) : row.parentId
+    s.insertCheckpoint.run(
+      row.id,
+      row.runId,
+      parent,
+      row.seq,
+      storedName(row.kind),
+      storedName(row.phase),
+      row.schemaVersion,
+      row.createdAt,
+      row.workflowName,
+      row.terminal ? 1 : 0,
+      storedMetadata(row.metadata),
+      row.body,
+      storedLists(row.lists),
+      storedDigestColumn(row.digest),
+    )
+    previous = row.id
+    previousRun = row.runId
+  }
 }
 
 function anyTaken(s: Statements, rows: readonly { id: string }[]): boolean {

@@ -6,6 +6,8 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { metadataOf } from '../../encoding/compact-metadata.js'
+import { digestOf, listsOf, nameOf, storedDigestColumn, storedLists } from './compact-columns.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 import type { CommitWriter } from './sqlite-writer.js'
 
@@ -114,7 +116,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
-    return (this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow)
+    return this.#resolveParents((this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow), 1)
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -123,13 +125,14 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    const rows = this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]
-    return rows.map(headerRow)
+    const rows = (this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]).map(headerRow)
+    return byRun(query) ? this.#resolveParents(rows, -1) : rows
   }
 
   async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
     const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
-    return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
+    const rows = (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
+    return byRun(query) ? this.#resolveParents(rows, -1) : rows
   }
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
@@ -190,7 +193,7 @@ export class SqliteEngine implements StorageEngine {
     const item = this.#listStatement('UPDATE list_items SET item = ? WHERE run_id = ? AND list_id = ? AND idx = ?')
     const effect = this.#listStatement('UPDATE effects SET input_hash = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?')
     this.#write(() => {
-      for (const row of request.checkpoints) checkpoint.run(row.body, row.lists, row.digest, row.id, runId)
+      for (const row of request.checkpoints) checkpoint.run(row.body, storedLists(row.lists), storedDigestColumn(row.digest), row.id, runId)
       for (const row of request.items) item.run(row.item, runId, row.listId, row.idx)
       for (const row of request.effects) effect.run(row.inputHash, row.output, row.outputHash, runId, row.callId)
     })
@@ -205,10 +208,26 @@ export class SqliteEngine implements StorageEngine {
     }
   }
 
+  /**
+   * Resolve the parents stored as `''` (the run's previous checkpoint) of rows of one run that
+   * come in seq order, ascending (`1`) or descending (`-1`) and without gaps: the previous
+   * checkpoint is the row before in seq order, looked up only for the oldest row.
+   */
+  #resolveParents<T extends CheckpointHeaderRow>(rows: T[], order: 1 | -1): T[] {
+    for (let k = 0; k < rows.length; k++) {
+      const row = rows[k]!
+      if (row.parentId !== '') continue
+      const before = rows[k - order]
+      row.parentId = before !== undefined ? before.id : ((this.#statements.previousId.get(row.runId, row.seq) as string | undefined) ?? null)
+    }
+    return rows
+  }
+
   #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
     const s = this.#statements
     let deleted = 0
     for (const id of checkpointIds) {
+      s.adoptParent.run({ id, runId })
       deleted += s.deleteCheckpoint.run(id, runId).changes
       s.deleteCheckpointWrites.run(runId, id)
     }
@@ -249,6 +268,11 @@ function listShape(query: ListCheckpointsQuery): ListCheckpointsShape {
   return { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
 }
 
+/** A listing of every checkpoint of one run: its rows have their parents as stored (see `listCheckpointsSql`). */
+function byRun(query: ListCheckpointsQuery): boolean {
+  return query.runId !== undefined && query.workflowName === undefined
+}
+
 function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
   const params: Record<string, unknown> = { limit: query.limit ?? -1 }
   if (query.runId !== undefined) params.runId = query.runId
@@ -257,25 +281,54 @@ function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
   return params
 }
 
-/** A header as stored: `terminal` is 0 or 1. */
-type StoredHeader = Omit<CheckpointHeaderRow, 'terminal'> & { terminal: unknown }
+/** A header as stored: `terminal` is 0 or 1, `kind` and `phase` maybe compact (see `compact-columns.ts`). */
+type StoredHeader = Omit<CheckpointHeaderRow, 'terminal' | 'kind' | 'phase' | 'metadata'> & { terminal: unknown; kind: unknown; phase: unknown; metadata: unknown }
 
-/** Map the stored 0/1 to a boolean; any other value is passed on for EngineStore to reject. */
-function headerRow<T extends StoredHeader>(row: T): Omit<T, 'terminal'> & { terminal: boolean } {
+/** Map the stored 0/1 to a boolean and decode compact names; any other value is passed on for EngineStore to reject. */
+function headerRow(row: StoredHeader): CheckpointHeaderRow {
   const terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
-  return { ...row, terminal: terminal as boolean }
+  return {
+    id: row.id,
+    runId: row.runId,
+    parentId: row.parentId,
+    seq: row.seq,
+    kind: nameOf(row.kind),
+    phase: nameOf(row.phase),
+    schemaVersion: row.schemaVersion,
+    createdAt: row.createdAt,
+    workflowName: row.workflowName,
+    terminal,
+    metadata: metadataOf(row.metadata),
+  } as CheckpointHeaderRow
 }
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
-  return row === undefined ? undefined : headerRow(row as Omit<CheckpointRow, 'terminal'> & { terminal: unknown })
+  if (row === undefined) return undefined
+  const r = row as Record<keyof CheckpointRow, unknown>
+  return rawCheckpointRow([r.id, r.runId, r.parentId, r.seq, r.kind, r.phase, r.schemaVersion, r.createdAt, r.workflowName, r.terminal, r.metadata, r.body, r.lists, r.digest])
 }
 
 /** A checkpoint row read as an array of its columns, in the order of `CHECKPOINT_COLUMNS` (sql.ts). */
 function rawCheckpointRow(columns: unknown[]): CheckpointRow {
   const [id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata, body, lists, digest] = columns
-  // As `headerRow`: 0/1 to a boolean, any other value passed on for EngineStore to reject.
+  // As `headerRow`: 0/1 to a boolean, compact forms decoded, any other value passed on for EngineStore to reject.
   const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
-  return { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal: flag, metadata, body, lists, digest } as CheckpointRow
+  return {
+    id,
+    runId,
+    parentId,
+    seq,
+    kind: nameOf(kind),
+    phase: nameOf(phase),
+    schemaVersion,
+    createdAt,
+    workflowName,
+    terminal: flag,
+    metadata: metadataOf(metadata),
+    body,
+    lists: listsOf(lists),
+    digest: digestOf(digest),
+  } as CheckpointRow
 }
 
 /** An effect row from its columns (a raw statement: arrays are cheaper to read than objects). */
