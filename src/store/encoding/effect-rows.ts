@@ -115,18 +115,22 @@ function decodeOutput(row: EffectRow, output: string): unknown {
  * to `use`; anything thrown that is not a Cairn error is damage too.
  */
 function readOutput(row: Pick<EffectRow, 'runId' | 'callId' | 'outputHash'>, output: string, use: (parsed: JsonValue) => unknown): unknown {
-  const mismatch = () => effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+  // No closure per call: a bundle that keeps function names pays a property write for each one made.
   const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
-  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw mismatch()
+  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw outputMismatch(row)
   try {
     const parsed = parseJson(output, outputContext(row)) as JsonValue
-    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw mismatch()
+    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw outputMismatch(row)
     return use(parsed)
   } catch (err) {
     if (err instanceof CairnError) throw err
     // A record no well-formed write produces (nested past the stack, …) is damage too.
     throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
   }
+}
+
+function outputMismatch(row: Pick<EffectRow, 'runId' | 'callId'>): CheckpointCorruptionError {
+  return effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
 }
 
 function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: string; what: string } {
