@@ -308,15 +308,25 @@ function runRow(row: Record<string, unknown>): RunRow {
   return { ...row, lastSeq: Number(row.lastSeq), createdAt: Number(row.createdAt), updatedAt: Number(row.updatedAt) } as RunRow
 }
 
+/**
+ * A checkpoint row as `pg` made it, its numeric fields made numbers in place: the object is the
+ * engine's own, and a run's history reads thousands of them: no copy of each.
+ */
 function headerRow(row: Record<string, unknown>): CheckpointHeaderRow {
-  return { ...row, seq: Number(row.seq), schemaVersion: Number(row.schemaVersion), createdAt: Number(row.createdAt) } as CheckpointHeaderRow
+  row.seq = Number(row.seq)
+  row.schemaVersion = Number(row.schemaVersion)
+  row.createdAt = Number(row.createdAt)
+  return row as unknown as CheckpointHeaderRow
 }
 
 function checkpointRow(row: Record<string, unknown>): CheckpointRow {
   return headerRow(row) as CheckpointRow
 }
 
+/** An effect row as `pg` made it, its numeric fields made numbers in place (as {@link headerRow}). */
 function effectRow(row: Record<string, unknown>): EffectRow {
-  const completedAt = row.completedAt === null ? null : Number(row.completedAt)
-  return { ...row, attempts: Number(row.attempts), startedAt: Number(row.startedAt), completedAt } as EffectRow
+  row.attempts = Number(row.attempts)
+  row.startedAt = Number(row.startedAt)
+  row.completedAt = row.completedAt === null ? null : Number(row.completedAt)
+  return row as unknown as EffectRow
 }
