@@ -162,6 +162,20 @@ export class PostgresEngine implements StorageEngine {
     return rows.map(checkpointRow)
   }
 
+  /**
+   * The run's row and its newest checkpoint in one statement (one round trip where `getRun` then
+   * `getLatest` take two), read in one snapshot: the checkpoint is never older than the row.
+   */
+  async getRunAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
+    const { rows } = await this.#query(this.#sql.runAndLatest, [runId])
+    const { run, latest } = rows[0] as { run: string | null; latest: string | null }
+    // The server wrote the JSON: numbers and booleans arrive as JSON values, text as it is stored.
+    return {
+      run: run === null ? undefined : runRow(JSON.parse(run) as Record<string, unknown>),
+      latest: latest === null ? undefined : checkpointRow(JSON.parse(latest) as Record<string, unknown>),
+    }
+  }
+
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const { rows } =
       'runId' in query ? await this.#query(this.#sql.latestOfRun, [query.runId]) : await this.#query(this.#sql.latestOfWorkflow, [query.workflowName])

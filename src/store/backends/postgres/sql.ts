@@ -151,6 +151,12 @@ export function postgresStatements(schema: string) {
     getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
     runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
     latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
+    /**
+     * The run's row and its newest checkpoint, each as the JSON text of a row with the columns
+     * above (null when there is none), in one statement: one round trip, one snapshot.
+     */
+    runAndLatest: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
+      (SELECT row_to_json(c)::text FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1) c) AS latest`,
     latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
     /** Every ref's items in one statement (one snapshot): `ref` is the ref's 1-based position. */
