@@ -214,7 +214,7 @@ describe('PostgresStore', () => {
     expect(Number(stored?.rows)).toBeLessThan(200 * 600)
   }, 30_000)
 
-  it('getLatest takes three queries and load two, whatever the length of the run', async () => {
+  it('getLatest takes two queries and load two, whatever the length of the run', async () => {
     const { pool, counter } = countingPool(openPool())
     const writer = new PostgresStore({ pool, schema })
     toClose.push(writer)
@@ -233,9 +233,9 @@ describe('PostgresStore', () => {
       await read()
       return counter.queries - before
     }
-    // getLatest: the run row (its last seq, to refuse a rolled-back run), the checkpoint, the list items.
-    expect(await queries(() => reader.getLatest({ runId: 'short' }))).toBe(3)
-    expect(await queries(() => reader.getLatest({ runId: 'long' }))).toBe(3)
+    // getLatest: the run row (its last seq, to refuse a rolled-back run) with the checkpoint, then the list items.
+    expect(await queries(() => reader.getLatest({ runId: 'short' }))).toBe(2)
+    expect(await queries(() => reader.getLatest({ runId: 'long' }))).toBe(2)
     expect(await queries(() => reader.load(firstLong))).toBe(2)
     expect((await reader.getLatest({ runId: 'long' }))?.payload).toEqual(grow(120))
   }, 30_000)
@@ -363,6 +363,20 @@ describe('PostgresEngine', () => {
     expect(await engine.commit(commitOf({ id: 'c2', seq: 2, appends: appendB, intents }))).toEqual({ ok: true })
     expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"', '"b"']])
     expect(await engine.getEffect('run', 'e1')).toMatchObject({ status: 'pending', attempts: 1 })
+  })
+
+  it('getRunAndLatest reads in one statement the very rows getRun and getLatest read', async () => {
+    const engine = openEngine()
+    expect(await engine.getRunAndLatest('nobody')).toEqual({ run: undefined, latest: undefined })
+    expect(await engine.insertRun(runOf({ runId: 'empty', createdAt: 1.5, metadata: '{"a":"\\u0000 é 𝄞 \\"q\\""}' }))).toBe(true)
+    expect(await engine.getRunAndLatest('empty')).toEqual({ run: await engine.getRun('empty'), latest: undefined })
+    const text = 'line\nbreak \u0001 tab\t é 𝄞 "quoted" \\ back'
+    await engine.commit(commitOf({ id: 'c1', seq: 1, body: JSON.stringify({ text }) }))
+    await engine.commit(commitOf({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, metadata: JSON.stringify({ text }), body: JSON.stringify(text) }))
+    const { run, latest } = await engine.getRunAndLatest('run')
+    expect(run).toEqual(await engine.getRun('run'))
+    expect(latest).toEqual(await engine.getLatest({ runId: 'run' }))
+    expect(latest).toMatchObject({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, body: JSON.stringify(text) })
   })
 
   it('concurrent commits to one run never move its lastSeq backwards (the run row lock orders them)', async () => {

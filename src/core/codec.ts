@@ -187,7 +187,19 @@ export function stringifyEncoded(json: JsonValue, path: string): string {
 export function deserialize(text: string, context: DecodeContext = {}): unknown {
   // Decoding is the first walk of the parsed value and stops at maxDepth itself, so the text
   // needs only its length checked, not a scan for depth.
-  return decodeValue(parseText(text, context, false), context)
+  const parsed = parseText(text, context, false)
+  return isPlainText(text) ? parsed : decodeValue(parsed, context)
+}
+
+/**
+ * Whether decoding the parse of `text` could neither change it nor refuse it, so the walk can be
+ * left out (most stored bodies and metadata are small and plain): the text is too short to nest
+ * `maxDepth` levels or to hold a string over `maxStringLength`, and holds no tag (a key `"~"` is
+ * written as `"~"` or with a `\u` escape; a text with either is decoded as ever).
+ */
+function isPlainText(text: string): boolean {
+  const { maxDepth, maxStringLength } = limits()
+  return text.length <= 2 * maxDepth && text.length <= maxStringLength && !text.includes(`"${TAG}"`) && !text.includes('\\u')
 }
 
 /**

@@ -66,6 +66,19 @@ describe('codec limits', () => {
     expect(catchError(() => parseJson(JSON.stringify(new Array(3000).fill(1))))).toBeInstanceOf(CheckpointCorruptionError)
   })
 
+  it('decodes a short text as fully as a long one: tags (escaped too) are decoded, and low limits refuse what they bound', () => {
+    // Short plain texts skip the decoding walk: these are the texts that must not.
+    expect(deserialize('{"at":{"~":"Date","v":"1970-01-01T00:00:00.000Z"}}')).toEqual({ at: new Date(0) })
+    expect(deserialize('{"n":{"\\u007e":"BigInt","v":"7"}}')).toEqual({ n: 7n })
+    expect(catchError(() => deserialize('{"x":{"\\u007e":"nope"}}'))).toBeInstanceOf(CheckpointCorruptionError)
+    expect(deserialize('{"a":"~","b":[1,"x"]}')).toEqual({ a: '~', b: [1, 'x'] })
+    configureLimits({ maxDepth: 3, maxStringLength: 4 })
+    expect(catchError(() => deserialize('{"a":{"b":{"c":{}}}}'))).toBeInstanceOf(CheckpointCorruptionError)
+    expect(deserialize('{"a":{"b":{}}}')).toEqual({ a: { b: {} } })
+    expect(catchError(() => deserialize('{"a":"xxxxx"}'))).toBeInstanceOf(CheckpointCorruptionError)
+    expect(deserialize('{"a":"xxxx"}')).toEqual({ a: 'xxxx' })
+  })
+
   it('rejects limits that are not positive integers or would overflow the stack', () => {
     expect(() => configureLimits({ maxDepth: 100_000 })).toThrow(/maxDepth/)
     expect(() => configureLimits({ maxStringLength: -1 })).toThrow(/maxStringLength/)

@@ -107,10 +107,7 @@ export function decodeHeader(row: CheckpointHeaderRow): CheckpointInfo {
 
 /** {@link decodeHeader} of a row whose header {@link checkRow} has checked already. */
 export function decodeCheckedHeader(row: CheckpointHeaderRow): CheckpointInfo {
-  const metadata = deserialize(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' })
-  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
-    throw corrupt({ runId: row.runId, checkpointId: row.id }, 'has metadata that is not an object')
-  }
+  const metadata = checkedMetadata(row)
   return {
     id: row.id,
     checkpointId: row.id,
@@ -123,8 +120,40 @@ export function decodeCheckedHeader(row: CheckpointHeaderRow): CheckpointInfo {
     createdAt: row.createdAt,
     workflowName: row.workflowName,
     terminal: row.terminal,
-    metadata: metadata as JsonObject,
+    metadata,
   }
+}
+
+/**
+ * The record of a row {@link checkRow} has checked, with its payload decoded at the row's own
+ * schema version (the current one, or a kind without one): built whole in one step, as many
+ * records of a run's history are.
+ */
+export function decodeCheckedRecord(row: CheckpointRow, payload: unknown): CheckpointRecord {
+  const metadata = checkedMetadata(row)
+  return {
+    id: row.id,
+    checkpointId: row.id,
+    runId: row.runId,
+    parentId: row.parentId,
+    seq: row.seq,
+    kind: row.kind,
+    phase: row.phase,
+    schemaVersion: row.schemaVersion,
+    createdAt: row.createdAt,
+    workflowName: row.workflowName,
+    terminal: row.terminal,
+    metadata,
+    payload,
+  }
+}
+
+function checkedMetadata(row: CheckpointHeaderRow): JsonObject {
+  const metadata = deserialize(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' })
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
+    throw corrupt({ runId: row.runId, checkpointId: row.id }, 'has metadata that is not an object')
+  }
+  return metadata as JsonObject
 }
 
 function assertHeader(row: CheckpointHeaderRow): void {

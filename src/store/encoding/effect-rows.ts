@@ -90,7 +90,10 @@ function checkDigests(row: EffectRow): { inputHash: string; outputHash: string |
   }
   const problem = shapeProblem(row)
   if (problem !== undefined) throw effectCorrupt(row, problem)
-  const [inputHash, intent] = splitDigest(row.inputHash)
+  // Each value split at its digest without a tuple (read cold, once per effect of a run).
+  const inputAt = row.inputHash.lastIndexOf(DIGEST)
+  const inputHash = inputAt < 0 ? row.inputHash : row.inputHash.slice(0, inputAt)
+  const intent = inputAt < 0 ? undefined : row.inputHash.slice(inputAt + DIGEST.length)
   if (intent !== undefined && !digestMatches(intent, intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey))) {
     throw effectCorrupt(row, 'has a name, input hash or idempotency key other than its intent recorded: the record was edited after it was written')
   }
@@ -98,8 +101,10 @@ function checkDigests(row: EffectRow): { inputHash: string; outputHash: string |
   if (intent === undefined && !LEGACY_INPUT_HASH.test(inputHash)) {
     throw effectCorrupt(row, 'has an input hash that is neither a SHA-256 nor followed by its intent digest: the record was edited after it was written')
   }
-  const [outputHash, outcome] = row.outputHash === null ? [null, undefined] : splitDigest(row.outputHash)
-  if (outcome !== undefined && !digestMatches(outcome, outcomeDigest(row.runId, row.callId, row.status, outputHash))) {
+  const stored = row.outputHash
+  const outputAt = stored === null ? -1 : stored.lastIndexOf(DIGEST)
+  const outputHash = stored === null || outputAt < 0 ? stored : stored.slice(0, outputAt)
+  if (stored !== null && outputAt >= 0 && !digestMatches(stored.slice(outputAt + DIGEST.length), outcomeDigest(row.runId, row.callId, row.status, stored.slice(0, outputAt)))) {
     throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
   }
   return { inputHash, outputHash }
@@ -115,18 +120,22 @@ function decodeOutput(row: EffectRow, output: string): unknown {
  * to `use`; anything thrown that is not a Cairn error is damage too.
  */
 function readOutput(row: Pick<EffectRow, 'runId' | 'callId' | 'outputHash'>, output: string, use: (parsed: JsonValue) => unknown): unknown {
-  const mismatch = () => effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+  // No closure per call: a bundle that keeps function names pays a property write for each one made.
   const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
-  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw mismatch()
+  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw outputMismatch(row)
   try {
     const parsed = parseJson(output, outputContext(row)) as JsonValue
-    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw mismatch()
+    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw outputMismatch(row)
     return use(parsed)
   } catch (err) {
     if (err instanceof CairnError) throw err
     // A record no well-formed write produces (nested past the stack, …) is damage too.
     throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
   }
+}
+
+function outputMismatch(row: Pick<EffectRow, 'runId' | 'callId'>): CheckpointCorruptionError {
+  return effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
 }
 
 function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: string; what: string } {
@@ -141,6 +150,8 @@ function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: strin
 const TEXT_HASH = 't1.'
 
 const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
+/** The fields of an effect row that must be non-empty strings. */
+const REQUIRED_TEXT = ['callId', 'name', 'inputHash', 'idempotencyKey'] as const
 
 /**
  * A digest rides after the value it protects (`<value>|d1.<sha256>`), so the row keeps its
@@ -156,11 +167,6 @@ function withDigest(value: string, digest: string): string {
   return `${value}${DIGEST}${digest.slice(0, STORED_DIGEST_CHARS)}`
 }
 
-function splitDigest(value: string): [string, string | undefined] {
-  const at = value.lastIndexOf(DIGEST)
-  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + DIGEST.length)]
-}
-
 function intentDigest(runId: string, callId: string, name: string, inputHash: string, idempotencyKey: string): string {
   return sha256(JSON.stringify(['effect-intent', runId, callId, name, inputHash, idempotencyKey]))
 }
@@ -170,7 +176,8 @@ function outcomeDigest(runId: string, callId: string, status: string, outputHash
 }
 
 function shapeProblem(row: EffectRow): string | undefined {
-  for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey'] as const) {
+  for (let k = 0; k < REQUIRED_TEXT.length; k++) {
+    const key = REQUIRED_TEXT[k]!
     if (typeof row[key] !== 'string' || row[key] === '') return `has no ${key}`
   }
   if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`

@@ -7,7 +7,7 @@ import type { CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
-import { checkRow, decodeCheckedHeader, toRecord } from './checkpoint-rows.js'
+import { checkRow, decodeCheckedRecord, toRecord } from './checkpoint-rows.js'
 import { CheckedOutputs, readSharedOutputs, resolveSharedItem, resolveSharedParsed } from './shared-outputs.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
@@ -48,7 +48,8 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
     }
     // Most records of a run hold no list (runner phases between snapshots): their body is the
     // whole payload, decoded in one walk, which refuses a list or item ref there as a bad tag.
-    if (refs.length === 0) return recordOf(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }), schemas)
+    // Past the check above, the row is at its kind's current version (or its kind has none): no upgrade applies.
+    if (refs.length === 0) return decodeCheckedRecord(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }))
     const context = { runId: row.runId, checkpointId: row.id }
     const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
     const views = refs.map((ref): ListView => {
@@ -62,18 +63,10 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       }
     })
     const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
-    return recordOf(row, splice(decodeValue(spliced, { ...context, what: 'payload' })), schemas)
+    return decodeCheckedRecord(row, splice(decodeValue(spliced, { ...context, what: 'payload' })))
   })
 }
 
-/** The record of a row `checkRow` checked and its decoded payload, upgraded through `schemas`. */
-function recordOf(row: CheckpointRow, payload: unknown, schemas: SchemaRegistry): CheckpointRecord {
-  const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, runId: row.runId, checkpointId: row.id })
-  const record = decodeCheckedHeader(row) as CheckpointRecord
-  record.schemaVersion = upgraded.schemaVersion
-  record.payload = upgraded.payload
-  return record
-}
 
 /** The rows of `checkpointIds`, in that order, in one engine call when it can; an unknown id is a `CheckpointNotFoundError`. */
 export async function readRows(engine: StorageEngine, checkpointIds: readonly string[]): Promise<CheckpointRow[]> {

@@ -163,6 +163,20 @@ export class PostgresEngine implements StorageEngine {
     return rows.map(checkpointRow)
   }
 
+  /**
+   * The run's row and its newest checkpoint in one statement (one round trip where `getRun` then
+   * `getLatest` take two), read in one snapshot: the checkpoint is never older than the row.
+   */
+  async getRunAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
+    const { rows } = await this.#query(this.#sql.runAndLatest, [runId])
+    const { run, latest } = rows[0] as { run: string | null; latest: string | null }
+    // The server wrote the JSON: numbers and booleans arrive as JSON values, text as it is stored.
+    return {
+      run: run === null ? undefined : runRow(JSON.parse(run) as Record<string, unknown>),
+      latest: latest === null ? undefined : checkpointRow(JSON.parse(latest) as Record<string, unknown>),
+    }
+  }
+
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const { rows } =
       'runId' in query ? await this.#query(this.#sql.latestOfRun, [query.runId]) : await this.#query(this.#sql.latestOfWorkflow, [query.workflowName])
@@ -310,16 +324,27 @@ function runRow(row: Record<string, unknown>): RunRow {
   return { ...row, lastSeq: Number(row.lastSeq), createdAt: Number(row.createdAt), updatedAt: Number(row.updatedAt) } as RunRow
 }
 
-/** Also decodes compact metadata (see `compact-metadata.ts`). */
+/**
+ * A checkpoint row as `pg` made it, its numeric fields made numbers and compact metadata decoded
+ * (see `compact-metadata.ts`) in place: the object is the engine's own, and a run's history reads
+ * thousands of them: no copy of each.
+ */
 function headerRow(row: Record<string, unknown>): CheckpointHeaderRow {
-  return { ...row, seq: Number(row.seq), schemaVersion: Number(row.schemaVersion), createdAt: Number(row.createdAt), metadata: metadataOf(row.metadata) } as CheckpointHeaderRow
+  row.seq = Number(row.seq)
+  row.schemaVersion = Number(row.schemaVersion)
+  row.createdAt = Number(row.createdAt)
+  row.metadata = metadataOf(row.metadata)
+  return row as unknown as CheckpointHeaderRow
 }
 
 function checkpointRow(row: Record<string, unknown>): CheckpointRow {
   return headerRow(row) as CheckpointRow
 }
 
+/** An effect row as `pg` made it, its numeric fields made numbers in place (as {@link headerRow}). */
 function effectRow(row: Record<string, unknown>): EffectRow {
-  const completedAt = row.completedAt === null ? null : Number(row.completedAt)
-  return { ...row, attempts: Number(row.attempts), startedAt: Number(row.startedAt), completedAt } as EffectRow
+  row.attempts = Number(row.attempts)
+  row.startedAt = Number(row.startedAt)
+  row.completedAt = row.completedAt === null ? null : Number(row.completedAt)
+  return row as unknown as EffectRow
 }

@@ -1,3 +1,4 @@
+import { createRequire } from 'node:module'
 import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
@@ -133,11 +134,25 @@ class PgPool implements PostgresPool {
 
 async function loadPg(): Promise<PgModule> {
   try {
-    const pg = (await import('pg')) as unknown as Partial<PgModule> & { default?: PgModule }
+    const pg = (requirePg() ?? (await import('pg'))) as unknown as Partial<PgModule> & { default?: PgModule }
     const module = pg.Pool ? (pg as PgModule) : pg.default
     if (!module?.Pool) throw new Error('the pg module has no Pool export')
     return module
   } catch (err) {
     throw new StoreError(`PostgresStore with a connectionString needs the pg package (npm install pg): ${(err as Error).message}`, { cause: err })
+  }
+}
+
+/**
+ * pg through `require` (it is a CommonJS package), as the store opens: without the ESM loader's
+ * resolution of a dynamic import, a millisecond or two of a fresh process's first read.
+ * Undefined when `require` cannot load it (a pg published as ES modules only): `import()` then.
+ */
+function requirePg(): unknown {
+  try {
+    return createRequire(import.meta.url)('pg') as unknown
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ERR_REQUIRE_ESM') return undefined
+    throw err
   }
 }

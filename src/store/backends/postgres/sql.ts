@@ -172,6 +172,12 @@ export function postgresStatements(schema: string) {
     getCheckpoints: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
     runCheckpoints: `SELECT ${checkpointColumns(s, 'ASC')} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
     latestOfRun: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
+    /**
+     * The run's row and its newest checkpoint, each as the JSON text of a row with the columns
+     * above (null when there is none), in one statement: one round trip, one snapshot.
+     */
+    runAndLatest: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
+      (SELECT row_to_json(c)::text FROM (SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1) c) AS latest`,
     latestOfWorkflow: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
     /** Every ref's items in one statement (one snapshot): `ref` is the ref's 1-based position. */

@@ -309,30 +309,31 @@ function checkpointRow(row: unknown): CheckpointRow | undefined {
 }
 
 /** A checkpoint row read as an array of its columns, in the order of `CHECKPOINT_COLUMNS` (sql.ts). */
-function rawCheckpointRow(columns: unknown[]): CheckpointRow {
-  const [id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata, body, lists, digest] = columns
+function rawCheckpointRow(c: unknown[]): CheckpointRow {
+  // Indexed reads, not a destructuring: a fresh process runs this before it is optimized, when a
+  // destructuring walks the array's iterator (a run's history makes thousands of rows).
   // As `headerRow`: 0/1 to a boolean, compact forms decoded, any other value passed on for EngineStore to reject.
+  const terminal = c[9]
   const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
   return {
-    id,
-    runId,
-    parentId,
-    seq,
-    kind: nameOf(kind),
-    phase: nameOf(phase),
-    schemaVersion,
-    createdAt,
-    workflowName,
+    id: c[0],
+    runId: c[1],
+    parentId: c[2],
+    seq: c[3],
+    kind: nameOf(c[4]),
+    phase: nameOf(c[5]),
+    schemaVersion: c[6],
+    createdAt: c[7],
+    workflowName: c[8],
     terminal: flag,
-    metadata: metadataOf(metadata),
-    body,
-    lists: listsOf(lists),
-    digest: digestOf(digest),
+    metadata: metadataOf(c[10]),
+    body: c[11],
+    lists: listsOf(c[12]),
+    digest: digestOf(c[13]),
   } as CheckpointRow
 }
 
-/** An effect row from its columns (a raw statement: arrays are cheaper to read than objects). */
-function rawEffectRow(columns: unknown[]): EffectRow {
-  const [runId, callId, name, inputHash, idempotencyKey, status, output, outputHash, attempts, startedAt, completedAt] = columns
-  return { runId, callId, name, inputHash, idempotencyKey, status, output, outputHash, attempts, startedAt, completedAt } as EffectRow
+/** An effect row from its columns (a raw statement: arrays are cheaper to read than objects; indexed reads, as above). */
+function rawEffectRow(c: unknown[]): EffectRow {
+  return { runId: c[0], callId: c[1], name: c[2], inputHash: c[3], idempotencyKey: c[4], status: c[5], output: c[6], outputHash: c[7], attempts: c[8], startedAt: c[9], completedAt: c[10] } as EffectRow
 }
