@@ -17,8 +17,8 @@ export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 /** Statements whose result is a single column return that value (`pluck`). */
 const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun', 'previousId'] as const)
 
-/** Statements that read many checkpoint rows return each as an array of its columns (`raw`): quicker to build. */
-const RAW: ReadonlySet<keyof typeof SQL> = new Set(['runCheckpoints', 'getCheckpoints', 'listEffects'] as const)
+/** Statements that read checkpoint or effect rows return each as an array of its columns (`raw`): quicker to build. */
+const RAW: ReadonlySet<keyof typeof SQL> = new Set(['getCheckpoint', 'runCheckpoints', 'getCheckpoints', 'latestOfRun', 'latestOfWorkflow', 'listEffects'] as const)
 
 /**
  * The engine's statements, each prepared on first use: opening a store (a fresh process about to

@@ -303,9 +303,7 @@ function headerRow(row: StoredHeader): CheckpointHeaderRow {
 }
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
-  if (row === undefined) return undefined
-  const r = row as Record<keyof CheckpointRow, unknown>
-  return rawCheckpointRow([r.id, r.runId, r.parentId, r.seq, r.kind, r.phase, r.schemaVersion, r.createdAt, r.workflowName, r.terminal, r.metadata, r.body, r.lists, r.digest])
+  return row === undefined ? undefined : rawCheckpointRow(row as unknown[])
 }
 
 /** A checkpoint row read as an array of its columns, in the order of `CHECKPOINT_COLUMNS` (sql.ts). */
