@@ -193,7 +193,14 @@ describe(`a Postgres schema written with parent ids written out (schema version 
     await store.close()
 
     const [version] = await target.sql(`SELECT max(version) AS v FROM "${schema}".cairn_migrations`)
-    expect(version!.v).toBe(7)
+    expect(version!.v).toBe(8)
+    // Bodies: the old rows' as they were (none holds a code), the resumed run's phase records compact.
+    const bodies = await target.sql(
+      `SELECT (CASE WHEN strpos(body, chr(1)) > 0 THEN 'compact' ELSE 'text' END) AS form, count(*)::int AS n FROM "${schema}".checkpoints WHERE run_id = 'v6-run' GROUP BY form ORDER BY form`,
+    )
+    expect(bodies.map((row) => row.form)).toEqual(['compact', 'text'])
+    expect(bodies[1]!.n).toBeGreaterThanOrEqual(stored.length)
+    expect(bodies[0]!.n).toBeGreaterThan(5)
     const reopened = target.openStore(schema)
     const after = await new Runner({ store: reopened }).history('v6-run')
     expect(after.slice(0, history.length)).toEqual(history)

@@ -236,7 +236,14 @@ describe('a store written with every checkpoint column as text (schema version 6
     await store.close()
 
     const versions = withDb(path, (db) => db.prepare('SELECT max(version) FROM cairn_migrations').pluck().get())
-    expect(versions).toBe(7)
+    expect(versions).toBe(8)
+    // Bodies: the old rows' as they were (none holds a code), the resumed run's phase records compact.
+    const bodies = withDb(path, (db) =>
+      db.prepare("SELECT (CASE WHEN instr(body, char(1)) > 0 THEN 'compact' ELSE 'text' END) AS form, count(*) AS n FROM checkpoints WHERE run_id = 'v6-run' GROUP BY form ORDER BY form").all(),
+    ) as { form: string; n: number }[]
+    expect(bodies.map((row) => row.form)).toEqual(['compact', 'text'])
+    expect(bodies[1]!.n).toBeGreaterThanOrEqual(stored.length)
+    expect(bodies[0]!.n).toBeGreaterThan(5)
     const forms = withDb(path, (db) =>
       db.prepare("SELECT DISTINCT (CASE WHEN length(phase) = 1 THEN 'code' ELSE 'name' END) || ':' || typeof(digest) FROM checkpoints ORDER BY 1").pluck().all(),
     )

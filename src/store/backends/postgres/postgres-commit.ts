@@ -7,6 +7,7 @@ import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } fro
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
+import { storedBody } from '../../encoding/compact-body.js'
 import { storedMetadata } from '../../encoding/compact-metadata.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
@@ -61,7 +62,7 @@ db: PostgresQueryable,
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
     const columns = CHECKPOINT_PARAMS.map((key) =>
-      key === 'parentId' ? storedParents(rows) : key === 'metadata' ? rows.map((row) => storedMetadata(row.metadata)) : rows.map((row) => row[key]),
+      key === 'parentId' ? storedParents(rows) : key === 'metadata' ? rows.map((row) => storedMetadata(row.metadata)) : key === 'body' ? rows.map((row) => storedBody(row.body)) : rows.map((row) => row[key]),
     )
     await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...columns])
   }

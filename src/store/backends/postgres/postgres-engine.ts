@@ -3,6 +3,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
+import { bodyOf, storedBody } from '../../encoding/compact-body.js'
 import { metadataOf } from '../../encoding/compact-metadata.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
@@ -262,7 +263,7 @@ export class PostgresEngine implements StorageEngine {
   async rewrite(request: RewriteRequest): Promise<void> {
     const { runId } = request
     await this.#transaction(async (db) => {
-      for (const row of request.checkpoints) await db.query(this.#sql.rewriteCheckpoint, [row.body, row.lists, row.digest, row.id, runId])
+      for (const row of request.checkpoints) await db.query(this.#sql.rewriteCheckpoint, [storedBody(row.body), row.lists, row.digest, row.id, runId])
       for (const row of request.items) await db.query(this.#sql.rewriteItem, [row.item, runId, row.listId, row.idx])
       for (const row of request.effects) await db.query(this.#sql.rewriteEffect, [row.inputHash, row.output, row.outputHash, runId, row.callId])
     })
@@ -338,6 +339,7 @@ function headerRow(row: Record<string, unknown>): CheckpointHeaderRow {
 }
 
 function checkpointRow(row: Record<string, unknown>): CheckpointRow {
+  row.body = bodyOf(row.body)
   return headerRow(row) as CheckpointRow
 }
 

@@ -149,6 +149,15 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
     // Rows written before keep their text columns and read as they are.
     sql: `-- compact checkpoint columns: a format marker`,
   },
+  {
+    version: 8,
+    name: 'compact checkpoint bodies',
+    // No table changes: from here on a checkpoint body may store the keys the runner repeats in
+    // every phase record and snapshot as two-character codes (see compact-body.ts), which a
+    // Cairn that knows only up to version 7 would read as a broken body.
+    // Rows written before keep their text and read as they are.
+    sql: `-- compact checkpoint bodies: a format marker`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

@@ -8,6 +8,7 @@ import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import { truncateWal, type SqliteDatabase, type SqliteStatement } from './driver.js'
+import { storedBody } from '../../encoding/compact-body.js'
 import { storedMetadata } from '../../encoding/compact-metadata.js'
 import { storedDigestColumn, storedLists, storedName, storedParent } from './compact-columns.js'
 import { SQL } from './sql.js'
@@ -119,7 +120,7 @@ function insertCheckpoints(s: Statements, rows: CommitRequest['rows']): void {
       row.workflowName,
       row.terminal ? 1 : 0,
       storedMetadata(row.metadata),
-      row.body,
+      storedBody(row.body),
       storedLists(row.lists),
       storedDigestColumn(row.digest),
     )

@@ -6,6 +6,7 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
+import { bodyOf, storedBody } from '../../encoding/compact-body.js'
 import { metadataOf } from '../../encoding/compact-metadata.js'
 import { digestOf, listsOf, nameOf, storedDigestColumn, storedLists } from './compact-columns.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
@@ -193,7 +194,7 @@ export class SqliteEngine implements StorageEngine {
     const item = this.#listStatement('UPDATE list_items SET item = ? WHERE run_id = ? AND list_id = ? AND idx = ?')
     const effect = this.#listStatement('UPDATE effects SET input_hash = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?')
     this.#write(() => {
-      for (const row of request.checkpoints) checkpoint.run(row.body, storedLists(row.lists), storedDigestColumn(row.digest), row.id, runId)
+      for (const row of request.checkpoints) checkpoint.run(storedBody(row.body), storedLists(row.lists), storedDigestColumn(row.digest), row.id, runId)
       for (const row of request.items) item.run(row.item, runId, row.listId, row.idx)
       for (const row of request.effects) effect.run(row.inputHash, row.output, row.outputHash, runId, row.callId)
     })
@@ -325,7 +326,7 @@ function rawCheckpointRow(c: unknown[]): CheckpointRow {
     workflowName: c[8],
     terminal: flag,
     metadata: metadataOf(c[10]),
-    body: c[11],
+    body: bodyOf(c[11]),
     lists: listsOf(c[12]),
     digest: digestOf(c[13]),
   } as CheckpointRow
