@@ -1,6 +1,8 @@
 import { mkdtemp, rm, stat } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { statSync } from 'node:fs'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { SqliteStore } from '../../src/sqlite.js'
@@ -39,11 +41,14 @@ describe('the SQLite write-ahead log', () => {
     await store.close()
   })
 
-  it('is folded into the database and truncated when a run ends', async () => {
+  it('is folded into the database and truncated just after a run ends, not before its end is returned', async () => {
     const { store, path } = await newStore()
     for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
     expect(await walBytes(path)).toBeGreaterThan(1024 * 1024)
     await store.save({ runId: 'r', kind: 'k', phase: 'end', payload: { done: true }, terminal: true })
+    // The save came back before the copy: the log is still there, and goes on the next timer turn.
+    expect(statSync(`${path}-wal`).size).toBeGreaterThan(1024 * 1024)
+    await sleep(20)
     expect(await walBytes(path)).toBe(0)
     // Nothing was lost on the way: a fresh connection reads every checkpoint from the database.
     await store.close()
@@ -60,12 +65,29 @@ describe('the SQLite write-ahead log', () => {
     rows.next() // holds a read snapshot open
     const started = Date.now()
     await store.save({ runId: 'r', kind: 'k', phase: 'end', payload: { done: true }, terminal: true })
+    await sleep(20)
     // Well under the store's 5 s busy timeout: the checkpoint gave up at once.
     expect(Date.now() - started).toBeLessThan(2000)
     expect(await walBytes(path)).toBeGreaterThan(0)
     rows.return?.()
     reader.close()
     expect((await store.getLatest({ runId: 'r' }))?.phase).toBe('end')
+    await store.close()
+  })
+
+  it('is folded in once the store has been quiet for a second, when no run ends (a LangGraph thread)', async () => {
+    const { store, path } = await newStore()
+    for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
+    expect(await walBytes(path)).toBeGreaterThan(1024 * 1024)
+    // Commits keep coming: the log stays.
+    for (let k = 0; k < 4; k++) {
+      await sleep(400)
+      await store.save({ runId: 'r', kind: 'k', phase: `more${k}`, payload: { k } })
+    }
+    expect(await walBytes(path)).toBeGreaterThan(1024 * 1024)
+    await sleep(1300)
+    expect(await walBytes(path)).toBe(0)
+    expect((await store.getLatest({ runId: 'r' }))?.phase).toBe('more3')
     await store.close()
   })
 })

@@ -7,7 +7,7 @@ import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
-import { truncateWal, type SqliteDatabase, type SqliteStatement } from './driver.js'
+import type { SqliteDatabase, SqliteStatement, WalRest } from './driver.js'
 import { storedBody } from '../../encoding/compact-body.js'
 import { storedMetadata } from '../../encoding/compact-metadata.js'
 import { storedDigestColumn, storedLists, storedName, storedParent } from './compact-columns.js'
@@ -141,7 +141,7 @@ class DuplicateCheckpointId extends Error {}
  * Run `commit` (a `db.transaction` of {@link commitInTransaction}) with `BEGIN IMMEDIATE`: a
  * checkpoint id already taken rolls the whole commit back and is reported as `duplicate_id`.
  */
-export function commitImmediate(db: SqliteDatabase, commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
+export function commitImmediate(rest: WalRest, commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
   let result: CommitResult
   try {
     result = commit.immediate(request)
@@ -150,7 +150,7 @@ export function commitImmediate(db: SqliteDatabase, commit: { immediate(request:
     throw err
   }
   // A run that just ended leaves the log folded into the database, not beside it.
-  if (result.ok && request.rows.some((row) => row.terminal)) truncateWal(db)
+  if (result.ok) rest.afterCommit(request.rows.some((row) => row.terminal))
   return result
 }
 

@@ -2,7 +2,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
-import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
+import { configureConnection, WalRest, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
@@ -37,6 +37,7 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
 export class SqliteEngine implements StorageEngine {
   readonly #db: SqliteDatabase
   readonly #writer: CommitWriter | undefined
+  readonly #walRest: WalRest
   readonly #synchronous: 'full' | 'normal' | undefined
   readonly #statements: Statements
   /** Statements of list queries, by SQL text (one per filter shape). */
@@ -52,6 +53,7 @@ export class SqliteEngine implements StorageEngine {
     const db = options.database
     this.#db = db
     this.#writer = options.writer
+    this.#walRest = new WalRest(db)
     this.#synchronous = options.synchronous
     configureConnection(db, options)
     migrateSqlite(db)
@@ -104,7 +106,7 @@ export class SqliteEngine implements StorageEngine {
 
   async commit(request: CommitRequest): Promise<CommitResult> {
     // A run patch computes the row's digest under the write lock, in this thread (a function does not cross to the writer).
-    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : commitImmediate(this.#db, this.#commit, request)
+    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : commitImmediate(this.#walRest, this.#commit, request)
   }
 
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
@@ -205,6 +207,7 @@ export class SqliteEngine implements StorageEngine {
     try {
       await this.#writer?.close()
     } finally {
+      this.#walRest.stop()
       this.#db.close()
     }
   }

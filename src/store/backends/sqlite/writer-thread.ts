@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import Database from 'better-sqlite3'
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
+import { configureConnection, WalRest, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
 import { commitImmediate, commitInTransaction, prepareStatements } from './sqlite-commit.js'
 
 /** What the main thread starts the writer thread with. */
@@ -29,9 +29,11 @@ const db = new Database(path, { fileMustExist: true }) as unknown as SqliteDatab
 configureConnection(db, connection)
 const statements = prepareStatements(db)
 const commit = db.transaction((request: CommitRequest) => commitInTransaction(statements, request))
+const walRest = new WalRest(db)
 
 port.on('message', (message: WriterRequest) => {
   if (message.type === 'close') {
+    walRest.stop()
     db.close()
     port.close()
     return
@@ -39,7 +41,7 @@ port.on('message', (message: WriterRequest) => {
   const started = process.hrtime.bigint()
   let reply: WriterReply
   try {
-    const result = commitImmediate(db, commit, message.request)
+    const result = commitImmediate(walRest, commit, message.request)
     reply = { type: 'done', id: message.id, result, micros: Number(process.hrtime.bigint() - started) / 1000 }
   } catch (err) {
     const error = err as Error & { code?: unknown }
