@@ -108,16 +108,16 @@ function isBusy(err: unknown): boolean {
 }
 
 /**
- * Folds a connection's WAL into the database and truncates it when the connection goes quiet, so
- * a store at rest leaves no large log beside the database: just after a run ends (on a timer, so
- * the run's result is not held up by the copy and its sync: about 5 ms for a 2 MiB log), and once
- * no commit came for {@link WAL_IDLE_MS} (a LangGraph thread, a paused run: they have no end).
- * A process that exits first leaves the log for the next connection; closing the store folds it too.
+ * Folds a connection's WAL into the database and truncates it when the connection comes to rest,
+ * so a store at rest leaves no large log beside the database: when a commit ends a run (in that
+ * commit's call: a process that exits right after its run leaves no log behind), and once no
+ * commit came for {@link WAL_IDLE_MS} (a LangGraph thread, a paused run: they have no end; a
+ * process that exits before leaves the log to the next connection, and closing the store folds
+ * it too).
  */
 export class WalRest {
   readonly #db: SqliteDatabase
   #idle: NodeJS.Timeout | undefined
-  #ended: NodeJS.Timeout | undefined
 
   constructor(db: SqliteDatabase) {
     this.#db = db
@@ -125,12 +125,7 @@ export class WalRest {
 
   /** After a commit; `ended`: it ended a run. */
   afterCommit(ended: boolean): void {
-    if (ended) {
-      this.#ended ??= setTimeout(() => {
-        this.#ended = undefined
-        this.#rest()
-      }, 0).unref()
-    }
+    if (ended) this.#rest()
     // Re-armed, not replaced: a commit costs one timer update.
     if (this.#idle) this.#idle.refresh()
     else this.#idle = setTimeout(() => this.#rest(), WAL_IDLE_MS).unref()
@@ -139,8 +134,7 @@ export class WalRest {
   /** Before the connection closes. */
   stop(): void {
     clearTimeout(this.#idle)
-    clearTimeout(this.#ended)
-    this.#idle = this.#ended = undefined
+    this.#idle = undefined
   }
 
   #rest(): void {

@@ -149,7 +149,7 @@ export function commitImmediate(rest: WalRest, commit: { immediate(request: Comm
     if (err instanceof DuplicateCheckpointId) return { ok: false, reason: 'duplicate_id' }
     throw err
   }
-  // Each commit re-arms the connection's rest; one that ended a run has the log folded into the database just after.
+  // A run that just ended leaves the log folded into the database, not beside it; any other commit re-arms the idle fold.
   if (result.ok) rest.afterCommit(request.rows.some((row) => row.terminal))
   return result
 }
