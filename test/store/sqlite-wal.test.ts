@@ -25,11 +25,15 @@ function batch(count: number, chars: number, from = 0) {
   return Array.from({ length: count }, (_, i) => ({ runId: 'r', kind: 'k', phase: `p${from + i}`, payload: { text: `${from + i} `.repeat(chars / 5) } }))
 }
 
+/** ~1 MB in small commits: under the 2 MiB at which the log is checkpointed, so it is not. */
+async function fillLog(store: SqliteStore): Promise<void> {
+  for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
+}
+
 describe('the SQLite write-ahead log', () => {
   it('grows to a couple of MiB between checkpoints during a run, and shrinks back to 4 MiB after a larger batch', async () => {
     const { store, path } = await newStore()
-    // ~1 MB in small commits: under the 2 MiB at which the log is checkpointed, so it is not.
-    for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
+    await fillLog(store)
     expect(await walBytes(path)).toBeGreaterThan(1024 * 1024)
     // ~6 MB in one commit (a write-behind batch of a busy loop), then a small one: cut back to the limit.
     await store.write({ runId: 'r', checkpoints: batch(300, 20_000, 100) })
@@ -42,7 +46,7 @@ describe('the SQLite write-ahead log', () => {
 
   it('is folded into the database and truncated when a run ends', async () => {
     const { store, path } = await newStore()
-    for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
+    await fillLog(store)
     expect(await walBytes(path)).toBeGreaterThan(1024 * 1024)
     await store.save({ runId: 'r', kind: 'k', phase: 'end', payload: { done: true }, terminal: true })
     expect(await walBytes(path)).toBe(0)
@@ -55,7 +59,7 @@ describe('the SQLite write-ahead log', () => {
 
   it('a run that ends while another connection reads an older snapshot does not wait for it', async () => {
     const { store, path } = await newStore()
-    for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
+    await fillLog(store)
     const reader = new Database(path, { readonly: true })
     const rows = reader.prepare('SELECT id FROM checkpoints').iterate()
     rows.next() // holds a read snapshot open
@@ -72,7 +76,7 @@ describe('the SQLite write-ahead log', () => {
 
   it('is folded in once the store has been quiet for a second, when no run ends (a LangGraph thread)', async () => {
     const { store, path } = await newStore()
-    for (let k = 0; k < 10; k++) await store.write({ runId: 'r', checkpoints: batch(10, 10_000, k * 10) })
+    await fillLog(store)
     expect(await walBytes(path)).toBeGreaterThan(1024 * 1024)
     // Commits keep coming: the log stays.
     for (let k = 0; k < 4; k++) {

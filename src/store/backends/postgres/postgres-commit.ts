@@ -61,9 +61,11 @@ db: PostgresQueryable,
   const last = rows[rows.length - 1]
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-    const columns = CHECKPOINT_PARAMS.map((key) =>
-      key === 'parentId' ? storedParents(rows) : key === 'metadata' ? rows.map((row) => storedMetadata(row.metadata)) : key === 'body' ? rows.map((row) => storedBody(row.body)) : rows.map((row) => row[key]),
-    )
+    const columns = CHECKPOINT_PARAMS.map((key) => {
+      if (key === 'parentId') return storedParents(rows)
+      const stored = STORED_FORMS[key]
+      return stored ? rows.map(stored) : rows.map((row) => row[key])
+    })
     await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...columns])
   }
   // Effects commit with the checkpoints: in one statement per kind when their call ids are
@@ -87,6 +89,12 @@ db: PostgresQueryable,
  * The stored `parent_id` of each row: `''` for a row whose parent is the row before it in the
  * commit (`finishCommit` does the same for the first row against the run's stored checkpoints).
  */
+/** Checkpoint columns kept in a compact stored form (see `compact-metadata.ts`, `compact-body.ts`). */
+const STORED_FORMS: Partial<Record<(typeof CHECKPOINT_PARAMS)[number], (row: CommitRequest['rows'][number]) => string>> = {
+  metadata: (row) => storedMetadata(row.metadata),
+  body: (row) => storedBody(row.body),
+}
+
 function storedParents(rows: CommitRequest['rows']): (string | null)[] {
   return rows.map((row, k) => {
     const before = rows[k - 1]

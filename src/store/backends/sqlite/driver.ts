@@ -1,8 +1,8 @@
-import { statSync } from 'node:fs'
 /**
  * The slice of better-sqlite3 the SQLite backend uses, declared here so Cairn does not depend on
  * the driver's types, and how every connection of the backend is set up.
  */
+import { statSync } from 'node:fs'
 
 /**
  * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
