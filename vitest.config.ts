@@ -53,8 +53,8 @@ export default defineConfig({
   resolve: {
     // The package's own entry points resolve to the sources, as in tsconfig.json `paths`.
     alias: [
-      { find: /^cairn$/, replacement: src('index') },
-      { find: /^cairn\/(engine|langgraph|postgres|sqlite|testing)$/, replacement: src('$1') },
+      { find: /^cairn-agents$/, replacement: src('index') },
+      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|langgraph|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
     ],
   },
   test: {

@@ -8,8 +8,8 @@
 import { spawn } from 'node:child_process'
 import { rm, stat } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
-import { hashValue, type CheckpointStore } from 'cairn'
-import { SqliteStore } from 'cairn/sqlite'
+import { hashValue, type CheckpointStore } from 'cairn-agents'
+import { SqliteStore } from 'cairn-agents/sqlite'
 
 const DB_PATH = '.cairn/tour.db'
 const RUN_ID = 'tour-run'

@@ -17,8 +17,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
-import { Agent, tool, type AgentResultJSON, type CheckpointJSON, type ModelRequest } from 'cairn'
-import { ScriptedModel, type ScriptedTurn } from 'cairn/testing'
+import { Agent, tool, type AgentResultJSON, type CheckpointJSON, type ModelRequest } from 'cairn-agents'
+import { ScriptedModel, type ScriptedTurn } from 'cairn-agents/testing'
 
 const PROMPT = 'Look up several keys and summarize the results'
 

@@ -42,13 +42,13 @@ import {
   type RuntimeSnapshot,
   type ToolUseBlock,
   type WriteBatch,
-} from 'cairn'
-import { SqliteStore } from 'cairn/sqlite'
-import { ScriptedModel, type ScriptedResponse } from 'cairn/testing'
-import type { Model } from 'cairn'
+} from 'cairn-agents'
+import { SqliteStore } from 'cairn-agents/sqlite'
+import { ScriptedModel, type ScriptedResponse } from 'cairn-agents/testing'
+import type { Model } from 'cairn-agents'
 
 /** The real-model adapters, loaded only when CAIRN_MODEL asks for one. */
-const realModels = process.env.CAIRN_MODEL ? { ...(await import('cairn/openai')), ...(await import('cairn/anthropic')) } : undefined
+const realModels = process.env.CAIRN_MODEL ? { ...(await import('cairn-agents/openai')), ...(await import('cairn-agents/anthropic')) } : undefined
 
 const RUN_ID = 'research-demo'
 const QUESTION = 'How do durable AI agents survive a crash without repeating work?'

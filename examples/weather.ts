@@ -7,8 +7,8 @@
  *   npx tsx examples/weather.ts
  */
 import { z } from 'zod'
-import { Agent, tool, type ModelRequest } from 'cairn'
-import { ScriptedModel } from 'cairn/testing'
+import { Agent, tool, type ModelRequest } from 'cairn-agents'
+import { ScriptedModel } from 'cairn-agents/testing'
 
 const getWeather = tool({
   name: 'get_weather',

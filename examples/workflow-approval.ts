@@ -20,8 +20,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { executor, getLatestWorkflowCheckpoint, WorkflowBuilder, type CheckpointStorage, type RequestInfoEvent, type WorkflowContext, type WorkflowRunResult } from 'cairn'
-import { SqliteStore } from 'cairn/sqlite'
+import { executor, getLatestWorkflowCheckpoint, WorkflowBuilder, type CheckpointStorage, type RequestInfoEvent, type WorkflowContext, type WorkflowRunResult } from 'cairn-agents'
+import { SqliteStore } from 'cairn-agents/sqlite'
 
 interface Draft {
   text: string

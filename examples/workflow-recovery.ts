@@ -14,7 +14,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { Executor, FileCheckpointStorage, WorkflowBuilder, type CheckpointRecord, type CheckpointStorage, type WorkflowCheckpoint, type WorkflowContext } from 'cairn'
+import { Executor, FileCheckpointStorage, WorkflowBuilder, type CheckpointRecord, type CheckpointStorage, type WorkflowCheckpoint, type WorkflowContext } from 'cairn-agents'
 
 interface Item {
   id: number

@@ -16,8 +16,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Executor, FileCheckpointStorage, WorkflowBuilder, type CheckpointStore, type WorkflowCheckpoint, type WorkflowContext } from 'cairn'
-import { SqliteStore } from 'cairn/sqlite'
+import { Executor, FileCheckpointStorage, WorkflowBuilder, type CheckpointStore, type WorkflowCheckpoint, type WorkflowContext } from 'cairn-agents'
+import { SqliteStore } from 'cairn-agents/sqlite'
 
 interface Task {
   remaining: number[]

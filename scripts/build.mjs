@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Builds dist/, the published package: `tsc` writes the type declarations (and typechecks the
-// sources), esbuild writes the JavaScript, so a program that imports `cairn` and `cairn/sqlite`
+// sources), esbuild writes the JavaScript, so a program that imports `cairn-agents` and `cairn-agents/sqlite`
 // loads a handful of files, not a hundred (each file costs a fresh process time to resolve,
 // read, compile and link).
 //
@@ -8,7 +8,7 @@
 //
 // Three bundles:
 // - the library: one file per entry point of package.json, the code entry points share in
-//   chunks beside them, so `cairn` and `cairn/sqlite` see one copy of every class (`instanceof`
+//   chunks beside them, so `cairn-agents` and `cairn-agents/sqlite` see one copy of every class (`instanceof`
 //   holds across entry points);
 // - the command line (dist/cli/): only the code of src/cli; it takes the library from the entry
 //   points above (src/cli imports `../index.js`, never a module behind it), so a user's agents

@@ -1,14 +1,14 @@
 /**
- * `cairn/engine`: everything needed to write a storage backend for Cairn. A backend is a
+ * `cairn-agents/engine`: everything needed to write a storage backend for Cairn. A backend is a
  * {@link StorageEngine}: it stores rows and strings and never parses payloads; {@link EngineStore}
  * turns it into a full `CheckpointStore` (codec, append-only lists, digests, validation,
  * migrations). The optional lease capability ({@link LeaseEngine}, the engine's `leases` field)
  * lets workers share the backend; {@link LeaseTable} implements it for engines whose rows live
- * in the process. Check a backend with `runEngineConformance` from `cairn/testing`.
+ * in the process. Check a backend with `runEngineConformance` from `cairn-agents/testing`.
  *
  * @example
  * ```ts
- * import { EngineStore, type StorageEngine } from 'cairn/engine'
+ * import { EngineStore, type StorageEngine } from 'cairn-agents/engine'
  * class MyEngine implements StorageEngine { ... }
  * const store = new EngineStore(new MyEngine())
  * ```

@@ -3,9 +3,9 @@
  *
  * The core API, listed by name: the codec, hashing, ids and errors; the store interfaces with
  * their dependency-free backends; the model interface, tools and the agent loop; the workflow
- * engine; the Runner; workers and their client; run events. SQLite lives in `cairn/sqlite`,
- * Postgres in `cairn/postgres`, the storage-engine SPI in `cairn/engine`, test helpers in
- * `cairn/testing`.
+ * engine; the Runner; workers and their client; run events. SQLite lives in `cairn-agents/sqlite`,
+ * Postgres in `cairn-agents/postgres`, the storage-engine SPI in `cairn-agents/engine`, test helpers in
+ * `cairn-agents/testing`.
  */
 
 // core

@@ -1,11 +1,11 @@
 /**
- * `cairn/postgres`: the PostgreSQL backend, for many workers on many machines. Opening a store by
+ * `cairn-agents/postgres`: the PostgreSQL backend, for many workers on many machines. Opening a store by
  * connection string needs the optional peer dependency `pg`; over an embedded PGlite database
  * (`PGliteClient`) it needs `@electric-sql/pglite` instead. The core `cairn` entry imports neither.
  *
  * @example
  * ```ts
- * import { PostgresStore } from 'cairn/postgres'
+ * import { PostgresStore } from 'cairn-agents/postgres'
  * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL! })
  * ```
  */

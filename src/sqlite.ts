@@ -1,10 +1,10 @@
 /**
- * `cairn/sqlite`: the SQLite backend, the embedded default. Needs the optional peer dependency
+ * `cairn-agents/sqlite`: the SQLite backend, the embedded default. Needs the optional peer dependency
  * `better-sqlite3`; the core `cairn` entry never imports it.
  *
  * @example
  * ```ts
- * import { SqliteStore } from 'cairn/sqlite'
+ * import { SqliteStore } from 'cairn-agents/sqlite'
  * const store = new SqliteStore({ path: '.cairn/cairn.db' })
  * ```
  */

@@ -36,7 +36,7 @@ const langgraph = (backend: 'memory' | 'sqlite' | 'postgres', saver: string, del
   persistent: backend !== 'memory',
 })
 
-/** LangGraph's graph on `CairnSaver` (`cairn/langgraph`), measured against the graph without a checkpointer. */
+/** LangGraph's graph on `CairnSaver` (`cairn-agents/langgraph`), measured against the graph without a checkpointer. */
 const cairnSaver = (backend: 'sqlite' | 'postgres', store: string): SystemSpec => ({
   id: `langgraph-cairn-${backend}`,
   label: `LangGraph CairnSaver (${store})`,

@@ -362,7 +362,7 @@ export interface StoreAdmin {
 /**
  * Durable storage for runs, checkpoints and the effect journal: reading ({@link StoreReader}),
  * writing ({@link StoreWriter}) and administration ({@link StoreAdmin}). Cairn ships memory,
- * file, SQLite and Postgres backends, and `runStoreConformance` from `cairn/testing` checks any
+ * file, SQLite and Postgres backends, and `runStoreConformance` from `cairn-agents/testing` checks any
  * other implementation. Code that only reads, or only executes runs, asks for the smaller part
  * it uses (`StoreReader`, `RunStore`).
  *

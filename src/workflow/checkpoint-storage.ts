@@ -41,7 +41,7 @@ export interface FileCheckpointStorageOptions extends EngineStoreOptions {
 /**
  * Checkpoint storage in a directory: a `FileStore` (atomic writes, path traversal refused,
  * unreadable files skipped with a warning when listing). For one process at a time; use
- * `SqliteStore` from `cairn/sqlite` when several processes share the storage.
+ * `SqliteStore` from `cairn-agents/sqlite` when several processes share the storage.
  *
  * @example
  * ```ts

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import type { CheckpointStore } from 'cairn'
-import { CairnSaver } from 'cairn/langgraph'
+import type { CheckpointStore } from 'cairn-agents'
+import { CairnSaver } from 'cairn-agents/langgraph'
 
 /** One store backend under LangGraph's checkpointer validation suite. */
 export interface SaverBackend {

@@ -1,4 +1,4 @@
-import { MemoryStore } from 'cairn'
+import { MemoryStore } from 'cairn-agents'
 import { validateCairnSaver } from './validation-suite.js'
 
 await validateCairnSaver({ name: 'MemoryStore', open: () => new MemoryStore() })

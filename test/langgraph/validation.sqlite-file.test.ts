@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { FileStore } from 'cairn'
-import { SqliteStore } from 'cairn/sqlite'
+import { FileStore } from 'cairn-agents'
+import { SqliteStore } from 'cairn-agents/sqlite'
 import { validateCairnSaver } from './validation-suite.js'
 
 const root = mkdtempSync(join(tmpdir(), 'cairn-langgraph-'))

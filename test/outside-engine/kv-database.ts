@@ -1,4 +1,4 @@
-import { LeaseTable } from 'cairn/engine'
+import { LeaseTable } from 'cairn-agents/engine'
 
 /**
  * The "database" under the outside engine: a key-value map of JSON texts, plus the lease table

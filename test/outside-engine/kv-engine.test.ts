@@ -1,10 +1,10 @@
 import { readdir, readFile } from 'node:fs/promises'
 import { expect, it } from 'vitest'
-import { runEngineConformance } from 'cairn/testing'
+import { runEngineConformance } from 'cairn-agents/testing'
 import { KvEngine } from './kv-engine.js'
 
 /**
- * An engine written only against the published `cairn/engine` entry point (see the imports of
+ * An engine written only against the published `cairn-agents/engine` entry point (see the imports of
  * kv-engine.ts, kv-leases.ts and kv-database.ts) passes the engine conformance suite, its lease
  * capability detected and checked.
  */
@@ -25,6 +25,6 @@ it('the outside engine imports nothing of Cairn but cairn/engine', async () => {
   expect(sources.sort()).toEqual(['kv-database.ts', 'kv-engine.ts', 'kv-leases.ts'])
   for (const name of sources) {
     const specifiers = [...(await readFile(new URL(name, dir), 'utf8')).matchAll(/from '([^']+)'/g)].map((match) => match[1])
-    expect(specifiers.filter((specifier) => specifier !== 'cairn/engine' && !specifier!.startsWith('./')), name).toEqual([])
+    expect(specifiers.filter((specifier) => specifier !== 'cairn-agents/engine' && !specifier!.startsWith('./')), name).toEqual([])
   }
 })

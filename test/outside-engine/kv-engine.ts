@@ -19,12 +19,12 @@ import {
   type RunPatch,
   type RunRow,
   type StorageEngine,
-} from 'cairn/engine'
+} from 'cairn-agents/engine'
 import { databaseAt, key, type KvDatabase } from './kv-database.js'
 import { kvLeases } from './kv-leases.js'
 
 /**
- * A storage engine written the way a third party would: against `cairn/engine` only, over a
+ * A storage engine written the way a third party would: against `cairn-agents/engine` only, over a
  * key-value map of JSON texts. Not shipped; the engine conformance suite runs against it.
  */
 export class KvEngine implements StorageEngine {

@@ -1,4 +1,4 @@
-import { applyRunPatch, CLAIMABLE_STATUSES, unleased, type LeaseEngine, type RunPatch, type RunRow } from 'cairn/engine'
+import { applyRunPatch, CLAIMABLE_STATUSES, unleased, type LeaseEngine, type RunPatch, type RunRow } from 'cairn-agents/engine'
 import { key, type KvDatabase } from './kv-database.js'
 
 /** The lease capability of the outside engine, over the published lease table. */

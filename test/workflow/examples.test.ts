@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { linesStartingWith, runScript } from '../support/child.js'
 
-// The examples import `cairn` and `cairn/sqlite`, which resolve to dist/: `npm test` builds first.
+// The examples import `cairn` and `cairn-agents/sqlite`, which resolve to dist/: `npm test` builds first.
 const TIMEOUT_MS = 60_000
 const SQUARES = JSON.stringify([{ 1: 1, 2: 4, 3: 9, 4: 16, 5: 25, 6: 36, 7: 49, 8: 64, 9: 81, 10: 100 }])
 

@@ -28,7 +28,7 @@ export interface AISDKModelOptions {
  * @example
  * ```ts
  * import { anthropic } from '@ai-sdk/anthropic'
- * import { AISDKModel } from 'cairn/ai-sdk'
+ * import { AISDKModel } from 'cairn-agents/ai-sdk'
  * const model = new AISDKModel(anthropic('claude-sonnet-4-5'))
  * ```
  */

@@ -34,7 +34,7 @@ export interface AnthropicModelOptions extends AdapterOptions {
  *
  * @example
  * ```ts
- * import { AnthropicModel } from 'cairn/anthropic'
+ * import { AnthropicModel } from 'cairn-agents/anthropic'
  * const model = new AnthropicModel({ model: 'claude-sonnet-4-5', thinking: { type: 'enabled', budget_tokens: 2048 } })
  * ```
  */

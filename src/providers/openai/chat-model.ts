@@ -12,7 +12,7 @@ import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
  *
  * @example
  * ```ts
- * import { OpenAIChatModel } from 'cairn/openai'
+ * import { OpenAIChatModel } from 'cairn-agents/openai'
  * const model = new OpenAIChatModel({ model: 'gpt-4.1-mini' })
  * ```
  */

@@ -28,7 +28,7 @@ export interface OpenAIResponsesModelOptions extends OpenAIModelOptions {
  *
  * @example
  * ```ts
- * import { OpenAIResponsesModel } from 'cairn/openai'
+ * import { OpenAIResponsesModel } from 'cairn-agents/openai'
  * const model = new OpenAIResponsesModel({ model: 'gpt-5-mini', stateful: true })
  * const agent = new Agent({ model, tools: [getWeather] })
  * ```

@@ -75,7 +75,7 @@ export interface StorageEngine {
   /**
    * Delete checkpoints of one run, then drop list items no remaining checkpoint of the run
    * references, in one atomic step with the run's commits. Returns how many checkpoints were
-   * deleted. `retainedListLengths` (from `cairn/engine`) reads the remaining rows' `lists` and says how many items
+   * deleted. `retainedListLengths` (from `cairn-agents/engine`) reads the remaining rows' `lists` and says how many items
    * of each list to keep (drop the lists it does not name); when it returns `undefined` (a row is
    * unreadable), keep every item.
    */

@@ -3,12 +3,12 @@ import type { StoreFactory } from './store-factory.js'
 
 /**
  * Register the store conformance suite with vitest (see `registerStoreConformance`). Vitest is
- * loaded only when this is called, so the rest of `cairn/testing` (ScriptedModel, MemoryStore)
+ * loaded only when this is called, so the rest of `cairn-agents/testing` (ScriptedModel, MemoryStore)
  * works outside a test runner. Await it at the top level of a test file.
  *
  * @example
  * ```ts
- * import { runStoreConformance } from 'cairn/testing'
+ * import { runStoreConformance } from 'cairn-agents/testing'
  * await runStoreConformance({ name: 'my-store', open: (dir) => new MyStore(dir) })
  * ```
  */
@@ -19,14 +19,14 @@ export async function runStoreConformance(factory: StoreFactory): Promise<void> 
 
 /**
  * Register the engine conformance suite with vitest for a `StorageEngine` written against
- * `cairn/engine`: the engine's own contract on rows, the store conformance cases through an
+ * `cairn-agents/engine`: the engine's own contract on rows, the store conformance cases through an
  * `EngineStore` over it, and — detected from the engine's `leases` field — the lease and fencing
  * cases. Vitest is loaded only when this is called. Await it at the top level of a test file;
  * it resolves to the optional capabilities it found.
  *
  * @example
  * ```ts
- * import { runEngineConformance } from 'cairn/testing'
+ * import { runEngineConformance } from 'cairn-agents/testing'
  * await runEngineConformance({ name: 'my-engine', open: (location) => new MyEngine({ directory: location }) })
  * ```
  */

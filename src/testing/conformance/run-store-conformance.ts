@@ -19,7 +19,7 @@ import { useSuiteContext } from './suite-context.js'
  * @example
  * ```ts
  * // my-store.conformance.test.ts
- * import { runStoreConformance } from 'cairn/testing'
+ * import { runStoreConformance } from 'cairn-agents/testing'
  * await runStoreConformance({ name: 'my-store', open: (dir) => new MyStore(dir), childModule: '/abs/open-my-store.js' })
  * ```
  */

@@ -21,7 +21,7 @@ export interface PGliteDatabase {
  * @example
  * ```ts
  * import { PGlite } from '@electric-sql/pglite'
- * import { PGliteClient, PostgresStore } from 'cairn/postgres'
+ * import { PGliteClient, PostgresStore } from 'cairn-agents/postgres'
  *
  * const db = await PGlite.create('./.cairn/pgdata')
  * const store = new PostgresStore({ pool: new PGliteClient(db) })

@@ -39,7 +39,7 @@ export type PostgresStoreOptions = PostgresConnection & PostgresStoreSettings
  *
  * @example
  * ```ts
- * import { PostgresStore } from 'cairn/postgres'
+ * import { PostgresStore } from 'cairn-agents/postgres'
  *
  * const store = new PostgresStore({ connectionString: process.env.DATABASE_URL!, schema: 'cairn' })
  * await store.ready() // optional: fail fast when the server is unreachable
@@ -102,7 +102,7 @@ type OwnedPool = InstanceType<PgModule['Pool']>
 
 /**
  * A `pg.Pool` created on first use: `pg` is imported only when a store is opened by connection
- * string, so `cairn/postgres` over PGlite does not need it installed.
+ * string, so `cairn-agents/postgres` over PGlite does not need it installed.
  */
 class PgPool implements PostgresPool {
   readonly #pool: Promise<OwnedPool>

@@ -37,7 +37,7 @@ export type SqliteStoreOptions = EngineStoreOptions &
  *
  * @example
  * ```ts
- * import { SqliteStore } from 'cairn/sqlite'
+ * import { SqliteStore } from 'cairn-agents/sqlite'
  *
  * const store = new SqliteStore({ path: '.cairn/cairn.db' })
  * await store.save({ runId: 'r1', kind: 'demo', phase: 'start', payload: { n: 1 } })
