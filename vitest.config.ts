@@ -20,6 +20,7 @@ const integration = [
   'test/hostile/fuzz.test.ts',
   'test/hostile/injection.test.ts',
   'test/langgraph/graph.test.ts',
+  'test/langgraph/threads.test.ts',
   'test/langgraph/validation.postgres.test.ts',
   'test/langgraph/validation.sqlite-file.test.ts',
   'test/migrations.test.ts',

@@ -80,6 +80,7 @@ export type { RunResult, RunState } from './runner/run-result.js'
 export { summarizeRun, type RunSummary } from './runner/run-summary.js'
 export { Runner, type ResumeOptions, type RunnerOptions, type RunOptions, type StreamOptions } from './runner/runner.js'
 export { buildTimeline, formatTimeline, type Timeline, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
+export { buildThreadTimelines, formatThreadTimeline, summarizeThread, type ThreadEntry, type ThreadState, type ThreadSummary, type ThreadTimeline } from './integrations/langgraph/thread-view.js'
 
 // worker
 export { CairnClient, type EnqueueOptions, type ResultOptions } from './worker/cairn-client.js'

@@ -1,4 +1,4 @@
-import { buildTimeline, diffCheckpoints, encodeValue, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
+import { buildThreadTimelines, buildTimeline, formatThreadTimeline, summarizeThread, diffCheckpoints, encodeValue, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'
@@ -13,7 +13,7 @@ export async function runsCommand(ctx: Context, options: { status?: string; name
   }
   const store = await ctx.store()
   const runs = await findRuns(store, { limit, ...(options.status === undefined ? {} : { status: options.status as RunStatus }), ...(options.name === undefined ? {} : { search: options.name }) })
-  const summaries = await Promise.all(runs.map((run) => summarizeRun(store, run)))
+  const summaries = await Promise.all(runs.map(async (run) => (await summarizeThreadRun(store, run)) ?? summarizeRun(store, run)))
   ctx.out.result(summaries, () => {
     const rows = summaries.map((s) => [s.runId, s.name, s.status, s.steps, s.checkpoints, s.toolCalls, s.tokens, time(s.startedAt), time(s.updatedAt), s.owner])
     for (const line of table(['RUN', 'NAME', 'STATUS', 'STEPS', 'CHECKPOINTS', 'TOOL CALLS', 'TOKENS', 'STARTED', 'UPDATED', 'OWNER'], rows)) ctx.out.line(line)
@@ -48,6 +48,17 @@ export async function showCommand(ctx: Context, runId: string | undefined, optio
     return
   }
   if (runId === undefined) throw new CliError('show needs a run id: cairn show RUN (list them with `cairn runs`)')
+  // A LangGraph thread is shown by its thread id or by the run of one of its namespaces.
+  const threads = await buildThreadTimelines(store, runId)
+  if (threads.length > 0) {
+    ctx.out.result(threads, () => {
+      for (const [i, thread] of threads.entries()) {
+        if (i > 0) ctx.out.line()
+        for (const line of formatThreadTimeline(thread)) ctx.out.line(line)
+      }
+    })
+    return
+  }
   await ctx.run(runId)
   const timeline = await buildTimeline(store, runId)
   ctx.out.result(timeline.entries, () => {
@@ -117,4 +128,15 @@ export function positiveInt(value: string, flag: string): number {
   const n = Number(value)
   if (!Number.isInteger(n) || n <= 0) throw new CliError(`${flag} must be a positive integer, got ${JSON.stringify(value)}`)
   return n
+}
+
+type Store = Awaited<ReturnType<Context['store']>>
+
+/** A LangGraph thread namespace as a line of `cairn runs`: its thread id as the name, its state as the status. */
+async function summarizeThreadRun(store: Store, run: RunRecord) {
+  const thread = await summarizeThread(store, run)
+  if (!thread) return undefined
+  const name = `thread ${thread.threadId}${thread.checkpointNs === '' ? '' : ` ns ${thread.checkpointNs}`}`
+  const status = thread.state === 'pending' ? `next: ${thread.next.join(',')}` : thread.state
+  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph' }
 }

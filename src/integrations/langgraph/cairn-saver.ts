@@ -17,7 +17,7 @@ import {
 import { CheckpointError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
-import { loadValue, storeValue, type StoredValue } from './stored-values.js'
+import { loadValue, storeValue, type RevivedItemMemo, type StoredItemMemo, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
 
 /** Checkpoints a listing reads from the store at once. */
@@ -76,6 +76,8 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #stored = new Map<string, ChannelVersions>()
   /** The array channels each run stored last, by run: what the next put reuses items of. */
   readonly #arrays = new Map<string, Map<string, StoredValue>>()
+  /** The stored form of every array item object put so far: a put serializes only new items. */
+  readonly #items: StoredItemMemo = new WeakMap()
 
   constructor(options: CairnSaverOptions) {
     super(options.serde)
@@ -113,11 +115,13 @@ export class CairnSaver extends BaseCheckpointSaver {
       filter: options.filter,
       metadataOf: (header) => this.#metadataOf(header),
     })
-    // Load page by page, each run's checkpoints and pending writes in one read each; revive one at a time.
+    // Load page by page, each run's checkpoints and pending writes in one read each; revive one at a
+    // time, each stored item once for the whole listing (the states of a thread share their messages).
+    const revived: RevivedItemMemo = new WeakMap()
     for (let start = 0; start < listed.length; start += LIST_PAGE) {
       const page = listed.slice(start, start + LIST_PAGE)
       const { records, writes } = await this.#loadListed(page)
-      for (const { info } of page) yield await this.#tuple(records.get(info.id)!, writes.get(info.id) ?? [])
+      for (const { info } of page) yield await this.#tuple(records.get(info.id)!, writes.get(info.id) ?? [], revived)
     }
   }
 
@@ -137,7 +141,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       const changed = Object.prototype.hasOwnProperty.call(newVersions, channel)
       const kept = version !== undefined && carried[channel] === version
       if (value === undefined || (!changed && !kept)) continue
-      values[channel] = await storeValue(this.serde, value, arrays.get(channel))
+      values[channel] = await storeValue(this.serde, value, { previous: arrays.get(channel), memo: this.#items })
       if (version !== undefined) stored[channel] = version
     }
     const header: SavedHeader = { ...place, checkpointId: checkpoint.id, parentId, metadata: await storeValue(this.serde, metadata), stored }
@@ -250,11 +254,11 @@ export class CairnSaver extends BaseCheckpointSaver {
     return { records, writes }
   }
 
-  async #tuple(record: CheckpointRecord<SavedCheckpoint> | CheckpointInfo & { payload: SavedCheckpoint }, writes: readonly PendingWriteRecord[]): Promise<CheckpointTuple> {
+  async #tuple(record: CheckpointRecord<SavedCheckpoint> | CheckpointInfo & { payload: SavedCheckpoint }, writes: readonly PendingWriteRecord[], revived?: RevivedItemMemo): Promise<CheckpointTuple> {
     const header = headerOf(record)
     if (!header) throw new CheckpointError('checkpoint_corrupt', `checkpoint ${record.id} of run ${record.runId} is not a LangGraph checkpoint`, { runId: record.runId, checkpointId: record.id })
     const channelValues: Record<string, unknown> = {}
-    for (const [channel, value] of Object.entries(record.payload.values)) channelValues[channel] = await loadValue(this.serde, value)
+    for (const [channel, value] of Object.entries(record.payload.values)) channelValues[channel] = await loadValue(this.serde, value, { revived, stored: this.#items })
     const checkpoint = { ...record.payload.checkpoint, channel_values: channelValues } as Checkpoint
     const place = { threadId: header.threadId, checkpointNs: header.checkpointNs }
     if (checkpoint.v < 4 && header.parentId !== null) await this.#migratePendingSends(checkpoint, place, header.parentId)

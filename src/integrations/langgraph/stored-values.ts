@@ -10,34 +10,71 @@ import { freezeDeep } from '../../core/freeze.js'
  */
 export type StoredValue = { t: string; s: string } | { t: string; j: JsonValue } | { t: string; b: Uint8Array } | { t: 'items'; items: StoredValue[] }
 
+/**
+ * The stored form of each array item object a saver has put, by the object itself. LangGraph
+ * hands the same message objects to every put of a thread while they stay in the conversation,
+ * so a put serializes only the items that are new or were replaced (a `RemoveMessage`, a reducer
+ * that rewrites history: both make new arrays of new or fewer objects, and a new object is always
+ * serialized). Weakly held: an item the graph dropped is forgotten with it.
+ */
+export type StoredItemMemo = WeakMap<object, StoredValue>
+
+/**
+ * The values revived from stored items during one read, by stored item: a listing of a whole
+ * thread revives each message once and gives every state that holds it the same object.
+ */
+export type RevivedItemMemo = WeakMap<StoredValue, unknown>
+
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /**
- * Serialize a value through `serde`; an array item by item. An item whose serialization equals
- * the item at the same place of `previous` (the array as stored last time) is that very frozen
- * object, so the store takes its stored JSON as it is instead of encoding it again.
+ * Serialize a value through `serde`; an array item by item. An item object found in `memo` is
+ * not serialized again: its stored form (a frozen object) is reused, and the store recognises it
+ * as an item it already holds. An item that is not an object is compared, once serialized, with
+ * the item at the same place of `previous` (the array as stored last time).
  */
-export async function storeValue(serde: SerializerProtocol, value: unknown, previous?: StoredValue): Promise<StoredValue> {
-  if (Array.isArray(value)) {
-    const before = previous !== undefined && 'items' in previous ? previous.items : []
-    const items: StoredValue[] = []
-    for (const item of value as unknown[]) {
-      const stored = await storeItem(serde, item)
-      const same = before[items.length]
-      items.push(same !== undefined && sameStored(same, stored) ? same : freezeDeep(stored))
+export async function storeValue(serde: SerializerProtocol, value: unknown, options: { previous?: StoredValue | undefined; memo?: StoredItemMemo | undefined } = {}): Promise<StoredValue> {
+  if (!Array.isArray(value)) return storeItem(serde, value)
+  const { previous, memo } = options
+  const before = previous !== undefined && 'items' in previous ? previous.items : []
+  const items: StoredValue[] = []
+  for (const item of value as unknown[]) {
+    const object = typeof item === 'object' && item !== null ? item : undefined
+    const known = object && memo?.get(object)
+    if (known) {
+      items.push(known)
+      continue
     }
-    return { t: 'items', items }
+    const stored = await storeItem(serde, item)
+    const same = before[items.length]
+    const kept = same !== undefined && sameStored(same, stored) ? same : freezeDeep(stored)
+    if (object && memo) memo.set(object, kept)
+    items.push(kept)
   }
-  return storeItem(serde, value)
+  return { t: 'items', items }
 }
 
-/** The value a {@link StoredValue} was made from, through `serde`. */
-export async function loadValue(serde: SerializerProtocol, stored: StoredValue): Promise<unknown> {
+/**
+ * The value a {@link StoredValue} was made from, through `serde`. With `memos.revived`, an array
+ * item already revived in the same read is that same object; with `memos.stored`, each revived
+ * item object is remembered with its stored form, so putting it back costs no serialization.
+ */
+export async function loadValue(serde: SerializerProtocol, stored: StoredValue, memos: { revived?: RevivedItemMemo | undefined; stored?: StoredItemMemo | undefined } = {}): Promise<unknown> {
   if ('items' in stored) {
     // One item at a time: a thousand revivals in flight at once cost more in garbage than they save.
     const items: unknown[] = []
-    for (const item of stored.items) items.push(await loadValue(serde, item))
+    for (const item of stored.items) {
+      if (memos.revived?.has(item)) {
+        items.push(memos.revived.get(item))
+        continue
+      }
+      const revived = await loadValue(serde, item)
+      memos.revived?.set(item, revived)
+      // The graph puts this object back unchanged while it stays in the state: its stored form is known.
+      if (memos.stored && typeof revived === 'object' && revived !== null) memos.stored.set(revived, freezeDeep(item))
+      items.push(revived)
+    }
     return items
   }
   if ('s' in stored) return serde.loadsTyped(stored.t, stored.s)
