@@ -61,6 +61,12 @@ function blocksOf(file: string, text: string): Block[] {
   return blocks
 }
 
+/** The anchors of a Markdown file's headings, as GitHub makes them. */
+function headingSlugs(text: string): string[] {
+  const outside = text.replace(/^```[\s\S]*?^```/gm, '')
+  return [...outside.matchAll(/^#{1,6} (.+)$/gm)].map((match) => match[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'))
+}
+
 /** The texts a block promises to print: what follows `// prints:` at the end of a line. */
 function promisedOutput(code: string): string[] {
   return [...code.matchAll(/\/\/ prints: (.+)$/gm)].map((match) => match[1]!.trim())
@@ -73,33 +79,18 @@ let work = ''
 let openai: FakeOpenAI
 let typeErrors: Map<string, string>
 
-beforeAll(async () => {
-  work = mkdtempSync(join(ROOT, '.docs-check-'))
-  for (const block of blocks) {
-    mkdirSync(join(work, block.name))
-    writeFileSync(join(work, block.name, 'block.ts'), block.code)
-  }
-  // The repository's compiler options, `paths` included, over the blocks alone.
-  writeFileSync(join(work, 'tsconfig.json'), JSON.stringify({ extends: '../tsconfig.json', compilerOptions: { noEmit: true, rootDir: '..' }, include: ['*/block.ts'] }))
-  openai = await FakeOpenAI.start()
-  typeErrors = await typeCheck(work)
-}, 120_000)
-
-afterAll(async () => {
-  await openai?.close()
-  if (work !== '') rmSync(work, { recursive: true, force: true })
-})
-
 describe('README.md', () => {
   it(`is at most ${README_MAX_LINES} lines`, () => {
     expect(texts.get('README.md')!.split('\n').length).toBeLessThanOrEqual(README_MAX_LINES)
   })
 
-  it('links only to files that exist', () => {
+  it('and the docs pages link only to files and headings that exist', () => {
     for (const file of files) {
-      for (const [, target] of texts.get(file)!.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+      for (const [, target, anchor] of texts.get(file)!.matchAll(/\]\(([^)#\s]*)(?:#([^)\s]*))?\)/g)) {
         if (/^[a-z]+:/.test(target!)) continue
-        expect(existsSync(resolve(ROOT, dirname(file), target!)), `${file} links to ${target}`).toBe(true)
+        const path = target === '' ? join(ROOT, file) : resolve(ROOT, dirname(file), target!)
+        expect(existsSync(path), `${file} links to ${target}`).toBe(true)
+        if (anchor !== undefined && path.endsWith('.md')) expect(headingSlugs(readFileSync(path, 'utf8')), `${file} links to ${target}#${anchor}`).toContain(anchor)
       }
     }
   })
@@ -111,7 +102,24 @@ describe('README.md', () => {
 })
 
 describe('every ```ts block of the documentation', () => {
-  it('finds blocks in the README and in every page that has code', () => {
+  beforeAll(async () => {
+    work = mkdtempSync(join(ROOT, '.docs-check-'))
+    for (const block of blocks) {
+      mkdirSync(join(work, block.name))
+      writeFileSync(join(work, block.name, 'block.ts'), block.code)
+    }
+    // The repository's compiler options, `paths` included, over the blocks alone.
+    writeFileSync(join(work, 'tsconfig.json'), JSON.stringify({ extends: '../tsconfig.json', compilerOptions: { noEmit: true, rootDir: '..' }, include: ['*/block.ts'] }))
+    openai = await FakeOpenAI.start()
+    typeErrors = await typeCheck(work)
+  }, 180_000)
+
+  afterAll(async () => {
+    await openai?.close()
+    if (work !== '') rmSync(work, { recursive: true, force: true })
+  })
+
+  it('finds blocks in the README and the pages, most of them runnable', () => {
     expect(blocks.filter((block) => block.where.startsWith('README.md:')).length).toBeGreaterThan(0)
     expect(blocks.filter((block) => block.run).length).toBeGreaterThan(blocks.length / 2)
   })
