@@ -3,7 +3,7 @@ import js from '@eslint/js'
 import tseslint from 'typescript-eslint'
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.cairn/**', 'bench/results/**', 'scratch/**', 'bench/peers/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.cairn/**', 'bench/results/**', 'scratch/**', 'bench/peers/**', '.docs-check-*/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -15,6 +15,7 @@ const integration = [
   'test/conformance/sqlite.conformance.test.ts',
   'test/conformance/postgres.*.test.ts',
   'test/demo.test.ts',
+  'test/docs.test.ts',
   'test/examples.test.ts',
   'test/file-engine.test.ts',
   'test/hostile/fuzz.test.ts',
