@@ -121,6 +121,24 @@ export class ModelError extends CairnError {
   }
 }
 
+/** A bound of a model call (see the provider adapters' `idleTimeoutMs`, `totalTimeoutMs`, `maxOutputChars`). */
+export type ModelLimit = 'idleTimeoutMs' | 'totalTimeoutMs' | 'maxOutputChars'
+
+/**
+ * A model call hit one of its bounds and was aborted: the stream went quiet for longer than
+ * `idleTimeoutMs`, the call took longer than `totalTimeoutMs`, or the answer grew beyond
+ * `maxOutputChars`. `limit` names the option that sets the bound. A timeout is retryable; an
+ * answer that was too long is not.
+ */
+export class ModelLimitError extends ModelError {
+  readonly limit: ModelLimit
+
+  constructor(message: string, details: ModelErrorDetails & { limit: ModelLimit }) {
+    super(message, details)
+    this.limit = details.limit
+  }
+}
+
 /**
  * A model's stream cannot be assembled into a message (input for a tool use it never started,
  * tool input that is not JSON, no stop reason): a fault of the model adapter, not of the call.
