@@ -119,6 +119,7 @@ class CallGuard {
   #opened = false
   #chars = 0
   #wake: ((err: unknown) => void) | undefined
+  readonly #onCallerAbort = () => this.#wake?.(this.#params.options.signal?.reason)
 
   constructor(params: BoundedStreamParams) {
     this.#params = params
@@ -128,6 +129,8 @@ class CallGuard {
     const totalMs = bounds.totalTimeoutMs ?? DEFAULT_CALL_BOUNDS.totalTimeoutMs
     this.#total = setTimeout(() => this.#trip('totalTimeoutMs', `the call took longer than ${totalMs} ms in all`), totalMs)
     const callerSignal = params.options.signal
+    // A cancel ends the wait at once, even with a client that does not notice it.
+    callerSignal?.addEventListener('abort', this.#onCallerAbort, { once: true })
     this.call = {
       signal: callerSignal ? AbortSignal.any([callerSignal, this.#controller.signal]) : this.#controller.signal,
       startIdleTimer: () => {
@@ -144,6 +147,8 @@ class CallGuard {
   /** `step`, or the bound's error as soon as one is hit. */
   race<T>(step: Promise<T>): Promise<T> {
     if (this.tripped) return Promise.reject(this.tripped)
+    const callerSignal = this.#params.options.signal
+    if (callerSignal?.aborted) return Promise.reject(callerSignal.reason as Error)
     return new Promise<T>((resolve, reject) => {
       this.#wake = reject
       step.then(resolve, reject)
@@ -182,6 +187,7 @@ class CallGuard {
   dispose(): void {
     clearTimeout(this.#total)
     clearTimeout(this.#idle)
+    this.#params.options.signal?.removeEventListener('abort', this.#onCallerAbort)
   }
 
   #trip(limit: ModelLimit, what: string): ModelLimitError {

@@ -96,9 +96,9 @@ describe('a provider stream that stalls', () => {
     const { store, reopen } = await sqliteStore()
     const gone = new Promise<void>((resolve) => (server.onClientGone = resolve))
     server.enqueue({ ...chatStream({ text: 'never' }), holdAfterBytes: 0, trickle: { text: OPENAI_KEEP_ALIVE, everyMs: 20 } })
-    // A short lease, renewed many times while the call waits: the bound, not the lease, ends it.
-    const runner = new Runner({ store, leaseMs: 150 })
-    const result = await runner.run(new Agent({ model: adapters[0]!.build({ idleTimeoutMs: 600 }) }), { input: 'hi', runId: 'stalled' })
+    // A lease renewed several times while the call waits: the bound, not the lease, ends it.
+    const runner = new Runner({ store, leaseMs: 1000 })
+    const result = await runner.run(new Agent({ model: adapters[0]!.build({ idleTimeoutMs: 1500 }) }), { input: 'hi', runId: 'stalled' })
     expect(result.state).toBe('failed')
     expect(result.error).toMatchObject({ name: 'ModelLimitError', code: 'model_error' })
     expect(result.error!.message).toContain('idleTimeoutMs')
