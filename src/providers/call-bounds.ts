@@ -37,9 +37,10 @@ export interface BoundedCall {
   /** Give this to the client: it aborts when the caller cancels or a bound is hit. */
   signal: AbortSignal
   /**
-   * Start timing silence: call it when the response has begun (its headers arrived), or, for a
-   * client that sends its request and waits for the first event in one step, when the request
-   * is sent. Each stream event restarts the timer.
+   * Start timing silence, or start again from now: call it when the response has begun (its
+   * headers arrived) and at each protocol event the client parsed (keep-alive bytes never reach
+   * the adapter as events). For a client that sends its request and waits for the first event in
+   * one step, call it when the request is sent. Each event the adapter yields restarts it too.
    */
   startIdleTimer(): void
   /** Stop timing silence while the adapter itself waits (a retry's backoff). */

@@ -87,6 +87,16 @@ describe('a provider stream that stalls', () => {
     await gone
   })
 
+  it('protocol events that carry no content are activity: a stream of them is ended by totalTimeoutMs, not idleTimeoutMs', async () => {
+    const gone = new Promise<void>((resolve) => (server.onClientGone = resolve))
+    const answer = responsesStream({ text: 'start' })
+    const inProgress = { type: 'response.in_progress', sequence_number: 1, response: { id: 'resp_1', object: 'response', created_at: 1, model: 'gpt-5-mini', status: 'in_progress', output: [], usage: null, incomplete_details: null, error: null } }
+    server.enqueue({ ...answer, holdAfterBytes: firstEvents(answer, 2), trickle: { text: `event: response.in_progress\ndata: ${JSON.stringify(inProgress)}\n\n`, everyMs: 40 } })
+    const err = await failureOf(adapters[1]!.build({ idleTimeoutMs: 400, totalTimeoutMs: 1500 }))
+    expect(err).toMatchObject({ name: 'ModelLimitError', limit: 'totalTimeoutMs' })
+    await gone
+  })
+
   it('bounds that are not positive numbers are refused when the model is built', () => {
     expect(() => new OpenAIChatModel({ model: 'gpt-4.1-mini', apiKey: SECRET_KEY, idleTimeoutMs: 0 })).toThrow(/idleTimeoutMs must be a positive, finite number/)
     expect(() => new AnthropicModel({ model: 'claude-haiku-4-5', apiKey: SECRET_KEY, totalTimeoutMs: Number.POSITIVE_INFINITY })).toThrow(/totalTimeoutMs/)

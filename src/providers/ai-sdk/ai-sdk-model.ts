@@ -78,6 +78,8 @@ export class AISDKModel implements Model {
       for (;;) {
         const { done, value } = await reader.read()
         if (done) break
+        // Raw provider chunks (when asked for) say nothing about the answer.
+        if (value.type !== 'raw') bounded.startIdleTimer()
         yield* mapper.map(value)
       }
     } catch (err) {

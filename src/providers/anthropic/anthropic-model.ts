@@ -88,7 +88,10 @@ export class AnthropicModel implements Model {
       opened = { status: response.status, requestId: request_id ?? undefined }
       call.startIdleTimer()
       const mapper = new AnthropicStreamMapper()
-      for await (const event of data) yield* mapper.map(event)
+      for await (const event of data) {
+        call.startIdleTimer()
+        yield* mapper.map(event)
+      }
       if (!mapper.stopped) throw new Error('the message stream ended before message_stop')
     } catch (err) {
       if (isAbort(err, call.signal)) throw call.signal.reason ?? err

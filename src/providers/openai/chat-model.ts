@@ -62,7 +62,10 @@ export class OpenAIChatModel implements Model {
       opened = { status: response.status, requestId: request_id ?? undefined }
       call.startIdleTimer()
       const mapper = new ChatStreamMapper()
-      for await (const chunk of data) yield* mapper.map(chunk)
+      for await (const chunk of data) {
+        call.startIdleTimer()
+        yield* mapper.map(chunk)
+      }
       yield* mapper.finish()
     } catch (err) {
       if (isAbort(err, call.signal)) throw call.signal.reason ?? err

@@ -72,7 +72,10 @@ export class OpenAIResponsesModel implements Model {
     call.startIdleTimer()
     const mapper = new ResponsesStreamMapper(this.#options.stateful === true)
     try {
-      for await (const event of opened.stream) yield* mapper.map(event)
+      for await (const event of opened.stream) {
+        call.startIdleTimer()
+        yield* mapper.map(event)
+      }
     } catch (err) {
       throw this.#error(err, options.signal, opened)
     }
