@@ -39,7 +39,7 @@ export function boundToolResult(result: ToolResult, toolName: string): ToolResul
  * A tool result the checkpoint codec would refuse (a cycle, a function, nesting deeper than
  * `maxDepth`, a BigInt longer than `maxBigIntDigits`) becomes an error result saying so, which
  * the model sees and the journal records; any other result is returned as it is. A tool made
- * with `tool()` already answers this way; this covers a {@link Tool} written by hand.
+ * with `tool()` already answers this way; this covers a `Tool` written by hand.
  */
 export function storableToolResult(result: ToolResult, toolName: string): ToolResult {
   if (isPassThrough(result.content)) return result
