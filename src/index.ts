@@ -35,7 +35,7 @@ export { verifyRun, type VerifyReport } from './store/verify-run.js'
 
 // model
 export { addUsage, costOf, emptyUsage, textOf, toolUsesOf, type BlockExtras, type CheckpointResumeBlock, type ContentBlock, type DocumentBlock, type ImageBlock, type InterruptResponseBlock, type MediaSource, type Message, type ModelPrices, type ModelStopReason, type PromptBlock, type ProviderMetadata, type ReasoningBlock, type Role, type TextBlock, type ToolResultBlock, type ToolResultContent, type ToolUseBlock, type Usage } from './model/messages.js'
-export { ModelError, ModelStreamError, ResponseAssembler, type Model, type ModelCallOptions, type ModelErrorDetails, type ModelNotice, type ModelRequest, type ModelResponse, type ModelStreamEvent, type ProviderTokens, type ToolSpec } from './model/model.js'
+export { ModelError, ModelLimitError, ModelStreamError, ResponseAssembler, type Model, type ModelCallOptions, type ModelErrorDetails, type ModelLimit, type ModelNotice, type ModelRequest, type ModelResponse, type ModelStreamEvent, type ProviderTokens, type ToolSpec } from './model/model.js'
 
 // tools
 export { jsonSchemaOf, validateInput, type InferInput, type InputSchema, type StandardSchemaV1 } from './tools/input-schema.js'

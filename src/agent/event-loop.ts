@@ -138,7 +138,7 @@ async function* callModel(host: LoopHost, inv: Invocation, cycleIndex: number): 
   await fireHook(host.hooks, 'beforeModelCall', { messages: host.messages, cycleIndex })
   const tools = [...host.tools.values()].map((t) => t.spec)
   if (inv.structured) tools.push(inv.structured.tool.spec)
-  const assembler = new ResponseAssembler()
+  const assembler = new ResponseAssembler({ modelId: host.model.modelId })
   const stream = host.model.stream(
     {
       // Messages are deeply frozen once added, so the model can be given them without a copy.

@@ -3,7 +3,7 @@ import { CheckpointError } from '../core/errors.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
 import { errorResult, type AgentState, type Tool } from '../tools/tool.js'
 import type { ToolCallOutcome } from '../tools/tool-executor.js'
-import { boundToolResult } from '../tools/result-limit.js'
+import { boundToolResult, storableToolResult } from '../tools/result-limit.js'
 import { fireHook, type AgentHooks } from './hooks.js'
 import { interruptFunction, InterruptSignal } from './interrupts.js'
 import type { AgentMetrics } from './result.js'
@@ -29,7 +29,8 @@ export interface ToolCallScope {
  * tool put a value no checkpoint can hold into agent state), which fails the invocation;
  * `ctx.interrupt` becomes an interrupt; a call cut short by cancellation becomes a "cancelled"
  * error result. A result larger than the `maxToolResultChars` limit is truncated or refused by
- * the `toolResultPolicy` limit before anything (hooks, the journal, the conversation) sees it.
+ * the `toolResultPolicy` limit, and one no checkpoint can hold (a cycle, a function, too deep)
+ * becomes an error result, before anything (hooks, the journal, the conversation) sees it.
  */
 export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['toolUse']): Promise<ToolCallOutcome> {
   const tool = scope.tools.get(toolUse.name)
@@ -57,7 +58,7 @@ export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['t
       if (err instanceof CheckpointError) throw err
       result = scope.signal.aborted ? cancelledResult(toolUse.toolUseId) : errorResult(toolUse.toolUseId, `Error: ${(err as Error)?.message ?? String(err)}`)
     }
-    result = boundToolResult(result, toolUse.name)
+    result = storableToolResult(boundToolResult(result, toolUse.name), toolUse.name)
   }
   const counts = (scope.metrics.toolCalls[toolUse.name] ??= { calls: 0, errors: 0 })
   counts.calls++

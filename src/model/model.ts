@@ -1,5 +1,6 @@
-import type { JsonObject } from '../core/codec.js'
-import { CairnError } from '../core/errors.js'
+import { encodeValue, isPassThrough, type JsonObject } from '../core/codec.js'
+import { CairnError, CheckpointError } from '../core/errors.js'
+import { limits } from '../core/limits.js'
 import { addUsage, emptyUsage, type ContentBlock, type Message, type ModelPrices, type ModelStopReason, type ProviderMetadata, type ReasoningBlock, type TextBlock, type Usage } from './messages.js'
 
 /** A tool as the model sees it. */
@@ -121,6 +122,24 @@ export class ModelError extends CairnError {
   }
 }
 
+/** A bound of a model call (see the provider adapters' `idleTimeoutMs`, `totalTimeoutMs`, `maxOutputChars`). */
+export type ModelLimit = 'idleTimeoutMs' | 'totalTimeoutMs' | 'maxOutputChars'
+
+/**
+ * A model call hit one of its bounds and was aborted: the stream went quiet for longer than
+ * `idleTimeoutMs`, the call took longer than `totalTimeoutMs`, or the answer grew beyond
+ * `maxOutputChars`. `limit` names the option that sets the bound. A timeout is retryable; an
+ * answer that was too long is not.
+ */
+export class ModelLimitError extends ModelError {
+  readonly limit: ModelLimit
+
+  constructor(message: string, details: ModelErrorDetails & { limit: ModelLimit }) {
+    super(message, details)
+    this.limit = details.limit
+  }
+}
+
 /**
  * A model's stream cannot be assembled into a message (input for a tool use it never started,
  * tool input that is not JSON, no stop reason): a fault of the model adapter, not of the call.
@@ -135,17 +154,31 @@ export class ModelStreamError extends CairnError {
 /**
  * Assembles streamed events into a response: text and reasoning deltas are joined into their
  * blocks, tool-use input deltas are joined and parsed as JSON.
+ *
+ * A response Cairn could not keep is refused with a {@link ModelError} before any of it is
+ * recorded: one that streams more than the `maxPayloadChars` limit (counted as it streams), one
+ * whose tool calls share an id, and one the checkpoint codec refuses (a string longer than
+ * `maxStringLength`, tool input nested deeper than `maxDepth`). Give `modelId` so the error
+ * names the model.
  */
 export class ResponseAssembler {
   readonly #content: ContentBlock[] = []
   readonly #inputs = new Map<string, { name: string; json: string; index: number }>()
+  readonly #duplicates = new Set<string>()
+  readonly #modelId: string
+  #chars = 0
   #open: TextBlock | ReasoningBlock | undefined
   #stopReason: ModelStopReason | undefined
   readonly #usage: Usage = emptyUsage()
   #tokens: ProviderTokens | undefined
   readonly #notices: ModelNotice[] = []
 
+  constructor(options: { modelId?: string } = {}) {
+    this.#modelId = options.modelId ?? 'unknown'
+  }
+
   add(event: ModelStreamEvent): void {
+    this.#count(event)
     switch (event.type) {
       case 'textStart':
         this.#push({ text: '', ...withMetadata(event.providerMetadata) })
@@ -160,6 +193,10 @@ export class ResponseAssembler {
         this.#reasoning(event)
         break
       case 'toolUseStart':
+        if (this.#inputs.has(event.toolUseId)) {
+          this.#duplicates.add(event.toolUseId)
+          break
+        }
         this.#inputs.set(event.toolUseId, { name: event.name, json: '', index: this.#content.length })
         this.#push({ toolUse: { toolUseId: event.toolUseId, name: event.name, input: {} }, ...withMetadata(event.providerMetadata) })
         this.#open = undefined
@@ -194,6 +231,10 @@ export class ResponseAssembler {
   }
 
   finish(): ModelResponse {
+    if (this.#duplicates.size > 0) {
+      const ids = [...this.#duplicates].join(', ')
+      throw this.#refusal(`the response was refused: it holds several tool calls with the same id (${ids}); a tool call id must be unique within a response`, true)
+    }
     for (const [toolUseId, pending] of this.#inputs) {
       let input: unknown = {}
       if (pending.json.trim() !== '') {
@@ -207,10 +248,41 @@ export class ResponseAssembler {
       block.toolUse = { toolUseId, name: pending.name, input: input as JsonObject }
     }
     if (this.#stopReason === undefined) throw new ModelStreamError('model stream ended without a stop reason')
+    this.#assertStorable()
     const response: ModelResponse = { message: { role: 'assistant', content: this.#content }, stopReason: this.#stopReason, usage: { ...this.#usage } }
     if (this.#tokens) response.providerTokens = this.#tokens
     if (this.#notices.length > 0) response.notices = this.#notices
     return response
+  }
+
+  /** Refuse a response that grows beyond what one checkpoint may hold, before it fills memory. */
+  #count(event: ModelStreamEvent): void {
+    if (event.type === 'textDelta') this.#chars += event.text.length
+    else if (event.type === 'toolUseInputDelta') this.#chars += event.delta.length
+    else if (event.type === 'reasoningDelta') this.#chars += (event.text?.length ?? 0) + (event.signature?.length ?? 0) + (event.redactedContent?.length ?? 0)
+    else return
+    const { maxPayloadChars } = limits()
+    if (this.#chars > maxPayloadChars) {
+      throw this.#refusal(`the response streamed more than ${maxPayloadChars} characters, more than one checkpoint may hold (limit maxPayloadChars); it was not kept`, false)
+    }
+  }
+
+  /** Refuse a message the checkpoint codec would refuse, so the failure is the model call's and is recorded. */
+  #assertStorable(): void {
+    if (isPassThrough(this.#content)) return
+    try {
+      encodeValue(this.#content, 'response')
+    } catch (err) {
+      if (!(err instanceof CheckpointError)) throw err
+      throw this.#refusal(`the response cannot be stored, so it was not kept: ${err.message}`, false, err)
+    }
+  }
+
+  #refusal(message: string, retryable: boolean, cause?: unknown): ModelError {
+    const at = this.#modelId.indexOf(':')
+    const provider = at > 0 ? this.#modelId.slice(0, at) : this.#modelId
+    const model = at > 0 ? this.#modelId.slice(at + 1) : this.#modelId
+    return new ModelError(message, { provider, model, retryable, cause })
   }
 
   #push(block: ContentBlock): void {

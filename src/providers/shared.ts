@@ -1,12 +1,13 @@
 import type { JsonObject } from '../core/codec.js'
 import type { ContentBlock, MediaSource, ModelStopReason, ToolResultBlock } from '../model/messages.js'
 import { ModelError } from '../model/model.js'
+import type { CallBoundsOptions } from './call-bounds.js'
 
-/** Options every adapter takes. */
-export interface AdapterOptions {
+/** Options every adapter takes: the client's retries and timeout, and the bounds of each call. */
+export interface AdapterOptions extends CallBoundsOptions {
   /** How often the client retries a transient failure (429, 5xx, overloaded, a reset connection). */
   maxRetries?: number
-  /** Per-request timeout in milliseconds. */
+  /** The client's timeout of one HTTP request until its response begins, in milliseconds (see also `idleTimeoutMs` and `totalTimeoutMs`). */
   timeoutMs?: number
 }
 

@@ -1,6 +1,8 @@
+import { encodeValue, isPassThrough } from '../core/codec.js'
+import { CheckpointError } from '../core/errors.js'
 import { limits } from '../core/limits.js'
 import type { ToolResultBlock } from '../model/messages.js'
-import { errorResult } from './tool.js'
+import { errorResult, unstorableResultText } from './tool.js'
 
 type ToolResult = ToolResultBlock['toolResult']
 
@@ -31,6 +33,23 @@ export function boundToolResult(result: ToolResult, toolName: string): ToolResul
   const kept = parts.join('\n').slice(0, limit)
   const note = `\n[Cairn truncated this result of tool ${toolName}: ${size} characters, of which the first ${limit} are kept (limit maxToolResultChars)]`
   return { toolUseId: result.toolUseId, status: result.status, content: [{ text: kept + note }] }
+}
+
+/**
+ * A tool result the checkpoint codec would refuse (a cycle, a function, nesting deeper than
+ * `maxDepth`, a BigInt longer than `maxBigIntDigits`) becomes an error result saying so, which
+ * the model sees and the journal records; any other result is returned as it is. A tool made
+ * with `tool()` already answers this way; this covers a `Tool` written by hand.
+ */
+export function storableToolResult(result: ToolResult, toolName: string): ToolResult {
+  if (isPassThrough(result.content)) return result
+  try {
+    encodeValue(result.content, `result of tool ${toolName}`)
+    return result
+  } catch (err) {
+    if (!(err instanceof CheckpointError)) throw err
+    return errorResult(result.toolUseId, unstorableResultText(toolName, err))
+  }
 }
 
 /** The result's blocks as text (JSON as its text), or undefined when one cannot be measured. */

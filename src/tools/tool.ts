@@ -1,5 +1,6 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
 import { encodeValue } from '../core/codec.js'
+import { CheckpointError } from '../core/errors.js'
 import { hashValue } from '../core/hash.js'
 import type { ToolResultBlock, ToolResultContent, ToolUseBlock } from '../model/messages.js'
 import type { ToolSpec } from '../model/model.js'
@@ -107,7 +108,15 @@ export function tool<S extends InputSchema>(definition: ToolDefinition<S>): Tool
       const validation = await validateInput(inputSchema, structuredClone(toolUse.input))
       if (!validation.ok) return errorResult(toolUse.toolUseId, `Invalid input for tool ${name}: ${validation.problem}`)
       const output: unknown = await callback(validation.value as InferInput<S>, ctx)
-      return { toolUseId: toolUse.toolUseId, status: 'success', content: toContent(output, name) }
+      let content: ToolResultContent[]
+      try {
+        content = toContent(output, name)
+      } catch (err) {
+        // A value no checkpoint can hold is the tool's answer being wrong, not the run failing.
+        if (err instanceof CheckpointError) return errorResult(toolUse.toolUseId, unstorableResultText(name, err))
+        throw err
+      }
+      return { toolUseId: toolUse.toolUseId, status: 'success', content }
     },
   }
 }
@@ -115,6 +124,11 @@ export function tool<S extends InputSchema>(definition: ToolDefinition<S>): Tool
 /** An error tool result with one text block. */
 export function errorResult(toolUseId: string, text: string): ToolResultBlock['toolResult'] {
   return { toolUseId, status: 'error', content: [{ text }] }
+}
+
+/** What the model is told when a tool's result cannot be stored (a cycle, a function, too deep, a BigInt too long). */
+export function unstorableResultText(toolName: string, err: Error): string {
+  return `Tool ${toolName} returned a result that cannot be stored, so none of it was kept: ${err.message}. The tool must return plain data (text, or JSON within Cairn's limits).`
 }
 
 function toContent(output: unknown, name: string): ToolResultContent[] {

@@ -1,6 +1,6 @@
 import { statSync } from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
-import { Agent, configureLimits, DEFAULT_LIMITS, Runner, tool, type Message } from '../../src/index.js'
+import { Agent, configureLimits, DEFAULT_LIMITS, Runner, tool, type JsonValue, type Message, type Tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { useTool } from '../agent/helpers.js'
 import { sqliteStore } from '../runner/helpers.js'
@@ -60,4 +60,48 @@ describe('tool result limit', () => {
     expect(toolResultTexts(model.calls[1]!.messages)).toEqual(['x'.repeat(10_000)])
     await store.close()
   })
+})
+
+function deeply(levels: number): unknown {
+  let value: unknown = 'bottom'
+  for (let i = 0; i < levels; i++) value = { next: value }
+  return value
+}
+
+function cyclic(): unknown {
+  const node: Record<string, unknown> = { name: 'loop' }
+  node.self = node
+  return node
+}
+
+/** A tool written against the Tool interface by hand, whose result holds a cycle in a JSON block. */
+function handWrittenCyclicTool(): Tool {
+  const made = tool({ name: 'graph', description: 'Return a graph.', inputSchema: { type: 'object', properties: {} }, callback: () => 'unused' })
+  return { ...made, run: async (toolUse) => ({ toolUseId: toolUse.toolUseId, status: 'success', content: [{ json: cyclic() as JsonValue }] }) }
+}
+
+describe('tool results that cannot be stored', () => {
+  const returning = (value: () => unknown): Tool => tool({ name: 'odd', description: 'Return something odd.', inputSchema: { type: 'object', properties: {} }, callback: value })
+  const cases: { name: string; tool: () => Tool; toolName: string; reason: RegExp }[] = [
+    { name: 'nested deeper than maxDepth', tool: () => returning(() => deeply(DEFAULT_LIMITS.maxDepth + 20)), toolName: 'odd', reason: /deeper|depth/i },
+    { name: 'with a cycle', tool: () => returning(cyclic), toolName: 'odd', reason: /cycle|circular/i },
+    { name: 'holding a function', tool: () => returning(() => ({ callback: () => 1 })), toolName: 'odd', reason: /function/ },
+    { name: 'holding a BigInt longer than maxBigIntDigits', tool: () => returning(() => ({ big: 10n ** 20_000n })), toolName: 'odd', reason: /BigInt|digits/ },
+    { name: 'with a cycle, from a tool written by hand', tool: handWrittenCyclicTool, toolName: 'graph', reason: /cycle|circular/i },
+  ]
+  for (const c of cases) {
+    it(`a result ${c.name} becomes an error result the model sees, and the journal records it as failed`, async () => {
+      const { store } = await sqliteStore()
+      const model = new ScriptedModel([[useTool('t1', c.toolName, {})], [{ text: 'understood' }]])
+      const result = await new Runner({ store }).run(new Agent({ model, tools: [c.tool()] }), { input: 'go', runId: 'odd' })
+      expect(result.state).toBe('completed')
+      const seen = toolResultTexts(model.calls[1]!.messages)
+      expect(seen).toEqual([expect.stringContaining(`Tool ${c.toolName} returned a result that cannot be stored`)])
+      expect(seen[0]).toMatch(c.reason)
+      const [effect] = await store.listEffects('odd')
+      expect(effect!.status).toBe('failed')
+      expect(JSON.stringify(effect!.output)).toContain('cannot be stored')
+      await store.close()
+    })
+  }
 })

@@ -15,6 +15,8 @@ export interface Replay {
   cutAfterBytes?: number
   /** Send the headers and this many bytes, then wait until the client goes away (for abort tests). */
   holdAfterBytes?: number
+  /** While holding (see `holdAfterBytes`), write this text again and again (keep-alive bytes, or a stream that never ends). */
+  trickle?: { text: string; everyMs: number }
 }
 
 /** A request as the server saw it. */
@@ -97,6 +99,8 @@ export class ReplayServer {
       ...(isSse ? { 'cache-control': 'no-cache' } : {}),
       ...replay.headers,
     })
+    // A held answer's headers go out at once, even when no byte of its body follows (a stalled stream).
+    if (replay.holdAfterBytes !== undefined) res.flushHeaders()
     if (replay.holdAfterBytes !== undefined) res.on('close', () => this.onClientGone?.())
     const bytes = Buffer.from(payload, 'utf8')
     const stop = replay.cutAfterBytes ?? replay.holdAfterBytes ?? bytes.length
@@ -105,9 +109,21 @@ export class ReplayServer {
       res.socket?.destroy()
       return
     }
-    if (replay.holdAfterBytes !== undefined) return
+    if (replay.holdAfterBytes !== undefined) {
+      if (replay.trickle) trickle(res, replay.trickle)
+      return
+    }
     res.end()
   }
+}
+
+/** Write `text` every `everyMs` until the connection closes. */
+function trickle(res: ServerResponse, { text, everyMs }: { text: string; everyMs: number }): void {
+  const timer = setInterval(() => {
+    if (res.destroyed) clearInterval(timer)
+    else res.write(text)
+  }, everyMs)
+  res.on('close', () => clearInterval(timer))
 }
 
 function encodeSse(events: { event?: string; data: unknown }[]): string {

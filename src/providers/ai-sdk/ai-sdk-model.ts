@@ -1,12 +1,13 @@
 import type { JsonObject } from '../../core/codec.js'
 import type { ModelPrices, ModelStopReason, ProviderMetadata, Usage } from '../../model/messages.js'
 import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type ModelStreamEvent } from '../../model/model.js'
+import { boundedStream, checkCallBounds, type BoundedCall, type CallBoundsOptions } from '../call-bounds.js'
 import { isAbort, redact, STOP } from '../shared.js'
 import { aiSdkPrompt } from './ai-sdk-prompt.js'
 import type { AnyLanguageModel, AnyStreamPart, CallOptionsWithoutPrompt } from './ai-sdk-types.js'
 
 /** How to build an {@link AISDKModel}. */
-export interface AISDKModelOptions {
+export interface AISDKModelOptions extends CallBoundsOptions {
   /** Retries of a call the provider answered with a retryable error (429, 5xx, overloaded); 2 unless given. */
   maxRetries?: number
   maxOutputTokens?: number
@@ -43,13 +44,20 @@ export class AISDKModel implements Model {
     if (version !== 'v2' && version !== 'v3' && version !== 'v4') {
       throw new TypeError(`AISDKModel takes an AI SDK language model of specification v2, v3 or v4; got ${JSON.stringify(version)}`)
     }
+    checkCallBounds(options, 'AISDKModel')
     this.#model = model
     this.#options = options
     this.modelId = `ai-sdk:${model.provider}:${model.modelId}`
     this.prices = options.prices
   }
 
-  async *stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+  /** Stream one answer, bounded by the model's `idleTimeoutMs`, `totalTimeoutMs` and `maxOutputChars`. */
+  stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+    return boundedStream({ provider: `ai-sdk:${this.#model.provider}`, model: this.#model.modelId, bounds: this.#options, options, stream: (call) => this.#stream(request, call) })
+  }
+
+  async *#stream(request: ModelRequest, bounded: BoundedCall): AsyncGenerator<ModelStreamEvent> {
+    const options = { signal: bounded.signal }
     const m = this.#model
     const call: CallOptionsWithoutPrompt & { prompt: unknown[] } = {
       prompt: aiSdkPrompt({ messages: request.messages, systemPrompt: request.systemPrompt, version: m.specificationVersion }),
@@ -63,13 +71,15 @@ export class AISDKModel implements Model {
             toolChoice: request.toolChoice === undefined || request.toolChoice === 'auto' ? { type: 'auto' } : request.toolChoice === 'any' ? { type: 'required' } : { type: 'tool', toolName: request.toolChoice.tool },
           }),
     }
-    const started = await this.#start(call, options.signal)
+    const started = await this.#start(call, bounded)
     const mapper = new AISDKStreamMapper()
     const reader = started.stream.getReader()
     try {
       for (;;) {
         const { done, value } = await reader.read()
         if (done) break
+        // Raw provider chunks (when asked for) say nothing about the answer.
+        if (value.type !== 'raw') bounded.startIdleTimer()
         yield* mapper.map(value)
       }
     } catch (err) {
@@ -81,15 +91,19 @@ export class AISDKModel implements Model {
   }
 
   /** `doStream`, retried while the provider says its error is retryable. */
-  async #start(call: CallOptionsWithoutPrompt & { prompt: unknown[] }, signal: AbortSignal | undefined): Promise<{ stream: ReadableStream<AnyStreamPart>; requestId: string | undefined }> {
+  async #start(call: CallOptionsWithoutPrompt & { prompt: unknown[] }, bounded: BoundedCall): Promise<{ stream: ReadableStream<AnyStreamPart>; requestId: string | undefined }> {
     const maxRetries = this.#options.maxRetries ?? 2
+    const signal = bounded.signal
     for (let attempt = 0; ; attempt++) {
+      // A provider model may wait for the first event of the stream before it returns it: silence is timed from the request on.
+      bounded.startIdleTimer()
       try {
         const result = await (this.#model.doStream as (o: unknown) => PromiseLike<{ stream: ReadableStream<AnyStreamPart>; response?: { headers?: Record<string, string> } }>)(call)
         return { stream: result.stream, requestId: requestIdOf(result.response?.headers) }
       } catch (err) {
         const retryable = (err as { isRetryable?: unknown }).isRetryable === true
         if (isAbort(err, signal) || !retryable || attempt >= maxRetries) throw this.#error(err, signal, undefined)
+        bounded.stopIdleTimer()
         await sleep(retryDelayMs(err, attempt), signal)
       }
     }

@@ -2,6 +2,7 @@ import Anthropic from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent, ThinkingConfigParam } from '@anthropic-ai/sdk/resources/messages/messages'
 import type { ModelPrices, ModelStopReason } from '../../model/messages.js'
 import type { Model, ModelCallOptions, ModelRequest, ModelStreamEvent } from '../../model/model.js'
+import { boundedStream, checkCallBounds, type BoundedCall } from '../call-bounds.js'
 import { isAbort, STOP, toModelError, type AdapterOptions } from '../shared.js'
 import { anthropicMessages, anthropicSystem, anthropicTools } from './anthropic-input.js'
 
@@ -46,6 +47,7 @@ export class AnthropicModel implements Model {
 
   constructor(options: AnthropicModelOptions) {
     if (!options?.model) throw new TypeError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-5' })")
+    checkCallBounds(options, 'AnthropicModel')
     this.#options = options
     this.#client =
       options.client ??
@@ -59,7 +61,12 @@ export class AnthropicModel implements Model {
     this.prices = options.prices
   }
 
-  async *stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+  /** Stream one answer, bounded by the model's `idleTimeoutMs`, `totalTimeoutMs` and `maxOutputChars`. */
+  stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+    return boundedStream({ provider: 'anthropic', model: this.#options.model, bounds: this.#options, options, stream: (call) => this.#stream(request, call) })
+  }
+
+  async *#stream(request: ModelRequest, call: BoundedCall): AsyncGenerator<ModelStreamEvent> {
     const o = this.#options
     const params: MessageCreateParamsStreaming = {
       model: o.model,
@@ -77,13 +84,17 @@ export class AnthropicModel implements Model {
     }
     let opened: { status: number; requestId: string | undefined } | undefined
     try {
-      const { data, response, request_id } = await this.#client.messages.create(params, options.signal ? { signal: options.signal } : {}).withResponse()
+      const { data, response, request_id } = await this.#client.messages.create(params, { signal: call.signal }).withResponse()
       opened = { status: response.status, requestId: request_id ?? undefined }
+      call.startIdleTimer()
       const mapper = new AnthropicStreamMapper()
-      for await (const event of data) yield* mapper.map(event)
+      for await (const event of data) {
+        call.startIdleTimer()
+        yield* mapper.map(event)
+      }
       if (!mapper.stopped) throw new Error('the message stream ended before message_stop')
     } catch (err) {
-      if (isAbort(err, options.signal)) throw options.signal?.reason ?? err
+      if (isAbort(err, call.signal)) throw call.signal.reason ?? err
       throw toModelError(err, {
         provider: 'anthropic',
         model: o.model,

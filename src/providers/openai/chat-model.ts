@@ -2,6 +2,7 @@ import type OpenAI from 'openai'
 import type { ChatCompletionChunk, ChatCompletionContentPart, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions/completions'
 import type { ContentBlock, Message, ModelPrices, ModelStopReason } from '../../model/messages.js'
 import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type ModelStreamEvent } from '../../model/model.js'
+import { boundedStream, checkCallBounds, type BoundedCall } from '../call-bounds.js'
 import { isAbort, STOP, toModelError, toolResultText, urlOf } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
 
@@ -24,6 +25,7 @@ export class OpenAIChatModel implements Model {
 
   constructor(options: OpenAIModelOptions) {
     if (!options?.model) throw new TypeError("OpenAIChatModel needs a model name: new OpenAIChatModel({ model: 'gpt-4.1-mini' })")
+    checkCallBounds(options, 'OpenAIChatModel')
     this.#options = options
     this.#client = openAIClient(options)
     this.modelId = `openai:${options.model}`
@@ -33,9 +35,14 @@ export class OpenAIChatModel implements Model {
   /**
    * Stream one answer. A document block given by URL is refused with a {@link ModelError}
    * before any request is made: Chat Completions takes files only as inline data or by the id
-   * of an uploaded file.
+   * of an uploaded file. The call is bounded by the model's `idleTimeoutMs`, `totalTimeoutMs` and
+   * `maxOutputChars`.
    */
-  async *stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+  stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+    return boundedStream({ provider: 'openai', model: this.#options.model, bounds: this.#options, options, stream: (call) => this.#stream(request, call) })
+  }
+
+  async *#stream(request: ModelRequest, call: BoundedCall): AsyncGenerator<ModelStreamEvent> {
     const params: ChatCompletionCreateParamsStreaming = {
       model: this.#options.model,
       messages: chatMessages(request, this.#options.model),
@@ -51,13 +58,17 @@ export class OpenAIChatModel implements Model {
     }
     let opened: { status: number; requestId: string | undefined } | undefined
     try {
-      const { data, response, request_id } = await this.#client.chat.completions.create(params, options.signal ? { signal: options.signal } : {}).withResponse()
+      const { data, response, request_id } = await this.#client.chat.completions.create(params, { signal: call.signal }).withResponse()
       opened = { status: response.status, requestId: request_id ?? undefined }
+      call.startIdleTimer()
       const mapper = new ChatStreamMapper()
-      for await (const chunk of data) yield* mapper.map(chunk)
+      for await (const chunk of data) {
+        call.startIdleTimer()
+        yield* mapper.map(chunk)
+      }
       yield* mapper.finish()
     } catch (err) {
-      if (isAbort(err, options.signal)) throw options.signal?.reason ?? err
+      if (isAbort(err, call.signal)) throw call.signal.reason ?? err
       throw toModelError(err, { provider: 'openai', model: this.#options.model, secrets: secretsOf(this.#client, this.#options), ...(opened?.requestId ? { requestId: opened.requestId } : {}), ...(opened ? { status: opened.status } : {}) })
     }
   }

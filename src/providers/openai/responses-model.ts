@@ -2,6 +2,7 @@ import type OpenAI from 'openai'
 import type { Response, ResponseCreateParamsStreaming, ResponseStreamEvent } from 'openai/resources/responses/responses'
 import type { ModelPrices, ModelStopReason, Usage } from '../../model/messages.js'
 import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type ModelStreamEvent } from '../../model/model.js'
+import { boundedStream, checkCallBounds, type BoundedCall } from '../call-bounds.js'
 import { isAbort, STOP, toModelError } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
 import { responsesInput } from './responses-input.js'
@@ -41,13 +42,20 @@ export class OpenAIResponsesModel implements Model {
 
   constructor(options: OpenAIResponsesModelOptions) {
     if (!options?.model) throw new TypeError("OpenAIResponsesModel needs a model name: new OpenAIResponsesModel({ model: 'gpt-5-mini' })")
+    checkCallBounds(options, 'OpenAIResponsesModel')
     this.#options = options
     this.#client = openAIClient(options)
     this.modelId = `openai:${options.model}`
     this.prices = options.prices
   }
 
-  async *stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+  /** Stream one answer, bounded by the model's `idleTimeoutMs`, `totalTimeoutMs` and `maxOutputChars`. */
+  stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {
+    return boundedStream({ provider: 'openai', model: this.#options.model, bounds: this.#options, options, stream: (call) => this.#stream(request, call) })
+  }
+
+  async *#stream(request: ModelRequest, call: BoundedCall): AsyncGenerator<ModelStreamEvent> {
+    const options = { signal: call.signal }
     const previous = this.#options.stateful ? request.providerTokens?.sessionToken : undefined
     let opened: Awaited<ReturnType<OpenAIResponsesModel['open']>>
     try {
@@ -61,9 +69,13 @@ export class OpenAIResponsesModel implements Model {
         throw this.#error(again, options.signal)
       }
     }
+    call.startIdleTimer()
     const mapper = new ResponsesStreamMapper(this.#options.stateful === true)
     try {
-      for await (const event of opened.stream) yield* mapper.map(event)
+      for await (const event of opened.stream) {
+        call.startIdleTimer()
+        yield* mapper.map(event)
+      }
     } catch (err) {
       throw this.#error(err, options.signal, opened)
     }
