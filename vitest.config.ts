@@ -22,6 +22,7 @@ const integration = [
   'test/langgraph/graph.test.ts',
   'test/langgraph/validation.postgres.test.ts',
   'test/langgraph/validation.sqlite-file.test.ts',
+  'test/mcp/**/*.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
   'test/package/**/*.test.ts',

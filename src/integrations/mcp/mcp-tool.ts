@@ -81,7 +81,8 @@ function mcpTool(connection: McpConnection, descriptor: McpToolDescriptor): McpT
   const idempotent = override.idempotent ?? (annotations.readOnlyHint === true || annotations.idempotentHint === true)
   const requiresApproval = override.approval ?? (options.approval === 'always' || (options.approval === 'destructive' && destructive))
   const description = descriptor.description ?? descriptor.title ?? annotations.title ?? `Tool ${descriptor.name} of MCP server ${options.name}`
-  const inputSchema = descriptor.inputSchema
+  // `$schema` names the dialect; it is not part of what the model is asked for.
+  const { $schema: _dialect, ...inputSchema } = descriptor.inputSchema
   const spec: ToolSpec = { name, description, inputSchema }
   return {
     name,
