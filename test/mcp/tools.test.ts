@@ -123,6 +123,12 @@ describe('an MCP server over stdio', { timeout: 60_000 }, () => {
     expect((refused as Error).message).toMatch(/tool notes__append_note changed/)
     const allowed = await runner.resume(callingAgent(changed.tools, 'notes__read_note', { id: 'welcome' }), { runId: 'drift', responses, allowConfigChange: true })
     expect(allowed.state).toBe('completed')
+
+    // Annotations alone are part of a tool's signature: a server that now says a tool is idempotent changed it.
+    const hinted = await connect(notesServer(log, { variant: 'hints' }))
+    const signatures = (server: McpServerConnection) => Object.fromEntries(server.tools.map((t) => [t.mcpName, t.signature]))
+    expect(signatures(hinted).send_message).not.toBe(signatures(notes).send_message)
+    expect(signatures(hinted).delete_note).toBe(signatures(notes).delete_note)
   })
 
   it('a server that does not start or does not speak MCP is a typed error within the connect timeout', async () => {
