@@ -66,10 +66,14 @@ describe('MCP calls through the effect journal across a SIGKILL', { timeout: 90_
     const effects = await store.listEffects('append')
     expect(effects.map((e) => [e.name, e.status])).toEqual([['notes__append_note', 'succeeded']])
 
-    // The command line shows the call under the server's prefixed name.
+    // The command line shows the call under the server's prefixed name: the journal and the timeline.
     const cli = spawnSync(process.execPath, ['dist/cli/main.js', '--store', `sqlite:${db}`, 'effects', 'append'], { cwd: ROOT, encoding: 'utf8' })
     expect(cli.status, cli.stderr).toBe(0)
     expect(cli.stdout).toMatch(/call-1\s+notes__append_note\s+succeeded/)
+    const show = spawnSync(process.execPath, ['dist/cli/main.js', '--store', `sqlite:${db}`, 'show', 'append'], { cwd: ROOT, encoding: 'utf8' })
+    expect(show.status, show.stderr).toBe(0)
+    expect(show.stdout).toMatch(/model asked for notes__append_note\(id="journal", text="first line"\)/)
+    expect(show.stdout).toMatch(/1 tool result: notes__append_note ran/)
   })
 
   it('a non-idempotent MCP call cut short by a SIGKILL is never re-run on its own: the run pauses for a human', async () => {
