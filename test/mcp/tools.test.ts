@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -109,6 +109,21 @@ describe('an MCP server over stdio', { timeout: 60_000 }, () => {
     const [killedCall] = calls(log, 'self_destruct')
     expect(calls(log, 'read_note').at(-1)!.pid).not.toBe(killedCall!.pid)
     expect((await store.listEffects('fragile')).map((e) => e.status)).toEqual(['failed', 'failed', 'succeeded'])
+  })
+
+  it('a connection reopened after the server died is refused when the server now offers other tools', async () => {
+    const variantFile = join(dir, 'variant')
+    const base = notesServer(log, { name: 'restarted' })
+    const server = await connect({ ...base, env: { ...base.env, NOTES_VARIANT_FILE: variantFile } })
+    await writeFile(variantFile, 'changed')
+    const agent = agentCalling(server, [
+      { name: 'restarted__self_destruct', input: {} },
+      { name: 'restarted__read_note', input: { id: 'welcome' } },
+    ])
+    expect((await new Runner({ store: new MemoryStore() }).run(agent, { input: 'go', runId: 'restarted' })).state).toBe('completed')
+    const [, read] = toolResults(agent)
+    expect(read!.status).toBe('error')
+    expect(JSON.stringify(read!.content)).toMatch(/MCP server restarted offers other tools than when the agent was built \(append_note changed\)/)
   })
 
   it('a resume against a server whose tools changed is refused with ConfigMismatchError unless the caller allows the change', async () => {
