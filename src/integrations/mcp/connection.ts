@@ -189,7 +189,7 @@ export class McpConnection {
       return this.#error('mcp_call', `MCP tool ${tool} of server ${name} did not answer within ${callTimeoutMs} ms (callTimeoutMs); the request was cancelled and its outcome is unknown`, tool, err)
     }
     if (typeof code === 'number' && code !== CONNECTION_CLOSED) {
-      return this.#error('mcp_call', `MCP server ${name} refused the call of tool ${tool}: ${message}`, tool, err)
+      return this.#error('mcp_call', `MCP server ${name} answered the call of tool ${tool} with a protocol error: ${message}`, tool, err)
     }
     // The connection is gone (a dead server process, a dropped HTTP session): the next call opens a new one.
     if (this.#client === client) this.#client = undefined
