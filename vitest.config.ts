@@ -24,6 +24,9 @@ const integration = [
   'test/langgraph/threads.test.ts',
   'test/langgraph/validation.postgres.test.ts',
   'test/langgraph/validation.sqlite-file.test.ts',
+  'test/mcp/crash.test.ts',
+  'test/mcp/package.test.ts',
+  'test/mcp/tools.test.ts',
   'test/migrations.test.ts',
   'test/observe/telemetry.test.ts',
   'test/package/**/*.test.ts',
@@ -56,7 +59,7 @@ export default defineConfig({
     // The package's own entry points resolve to the sources, as in tsconfig.json `paths`.
     alias: [
       { find: /^cairn-agents$/, replacement: src('index') },
-      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|langgraph|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
+      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|langgraph|mcp|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
     ],
   },
   test: {

@@ -36,6 +36,7 @@ const LIBRARY = {
   anthropic: 'src/anthropic.ts',
   'ai-sdk': 'src/ai-sdk.ts',
   langgraph: 'src/langgraph.ts',
+  mcp: 'src/mcp.ts',
 }
 const COMMAND = {
   'cli/main': 'src/cli/main.ts',

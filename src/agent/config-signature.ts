@@ -11,7 +11,7 @@ export interface ConfigSignature {
   hash: string
   modelId: string
   systemPrompt: string
-  /** Tool name → hash of its spec (name, description, input schema). */
+  /** Tool name → hash of its spec (name, description, input schema; an MCP tool adds its annotations). */
   tools: Record<string, string>
 }
 
@@ -33,7 +33,7 @@ export function assertSameConfig(stored: ConfigSignature, current: ConfigSignatu
   if (stored.systemPrompt !== current.systemPrompt) differences.push('system prompt changed')
   for (const name of Object.keys(stored.tools)) {
     if (!(name in current.tools)) differences.push(`tool ${name} was removed`)
-    else if (stored.tools[name] !== current.tools[name]) differences.push(`tool ${name} changed (description or input schema)`)
+    else if (stored.tools[name] !== current.tools[name]) differences.push(`tool ${name} changed (its description, input schema or, for an MCP tool, annotations)`)
   }
   for (const name of Object.keys(current.tools)) if (!(name in stored.tools)) differences.push(`tool ${name} was added`)
   throw new ConfigMismatchError({

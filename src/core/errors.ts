@@ -37,6 +37,10 @@ export type CairnErrorCode =
   | 'run_not_paused'
   | 'max_recovery_attempts'
   | 'request_answered'
+  | 'missing_dependency'
+  | 'mcp_connection'
+  | 'mcp_call'
+  | 'mcp_tools'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {

@@ -1,0 +1,5 @@
+export { connectMcp, type McpServerConnection } from './connect-mcp.js'
+export { IDEMPOTENCY_META_KEY } from './connection.js'
+export { McpServerError } from './errors.js'
+export { MCP_APPROVAL, type McpApprovalRequest, type McpApprovalResponse, type McpTool } from './mcp-tool.js'
+export type { McpApprovalPolicy, McpHttpServerOptions, McpServerOptions, McpServerOptionsBase, McpStdioServerOptions, McpToolAnnotations, McpToolOverride } from './options.js'
