@@ -2,7 +2,8 @@
  * The documentation's code is real code: every ```ts block of README.md and docs/*.md is
  * type-checked (all of them in one `tsc` call) and run (each with tsx in a child process, in a
  * directory of its own, with a time limit). A block marked ```ts no-run is only type-checked.
- * A line ending in `// prints: TEXT` must print TEXT. Blocks that use `cairn-agents/openai` talk to
+ * A line ending in `// prints: TEXT` must print TEXT. A block whose first line is `// file: NAME.ts` is
+ * written as NAME.ts beside the other blocks of its page (a server they start) instead of being run. Blocks that use `cairn-agents/openai` talk to
  * a local server that answers as the OpenAI API does (OPENAI_BASE_URL), so nothing leaves the
  * machine and no key is needed.
  *
@@ -31,6 +32,8 @@ interface Block {
   name: string
   code: string
   run: boolean
+  /** The name the page's other blocks know this one by (`// file: NAME.ts` on its first line). */
+  fileName?: string
 }
 
 /** The Markdown files whose code is checked: the README and every page under docs/. */
@@ -56,7 +59,10 @@ function blocksOf(file: string, text: string): Block[] {
     for (i++; i < lines.length && !/^```\s*$/.test(lines[i]!); i++) body.push(lines[i]!)
     if (i === lines.length) throw new Error(`${file}:${start + 1}: the code block is never closed`)
     const slug = file.replace(/\.md$/, '').replace(/[^A-Za-z0-9]+/g, '-').toLowerCase()
-    blocks.push({ where: `${file}:${start + 1}`, name: `${slug}-${start + 1}`, code: `${body.join('\n')}\n`, run: info !== 'no-run' })
+    // A block that opens with `// file: NAME.ts` is a file the page's other blocks use (a server
+    // they start, say): it is type-checked, written beside each of them, and not run on its own.
+    const file_ = /^\/\/ file: ([\w.-]+\.ts)$/.exec(body[0] ?? '')?.[1]
+    blocks.push({ where: `${file}:${start + 1}`, name: `${slug}-${start + 1}`, code: `${body.join('\n')}\n`, run: info !== 'no-run' && file_ === undefined, ...(file_ === undefined ? {} : { fileName: file_ }) })
   }
   return blocks
 }
@@ -107,6 +113,10 @@ describe('every ```ts block of the documentation', () => {
     for (const block of blocks) {
       mkdirSync(join(work, block.name))
       writeFileSync(join(work, block.name, 'block.ts'), block.code)
+    }
+    for (const shared of blocks.filter((block) => block.fileName !== undefined)) {
+      const page = shared.where.split(':')[0]
+      for (const block of blocks.filter((b) => b.where.split(':')[0] === page && b !== shared)) writeFileSync(join(work, block.name, shared.fileName!), shared.code)
     }
     // The repository's compiler options, `paths` included, over the blocks alone.
     writeFileSync(join(work, 'tsconfig.json'), JSON.stringify({ extends: '../tsconfig.json', compilerOptions: { noEmit: true, rootDir: '..' }, include: ['*/block.ts'] }))
