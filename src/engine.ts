@@ -51,3 +51,4 @@ export { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatc
 export { retainedListLengths } from './store/engine/list-retention.js'
 export { LeaseTable, unleased, type LeaseEntry } from './store/leases/lease-table.js'
 export { EngineStore, type EngineStoreOptions } from './store/engine-store.js'
+export { importPeer, requirePeer, type OptionalPeer, type PeerRequest } from './core/peers.js'

@@ -1,24 +1,25 @@
 import type { RunnableConfig } from '@langchain/core/runnables'
-import {
-  BaseCheckpointSaver,
-  TASKS,
-  WRITES_IDX_MAP,
-  getCheckpointId,
-  maxChannelVersion,
-  type ChannelVersions,
-  type Checkpoint,
-  type CheckpointListOptions,
-  type CheckpointMetadata,
-  type CheckpointPendingWrite,
-  type CheckpointTuple,
-  type PendingWrite,
-  type SerializerProtocol,
+import type {
+  ChannelVersions,
+  Checkpoint,
+  CheckpointListOptions,
+  CheckpointMetadata,
+  CheckpointPendingWrite,
+  CheckpointTuple,
+  PendingWrite,
+  SerializerProtocol,
 } from '@langchain/langgraph-checkpoint'
 import { CheckpointError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
 import { loadValue, storeValue, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
+import { importPeer } from '../../core/peers.js'
+
+const { BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, getCheckpointId, maxChannelVersion } = await importPeer<typeof import('@langchain/langgraph-checkpoint')>({
+  name: '@langchain/langgraph-checkpoint',
+  neededBy: 'cairn-agents/langgraph',
+})
 
 /** Checkpoints a listing reads from the store at once. */
 const LIST_PAGE = 100

@@ -4,6 +4,11 @@ import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type 
 import { isAbort, redact, STOP } from '../shared.js'
 import { aiSdkPrompt } from './ai-sdk-prompt.js'
 import type { AnyLanguageModel, AnyStreamPart, CallOptionsWithoutPrompt } from './ai-sdk-types.js'
+import { importPeer } from '../../core/peers.js'
+
+// Only the provider's types are Cairn's concern, but a program without them would fail to
+// type-check against this module's declarations: say so when it loads.
+await importPeer({ name: '@ai-sdk/provider', neededBy: 'cairn-agents/ai-sdk' })
 
 /** How to build an {@link AISDKModel}. */
 export interface AISDKModelOptions {

@@ -1,9 +1,12 @@
-import Anthropic from '@anthropic-ai/sdk'
+import type Anthropic from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent, ThinkingConfigParam } from '@anthropic-ai/sdk/resources/messages/messages'
 import type { ModelPrices, ModelStopReason } from '../../model/messages.js'
 import type { Model, ModelCallOptions, ModelRequest, ModelStreamEvent } from '../../model/model.js'
 import { isAbort, STOP, toModelError, type AdapterOptions } from '../shared.js'
 import { anthropicMessages, anthropicSystem, anthropicTools } from './anthropic-input.js'
+import { importPeer } from '../../core/peers.js'
+
+const anthropic = await importPeer<typeof import('@anthropic-ai/sdk')>({ name: '@anthropic-ai/sdk', neededBy: 'cairn-agents/anthropic' })
 
 /** How to build an {@link AnthropicModel}. */
 export interface AnthropicModelOptions extends AdapterOptions {
@@ -49,7 +52,7 @@ export class AnthropicModel implements Model {
     this.#options = options
     this.#client =
       options.client ??
-      new Anthropic({
+      new anthropic.default({
         ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
         ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
         maxRetries: options.maxRetries ?? 2,
