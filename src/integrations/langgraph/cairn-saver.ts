@@ -9,7 +9,7 @@ import type {
   PendingWrite,
   SerializerProtocol,
 } from '@langchain/langgraph-checkpoint'
-import { CheckpointError } from '../../core/errors.js'
+import { CheckpointError, InvalidArgumentError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
 import { loadValue, storeValue, type StoredValue } from './stored-values.js'
@@ -81,7 +81,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   constructor(options: CairnSaverOptions) {
     super(options.serde)
     if (typeof options?.store?.putPendingWrites !== 'function' || typeof options.store.listPendingWrites !== 'function') {
-      throw new CheckpointError('invalid_argument', 'CairnSaver needs a store with pending writes (putPendingWrites, listPendingWrites): every built-in Cairn store has them')
+      throw new InvalidArgumentError('CairnSaver needs a store with pending writes (putPendingWrites, listPendingWrites): every built-in Cairn store has them')
     }
     this.store = options.store
   }
@@ -124,7 +124,7 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const place = placeOf(config)
-    if (!place) throw new CheckpointError('invalid_argument', 'CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
+    if (!place) throw new InvalidArgumentError('CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
     const runId = await this.#ensureRun(place)
     const parentId = (config.configurable?.checkpoint_id as string | undefined) || null
     const parentKey = parentId === null ? null : checkpointKeyOf(place, parentId)
@@ -166,10 +166,10 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
     const place = placeOf(config)
-    if (!place) throw new CheckpointError('invalid_argument', 'CairnSaver.putWrites needs config.configurable.thread_id')
+    if (!place) throw new InvalidArgumentError('CairnSaver.putWrites needs config.configurable.thread_id')
     const checkpointId = config.configurable?.checkpoint_id as unknown
     if (typeof checkpointId !== 'string' || checkpointId === '') {
-      throw new CheckpointError('invalid_argument', 'CairnSaver.putWrites needs config.configurable.checkpoint_id: the checkpoint the writes belong to')
+      throw new InvalidArgumentError('CairnSaver.putWrites needs config.configurable.checkpoint_id: the checkpoint the writes belong to')
     }
     const stored = await Promise.all(
       writes.map(async ([channel, value], idx) => ({

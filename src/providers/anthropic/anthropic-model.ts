@@ -5,6 +5,7 @@ import type { Model, ModelCallOptions, ModelRequest, ModelStreamEvent } from '..
 import { isAbort, STOP, toModelError, type AdapterOptions } from '../shared.js'
 import { anthropicMessages, anthropicSystem, anthropicTools } from './anthropic-input.js'
 import { importPeer } from '../../core/peers.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 const anthropic = await importPeer<typeof import('@anthropic-ai/sdk')>({ name: '@anthropic-ai/sdk', neededBy: 'cairn-agents/anthropic' })
 
@@ -48,7 +49,7 @@ export class AnthropicModel implements Model {
   readonly #options: AnthropicModelOptions
 
   constructor(options: AnthropicModelOptions) {
-    if (!options?.model) throw new TypeError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-5' })")
+    if (!options?.model) throw new InvalidArgumentError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-5' })")
     this.#options = options
     this.#client =
       options.client ??

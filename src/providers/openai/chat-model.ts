@@ -4,6 +4,7 @@ import type { ContentBlock, Message, ModelPrices, ModelStopReason } from '../../
 import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type ModelStreamEvent } from '../../model/model.js'
 import { isAbort, STOP, toModelError, toolResultText, urlOf } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 /**
  * A model on the OpenAI Chat Completions API (and the many servers that speak it), streaming,
@@ -23,7 +24,7 @@ export class OpenAIChatModel implements Model {
   readonly #options: OpenAIModelOptions
 
   constructor(options: OpenAIModelOptions) {
-    if (!options?.model) throw new TypeError("OpenAIChatModel needs a model name: new OpenAIChatModel({ model: 'gpt-4.1-mini' })")
+    if (!options?.model) throw new InvalidArgumentError("OpenAIChatModel needs a model name: new OpenAIChatModel({ model: 'gpt-4.1-mini' })")
     this.#options = options
     this.#client = openAIClient(options)
     this.modelId = `openai:${options.model}`

@@ -5,6 +5,7 @@ import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type 
 import { isAbort, STOP, toModelError } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
 import { responsesInput } from './responses-input.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 /** How to build an {@link OpenAIResponsesModel}. */
 export interface OpenAIResponsesModelOptions extends OpenAIModelOptions {
@@ -40,7 +41,7 @@ export class OpenAIResponsesModel implements Model {
   readonly #options: OpenAIResponsesModelOptions
 
   constructor(options: OpenAIResponsesModelOptions) {
-    if (!options?.model) throw new TypeError("OpenAIResponsesModel needs a model name: new OpenAIResponsesModel({ model: 'gpt-5-mini' })")
+    if (!options?.model) throw new InvalidArgumentError("OpenAIResponsesModel needs a model name: new OpenAIResponsesModel({ model: 'gpt-5-mini' })")
     this.#options = options
     this.#client = openAIClient(options)
     this.modelId = `openai:${options.model}`
