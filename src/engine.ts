@@ -9,7 +9,7 @@
  * Beside the SPI, the parts a backend or a store wrapper builds on: the in-process engines
  * (`MemoryEngine`, `FileEngine`), `DelegatingStore` (forward every call, override a few), the
  * lease protocol (`RunLeases`, `FencedStore`), the codec's tagged-value encoding, canonical
- * hashing, ids, the schema registry and the decoding limits, and the optional-peer loader
+ * hashing, ids, the schema registry and the depth ceiling of decoding, and the optional-peer loader
  * (`importPeer`, `requirePeer`: a missing driver is a `MissingDependencyError`).
  *
  * @example
@@ -68,4 +68,4 @@ export { decodeValue, encodeValue, type DecodeContext } from './core/codec.js'
 export { canonicalJson, sha256 } from './core/hash.js'
 export { idTimestamp, newId } from './core/ids.js'
 export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } from './core/schema.js'
-export { limits, MAX_DEPTH_CEILING } from './core/limits.js'
+export { MAX_DEPTH_CEILING } from './core/limits.js'

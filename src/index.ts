@@ -12,7 +12,7 @@
 export { deserialize, parseJson, serialize, type JsonObject, type JsonValue } from './core/codec.js'
 export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, InvalidArgumentError, isStoreOutage, LeaseLostError, MissingDependencyError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
 export { hashValue } from './core/hash.js'
-export { configureLimits, DEFAULT_LIMITS, type CairnLimits } from './core/limits.js'
+export { configureLimits, DEFAULT_LIMITS, limits, type CairnLimits } from './core/limits.js'
 
 // store
 export { FileStore, type FileStoreOptions } from './store/backends/file/file-store.js'

@@ -18,9 +18,9 @@ const API: Record<string, { values: string[]; types: string[] }> = {
       'RunNotPausedError', 'Runner', 'SchemaVersionError', 'SlidingWindowConversationManager', 'StoreError', 'Worker', 'Workflow', 'WorkflowBuilder',
       'WorkflowCheckpointError', 'WorkflowError', 'WorkflowRunResult', 'addUsage', 'buildTimeline', 'concurrentToolExecutor', 'configureLimits', 'costOf',
       'deserialize', 'diffCheckpoints', 'emptyUsage', 'errorResult', 'executor', 'exportRun', 'forkRun', 'formatDiff', 'formatTimeline',
-      'getLatestWorkflowCheckpoint', 'hashValue', 'importRun', 'inspectWorkflowCheckpoint', 'isStoreOutage', 'jsonSchemaOf', 'listWorkflowCheckpointIds',
-      'listWorkflowCheckpoints', 'loadWorkflowCheckpoint', 'parseJson', 'pruneWorkflowCheckpoints', 'readWorkflowCheckpoint', 'sequentialToolExecutor',
-      'serialize', 'summarizeRun', 'textOf', 'tool', 'toolUsesOf', 'validateInput', 'verifyRun',
+      'getLatestWorkflowCheckpoint', 'hashValue', 'importRun', 'inspectWorkflowCheckpoint', 'isStoreOutage', 'jsonSchemaOf', 'limits',
+      'listWorkflowCheckpointIds', 'listWorkflowCheckpoints', 'loadWorkflowCheckpoint', 'parseJson', 'pruneWorkflowCheckpoints', 'readWorkflowCheckpoint',
+      'sequentialToolExecutor', 'serialize', 'summarizeRun', 'textOf', 'tool', 'toolUsesOf', 'validateInput', 'verifyRun',
     ],
     types: [
       'AcquireRunInput', 'AcquiredLease', 'AgentExecutorInput', 'AgentExecutorOptions', 'AgentExecutorResponse', 'AgentHooks', 'AgentInput',
@@ -72,8 +72,7 @@ const API: Record<string, { values: string[]; types: string[] }> = {
       'CLAIMABLE_STATUSES', 'DEFAULT_QUEUE', 'DelegatingRunStore', 'DelegatingStore', 'EngineStore', 'FINISHED_STATUSES', 'FencedStore', 'FileEngine',
       'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'RUN_DIGEST_FIELDS', 'RunLeases', 'SchemaRegistry', 'applyRunPatch', 'canonicalJson',
       'compareCheckpointsNewestFirst', 'compareRunsNewestFirst', 'decodeValue', 'defaultSchemas', 'encodeValue', 'firstNotPending', 'idTimestamp',
-      'importPeer', 'limits', 'newId', 'page', 'requirePeer', 'retainedListLengths', 'runDigest', 'runProgressDigest', 'sha256', 'statusMatches',
-      'unleased',
+      'importPeer', 'newId', 'page', 'requirePeer', 'retainedListLengths', 'runDigest', 'runProgressDigest', 'sha256', 'statusMatches', 'unleased',
     ],
     types: [
       'AcquireOutcome', 'AcquireRequest', 'CancelOutcome', 'CheckpointHeaderRow', 'CheckpointRow', 'ClaimRequest', 'ClaimedRun', 'CommitRequest',
