@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3'
 import { join } from 'node:path'
-import { FileEngine, FileStore, MemoryEngine, MemoryStore, type CheckpointStore } from '../src/index.js'
+import { FileStore, MemoryStore, type CheckpointStore } from '../src/index.js'
+import { FileEngine, MemoryEngine } from '../src/engine.js'
 import { type StorageEngine } from '../src/engine.js'
 import { SqliteEngine, SqliteStore } from '../src/sqlite.js'
 import { directoryBytes, sqliteBytes } from './disk-usage.js'

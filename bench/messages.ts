@@ -1,5 +1,5 @@
 /** The conversation the storage benchmark checkpoints: one ~1 KB message per step. */
-import { freezeDeep } from '../src/index.js'
+import { freezeDeep } from '../src/core/freeze.js'
 
 /** A model message as an agent loop keeps it. */
 export interface BenchMessage {

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { EngineStore } from '../src/index.js'
+import { EngineStore } from '../src/engine.js'
 import { type CommitRequest, type CommitResult, type StorageEngine } from '../src/engine.js'
 import type { BenchBackend } from './backends.js'
 import { benchMessage, type BenchMessage } from './messages.js'

@@ -14,7 +14,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { Executor, FileCheckpointStorage, WorkflowBuilder, type CheckpointRecord, type CheckpointStorage, type WorkflowCheckpoint, type WorkflowContext } from 'cairn-agents'
+import { Executor, FileStore, WorkflowBuilder, type CheckpointRecord, type CheckpointStorage, type WorkflowCheckpoint, type WorkflowContext } from 'cairn-agents'
 
 interface Item {
   id: number
@@ -62,7 +62,7 @@ const seed = Number(values.seed ?? Math.floor(Math.random() * 2 ** 31))
 const dir = values.dir ?? (await mkdtemp(join(tmpdir(), 'cairn-recovery-')))
 console.log(`seed ${seed}, checkpoints in ${dir}`)
 try {
-  process.exitCode = await recover(new FileCheckpointStorage({ storagePath: dir }), mulberry32(seed))
+  process.exitCode = await recover(new FileStore({ directory: dir }), mulberry32(seed))
 } finally {
   if (values.dir === undefined) await rm(dir, { recursive: true, force: true })
 }

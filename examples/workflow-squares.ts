@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
-import { Executor, FileCheckpointStorage, WorkflowBuilder, type CheckpointStore, type WorkflowCheckpoint, type WorkflowContext } from 'cairn-agents'
+import { Executor, FileStore, WorkflowBuilder, type CheckpointStore, type WorkflowCheckpoint, type WorkflowContext } from 'cairn-agents'
 import { SqliteStore } from 'cairn-agents/sqlite'
 
 interface Task {
@@ -90,7 +90,7 @@ async function main(): Promise<number> {
 async function work(params: { dir: string; store: 'file' | 'sqlite'; killAfter: number }): Promise<void> {
   await mkdir(params.dir, { recursive: true })
   const storage: CheckpointStore =
-    params.store === 'sqlite' ? new SqliteStore({ path: join(params.dir, 'checkpoints.db') }) : new FileCheckpointStorage({ storagePath: join(params.dir, 'checkpoints') })
+    params.store === 'sqlite' ? new SqliteStore({ path: join(params.dir, 'checkpoints.db') }) : new FileStore({ directory: join(params.dir, 'checkpoints') })
   const start = new StartExecutor('start')
   const worker = new WorkerExecutor('worker')
   const workflow = new WorkflowBuilder<number, Record<number, number>>({ name: 'squares', startExecutor: start, store: storage })

@@ -1,4 +1,4 @@
-import { Agent, Checkpoint, deserialize, InMemoryCheckpointStorage, MemoryStore, Runner, serialize, tool, type Tool } from '../src/index.js'
+import { Agent, Checkpoint, deserialize, MemoryStore, Runner, serialize, tool, type Tool } from '../src/index.js'
 import { ScriptedModel } from '../src/testing.js'
 import { CliError } from '../src/cli/cli-error.js'
 import { exportRun, importRun } from '../src/store/portable-run.js'
@@ -78,7 +78,7 @@ async function resumeSurface(): Promise<Surface> {
 }
 
 async function workflowSurface(): Promise<Surface> {
-  const storage = new InMemoryCheckpointStorage()
+  const storage = new MemoryStore()
   const ran = await squaresWorkflow(storage).workflow.run({ message: 3 })
   const history = await storage.listCheckpoints({ runId: ran.runId })
   const record = await storage.load(history[1]!.id)

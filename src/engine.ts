@@ -6,6 +6,12 @@
  * lets workers share the backend; {@link LeaseTable} implements it for engines whose rows live
  * in the process. Check a backend with `runEngineConformance` from `cairn-agents/testing`.
  *
+ * Beside the SPI, the parts a backend or a store wrapper builds on: the in-process engines
+ * (`MemoryEngine`, `FileEngine`), `DelegatingStore` (forward every call, override a few), the
+ * lease protocol (`RunLeases`, `FencedStore`), the codec's tagged-value encoding, canonical
+ * hashing, ids, the schema registry and the depth ceiling of decoding, and the optional-peer loader
+ * (`importPeer`, `requirePeer`: a missing driver is a `MissingDependencyError`).
+ *
  * @example
  * ```ts
  * import { EngineStore, type StorageEngine } from 'cairn-agents/engine'
@@ -51,3 +57,15 @@ export { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatc
 export { retainedListLengths } from './store/engine/list-retention.js'
 export { LeaseTable, unleased, type LeaseEntry } from './store/leases/lease-table.js'
 export { EngineStore, type EngineStoreOptions } from './store/engine-store.js'
+export { importPeer, requirePeer, type OptionalPeer, type PeerRequest } from './core/peers.js'
+export { DelegatingRunStore, DelegatingStore } from './store/delegating-store.js'
+export { FencedStore, type FenceHooks } from './store/leases/fenced-store.js'
+export { DEFAULT_QUEUE, RunLeases } from './store/leases/run-leases.js'
+export { FINISHED_STATUSES } from './store/checkpoint-store.js'
+export { FileEngine } from './store/backends/file/file-engine.js'
+export { MemoryEngine } from './store/backends/memory/memory-engine.js'
+export { decodeValue, encodeValue, type DecodeContext } from './core/codec.js'
+export { canonicalJson, sha256 } from './core/hash.js'
+export { idTimestamp, newId } from './core/ids.js'
+export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } from './core/schema.js'
+export { MAX_DEPTH_CEILING } from './core/limits.js'

@@ -8,6 +8,7 @@
  * const store = new SqliteStore({ path: '.cairn/cairn.db' })
  * ```
  */
+import './sqlite-driver.js'
 export { SqliteStore, type SqliteStoreOptions } from './store/backends/sqlite/sqlite-store.js'
 export { SqliteWriter, type CommitWriter, type WriterStats } from './store/backends/sqlite/sqlite-writer.js'
 export { SqliteEngine, type SqliteEngineOptions } from './store/backends/sqlite/sqlite-engine.js'

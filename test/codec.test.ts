@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, CheckpointError, decodeValue, deserialize, encodeValue, serialize } from '../src/index.js'
+import { CheckpointCorruptionError, CheckpointError, deserialize, serialize } from '../src/index.js'
+import { decodeValue, encodeValue } from '../src/engine.js'
 
 const roundTrip = (value: unknown): unknown => deserialize(JSON.stringify(JSON.parse(serialize(value))))
 

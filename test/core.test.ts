@@ -1,18 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  CairnError,
-  canonicalJson,
-  CheckpointCorruptionError,
-  CheckpointError,
-  CheckpointNotFoundError,
-  ConfigMismatchError,
-  hashValue,
-  idTimestamp,
-  newId,
-  SchemaRegistry,
-  SchemaVersionError,
-  StoreError,
-} from '../src/index.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError, ConfigMismatchError, hashValue, SchemaVersionError, StoreError } from '../src/index.js'
+import { canonicalJson, idTimestamp, newId, SchemaRegistry } from '../src/engine.js'
 import { hashEncoded, matchesEncodedHash } from '../src/core/hash.js'
 
 describe('canonical hashing', () => {

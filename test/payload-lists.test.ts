@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, freezeDeep, isDeepFrozen, MemoryStore } from '../src/index.js'
+import { CheckpointCorruptionError, MemoryStore } from '../src/index.js'
+import { freezeDeep, isDeepFrozen } from '../src/core/freeze.js'
 import { conversation } from '../src/testing.js'
 import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
 import { CheckedOutputs } from '../src/store/encoding/shared-outputs.js'

@@ -1,18 +1,6 @@
 import { writeSync } from 'node:fs'
-import {
-  DelegatingStore,
-  type AcquireRunInput,
-  type CheckpointInput,
-  type CheckpointStore,
-  type CreateRunInput,
-  type EffectCompletion,
-  type EffectCompletionResult,
-  type EffectRecord,
-  type RunLeases,
-  type RunRecord,
-  type UpdateRunInput,
-  type WriteBatch,
-} from '../src/index.js'
+import { type AcquireRunInput, type CheckpointInput, type CheckpointStore, type CreateRunInput, type EffectCompletion, type EffectCompletionResult, type EffectRecord, type RunRecord, type UpdateRunInput, type WriteBatch } from '../src/index.js'
+import { DelegatingStore, type RunLeases } from '../src/engine.js'
 
 /** Which run a kill point was reached in: the planner's own run or the researcher's child run. */
 export type Role = 'parent' | 'child'

@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointError } from '../core/errors.js'
+import { CairnError, CheckpointError, InvalidArgumentError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
 import type { Model, ProviderTokens } from '../model/model.js'
@@ -105,10 +105,10 @@ export class Agent {
   #running: AbortController | undefined
 
   constructor(options: AgentOptions) {
-    if (!options?.model || typeof options.model.stream !== 'function') throw new TypeError('Agent needs a model with a stream() method')
+    if (!options?.model || typeof options.model.stream !== 'function') throw new InvalidArgumentError('Agent needs a model with a stream() method')
     const tools = options.tools ?? []
     this.tools = new Map(tools.map((t) => [t.name, t]))
-    if (this.tools.size !== tools.length) throw new TypeError('two tools have the same name; tool names must be unique')
+    if (this.tools.size !== tools.length) throw new InvalidArgumentError('two tools have the same name; tool names must be unique')
     this.model = options.model
     this.name = options.name ?? 'agent'
     this.systemPrompt = options.systemPrompt
@@ -325,7 +325,7 @@ export class Agent {
       case 'message':
         if (this.#interrupts.pending.length > 0) {
           const ids = this.#interrupts.pending.map((i) => i.id).join(', ')
-          throw new CairnError('invalid_argument', `the agent is waiting for responses to interrupts ${ids}; invoke it with interruptResponse blocks`)
+          throw new InvalidArgumentError(`the agent is waiting for responses to interrupts ${ids}; invoke it with interruptResponse blocks`)
         }
         return { phase: 'model', cycleIndex: 0, responses: {} }
     }
@@ -351,9 +351,9 @@ export class Agent {
 
   #answer(responses: Record<string, JsonValue>): LoopStart {
     const pending = new Set(this.#interrupts.pending.map((i) => i.id))
-    if (pending.size === 0) throw new CairnError('invalid_argument', 'there are no pending interrupts to respond to')
+    if (pending.size === 0) throw new InvalidArgumentError('there are no pending interrupts to respond to')
     for (const id of Object.keys(responses)) {
-      if (!pending.has(id)) throw new CairnError('invalid_argument', `interrupt ${id} is not pending; pending interrupts: ${[...pending].join(', ')}`)
+      if (!pending.has(id)) throw new InvalidArgumentError(`interrupt ${id} is not pending; pending interrupts: ${[...pending].join(', ')}`)
     }
     return { phase: 'tools', cycleIndex: this.#interrupts.cycleIndex, responses }
   }

@@ -1,5 +1,6 @@
 import type { JsonObject } from '../core/codec.js'
 import type { Message } from '../model/messages.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /**
  * Decides which messages the model sees. Its state is part of the agent's snapshot, so a
@@ -34,7 +35,7 @@ export class SlidingWindowConversationManager implements ConversationManager {
 
   constructor(options: { windowSize?: number } = {}) {
     this.windowSize = options.windowSize ?? 40
-    if (!Number.isInteger(this.windowSize) || this.windowSize < 1) throw new TypeError('windowSize must be a positive integer')
+    if (!Number.isInteger(this.windowSize) || this.windowSize < 1) throw new InvalidArgumentError('windowSize must be a positive integer')
   }
 
   apply(messages: Message[]): void {

@@ -1,6 +1,7 @@
 import type { JsonValue } from '../core/codec.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
 import type { InterruptRequest } from '../tools/tool.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** A pause raised by a tool, waiting for a human's response. */
 export interface Interrupt {
@@ -48,7 +49,7 @@ export function interruptId(toolUse: ToolUseBlock['toolUse'], name: string): str
 /** Build `ctx.interrupt` for one tool call. */
 export function interruptFunction(toolUse: ToolUseBlock['toolUse'], responses: Record<string, JsonValue>) {
   return <R = JsonValue>(request: InterruptRequest): R => {
-    if (typeof request?.name !== 'string' || request.name === '') throw new TypeError('ctx.interrupt needs a name')
+    if (typeof request?.name !== 'string' || request.name === '') throw new InvalidArgumentError('ctx.interrupt needs a name')
     const id = interruptId(toolUse, request.name)
     if (Object.prototype.hasOwnProperty.call(responses, id)) return responses[id] as R
     throw new InterruptSignal({ id, name: request.name, toolUseId: toolUse.toolUseId, ...(request.reason === undefined ? {} : { reason: request.reason }) })

@@ -1,5 +1,5 @@
 import type { JsonObject } from '../core/codec.js'
-import { CheckpointError } from '../core/errors.js'
+import { CheckpointError, InvalidArgumentError } from '../core/errors.js'
 import type { Message } from '../model/messages.js'
 import type { ConfigSignature } from './config-signature.js'
 import type { InterruptState } from './interrupts.js'
@@ -40,13 +40,13 @@ export interface PartialAgentSnapshot extends Omit<AgentSnapshot, 'data'> {
 
 /** Which fields a selection keeps: `include` (default: the `session` preset) minus `exclude`; never empty. */
 export function selectFields(options: { preset?: 'session'; include?: readonly SnapshotField[]; exclude?: readonly SnapshotField[] }): SnapshotField[] {
-  if (options.preset !== undefined && options.preset !== 'session') throw new TypeError(`unknown snapshot preset ${JSON.stringify(options.preset)}; the preset is 'session'`)
+  if (options.preset !== undefined && options.preset !== 'session') throw new InvalidArgumentError(`unknown snapshot preset ${JSON.stringify(options.preset)}; the preset is 'session'`)
   for (const field of [...(options.include ?? []), ...(options.exclude ?? [])]) {
-    if (!SNAPSHOT_FIELDS.includes(field)) throw new TypeError(`unknown snapshot field ${JSON.stringify(field)}; fields are ${SNAPSHOT_FIELDS.join(', ')}`)
+    if (!SNAPSHOT_FIELDS.includes(field)) throw new InvalidArgumentError(`unknown snapshot field ${JSON.stringify(field)}; fields are ${SNAPSHOT_FIELDS.join(', ')}`)
   }
   const selected = (options.include ?? SNAPSHOT_FIELDS).filter((field) => !(options.exclude ?? []).includes(field))
   if (selected.length === 0) {
-    throw new CheckpointError('invalid_argument', 'the snapshot selection is empty: include at least one of messages, state, conversationManager, interrupts')
+    throw new InvalidArgumentError('the snapshot selection is empty: include at least one of messages, state, conversationManager, interrupts')
   }
   return selected
 }

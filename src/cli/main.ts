@@ -3,6 +3,7 @@
  * The `cairn` command: look inside any Cairn store, fork, resume and move runs, and serve the
  * local inspector. `cairn --help` lists the commands.
  */
+import { readFileSync } from 'node:fs'
 import { Command, Option } from 'commander'
 import { CairnError, KeyRing } from '../index.js'
 import { CliError, describeFailure } from './cli-error.js'
@@ -19,10 +20,29 @@ interface GlobalOptions {
   encrypt?: boolean
 }
 
+/** The package's version: package.json is two folders up from dist/cli/ and from src/cli/. */
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version
+
+/** What `cairn resume --help` and `cairn recover --help` say about `--agents`. */
+const AGENTS_HELP = `
+The agents module (--agents) is a .js/.mjs file, or a .ts file when tsx is installed
+(npm install -D tsx). It exports agent factories by agent name: a run is resumed with the
+factory named like the agent that started it, and an Agent's name defaults to "agent".
+
+  // agents.ts
+  import { Agent } from 'cairn-agents'
+  export const agents = {
+    researcher: () => new Agent({ name: 'researcher', model, tools }),
+    agent: () => new Agent({ model }), // an Agent given no name
+  }
+
+Named exports work too (export const researcher = () => …), as does a default export of that object.`
+
 /** Build the command line program. */
 function buildProgram(): Command {
   const program = new Command('cairn')
     .description('Inspect, fork, resume and move durable Cairn runs, in any store')
+    .version(VERSION, '-v, --version', 'print the version of cairn-agents')
     .addOption(new Option('--store <url>', 'the store: sqlite:PATH, file:DIR or postgres://…?schema=NAME').env('CAIRN_STORE').default(DEFAULT_STORE))
     .option('--json', 'print JSON for scripts instead of tables')
     .option('--debug', 'print the stack of an error')
@@ -33,8 +53,8 @@ function buildProgram(): Command {
   program.command('diff').description('what changed between two checkpoints (of one run, or a run and its fork)').argument('<a>', 'checkpoint id').argument('<b>', 'checkpoint id').action(action(diffCommand))
   program.command('effects').description("a run's effect journal").argument('<run>', 'run id').action(action(effectsCommand))
   program.command('fork').description('a new run continuing from a checkpoint, resumable with `cairn resume`').argument('<checkpoint>', 'checkpoint id').option('--run-id <id>', 'id of the new run').action(action(forkCommand))
-  program.command('resume').description('resume a run with agents from your module').argument('<run>', 'run id').option('--agents <module>', 'a module exporting agent factories by name').option('--response <id=json...>', 'answers to pending interrupts').action(action(resumeCommand))
-  program.command('recover').description('resume every run a dead process left running').option('--agents <module>', 'a module exporting agent factories by name').action(action(recoverCommand))
+  program.command('resume').description('resume a run with agents from your module').argument('<run>', 'run id').option('--agents <module>', 'a .js or .ts module exporting agent factories by agent name').option('--response <id=json...>', 'answers to pending interrupts').addHelpText('after', AGENTS_HELP).action(action(resumeCommand))
+  program.command('recover').description('resume every run a dead process left running').option('--agents <module>', 'a .js or .ts module exporting agent factories by agent name').addHelpText('after', AGENTS_HELP).action(action(recoverCommand))
   program.command('prune').description('delete old checkpoints (the latest of each run and terminal ones stay)').option('--run <run>', 'only this run').option('--keep-last <n>', 'keep this many newest checkpoints per run').option('--older-than <days>', 'only checkpoints older than this many days').action(action(pruneCommand))
   program.command('migrate').description("apply the store's schema migrations and report its versions").action(action(migrateCommand))
   program.command('verify').description('read every checkpoint back and check digests and hash chains').argument('[run]', 'only this run').action(action(verifyCommand))

@@ -1,5 +1,6 @@
 import { existsSync, readdirSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
+import { importPeer } from '../engine.js'
 import { FileStore, type CheckpointStore, type KeyRing } from '../index.js'
 import { CliError } from './cli-error.js'
 
@@ -72,7 +73,7 @@ export async function openStore(url: string, options: OpenOptions = {}): Promise
 type Trust = { keys?: KeyRing; encrypt?: boolean }
 
 async function openSqlite(location: Extract<StoreLocation, { kind: 'sqlite' }>, create: boolean, trust: Trust): Promise<OpenStore> {
-  const { default: Database } = await import('better-sqlite3')
+  const { default: Database } = await importPeer<{ default: typeof import('better-sqlite3') }>({ name: 'better-sqlite3', neededBy: `the SQLite store ${location.url}` })
   const versions = (): number[] => {
     if (!existsSync(location.path)) return []
     const db = new Database(location.path, { readonly: true, fileMustExist: true })
@@ -105,7 +106,7 @@ async function openFile(location: Extract<StoreLocation, { kind: 'file' }>, crea
 }
 
 async function openPostgres(location: Extract<StoreLocation, { kind: 'postgres' }>, create: boolean, trust: Trust): Promise<OpenStore> {
-  const { default: pg } = await import('pg')
+  const { default: pg } = await importPeer<typeof import('pg')>({ name: 'pg', neededBy: `the Postgres store ${location.url}` })
   const postgres = await import('../postgres.js')
   const { PostgresStore } = postgres
   try {

@@ -1,4 +1,5 @@
-import { buildThreadTimelines, buildTimeline, formatThreadTimeline, summarizeThread, diffCheckpoints, encodeValue, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
+import { buildThreadTimelines, buildTimeline, formatThreadTimeline, summarizeThread, diffCheckpoints, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
+import { encodeValue } from '../engine.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { forkRun, importRun, Runner, type Agent, type CheckpointStore, type JsonValue, type RekeyOptions, type RekeyResult, type RunRecord, type RunResult } from '../index.js'
+import { importPeer } from '../engine.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { positiveInt } from './read-commands.js'
@@ -112,9 +113,11 @@ export async function importCommand(ctx: Context, options: { file?: string }): P
 
 async function loadAgents(path: string | undefined): Promise<AgentFactories> {
   if (path === undefined) throw new CliError('give the agents with --agents ./agents.js: a module exporting agent factories by name, e.g. export const agents = { researcher: () => buildAgent() }')
+  const file = resolve(path)
+  if (TYPESCRIPT.test(file)) await registerTypeScript(path)
   let module: Record<string, unknown>
   try {
-    module = (await import(pathToFileURL(resolve(path)).href)) as Record<string, unknown>
+    module = (await import(pathToFileURL(file).href)) as Record<string, unknown>
   } catch (err) {
     throw new CliError(`cannot load the agents module ${path}: ${(err as Error).message}`, { cause: err })
   }
@@ -123,6 +126,15 @@ async function loadAgents(path: string | undefined): Promise<AgentFactories> {
   const found = Object.fromEntries(Object.entries(factories).filter(([, value]) => typeof value === 'function')) as AgentFactories
   if (Object.keys(found).length === 0) throw new CliError(`${path} exports no agent factories; export const agents = { name: () => buildAgent() }`)
   return found
+}
+
+/** File names Node cannot import without a TypeScript loader. */
+const TYPESCRIPT = /\.(ts|mts|cts|tsx)$/
+
+/** Let `import()` load TypeScript: tsx's ES module loader (tsx is the application's development dependency). */
+async function registerTypeScript(path: string): Promise<void> {
+  const tsx = await importPeer<{ register: () => unknown }>({ name: 'tsx', subpath: 'esm/api', dev: true, neededBy: `loading the TypeScript agents module ${path}` })
+  tsx.register()
 }
 
 async function agentFor(run: RunRecord, factories: AgentFactories): Promise<Agent> {

@@ -69,6 +69,36 @@ export class CairnError extends Error {
   }
 }
 
+/**
+ * An argument is not what the function takes: a missing or out-of-range option, a value of the
+ * wrong kind. The message names the argument and what it accepts; nothing was changed.
+ */
+export class InvalidArgumentError extends CairnError {
+  constructor(message: string, options: CairnErrorOptions = {}) {
+    super('invalid_argument', message, options)
+  }
+}
+
+/**
+ * An optional package Cairn needs for what was asked is not installed, or cannot be found from
+ * where Cairn is installed: `better-sqlite3` for `cairn-agents/sqlite`, `pg` for Postgres by
+ * connection string, a provider's client, `tsx` for a TypeScript agents module, …. The message
+ * names the package and the command that installs it (`install`).
+ */
+export class MissingDependencyError extends CairnError {
+  /** The package to install, e.g. `better-sqlite3`. */
+  readonly packageName: string
+  /** The command that installs it, e.g. `npm install better-sqlite3`. */
+  readonly install: string
+
+  constructor(params: { packageName: string; neededBy: string; dev?: boolean; cause?: unknown }) {
+    const install = `npm install ${params.dev === true ? '-D ' : ''}${params.packageName}`
+    super('missing_dependency', `${params.neededBy} needs the package ${params.packageName}, which is not installed: run \`${install}\``, { cause: params.cause })
+    this.packageName = params.packageName
+    this.install = install
+  }
+}
+
 /** Context carried by checkpoint errors. */
 export interface CheckpointErrorOptions extends CairnErrorOptions {
   runId?: string | undefined

@@ -1,4 +1,4 @@
-import { CairnError } from './errors.js'
+import { InvalidArgumentError } from './errors.js'
 
 /**
  * The sizes Cairn accepts in a value it saves or loads. Anything beyond them is refused with a
@@ -55,13 +55,13 @@ let current: Readonly<CairnLimits> = DEFAULT_LIMITS
 export function configureLimits(changes: Partial<CairnLimits>): Readonly<CairnLimits> {
   const next = { ...current, ...changes }
   for (const key of ['maxDepth', 'maxStringLength', 'maxPayloadChars', 'maxBigIntDigits', 'maxToolResultChars'] as const) {
-    if (!Number.isSafeInteger(next[key]) || next[key] < 1) throw new CairnError('invalid_argument', `limit ${key} must be a positive integer, got ${String(next[key])}`)
+    if (!Number.isSafeInteger(next[key]) || next[key] < 1) throw new InvalidArgumentError(`limit ${key} must be a positive integer, got ${String(next[key])}`)
   }
   if (next.maxDepth > MAX_DEPTH_CEILING) {
-    throw new CairnError('invalid_argument', `limit maxDepth may be at most ${MAX_DEPTH_CEILING} (deeper values would overflow the stack), got ${next.maxDepth}`)
+    throw new InvalidArgumentError(`limit maxDepth may be at most ${MAX_DEPTH_CEILING} (deeper values would overflow the stack), got ${next.maxDepth}`)
   }
   if (next.toolResultPolicy !== 'truncate' && next.toolResultPolicy !== 'refuse') {
-    throw new CairnError('invalid_argument', `toolResultPolicy must be 'truncate' or 'refuse', got ${JSON.stringify(next.toolResultPolicy)}`)
+    throw new InvalidArgumentError(`toolResultPolicy must be 'truncate' or 'refuse', got ${JSON.stringify(next.toolResultPolicy)}`)
   }
   current = Object.freeze(next)
   return current

@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError, SchemaVersionError } from './errors.js'
+import { CheckpointCorruptionError, InvalidArgumentError, SchemaVersionError } from './errors.js'
 
 /**
  * One step of a record format's history: upgrades the payload of a `kind` record from schema
@@ -44,7 +44,7 @@ export class SchemaRegistry {
   /** Declare the version this code writes for `kind`. */
   define(kind: string, version: number): this {
     if (!Number.isInteger(version) || version < 1) {
-      throw new TypeError(`schema version of ${kind} must be a positive integer, got ${String(version)}`)
+      throw new InvalidArgumentError(`schema version of ${kind} must be a positive integer, got ${String(version)}`)
     }
     this.#current.set(kind, version)
     return this
@@ -55,7 +55,7 @@ export class SchemaRegistry {
     let steps = this.#steps.get(migration.kind)
     if (!steps) this.#steps.set(migration.kind, (steps = new Map<number, Migration>()))
     if (steps.has(migration.from)) {
-      throw new TypeError(`a migration of ${migration.kind} from version ${migration.from} is already registered`)
+      throw new InvalidArgumentError(`a migration of ${migration.kind} from version ${migration.from} is already registered`)
     }
     steps.set(migration.from, migration)
     return this

@@ -1,4 +1,5 @@
 import type { Attributes, Span, Tracer } from '@opentelemetry/api'
+import { importPeer } from '../core/peers.js'
 import type { RunEvent, RunEventListener } from './run-events.js'
 
 type OtelApi = typeof import('@opentelemetry/api')
@@ -15,13 +16,17 @@ const OTEL_GLOBAL = Symbol.for('opentelemetry.js.api.1')
  * `@opentelemetry/api` when the application installed it (an optional peer) and registered
  * something with it, else undefined. Loaded once, on first use: while nothing is registered,
  * spans would go nowhere, so the package is not loaded (it costs a resumed process milliseconds
- * of start-up) and no span is made.
+ * of start-up) and no span is made. Registered, but not installed where Cairn can load it: a
+ * process warning carrying the `MissingDependencyError`, once, and runs go on untraced.
  */
 export function loadOpenTelemetry(): Promise<OtelApi | undefined> {
   if (loading === undefined && !(OTEL_GLOBAL in globalThis)) return Promise.resolve(undefined)
-  loading ??= import('@opentelemetry/api').then(
+  loading ??= importPeer<OtelApi>({ name: '@opentelemetry/api', neededBy: 'tracing Cairn runs into the OpenTelemetry provider this application registered' }).then(
     (api) => api,
-    () => undefined,
+    (err: unknown) => {
+      if (err instanceof Error) process.emitWarning(err)
+      return undefined
+    },
   )
   return loading
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CairnError, LeaseLostError, parseOwner, RunBusyError } from '../core/errors.js'
+import { CairnError, InvalidArgumentError, LeaseLostError, parseOwner, RunBusyError } from '../core/errors.js'
 import type { CreateRunInput, RunRecord, RunStore } from '../store/checkpoint-store.js'
 import type { Fence, LeaseRow } from '../store/engine/lease-engine.js'
 import type { RunLeases } from '../store/leases/run-leases.js'
@@ -192,7 +192,7 @@ export function ownerProcessIsGone(owner: string): boolean {
 function waitDeadline(wait: WaitForOwner | undefined): number | undefined {
   if (wait === undefined || wait === false) return undefined
   if (wait === true) return Infinity
-  if (!Number.isFinite(wait.timeoutMs) || wait.timeoutMs < 0) throw new CairnError('invalid_argument', `waitForOwner.timeoutMs must be a non-negative number, got ${String(wait.timeoutMs)}`)
+  if (!Number.isFinite(wait.timeoutMs) || wait.timeoutMs < 0) throw new InvalidArgumentError(`waitForOwner.timeoutMs must be a non-negative number, got ${String(wait.timeoutMs)}`)
   return Date.now() + wait.timeoutMs
 }
 

@@ -1,5 +1,5 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError, InvalidArgumentError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
@@ -106,12 +106,12 @@ export class Runner {
   readonly #leaseMs: number
 
   constructor(options: RunnerOptions) {
-    if (!options?.store) throw new TypeError('Runner needs a store: new Runner({ store })')
+    if (!options?.store) throw new InvalidArgumentError('Runner needs a store: new Runner({ store })')
     this.store = options.store
     this.#onEvent = options.onEvent
     this.#leaseMs = options.leaseMs ?? 60_000
     if (typeof this.#leaseMs !== 'number' || !Number.isFinite(this.#leaseMs) || this.#leaseMs <= 0) {
-      throw new TypeError(`leaseMs must be a positive number of ms, got ${String(options.leaseMs)}`)
+      throw new InvalidArgumentError(`leaseMs must be a positive number of ms, got ${String(options.leaseMs)}`)
     }
     this.#writer = {
       durability: options.durability ?? 'async',
@@ -120,7 +120,7 @@ export class Runner {
       coalesceRuntimeState: options.coalesceRuntimeState ?? true,
     }
     if (this.#writer.durability !== 'async' && this.#writer.durability !== 'sync') {
-      throw new TypeError(`durability must be 'async' or 'sync', got ${JSON.stringify(options.durability)}`)
+      throw new InvalidArgumentError(`durability must be 'async' or 'sync', got ${JSON.stringify(options.durability)}`)
     }
   }
 
@@ -197,7 +197,7 @@ export class Runner {
     if (pending.length > 0) {
       const unknown = Object.keys(responses).filter((id) => !pending.some((i) => i.id === id))
       if (unknown.length > 0) {
-        throw new CairnError('invalid_argument', `run ${runId} has no pending interrupt ${unknown.join(', ')}; pending: ${pending.map((i) => i.id).join(', ')}`)
+        throw new InvalidArgumentError(`run ${runId} has no pending interrupt ${unknown.join(', ')}; pending: ${pending.map((i) => i.id).join(', ')}`)
       }
       if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending, runtime)
       start = { phase: 'tools', cycleIndex: runtime.agent.interrupts.cycleIndex, responses }

@@ -1,5 +1,6 @@
 import type { ContentBlock, ModelStopReason, Usage } from '../model/messages.js'
 import type { Model, ModelCallOptions, ModelRequest, ModelStreamEvent } from '../model/model.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** One scripted model turn: the assistant content, optionally with its stop reason and usage. */
 export type ScriptedResponse = ContentBlock[] | { content: ContentBlock[]; stopReason?: ModelStopReason; usage?: Usage }
@@ -46,7 +47,7 @@ export class ScriptedModel implements Model {
     this.#turns = turns
     this.modelId = options.modelId ?? 'scripted'
     this.#select = options.select ?? 'call'
-    if (this.#select !== 'call' && this.#select !== 'conversation') throw new TypeError(`select must be 'call' or 'conversation', got ${JSON.stringify(options.select)}`)
+    if (this.#select !== 'call' && this.#select !== 'conversation') throw new InvalidArgumentError(`select must be 'call' or 'conversation', got ${JSON.stringify(options.select)}`)
   }
 
   async *stream(request: ModelRequest, options: ModelCallOptions = {}): AsyncGenerator<ModelStreamEvent> {

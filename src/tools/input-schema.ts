@@ -1,5 +1,6 @@
 import type { JsonObject } from '../core/codec.js'
 import { validateJsonSchema } from './json-schema.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /**
  * The Standard Schema interface (zod, valibot, arktype, …), declared here so Cairn depends on
@@ -54,7 +55,7 @@ export function jsonSchemaOf(schema: InputSchema, toolName: string): JsonObject 
   if (!isStandardSchema(schema)) return schema
   const converter = schema['~standard'].jsonSchema
   if (!converter) {
-    throw new TypeError(
+    throw new InvalidArgumentError(
       `tool ${toolName}: its ${schema['~standard'].vendor} schema cannot produce a JSON Schema for the model; pass a JSON Schema as inputSchema, or use a library that implements Standard JSON Schema (zod ≥ 4.2, arktype ≥ 2.1.28)`,
     )
   }

@@ -5,6 +5,7 @@ import { hashValue } from '../core/hash.js'
 import type { ToolResultBlock, ToolResultContent, ToolUseBlock } from '../model/messages.js'
 import type { ToolSpec } from '../model/model.js'
 import { jsonSchemaOf, validateInput, type InferInput, type InputSchema } from './input-schema.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** What a tool raises to pause the agent for a human (see {@link ToolContext.interrupt}). */
 export interface InterruptRequest {
@@ -94,9 +95,9 @@ const NAME_PATTERN = /^[A-Za-z0-9_-]{1,64}$/
 export function tool<S extends InputSchema>(definition: ToolDefinition<S>): Tool {
   const { name, description, inputSchema, callback } = definition
   if (typeof name !== 'string' || !NAME_PATTERN.test(name)) {
-    throw new TypeError(`tool name ${JSON.stringify(name)} must be 1-64 letters, digits, _ or - (what model providers accept)`)
+    throw new InvalidArgumentError(`tool name ${JSON.stringify(name)} must be 1-64 letters, digits, _ or - (what model providers accept)`)
   }
-  if (typeof callback !== 'function') throw new TypeError(`tool ${name} needs a callback function`)
+  if (typeof callback !== 'function') throw new InvalidArgumentError(`tool ${name} needs a callback function`)
   const spec: ToolSpec = { name, description, inputSchema: jsonSchemaOf(inputSchema, name) }
   return {
     name,

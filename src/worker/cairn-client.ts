@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointNotFoundError, RunNotPausedError } from '../core/errors.js'
+import { CairnError, CheckpointNotFoundError, InvalidArgumentError, RunNotPausedError } from '../core/errors.js'
 import type { ContentBlock } from '../model/messages.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import type { CancelOutcome } from '../store/engine/lease-engine.js'
@@ -59,8 +59,8 @@ export class CairnClient {
    * that was enqueued before, nothing changes (`created: false`): retrying an enqueue is safe.
    */
   async enqueue(name: string, options: EnqueueOptions): Promise<{ runId: string; created: boolean }> {
-    if (typeof name !== 'string' || name === '') throw new CairnError('invalid_argument', 'enqueue needs the name of an agent or workflow registered on the workers')
-    if (options?.input === undefined) throw new CairnError('invalid_argument', `enqueue('${name}') needs an input: a prompt, content blocks, or a workflow message`)
+    if (typeof name !== 'string' || name === '') throw new InvalidArgumentError('enqueue needs the name of an agent or workflow registered on the workers')
+    if (options?.input === undefined) throw new InvalidArgumentError(`enqueue('${name}') needs an input: a prompt, content blocks, or a workflow message`)
     const { run, created } = await requireLeases(this.store).enqueue({
       name,
       metadata: { ...(options.metadata ?? {}), [JOB_KEY]: { name, input: options.input as JsonValue } },
@@ -107,7 +107,7 @@ export class CairnClient {
    */
   async respond(runId: string, responses: Record<string, JsonValue>): Promise<void> {
     if (typeof responses !== 'object' || responses === null || Array.isArray(responses) || Object.keys(responses).length === 0) {
-      throw new CairnError('invalid_argument', `respond('${runId}') needs the answers by interrupt or request id`)
+      throw new InvalidArgumentError(`respond('${runId}') needs the answers by interrupt or request id`)
     }
     const leases = requireLeases(this.store)
     let waitUntil: number | undefined

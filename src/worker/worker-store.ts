@@ -1,4 +1,4 @@
-import { CairnError } from '../core/errors.js'
+import { InvalidArgumentError } from '../core/errors.js'
 import type { CheckpointStore } from '../store/checkpoint-store.js'
 import type { FencedStore, FenceHooks } from '../store/leases/fenced-store.js'
 import type { Fence } from '../store/engine/lease-engine.js'
@@ -17,10 +17,10 @@ export interface WorkerStore extends CheckpointStore {
 
 /** The store's leases, or a clear error when it has none. */
 export function requireLeases(store: WorkerStore | undefined): RunLeases {
-  if (typeof store !== 'object' || store === null) throw new CairnError('invalid_argument', 'the worker layer needs a store: { store }')
+  if (typeof store !== 'object' || store === null) throw new InvalidArgumentError('the worker layer needs a store: { store }')
   const leases = store.leases
   if (!leases || typeof store.fenced !== 'function') {
-    throw new CairnError('invalid_argument', 'this store has no leases, so workers cannot share its runs: use PostgresStore (cairn/postgres) or SqliteStore (cairn/sqlite)')
+    throw new InvalidArgumentError('this store has no leases, so workers cannot share its runs: use PostgresStore (cairn/postgres) or SqliteStore (cairn/sqlite)')
   }
   return leases
 }

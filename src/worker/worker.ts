@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import { CairnError } from '../core/errors.js'
+import { InvalidArgumentError } from '../core/errors.js'
 import type { Agent } from '../agent/agent.js'
 import type { LeaseSubscription } from '../store/engine/lease-engine.js'
 import type { ClaimedLease, RunLeases } from '../store/leases/run-leases.js'
@@ -101,15 +101,15 @@ export class Worker {
       durability: options.durability ?? 'async',
     }
     if (this.#options.heartbeatMs >= leaseMs) {
-      throw new CairnError('invalid_argument', `heartbeatMs (${this.#options.heartbeatMs}) must be shorter than leaseMs (${leaseMs}), or leases lapse between heartbeats`)
+      throw new InvalidArgumentError(`heartbeatMs (${this.#options.heartbeatMs}) must be shorter than leaseMs (${leaseMs}), or leases lapse between heartbeats`)
     }
     const agents = new Map(Object.entries(options.agents ?? {}))
     const workflows = new Map(Object.entries(options.workflows ?? {}))
     if (agents.size + workflows.size === 0) {
-      throw new CairnError('invalid_argument', 'a worker needs at least one agent or workflow: { agents: { name: () => buildAgent() } }')
+      throw new InvalidArgumentError('a worker needs at least one agent or workflow: { agents: { name: () => buildAgent() } }')
     }
     const both = [...agents.keys()].filter((name) => workflows.has(name))
-    if (both.length > 0) throw new CairnError('invalid_argument', `'${both.join("', '")}' names both an agent and a workflow; runs are enqueued by name, so give each its own`)
+    if (both.length > 0) throw new InvalidArgumentError(`'${both.join("', '")}' names both an agent and a workflow; runs are enqueued by name, so give each its own`)
     this.#queues = options.queues
     this.#queueLimits = options.queueLimits
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
@@ -139,7 +139,7 @@ export class Worker {
 
   /** Start claiming and executing runs; resolves once the worker is listening. */
   async start(): Promise<void> {
-    if (this.#state !== 'idle') throw new CairnError('invalid_argument', `worker ${this.id} was already started; create a new Worker to start again`)
+    if (this.#state !== 'idle') throw new InvalidArgumentError(`worker ${this.id} was already started; create a new Worker to start again`)
     this.#state = 'running'
     this.#subscription = await this.#leases.subscribe(() => this.#wake()).catch((err: unknown) => {
       this.#context.emit({ type: 'error', error: err as Error })
@@ -290,16 +290,16 @@ export class Worker {
 }
 
 function positive(value: number, name: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new CairnError('invalid_argument', `${name} must be a positive number of ms, got ${String(value)}`)
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new InvalidArgumentError(`${name} must be a positive number of ms, got ${String(value)}`)
   return value
 }
 
 function positiveInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) throw new CairnError('invalid_argument', `${name} must be a positive integer, got ${String(value)}`)
+  if (!Number.isSafeInteger(value) || value < 1) throw new InvalidArgumentError(`${name} must be a positive integer, got ${String(value)}`)
   return value
 }
 
 function nonNegativeInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 0) throw new CairnError('invalid_argument', `${name} must be a non-negative integer, got ${String(value)}`)
+  if (!Number.isSafeInteger(value) || value < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${String(value)}`)
   return value
 }

@@ -7,6 +7,7 @@ import type { ContentBlock, Message } from '../model/messages.js'
 import type { WorkflowContext } from './context.js'
 import type { RequestInfoEvent } from './events.js'
 import { Executor, type ExecutorState } from './executor.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** What an {@link AgentExecutor} sends downstream (or yields as output). Plain data. */
 export interface AgentExecutorResponse {
@@ -55,9 +56,9 @@ export class AgentExecutor extends Executor<AgentExecutorInput> {
 
   constructor(agent: Agent, options: AgentExecutorOptions = {}) {
     super(options.id ?? 'agent')
-    if (!(agent instanceof Agent)) throw new TypeError('AgentExecutor needs an Agent')
+    if (!(agent instanceof Agent)) throw new InvalidArgumentError('AgentExecutor needs an Agent')
     if (agent.checkpointing) {
-      throw new TypeError(`agent executor ${this.id}: build the agent with checkpointing: false; the workflow checkpoints it at every super step`)
+      throw new InvalidArgumentError(`agent executor ${this.id}: build the agent with checkpointing: false; the workflow checkpoints it at every super step`)
     }
     this.agent = agent
     this.#output = options.output

@@ -3,6 +3,7 @@ import { functionName, type EdgeCondition, type EdgeGroup, type FanOutSelection 
 import type { Executor } from './executor.js'
 import { createGraph } from './graph.js'
 import { Workflow } from './workflow.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** The default super-step limit of a run. */
 export const DEFAULT_MAX_SUPERSTEPS = 100
@@ -61,7 +62,7 @@ export class WorkflowBuilder<TIn = unknown, TOutput = unknown> {
   readonly #groups: EdgeGroup[] = []
 
   constructor(options: WorkflowBuilderOptions<TIn>) {
-    if (typeof options?.startExecutor?.handle !== 'function') throw new TypeError('WorkflowBuilder needs a startExecutor')
+    if (typeof options?.startExecutor?.handle !== 'function') throw new InvalidArgumentError('WorkflowBuilder needs a startExecutor')
     this.#options = options
     this.#add(options.startExecutor)
   }
@@ -95,7 +96,7 @@ export class WorkflowBuilder<TIn = unknown, TOutput = unknown> {
   /** A switch: each message goes to the first case whose condition holds, else to `default`. */
   addSwitchCaseEdges<M = unknown>(source: Executor, cases: readonly SwitchCase<M>[], options: { default?: Executor } = {}): this {
     const from = this.#add(source)
-    if (cases.length === 0) throw new TypeError('a switch-case edge group needs at least one case')
+    if (cases.length === 0) throw new InvalidArgumentError('a switch-case edge group needs at least one case')
     const routes = cases.map((c) => ({
       condition: c.condition as EdgeCondition,
       conditionName: functionName(c.condition, c.conditionName, 'condition'),
@@ -118,29 +119,29 @@ export class WorkflowBuilder<TIn = unknown, TOutput = unknown> {
     const { startExecutor, name, description, maxSupersteps } = this.#options
     const store = this.#options.store ?? this.#options.checkpointStorage
     const limit = maxSupersteps ?? DEFAULT_MAX_SUPERSTEPS
-    if (!Number.isSafeInteger(limit) || limit < 1) throw new TypeError(`maxSupersteps must be a positive integer, got ${String(maxSupersteps)}`)
-    if (name !== undefined && (typeof name !== 'string' || name === '')) throw new TypeError('a workflow name is a non-empty string')
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new InvalidArgumentError(`maxSupersteps must be a positive integer, got ${String(maxSupersteps)}`)
+    if (name !== undefined && (typeof name !== 'string' || name === '')) throw new InvalidArgumentError('a workflow name is a non-empty string')
     const graph = createGraph({ name: name ?? startExecutor.id, start: startExecutor, executors: new Map(this.#executors), groups: [...this.#groups] })
     return new Workflow<TIn, TOutput>({ graph, description, store, maxSupersteps: limit })
   }
 
   #add(executor: Executor): string {
-    if (typeof executor?.handle !== 'function' || typeof executor.id !== 'string') throw new TypeError('an edge joins Executor instances')
+    if (typeof executor?.handle !== 'function' || typeof executor.id !== 'string') throw new InvalidArgumentError('an edge joins Executor instances')
     const known = this.#executors.get(executor.id)
-    if (known !== undefined && known !== executor) throw new TypeError(`two different executors have the id ${executor.id}; executor ids must be unique`)
+    if (known !== undefined && known !== executor) throw new InvalidArgumentError(`two different executors have the id ${executor.id}; executor ids must be unique`)
     this.#executors.set(executor.id, executor)
     return executor.id
   }
 
   #targets(executors: readonly Executor[], what: string): string[] {
-    if (executors.length === 0) throw new TypeError(`${what} needs at least one executor`)
+    if (executors.length === 0) throw new InvalidArgumentError(`${what} needs at least one executor`)
     const ids = executors.map((e) => this.#add(e))
-    if (new Set(ids).size !== ids.length) throw new TypeError(`${what} lists an executor twice: ${ids.join(', ')}`)
+    if (new Set(ids).size !== ids.length) throw new InvalidArgumentError(`${what} lists an executor twice: ${ids.join(', ')}`)
     return ids
   }
 
   #group(group: EdgeGroup): this {
-    if (this.#groups.some((g) => g.id === group.id)) throw new TypeError(`the edge group ${group.id} was added twice; each would deliver every message again`)
+    if (this.#groups.some((g) => g.id === group.id)) throw new InvalidArgumentError(`the edge group ${group.id} was added twice; each would deliver every message again`)
     this.#groups.push(group)
     return this
   }

@@ -1,5 +1,5 @@
 import { isPlainObject, type JsonObject } from '../core/codec.js'
-import { CairnError } from '../core/errors.js'
+import { InvalidArgumentError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { WorkflowMessage } from './checkpoint.js'
 import { routeThrough } from './edges.js'
@@ -86,10 +86,10 @@ export class StepContext implements WorkflowContext {
   async sendMessage(message: unknown, options: SendMessageOptions = {}): Promise<void> {
     const { targetId } = options
     if (this.targetIds.length === 0) {
-      throw new CairnError('invalid_argument', `executor ${this.executorId} has no outgoing edges, so sendMessage has nowhere to go; add an edge, or use yieldOutput`)
+      throw new InvalidArgumentError(`executor ${this.executorId} has no outgoing edges, so sendMessage has nowhere to go; add an edge, or use yieldOutput`)
     }
     if (targetId !== undefined && !this.targetIds.includes(targetId)) {
-      throw new CairnError('invalid_argument', `executor ${this.executorId} has no edge to ${targetId}; its edges reach ${this.targetIds.join(', ')}`)
+      throw new InvalidArgumentError(`executor ${this.executorId} has no edge to ${targetId}; its edges reach ${this.targetIds.join(', ')}`)
     }
     for (const group of this.#graph.bySource.get(this.executorId) ?? []) {
       for (const target of await routeThrough(group, message)) {
@@ -107,7 +107,7 @@ export class StepContext implements WorkflowContext {
   async requestInfo(data: unknown, options: RequestInfoOptions = {}): Promise<string> {
     const { responseSchema } = options
     if (responseSchema !== undefined && !isPlainObject(responseSchema)) {
-      throw new TypeError('responseSchema must be a JSON Schema object (it is persisted with the request)')
+      throw new InvalidArgumentError('responseSchema must be a JSON Schema object (it is persisted with the request)')
     }
     const request: RequestInfoEvent = {
       type: 'request_info',

@@ -1,4 +1,5 @@
 import { sha256 } from '../core/hash.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** Decides whether a message goes along an edge. Called when the message is sent. */
 export type EdgeCondition<M = unknown> = (message: M) => boolean | Promise<boolean>
@@ -57,7 +58,7 @@ export async function routeThrough(group: EdgeGroup, message: unknown): Promise<
       const picked = await group.selection(message, group.targets)
       const unknown = picked.filter((id) => !group.targets.includes(id))
       if (unknown.length > 0) {
-        throw new TypeError(`the selection of fan-out ${group.id} picked ${unknown.join(', ')}, which are not among its targets ${group.targets.join(', ')}`)
+        throw new InvalidArgumentError(`the selection of fan-out ${group.id} picked ${unknown.join(', ')}, which are not among its targets ${group.targets.join(', ')}`)
       }
       return group.targets.filter((id) => picked.includes(id))
     }
@@ -75,10 +76,10 @@ export async function routeThrough(group: EdgeGroup, message: unknown): Promise<
  */
 export function functionName(fn: (...args: never[]) => unknown, given: string | undefined, generic: string): string {
   if (given !== undefined) {
-    if (typeof given !== 'string' || given === '') throw new TypeError(`a ${generic} name is a non-empty string`)
+    if (typeof given !== 'string' || given === '') throw new InvalidArgumentError(`a ${generic} name is a non-empty string`)
     return given
   }
-  if (typeof fn !== 'function') throw new TypeError(`a ${generic} must be a function`)
+  if (typeof fn !== 'function') throw new InvalidArgumentError(`a ${generic} must be a function`)
   if (fn.name !== '' && fn.name !== generic) return fn.name
   return `source:${sha256(fn.toString()).slice(0, 16)}`
 }

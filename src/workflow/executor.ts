@@ -1,6 +1,7 @@
 import type { WorkflowContext } from './context.js'
 import { WorkflowError } from './errors.js'
 import type { RequestInfoEvent } from './events.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /**
  * What an executor persists in a workflow checkpoint: a plain object of codec-serializable
@@ -93,7 +94,7 @@ export class FunctionExecutor<TIn = unknown> extends Executor<TIn> {
 
   constructor(id: string, fn: ExecutorFunction<TIn>, options: FunctionExecutorOptions = {}) {
     super(id)
-    if (typeof fn !== 'function') throw new TypeError(`executor ${id} needs a handler function`)
+    if (typeof fn !== 'function') throw new InvalidArgumentError(`executor ${id} needs a handler function`)
     this.#fn = fn
     this.#options = options
   }
@@ -136,6 +137,6 @@ export function executor<TIn = unknown, TSend = unknown, TOutput = unknown>(
 
 /** Executor ids are non-empty strings; ids starting with `$` are reserved for the engine. */
 function assertExecutorId(id: unknown): asserts id is string {
-  if (typeof id !== 'string' || id === '') throw new TypeError(`an executor id is a non-empty string, got ${JSON.stringify(id)}`)
-  if (id.startsWith('$')) throw new TypeError(`executor id ${JSON.stringify(id)} is reserved: ids starting with $ name the workflow's own sources`)
+  if (typeof id !== 'string' || id === '') throw new InvalidArgumentError(`an executor id is a non-empty string, got ${JSON.stringify(id)}`)
+  if (id.startsWith('$')) throw new InvalidArgumentError(`executor id ${JSON.stringify(id)} is reserved: ids starting with $ name the workflow's own sources`)
 }

@@ -1,5 +1,6 @@
 import { readWorkflowCheckpoint, summarize, summarizeHeader, type WorkflowCheckpoint, type WorkflowCheckpointSummary } from './checkpoint.js'
 import type { CheckpointStorage, WorkflowStore } from './checkpoint-storage.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** Which workflow checkpoints to list, newest first. `before` is an exclusive checkpoint-id cursor. */
 export interface ListWorkflowCheckpointsOptions {
@@ -92,7 +93,7 @@ export async function inspectWorkflowCheckpoint(storage: WorkflowStore, checkpoi
  */
 export async function pruneWorkflowCheckpoints(storage: CheckpointStorage, options: PruneWorkflowCheckpointsOptions): Promise<number> {
   const keepLast = Math.max(1, options.keepLast ?? 1)
-  if (!Number.isSafeInteger(keepLast)) throw new TypeError(`keepLast must be an integer, got ${String(options.keepLast)}`)
+  if (!Number.isSafeInteger(keepLast)) throw new InvalidArgumentError(`keepLast must be an integer, got ${String(options.keepLast)}`)
   const olderThan = options.olderThan === undefined ? undefined : Number(options.olderThan)
   let deleted = 0
   for (const runId of await runsOf(storage, options.workflowName)) {

@@ -1,5 +1,5 @@
 import { isPlainObject } from '../core/codec.js'
-import { CairnError } from '../core/errors.js'
+import { CairnError, InvalidArgumentError } from '../core/errors.js'
 import type { WaitForOwner } from '../runner/run-ownership.js'
 import type { WorkflowStore } from './checkpoint-storage.js'
 
@@ -78,5 +78,5 @@ export function planRun(options: WorkflowRunOptions): RunPlan {
 }
 
 function invalid(message: string): CairnError {
-  return new CairnError('invalid_argument', message)
+  return new InvalidArgumentError(message)
 }

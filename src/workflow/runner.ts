@@ -1,4 +1,4 @@
-import { CairnError } from '../core/errors.js'
+import { CairnError, InvalidArgumentError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import { INPUT_SOURCE, type WorkflowCheckpointPhase } from './checkpoint.js'
@@ -105,12 +105,12 @@ async function prepare(settings: RunSettings, plan: RunPlan): Promise<RunState> 
   }
   if (plan.kind === 'resume') {
     if (storage === undefined) {
-      throw new CairnError('invalid_argument', `cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
+      throw new InvalidArgumentError(`cannot resume workflow ${graph.name} from checkpoint ${plan.checkpointId}: it has no store; build it with one ({ store }) or pass store to run`)
     }
     run = await restoreCheckpoint({ storage, graph, checkpointId: plan.checkpointId })
   } else {
     if (settings.current === undefined) {
-      throw new CairnError('invalid_argument', `workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)
+      throw new InvalidArgumentError(`workflow ${graph.name} has no run waiting for responses in this process; pass the checkpointId to answer from, with the responses`)
     }
     run = settings.current
   }

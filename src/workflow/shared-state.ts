@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../core/errors.js'
 /**
  * Workflow state shared by every executor of a run, with super-step semantics: `set` and
  * `delete` are staged, visible to the executor's own reads at once, and committed when the
@@ -77,5 +78,5 @@ export class SharedState {
 }
 
 function assertKey(key: unknown): void {
-  if (typeof key !== 'string' || key === '') throw new TypeError(`workflow state keys are non-empty strings, got ${JSON.stringify(key)}`)
+  if (typeof key !== 'string' || key === '') throw new InvalidArgumentError(`workflow state keys are non-empty strings, got ${JSON.stringify(key)}`)
 }

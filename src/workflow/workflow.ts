@@ -17,6 +17,7 @@ import { WorkflowRunResult } from './result.js'
 import { planRun, type WorkflowRunOptions } from './run-options.js'
 import { DEFAULT_WORKFLOW_LEASE_MS } from './run-lease.js'
 import { executeRun } from './runner.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /**
  * A built workflow (see `WorkflowBuilder`): executors joined by edges, run in super steps.
@@ -164,7 +165,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   }
 
   #storage(): WorkflowStore {
-    if (this.store === undefined) throw new TypeError(`workflow ${this.name} was built without a store`)
+    if (this.store === undefined) throw new InvalidArgumentError(`workflow ${this.name} was built without a store`)
     return this.store
   }
 
@@ -172,7 +173,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
   #admin(method: string): CheckpointStorage {
     const store = this.#storage()
     if (typeof (store as Partial<CheckpointStorage>).delete !== 'function') {
-      throw new TypeError(`workflow ${this.name}: ${method} needs a store that deletes checkpoints (a CheckpointStore); this one only reads and writes them`)
+      throw new InvalidArgumentError(`workflow ${this.name}: ${method} needs a store that deletes checkpoints (a CheckpointStore); this one only reads and writes them`)
     }
     return store as CheckpointStorage
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest'
-import { Agent, AgentResult, Checkpoint, CheckpointError, ConfigMismatchError, tool } from '../../src/index.js'
+import { Agent, AgentResult, Checkpoint, CheckpointError, ConfigMismatchError, InvalidArgumentError, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { runToEnd, SYSTEM_PROMPT, useTool, weatherAgent, weatherTools } from './helpers.js'
 
@@ -94,8 +94,8 @@ describe('agent checkpoints', () => {
     const { agent } = weatherAgent()
     const { checkpoint } = await agent.invoke('Weather?')
     const data = checkpoint!.toJSON()
-    await expect(agent.invoke([{ text: 'hi' }, { checkpointResume: { checkpoint: data } }])).rejects.toBeInstanceOf(TypeError)
-    await expect(agent.invoke([{ checkpointResume: { checkpoint: data } }, { checkpointResume: { checkpoint: data } }])).rejects.toBeInstanceOf(TypeError)
+    await expect(agent.invoke([{ text: 'hi' }, { checkpointResume: { checkpoint: data } }])).rejects.toBeInstanceOf(InvalidArgumentError)
+    await expect(agent.invoke([{ checkpointResume: { checkpoint: data } }, { checkpointResume: { checkpoint: data } }])).rejects.toBeInstanceOf(InvalidArgumentError)
     await expect(agent.invoke([{ checkpointResume: {} as never }])).rejects.toMatchObject({ code: 'missing_checkpoint' })
     const before = data.snapshot.data.messages.length
     await agent.invoke(resumeWith(data))

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { Agent, ConfigMismatchError, tool } from '../../src/index.js'
+import { Agent, ConfigMismatchError, InvalidArgumentError, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { useTool } from './helpers.js'
 
@@ -29,7 +29,7 @@ describe('agent snapshots', () => {
     expect(Object.keys(agent.takeSnapshot({ include: ['messages'] }).data).sort()).toEqual(['config', 'messages'])
     expect(Object.keys(agent.takeSnapshot({ exclude: ['messages', 'interrupts'] }).data).sort()).toEqual(['config', 'conversationManager', 'state'])
     expect(() => agent.takeSnapshot({ include: ['messages'], exclude: ['messages'] })).toThrow(/selection is empty/)
-    expect(() => agent.takeSnapshot({ include: ['bogus' as never] })).toThrow(TypeError)
+    expect(() => agent.takeSnapshot({ include: ['bogus' as never] })).toThrow(InvalidArgumentError)
   })
 
   it('interrupt state is persisted: a fresh agent loads it and takes the response', async () => {

@@ -1,4 +1,4 @@
-import { EngineStore, MemoryEngine } from '../../src/index.js'
+import { EngineStore, MemoryEngine } from '../../src/engine.js'
 import { type CheckpointRow, type ListRef } from '../../src/engine.js'
 import { runStoreConformance, type CorruptionKind } from '../../src/testing.js'
 

@@ -1,4 +1,4 @@
-import { MemoryEngine } from '../../src/index.js'
+import { MemoryEngine } from '../../src/engine.js'
 import { type StorageEngine } from '../../src/engine.js'
 import { runEngineConformance } from '../../src/testing.js'
 

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, CheckpointError, configureLimits, DEFAULT_LIMITS, decodeValue, deserialize, encodeValue, limits, parseJson, serialize } from '../../src/index.js'
+import { CheckpointCorruptionError, CheckpointError, configureLimits, DEFAULT_LIMITS, deserialize, limits, parseJson, serialize } from '../../src/index.js'
+import { decodeValue, encodeValue } from '../../src/engine.js'
 import { SqliteStore } from '../../src/sqlite.js'
 
 function nestedArrays(depth: number): unknown {

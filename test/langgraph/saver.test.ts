@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { ERROR, INTERRUPT, emptyCheckpoint, uuid6, type Checkpoint } from '@langchain/langgraph-checkpoint'
-import { DelegatingStore, FileStore, MemoryStore, type CheckpointStore } from 'cairn-agents'
+import { FileStore, MemoryStore, type CheckpointStore } from 'cairn-agents'
+import { DelegatingStore } from 'cairn-agents/engine'
 import { CairnSaver } from 'cairn-agents/langgraph'
 
 /** A store that counts the calls made to it. */

@@ -11,7 +11,7 @@ describe('cairn-agents/mcp without @modelcontextprotocol/sdk', () => {
     const child = spawnSync(process.execPath, ['--import', fixture('hide-sdk.mjs'), fixture('without-sdk.mjs')], { cwd: ROOT, encoding: 'utf8' })
     expect(child.status, child.stderr).toBe(0)
     const outcome = JSON.parse(child.stdout.trim()) as { name: string; code: string; cairn: boolean; message: string }
-    expect(outcome).toMatchObject({ name: 'McpServerError', code: 'missing_dependency', cairn: true })
+    expect(outcome).toMatchObject({ name: 'MissingDependencyError', code: 'missing_dependency', cairn: true })
     expect(outcome.message).toContain('npm install @modelcontextprotocol/sdk')
   })
 })

@@ -7,7 +7,8 @@
  */
 import { trace } from '@opentelemetry/api'
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base'
-import { Agent, DelegatingStore, Runner, tool, type Message, type EffectCompletion, type EffectCompletionResult, type WriteBatch } from '../../src/index.js'
+import { Agent, Runner, tool, type Message, type EffectCompletion, type EffectCompletionResult, type WriteBatch } from '../../src/index.js'
+import { DelegatingStore } from '../../src/engine.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 

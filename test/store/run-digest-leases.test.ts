@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { EngineStore, MemoryEngine, Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
+import { Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
+import { EngineStore, MemoryEngine } from '../../src/engine.js'
 import { runDigest, type RunRow } from '../../src/engine.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from '../trust/raw-rows.js'
 import { crashedRun, KEY_A, scriptedAgent } from '../trust/scenario.js'

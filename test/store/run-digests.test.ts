@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, EngineStore, MemoryEngine, Runner, type CheckpointStore } from '../../src/index.js'
+import { CheckpointCorruptionError, Runner, type CheckpointStore } from '../../src/index.js'
+import { EngineStore, MemoryEngine } from '../../src/engine.js'
 import { runDigest, runProgressDigest, type RunRow } from '../../src/engine.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from '../trust/raw-rows.js'
 import { crashedRun, scriptedAgent } from '../trust/scenario.js'

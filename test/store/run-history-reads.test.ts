@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, CheckpointIntegrityError, EngineStore, MemoryEngine, Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
+import { CheckpointCorruptionError, CheckpointIntegrityError, Runner, type CheckpointStore, type EngineStoreOptions } from '../../src/index.js'
+import { EngineStore, MemoryEngine } from '../../src/engine.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from '../trust/raw-rows.js'
 import { KEY_A, scriptedAgent, World } from '../trust/scenario.js'
 

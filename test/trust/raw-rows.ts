@@ -2,7 +2,8 @@ import { mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promi
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { FileStore, type EngineStore, type EngineStoreOptions } from '../../src/index.js'
+import { FileStore, type EngineStoreOptions } from '../../src/index.js'
+import { type EngineStore } from '../../src/engine.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { postgresTarget } from '../fixtures/postgres-target.js'
 

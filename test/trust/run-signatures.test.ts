@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { CheckpointIntegrityError, EngineStore, MemoryEngine, Runner, type CheckpointStore } from '../../src/index.js'
+import { CheckpointIntegrityError, Runner, type CheckpointStore } from '../../src/index.js'
+import { EngineStore, MemoryEngine } from '../../src/engine.js'
 import { runDigest, runProgressDigest, type RunRow } from '../../src/engine.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from './raw-rows.js'
 import { crashedRun, KEY_A, scriptedAgent } from './scenario.js'

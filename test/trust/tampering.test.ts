@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { CheckpointIntegrityError, encodeValue, EngineStore, hashValue, MemoryEngine, Runner, type CheckpointStore } from '../../src/index.js'
+import { CheckpointIntegrityError, hashValue, Runner, type CheckpointStore } from '../../src/index.js'
+import { encodeValue, EngineStore, MemoryEngine } from '../../src/engine.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from './raw-rows.js'
 
 afterAll(removeTempDirs)

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
-import { CairnClient, LeaseLostError, RunNotPausedError, type ClaimedLease, type EngineStore, type RunLeases } from '../../src/index.js'
+import { CairnClient, LeaseLostError, RunNotPausedError, type ClaimedLease } from '../../src/index.js'
+import { type EngineStore, type RunLeases } from '../../src/engine.js'
 import { backends } from './fixtures/backends.js'
 
 const leasesOf = (store: EngineStore): RunLeases => {

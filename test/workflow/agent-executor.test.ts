@@ -5,7 +5,7 @@ import {
   AgentExecutor,
   ConfigMismatchError,
   executor,
-  InMemoryCheckpointStorage,
+  MemoryStore,
   loadWorkflowCheckpoint,
   tool,
   WorkflowBuilder,
@@ -42,7 +42,7 @@ function editorial(storage: CheckpointStorage, turns: ScriptedTurn[], systemProm
 
 describe('AgentExecutor', () => {
   it("puts an agent in a workflow: its response goes along the edges, and its conversation is part of every checkpoint, so a fresh process continues it", async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const events: WorkflowEvent[] = []
     for await (const event of editorial(storage, [firstDraft, secondDraft]).stream({ message: 'Write about cairns.' })) {
       events.push(event)
@@ -60,7 +60,7 @@ describe('AgentExecutor', () => {
   })
 
   it("an agent's configuration is part of the graph signature", async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const first = editorial(storage, [firstDraft, secondDraft])
     const result = await first.run({ message: 'Write about cairns.' })
     expect(result.getOutputs()).toEqual(['final: Stacked stones: the path remembers.'])
@@ -78,7 +78,7 @@ describe('AgentExecutor', () => {
   })
 
   it('turns a tool interrupt into a request; the answer, given to a fresh process, resumes the agent', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const paid: string[] = []
     const build = (turns: ScriptedTurn[]) => {
       const pay = tool({

@@ -7,8 +7,8 @@ import {
   ConfigMismatchError,
   Executor,
   executor,
-  FileCheckpointStorage,
-  InMemoryCheckpointStorage,
+  FileStore,
+  MemoryStore,
   loadWorkflowCheckpoint,
   WorkflowBuilder,
   WorkflowCheckpointError,
@@ -75,7 +75,7 @@ describe('workflow checkpoints', () => {
           calls.push(`restore ${id} ${JSON.stringify(state)}`)
         },
       })
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const build = () => {
       const [a, b] = [tracked('a'), tracked('b')]
       return new WorkflowBuilder({ name: 'hooks', startExecutor: a, store: storage }).addEdge(a, b).build()
@@ -88,7 +88,7 @@ describe('workflow checkpoints', () => {
   })
 
   it('a hook that throws or returns a non-object is wrapped in a checkpoint error; unknown executor ids or bad shapes in a checkpoint are refused on restore', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const failing = executor('failing', () => {}, { onCheckpointSave: () => Promise.reject(new Error('disk full')) })
     const error = await new WorkflowBuilder({ name: 'bad-hook', startExecutor: failing, store: storage }).build().run({ message: 1 }).catch((e: unknown) => e)
     expect(error).toBeInstanceOf(WorkflowCheckpointError)
@@ -187,7 +187,7 @@ describe('workflow checkpoints', () => {
   })
 
   it('a resume loads from the storage passed to the run, and needs one', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const { workflow } = squaresWorkflow(storage)
     const first = await workflow.run({ message: 2 })
     const { workflow: bare } = squaresWorkflow(null)
@@ -206,7 +206,7 @@ describe('workflow checkpoints', () => {
         ctx.state.set('last', n)
         if (n > 0) await ctx.sendMessage(n - 1)
       })
-      return new WorkflowBuilder<number, string>({ name: 'countdown', startExecutor: start, store: new FileCheckpointStorage({ storagePath }) })
+      return new WorkflowBuilder<number, string>({ name: 'countdown', startExecutor: start, store: new FileStore({ directory: storagePath }) })
         .addEdge(start, step)
         .addEdge(step, step)
         .build()
@@ -214,7 +214,7 @@ describe('workflow checkpoints', () => {
     const original = await emitter().run({ message: 3 })
     const outputs = original.getOutputs()
     expect(outputs).toEqual(['step 2: 3', 'step 3: 2', 'step 4: 1', 'step 5: 0'])
-    const storage = new FileCheckpointStorage(storagePath)
+    const storage = new FileStore({ directory: storagePath })
     const checkpoints = await history(storage, original.runId)
     expect(checkpoints).toHaveLength(6)
     for (const checkpoint of checkpoints) {
@@ -238,7 +238,7 @@ describe('workflow checkpoints', () => {
   })
 
   it('a failed checkpoint save fails the run loudly, naming the super step; the last good checkpoint still resumes', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const { workflow } = squaresWorkflow(storage)
     // The run owns its run id, so its checkpoints go through the fenced `write`.
     const write = storage.write.bind(storage)
@@ -278,7 +278,7 @@ describe('workflow checkpoints', () => {
         received = message
         stateSeen = ctx.state.get('rich')
       })
-      return new WorkflowBuilder({ name: 'rich', startExecutor: start, store: new FileCheckpointStorage({ storagePath }) }).addEdge(start, end).build()
+      return new WorkflowBuilder({ name: 'rich', startExecutor: start, store: new FileStore({ directory: storagePath }) }).addEdge(start, end).build()
     }
     const stopped: WorkflowEvent[] = []
     for await (const event of build().stream({ message: 1 })) {
@@ -294,14 +294,14 @@ describe('workflow checkpoints', () => {
 
   it('a value that cannot be serialized fails at save with its path named', async () => {
     const holder = executor('holder', async (_: unknown, ctx) => ctx.state.set('client', { connect: () => 1 }))
-    const workflow = new WorkflowBuilder({ name: 'unserializable', startExecutor: holder, store: new InMemoryCheckpointStorage() }).build()
+    const workflow = new WorkflowBuilder({ name: 'unserializable', startExecutor: holder, store: new MemoryStore() }).build()
     const error = await workflow.run({ message: 1 }).catch((e: unknown) => e)
     expect(error).toMatchObject({ code: 'checkpoint_save_failed', path: 'payload.state.client.connect', superstep: 1 })
     expect((error as Error).message).toBe('workflow unserializable: the checkpoint of superstep 1 could not be saved: payload.state.client.connect: a function cannot be checkpointed')
 
     const sender = executor('sender', async (_: unknown, ctx) => ctx.sendMessage({ when: new Date(0), callback: () => 2 }))
     const sink = executor('sink', () => {})
-    const sends = new WorkflowBuilder({ name: 'sends', startExecutor: sender, store: new InMemoryCheckpointStorage() }).addEdge(sender, sink).build()
+    const sends = new WorkflowBuilder({ name: 'sends', startExecutor: sender, store: new MemoryStore() }).addEdge(sender, sink).build()
     await expect(sends.run({ message: 1 })).rejects.toThrow('payload.messages[0].data.callback: a function cannot be checkpointed')
   })
 
@@ -326,8 +326,8 @@ describe('workflow checkpoints', () => {
 
 describe('a workflow store under its former name', () => {
   it('checkpointStorage still works as a deprecated name of store, when building and when running', async () => {
-    const storage = new InMemoryCheckpointStorage()
-    const build = (options: { store?: InMemoryCheckpointStorage; checkpointStorage?: InMemoryCheckpointStorage }) => {
+    const storage = new MemoryStore()
+    const build = (options: { store?: MemoryStore; checkpointStorage?: MemoryStore }) => {
       const start = new StartExecutor('start')
       const worker = new WorkerExecutor('worker')
       return new WorkflowBuilder<number, Record<number, number>>({ name: 'squares', startExecutor: start, ...options }).addEdge(start, worker).addEdge(worker, worker).build()

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { executor, InMemoryCheckpointStorage, WorkflowBuilder, type WorkflowCheckpoint, type WorkflowContext } from '../../src/index.js'
+import { executor, MemoryStore, WorkflowBuilder, type WorkflowCheckpoint, type WorkflowContext } from '../../src/index.js'
 
 /** An executor that records what it receives, by super step, and yields it. */
 function sink(id: string, log: string[]) {
@@ -55,7 +55,7 @@ describe('edges', () => {
   })
 
   it('a fan-in delivers the list of messages, in source order, once every source has sent, even across super steps and a restore', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const log: string[] = []
     const build = () => {
       const start = executor('start', async (_: unknown, ctx) => ctx.sendMessage('go'))

@@ -8,7 +8,7 @@ import {
   type CheckpointRecord,
   type LatestQuery,
   type ListCheckpointsQuery,
-  InMemoryCheckpointStorage,
+  MemoryStore,
   WorkflowBuilder,
   type CheckpointStorage,
   type Workflow,
@@ -51,7 +51,7 @@ export class WorkerExecutor extends Executor<Task> {
 }
 
 /** The squares example, built fresh (new executors) each time; `null` builds it without storage. */
-export function squaresWorkflow(storage: CheckpointStorage | null = new InMemoryCheckpointStorage()): {
+export function squaresWorkflow(storage: CheckpointStorage | null = new MemoryStore()): {
   workflow: Workflow<number, Record<number, number>>
   worker: WorkerExecutor
   storage: CheckpointStorage
@@ -66,7 +66,7 @@ export function squaresWorkflow(storage: CheckpointStorage | null = new InMemory
     .addEdge(start, worker)
     .addEdge(worker, worker)
     .build()
-  return { workflow, worker, storage: storage ?? new InMemoryCheckpointStorage() }
+  return { workflow, worker, storage: storage ?? new MemoryStore() }
 }
 
 /** The squares 1..n as the worker reports them. */

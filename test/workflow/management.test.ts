@@ -3,9 +3,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
+  CheckpointCorruptionError,
   CheckpointNotFoundError,
-  FileCheckpointStorage,
-  InMemoryCheckpointStorage,
+  FileStore,
+  MemoryStore,
   inspectWorkflowCheckpoint,
   listWorkflowCheckpointIds,
   listWorkflowCheckpoints,
@@ -26,8 +27,8 @@ describe('checkpoint storage and management', () => {
   })
 
   const backends: { name: string; open: (path: string) => CheckpointStorage }[] = [
-    { name: 'InMemoryCheckpointStorage', open: () => new InMemoryCheckpointStorage() },
-    { name: 'FileCheckpointStorage', open: (path) => new FileCheckpointStorage({ storagePath: join(path, 'nested', 'checkpoints') }) },
+    { name: 'MemoryStore', open: () => new MemoryStore() },
+    { name: 'FileStore', open: (path) => new FileStore({ directory: join(path, 'nested', 'checkpoints') }) },
     { name: 'a custom five-method storage', open: () => new JsonTextStorage() },
   ]
 
@@ -53,8 +54,8 @@ describe('checkpoint storage and management', () => {
     expect(resumed.getOutputs()).toEqual([squares(2)])
   })
 
-  it('InMemoryCheckpointStorage copies in and out; FileCheckpointStorage creates its directory, refuses path traversal and skips an unreadable file when listing', async () => {
-    const memory = new InMemoryCheckpointStorage()
+  it('MemoryStore copies in and out; FileStore creates its directory, refuses path traversal and, asked to, skips an unreadable file when listing', async () => {
+    const memory = new MemoryStore()
     const { workflow } = squaresWorkflow(memory)
     const result = await workflow.run({ message: 2 })
     const loaded = await memory.load<WorkflowCheckpoint>(result.checkpointId!)
@@ -63,13 +64,14 @@ describe('checkpoint storage and management', () => {
 
     const warnings: string[] = []
     const storagePath = join(dir, 'created', 'here')
-    const files = new FileCheckpointStorage({ storagePath, onWarning: (w) => warnings.push(w) })
+    const files = new FileStore({ directory: storagePath, onWarning: (w) => warnings.push(w) })
     const run = await squaresWorkflow(files).workflow.run({ message: 2 })
     await expect(files.load('../../etc/passwd')).rejects.toThrow(/not a valid id/)
     const runDir = (await readdir(storagePath, { recursive: true })).find((p) => p.endsWith(`${run.checkpointId!}.json`))
     expect(runDir).toBeDefined()
     await writeFile(join(storagePath, runDir!), '{ torn')
-    const listed = await listWorkflowCheckpoints(files, { workflowName: 'squares' })
+    await expect(listWorkflowCheckpoints(files, { workflowName: 'squares' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
+    const listed = await files.listCheckpoints({ workflowName: 'squares', unreadable: 'skip' })
     expect(listed).toHaveLength(3)
     expect(warnings.join('\n')).toMatch(/skipped checkpoint/)
   })
@@ -104,7 +106,7 @@ describe('checkpoint storage and management', () => {
   })
 
   it('the retention loop (delete checkpoints older than a cutoff) and prune work per run and keep every run resumable', async () => {
-    for (const storage of [new InMemoryCheckpointStorage(), new JsonTextStorage()]) {
+    for (const storage of [new MemoryStore(), new JsonTextStorage()]) {
       const { workflow } = squaresWorkflow(storage)
       const first = await workflow.run({ message: 3 })
       const second = await workflow.run({ message: 2 })

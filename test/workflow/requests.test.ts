@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest'
 import {
   CairnError,
   executor,
-  InMemoryCheckpointStorage,
+  MemoryStore,
   loadWorkflowCheckpoint,
   WorkflowBuilder,
   WorkflowError,
@@ -58,7 +58,7 @@ function approvalWorkflow(storage: CheckpointStorage) {
 
 describe('human requests', () => {
   it('ctx.requestInfo emits request_info; the run ends idle with the request pending, persisted in its checkpoint', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const { workflow } = approvalWorkflow(storage)
     const result = await workflow.run({ message: { topic: 'cairns' } })
     expect(result.status).toBe('paused')
@@ -71,7 +71,7 @@ describe('human requests', () => {
   })
 
   it('an answer given later to a fresh instance is delivered to the requesting executor, and the run goes on', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const first = await approvalWorkflow(storage).workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
 
@@ -89,7 +89,7 @@ describe('human requests', () => {
   })
 
   it('answers are recorded in a responses checkpoint before they are processed, at the iteration of the checkpoint they answer', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const first = await approvalWorkflow(storage).workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
     const answered = await approvalWorkflow(storage).workflow.run({ checkpointId: first.checkpointId!, responses: { [request!.requestId]: { approved: true } } })
@@ -117,7 +117,7 @@ describe('human requests', () => {
   })
 
   it('responses are validated against the pending request ids and the request schema, with the bad id named, before anything runs', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const first = await approvalWorkflow(storage).workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
     const { workflow, handled } = approvalWorkflow(storage)
@@ -133,7 +133,7 @@ describe('human requests', () => {
   })
 
   it('an already answered request is refused with its id; answering it again from the checkpoint before the answer needs allowReanswer', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const { workflow } = approvalWorkflow(storage)
     const first = await workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
@@ -152,7 +152,7 @@ describe('human requests', () => {
   })
 
   it('answering from an older checkpoint a request no later checkpoint answered is allowed', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const { workflow } = approvalWorkflow(storage)
     const first = await workflow.run({ message: { topic: 'cairns' } })
     const [request] = first.getPendingRequests()
@@ -161,7 +161,7 @@ describe('human requests', () => {
   })
 
   it('a resume re-emits the requests still pending, but not those it answers', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const asker = executor('asker', async (_: unknown, ctx) => {
       await ctx.requestInfo('first')
       await ctx.requestInfo('second')
@@ -177,7 +177,7 @@ describe('human requests', () => {
   })
 
   it('an executor without handleResponse fails loudly when its answer arrives', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const asker = executor('asker', async (_: unknown, ctx) => void (await ctx.requestInfo('?')))
     const workflow = new WorkflowBuilder({ name: 'no-handler', startExecutor: asker, store: storage }).build()
     const first = await workflow.run({ message: 1 })

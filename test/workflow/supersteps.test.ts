@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   executor,
-  InMemoryCheckpointStorage,
+  MemoryStore,
   loadWorkflowCheckpoint,
   WorkflowBuilder,
   WorkflowError,
@@ -36,8 +36,8 @@ describe('super steps', () => {
   })
 
   it('checkpoints at the end of every super step, with build-time storage or a per-run storage that overrides it for that run only', async () => {
-    const built = new InMemoryCheckpointStorage()
-    const perRun = new InMemoryCheckpointStorage()
+    const built = new MemoryStore()
+    const perRun = new MemoryStore()
     const { workflow } = squaresWorkflow(built)
     const first = await workflow.run({ message: 3, store: perRun })
     expect(await perRun.listCheckpoints({ workflowName: 'squares' })).toHaveLength(5)
@@ -51,13 +51,13 @@ describe('super steps', () => {
     const { workflow: bare } = squaresWorkflow(null)
     const unsaved = await bare.run({ message: 2 })
     expect(unsaved.events.filter((e) => e.type === 'superstep_completed').map((e) => e.checkpointId)).toEqual([undefined, undefined, undefined])
-    const extra = new InMemoryCheckpointStorage()
+    const extra = new MemoryStore()
     await bare.run({ message: 2, store: extra })
     expect(await extra.listCheckpoints({ workflowName: 'squares' })).toHaveLength(4)
   })
 
   it("a super step's checkpoint holds its committed state writes and the requests it raised", async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const asker = executor('asker', async (topic: string, ctx) => {
       ctx.state.set('topic', topic)
       await ctx.requestInfo({ question: `approve ${topic}?` })
@@ -73,7 +73,7 @@ describe('super steps', () => {
   })
 
   it('one checkpoint per super step plus the entry one, with contiguous iterations; the entry records the raw input before any executor ran', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const { workflow, worker } = squaresWorkflow(storage)
     const handledAtSave: number[] = []
     // The run owns its run id, so its checkpoints go through the fenced `write`.
@@ -97,7 +97,7 @@ describe('super steps', () => {
   })
 
   it('state writes are staged (visible to the writer at once, to others after the super step) and only committed state is checkpointed', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const seen: Record<string, unknown> = {}
     const gate = deferred()
     const start = executor('start', async (_: unknown, ctx) => {
@@ -129,7 +129,7 @@ describe('super steps', () => {
   })
 
   it('writes of a super step that fails are never committed', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     let fail = true
     const start = executor('start', async (_: unknown, ctx) => {
       ctx.state.set('step', 'start')
@@ -184,7 +184,7 @@ describe('super steps', () => {
   })
 
   it('fails a run that exceeds maxSupersteps with an error that says so, after the last allowed checkpoint', async () => {
-    const storage = new InMemoryCheckpointStorage()
+    const storage = new MemoryStore()
     const loop = executor('loop', async (n: number, ctx: WorkflowContext<number>) => ctx.sendMessage(n + 1))
     const workflow = new WorkflowBuilder({ name: 'forever', startExecutor: loop, store: storage, maxSupersteps: 5 }).addEdge(loop, loop).build()
     const events: WorkflowEvent[] = []

@@ -1,7 +1,8 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { serve, type ServerType } from '@hono/node-server'
 import { Hono, type Context as HonoContext } from 'hono'
-import { buildTimeline, CairnError, diffCheckpoints, encodeValue, forkRun, summarizeRun, type CheckpointStore, type RunStatus } from '../../index.js'
+import { buildTimeline, CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type RunStatus } from '../../index.js'
+import { encodeValue } from '../../engine.js'
 import { findRuns } from '../read-commands.js'
 import { INSPECTOR_PAGE } from './page.js'
 

@@ -1,24 +1,25 @@
 import type { RunnableConfig } from '@langchain/core/runnables'
-import {
-  BaseCheckpointSaver,
-  TASKS,
-  WRITES_IDX_MAP,
-  getCheckpointId,
-  maxChannelVersion,
-  type ChannelVersions,
-  type Checkpoint,
-  type CheckpointListOptions,
-  type CheckpointMetadata,
-  type CheckpointPendingWrite,
-  type CheckpointTuple,
-  type PendingWrite,
-  type SerializerProtocol,
+import type {
+  ChannelVersions,
+  Checkpoint,
+  CheckpointListOptions,
+  CheckpointMetadata,
+  CheckpointPendingWrite,
+  CheckpointTuple,
+  PendingWrite,
+  SerializerProtocol,
 } from '@langchain/langgraph-checkpoint'
-import { CheckpointError } from '../../core/errors.js'
+import { CheckpointError, InvalidArgumentError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
 import { loadValue, storeValue, type RevivedItemMemo, type StoredItemMemo, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
+import { importPeer } from '../../core/peers.js'
+
+const { BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, getCheckpointId, maxChannelVersion } = await importPeer<typeof import('@langchain/langgraph-checkpoint')>({
+  name: '@langchain/langgraph-checkpoint',
+  neededBy: 'cairn-agents/langgraph',
+})
 
 /** Checkpoints a listing reads from the store at once. */
 const LIST_PAGE = 100
@@ -82,7 +83,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   constructor(options: CairnSaverOptions) {
     super(options.serde)
     if (typeof options?.store?.putPendingWrites !== 'function' || typeof options.store.listPendingWrites !== 'function') {
-      throw new CheckpointError('invalid_argument', 'CairnSaver needs a store with pending writes (putPendingWrites, listPendingWrites): every built-in Cairn store has them')
+      throw new InvalidArgumentError('CairnSaver needs a store with pending writes (putPendingWrites, listPendingWrites): every built-in Cairn store has them')
     }
     this.store = options.store
   }
@@ -127,7 +128,7 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const place = placeOf(config)
-    if (!place) throw new CheckpointError('invalid_argument', 'CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
+    if (!place) throw new InvalidArgumentError('CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
     const runId = await this.#ensureRun(place)
     const parentId = (config.configurable?.checkpoint_id as string | undefined) || null
     const parentKey = parentId === null ? null : checkpointKeyOf(place, parentId)
@@ -169,10 +170,10 @@ export class CairnSaver extends BaseCheckpointSaver {
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
     const place = placeOf(config)
-    if (!place) throw new CheckpointError('invalid_argument', 'CairnSaver.putWrites needs config.configurable.thread_id')
+    if (!place) throw new InvalidArgumentError('CairnSaver.putWrites needs config.configurable.thread_id')
     const checkpointId = config.configurable?.checkpoint_id as unknown
     if (typeof checkpointId !== 'string' || checkpointId === '') {
-      throw new CheckpointError('invalid_argument', 'CairnSaver.putWrites needs config.configurable.checkpoint_id: the checkpoint the writes belong to')
+      throw new InvalidArgumentError('CairnSaver.putWrites needs config.configurable.checkpoint_id: the checkpoint the writes belong to')
     }
     const stored = await Promise.all(
       writes.map(async ([channel, value], idx) => ({

@@ -2,7 +2,6 @@ import { CairnError, type CairnErrorCode } from '../../core/errors.js'
 
 /**
  * Something went wrong between Cairn and an MCP server. `code` says what:
- * - `missing_dependency`: `@modelcontextprotocol/sdk` is not installed;
  * - `mcp_connection`: the server could not be started or reached, did not answer the handshake
  *   in time, or closed the connection (a server process that died);
  * - `mcp_call`: a tool call timed out or the server answered it with a protocol error;
@@ -18,7 +17,7 @@ export class McpServerError extends CairnError {
   /** The MCP tool (its name on the server), when the error is about one call. */
   readonly tool: string | undefined
 
-  constructor(params: { code: Extract<CairnErrorCode, 'missing_dependency' | 'mcp_connection' | 'mcp_call' | 'mcp_tools'>; server: string; tool?: string; message: string; cause?: unknown }) {
+  constructor(params: { code: Extract<CairnErrorCode, 'mcp_connection' | 'mcp_call' | 'mcp_tools'>; server: string; tool?: string; message: string; cause?: unknown }) {
     super(params.code, params.message, { cause: params.cause })
     this.server = params.server
     this.tool = params.tool

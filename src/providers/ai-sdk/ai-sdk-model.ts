@@ -5,6 +5,12 @@ import { boundedStream, checkCallBounds, type BoundedCall, type CallBoundsOption
 import { isAbort, redact, STOP } from '../shared.js'
 import { aiSdkPrompt } from './ai-sdk-prompt.js'
 import type { AnyLanguageModel, AnyStreamPart, CallOptionsWithoutPrompt } from './ai-sdk-types.js'
+import { importPeer } from '../../core/peers.js'
+import { InvalidArgumentError } from '../../core/errors.js'
+
+// Only the provider's types are Cairn's concern, but a program without them would fail to
+// type-check against this module's declarations: say so when it loads.
+await importPeer({ name: '@ai-sdk/provider', neededBy: 'cairn-agents/ai-sdk' })
 
 /** How to build an {@link AISDKModel}. */
 export interface AISDKModelOptions extends CallBoundsOptions {
@@ -42,7 +48,7 @@ export class AISDKModel implements Model {
   constructor(model: AnyLanguageModel, options: AISDKModelOptions = {}) {
     const version = (model as { specificationVersion?: unknown } | undefined)?.specificationVersion
     if (version !== 'v2' && version !== 'v3' && version !== 'v4') {
-      throw new TypeError(`AISDKModel takes an AI SDK language model of specification v2, v3 or v4; got ${JSON.stringify(version)}`)
+      throw new InvalidArgumentError(`AISDKModel takes an AI SDK language model of specification v2, v3 or v4; got ${JSON.stringify(version)}`)
     }
     checkCallBounds(options, 'AISDKModel')
     this.#model = model

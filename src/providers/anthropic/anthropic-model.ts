@@ -1,10 +1,14 @@
-import Anthropic from '@anthropic-ai/sdk'
+import type Anthropic from '@anthropic-ai/sdk'
 import type { MessageCreateParamsStreaming, RawMessageStreamEvent, ThinkingConfigParam } from '@anthropic-ai/sdk/resources/messages/messages'
 import type { ModelPrices, ModelStopReason } from '../../model/messages.js'
 import type { Model, ModelCallOptions, ModelRequest, ModelStreamEvent } from '../../model/model.js'
 import { boundedStream, checkCallBounds, type BoundedCall } from '../call-bounds.js'
 import { isAbort, STOP, toModelError, type AdapterOptions } from '../shared.js'
 import { anthropicMessages, anthropicSystem, anthropicTools } from './anthropic-input.js'
+import { importPeer } from '../../core/peers.js'
+import { InvalidArgumentError } from '../../core/errors.js'
+
+const anthropic = await importPeer<typeof import('@anthropic-ai/sdk')>({ name: '@anthropic-ai/sdk', neededBy: 'cairn-agents/anthropic' })
 
 /** How to build an {@link AnthropicModel}. */
 export interface AnthropicModelOptions extends AdapterOptions {
@@ -46,12 +50,12 @@ export class AnthropicModel implements Model {
   readonly #options: AnthropicModelOptions
 
   constructor(options: AnthropicModelOptions) {
-    if (!options?.model) throw new TypeError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-5' })")
+    if (!options?.model) throw new InvalidArgumentError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-5' })")
     checkCallBounds(options, 'AnthropicModel')
     this.#options = options
     this.#client =
       options.client ??
-      new Anthropic({
+      new anthropic.default({
         ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
         ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
         maxRetries: options.maxRetries ?? 2,

@@ -5,6 +5,7 @@ import { ModelError, type Model, type ModelCallOptions, type ModelRequest, type 
 import { boundedStream, checkCallBounds, type BoundedCall } from '../call-bounds.js'
 import { isAbort, STOP, toModelError, toolResultText, urlOf } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 /**
  * A model on the OpenAI Chat Completions API (and the many servers that speak it), streaming,
@@ -24,7 +25,7 @@ export class OpenAIChatModel implements Model {
   readonly #options: OpenAIModelOptions
 
   constructor(options: OpenAIModelOptions) {
-    if (!options?.model) throw new TypeError("OpenAIChatModel needs a model name: new OpenAIChatModel({ model: 'gpt-4.1-mini' })")
+    if (!options?.model) throw new InvalidArgumentError("OpenAIChatModel needs a model name: new OpenAIChatModel({ model: 'gpt-4.1-mini' })")
     checkCallBounds(options, 'OpenAIChatModel')
     this.#options = options
     this.#client = openAIClient(options)

@@ -1,6 +1,9 @@
-import OpenAI from 'openai'
+import type OpenAI from 'openai'
+import { importPeer } from '../../core/peers.js'
 import type { ModelPrices } from '../../model/messages.js'
 import type { AdapterOptions } from '../shared.js'
+
+const openai = await importPeer<typeof import('openai')>({ name: 'openai', neededBy: 'cairn-agents/openai' })
 
 /** What both OpenAI models take. */
 export interface OpenAIModelOptions extends AdapterOptions {
@@ -21,7 +24,7 @@ export interface OpenAIModelOptions extends AdapterOptions {
 /** The client to use: the given one, or a new one whose own retry loop handles transient failures. */
 export function openAIClient(options: OpenAIModelOptions): OpenAI {
   if (options.client) return options.client
-  return new OpenAI({
+  return new openai.default({
     ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
     ...(options.baseURL === undefined ? {} : { baseURL: options.baseURL }),
     maxRetries: options.maxRetries ?? 2,

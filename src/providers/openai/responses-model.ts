@@ -6,6 +6,7 @@ import { boundedStream, checkCallBounds, type BoundedCall } from '../call-bounds
 import { isAbort, STOP, toModelError } from '../shared.js'
 import { openAIClient, secretsOf, type OpenAIModelOptions } from './client.js'
 import { responsesInput } from './responses-input.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 /** How to build an {@link OpenAIResponsesModel}. */
 export interface OpenAIResponsesModelOptions extends OpenAIModelOptions {
@@ -41,7 +42,7 @@ export class OpenAIResponsesModel implements Model {
   readonly #options: OpenAIResponsesModelOptions
 
   constructor(options: OpenAIResponsesModelOptions) {
-    if (!options?.model) throw new TypeError("OpenAIResponsesModel needs a model name: new OpenAIResponsesModel({ model: 'gpt-5-mini' })")
+    if (!options?.model) throw new InvalidArgumentError("OpenAIResponsesModel needs a model name: new OpenAIResponsesModel({ model: 'gpt-5-mini' })")
     checkCallBounds(options, 'OpenAIResponsesModel')
     this.#options = options
     this.#client = openAIClient(options)
