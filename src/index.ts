@@ -10,7 +10,7 @@
 
 // core
 export { decodeValue, deserialize, encodeValue, parseJson, serialize, type DecodeContext, type JsonObject, type JsonValue } from './core/codec.js'
-export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, isStoreOutage, LeaseLostError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
+export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, EncryptionChangeError, isStoreOutage, LeaseLostError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
 export { freezeDeep, isDeepFrozen } from './core/freeze.js'
 export { canonicalJson, hashValue, sha256 } from './core/hash.js'
 export { idTimestamp, newId } from './core/ids.js'
@@ -30,7 +30,7 @@ export { FencedStore, type FenceHooks } from './store/leases/fenced-store.js'
 export { DEFAULT_QUEUE, RunLeases, type AcquiredLease, type AcquireRunInput, type ClaimedLease, type EnqueueRunInput, type ReleaseOptions } from './store/leases/run-leases.js'
 export { exportRun, importRun, RUN_DOCUMENT_FORMAT, type RunDocument } from './store/portable-run.js'
 export { KeyRing, type KeyInput } from './store/trust/key-ring.js'
-export type { RekeyOptions, RekeyProgress, RekeyResult } from './store/trust/rekey.js'
+export type { EncryptionState, RekeyOptions, RekeyProgress, RekeyResult } from './store/trust/rekey.js'
 export { verifyRun, type VerifyReport } from './store/verify-run.js'
 
 // model

@@ -9,6 +9,8 @@ export interface Context {
   storeUrl: string
   /** The key ring the store is opened with (`CAIRN_KEYS`), if any. */
   keys: OpenOptions['keys']
+  /** Whether what is written is encrypted (`--encrypt`, `CAIRN_ENCRYPT`). */
+  encrypt: boolean
   store(options?: { create?: boolean }): Promise<CheckpointStore>
   opened(options?: { create?: boolean }): Promise<OpenStore>
   /** The run, or a one-line error naming it and how to list runs. */
@@ -26,6 +28,7 @@ export function makeContext(storeUrl: string, out: Output, trust: Omit<OpenOptio
     out,
     storeUrl,
     keys: trust.keys,
+    encrypt: trust.encrypt === true,
     opened: (options = {}) => opened(options),
     store: async (options = {}) => (await opened(options)).store,
     async run(runId) {

@@ -43,7 +43,13 @@ function buildProgram(): Command {
     .command('rekey')
     .description('re-seal every record under the first key of CAIRN_KEYS (rotation), or sign an unsigned store')
     .option('--sign-unsigned', 'also sign records written before the store had keys (their digests are checked first); run it while nothing else writes')
-    .action(action(rekeyCommand))
+    .option('--decrypt', 'write encrypted records in plaintext (without it, a store holding encrypted records is rekeyed only with --encrypt)')
+    .addHelpText('after', '\nWith --encrypt on the command line (cairn rekey --encrypt), records stored in plaintext are encrypted; CAIRN_ENCRYPT alone keeps them as they are.')
+    .action(async (options: { signUnsigned?: boolean; decrypt?: boolean }, command: Command) => {
+      // Only an --encrypt typed for this command turns encryption on for stored records, not CAIRN_ENCRYPT.
+      const encrypt = command.parent?.getOptionValueSource('encrypt') === 'cli'
+      await withContext(command, (ctx) => rekeyCommand(ctx, { ...options, encrypt }))
+    })
   program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
   program
     .command('inspect')

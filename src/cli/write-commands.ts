@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { forkRun, importRun, Runner, type Agent, type CheckpointStore, type JsonValue, type RekeyOptions, type RekeyResult, type RunRecord, type RunResult } from '../index.js'
+import { EncryptionChangeError, forkRun, importRun, Runner, type Agent, type CheckpointStore, type JsonValue, type RekeyOptions, type RekeyResult, type RunRecord, type RunResult } from '../index.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { positiveInt } from './read-commands.js'
@@ -78,20 +78,49 @@ export async function migrateCommand(ctx: Context): Promise<void> {
   })
 }
 
-/** `cairn rekey [--sign-unsigned]`: re-seal every record under the first key of `CAIRN_KEYS`. */
-export async function rekeyCommand(ctx: Context, options: { signUnsigned?: boolean }): Promise<void> {
+/**
+ * `cairn rekey [--sign-unsigned] [--encrypt | --decrypt]`: re-seal every record under the first
+ * key of `CAIRN_KEYS`. Whether records are encrypted changes only with `--encrypt` or `--decrypt`.
+ */
+export async function rekeyCommand(ctx: Context, options: { signUnsigned?: boolean; encrypt?: boolean; decrypt?: boolean }): Promise<void> {
+  if (options.encrypt === true && options.decrypt === true) throw new CliError('rekey takes --encrypt or --decrypt, not both')
   const store = (await ctx.store()) as CheckpointStore & { rekey?: (options: RekeyOptions) => Promise<RekeyResult> }
   if (typeof store.rekey !== 'function') throw new CliError(`${ctx.storeUrl} cannot be rekeyed: its store has no rekey()`)
   if (!ctx.keys) throw new CliError('rekey needs keys: set CAIRN_KEYS=newId:base64,oldId:base64 (the first key writes; every key listed is accepted to read)')
+  if (options.decrypt === true && ctx.encrypt) throw new CliError('rekey --decrypt writes records in plaintext, but CAIRN_ENCRYPT asks to encrypt them: unset CAIRN_ENCRYPT')
   const progress = ctx.out.progress('rekey')
-  const result = await store.rekey({
-    ...(options.signUnsigned === true ? { signUnsigned: true } : {}),
-    onProgress: (p) => progress.update(p.runsDone, p.runsTotal),
-  })
-  progress.stop()
+  let result: RekeyResult
+  try {
+    result = await store.rekey({
+      ...(options.signUnsigned === true ? { signUnsigned: true } : {}),
+      ...(options.encrypt === true ? { encrypt: true } : {}),
+      ...(options.decrypt === true ? { decrypt: true } : {}),
+      onProgress: (p) => progress.update(p.runsDone, p.runsTotal),
+    })
+  } catch (err) {
+    if (err instanceof EncryptionChangeError) throw refusedChange(err)
+    throw err
+  } finally {
+    progress.stop()
+  }
+  const { before, after } = result.encrypted
   ctx.out.result({ keyId: ctx.keys.writeKeyId, ...result }, () =>
-    ctx.out.line(`rekeyed ${result.runs} runs under key ${ctx.keys!.writeKeyId}: ${result.checkpoints} checkpoints, ${result.items} list items and ${result.effects} effects rewritten`),
+    ctx.out.line(
+      `rekeyed ${result.runs} runs under key ${ctx.keys!.writeKeyId}: ${result.checkpoints} checkpoints, ${result.items} list items and ${result.effects} effects rewritten ` +
+        `(encrypted before: ${before}, after: ${after})`,
+    ),
   )
+}
+
+/** The refusal of a rekey that would change encryption, in the command's own flags. */
+function refusedChange(err: EncryptionChangeError): CliError {
+  const message =
+    err.change === 'decrypt'
+      ? `run ${err.runId} holds encrypted records, and a rekey without --encrypt would write them in plaintext; nothing of it was changed. ` +
+        'Pass --encrypt to keep the store encrypted (cairn rekey --encrypt), or --decrypt to decrypt it (cairn rekey --decrypt)'
+      : `run ${err.runId} holds records in plaintext, and CAIRN_ENCRYPT asks to encrypt what is written; nothing of it was changed. ` +
+        'Pass --encrypt to encrypt them (cairn rekey --encrypt), or unset CAIRN_ENCRYPT to keep them in plaintext'
+  return new CliError(message, { cause: err })
 }
 
 /** `cairn import < run.json` (or `--file run.json`). */

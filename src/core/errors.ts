@@ -37,6 +37,7 @@ export type CairnErrorCode =
   | 'run_not_paused'
   | 'max_recovery_attempts'
   | 'request_answered'
+  | 'encryption_change'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {
@@ -261,6 +262,25 @@ export class RunNotPausedError extends CairnError {
     super('run_not_paused', params.message)
     this.runId = params.runId
     this.status = params.status
+  }
+}
+
+/**
+ * A rekey was refused because it would change whether records are encrypted without being asked
+ * to: a store opened without `encrypt` that holds encrypted records (it would write them in
+ * plaintext; pass `decrypt: true`, or open the store with `encrypt: true` to keep them encrypted),
+ * or a store opened with `encrypt` that holds plaintext records (pass `encrypt: true`). `change`
+ * is what the rekey would have done; the runs before `runId` were rekeyed without changing their
+ * encryption, and nothing of `runId` was written.
+ */
+export class EncryptionChangeError extends CairnError {
+  readonly runId: string
+  readonly change: 'encrypt' | 'decrypt'
+
+  constructor(params: { runId: string; change: 'encrypt' | 'decrypt'; message: string }) {
+    super('encryption_change', params.message)
+    this.runId = params.runId
+    this.change = params.change
   }
 }
 

@@ -354,7 +354,11 @@ export class EngineStore implements CheckpointStore {
   /**
    * Rewrite every record of the store under the key ring's writing key (the first key), and
    * encrypted or not as this store is configured: the step between adding a new key and dropping
-   * the old one. Each record is verified before it is re-sealed. With `signUnsigned`, records
+   * the old one. Each record is verified before it is re-sealed. A rekey never changes whether
+   * records are encrypted unless asked: on a store opened with `encrypt: true` that holds plaintext
+   * records it needs `encrypt: true`, on one opened without `encrypt` that holds encrypted records
+   * it needs `decrypt: true`, and otherwise throws an `EncryptionChangeError` before writing that
+   * run. The result says whether records were encrypted before and after. With `signUnsigned`, records
    * written before the store had keys are checked against their plain digests and signed: the
    * explicit step that turns signing on for an existing store. Safe to run again after a stop.
    *
