@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises'
+import { hostname, userInfo } from 'node:os'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { EncryptionChangeError, forkRun, importRun, Runner, type Agent, type CheckpointStore, type JsonValue, type RekeyOptions, type RekeyResult, type RunRecord, type RunResult } from '../index.js'
@@ -31,7 +32,9 @@ export async function resumeCommand(ctx: Context, runId: string, options: { agen
   const store = await ctx.store()
   const run = await ctx.run(runId)
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
-  const result = await runner.resume(await agentFor(run, factories), { runId, responses: parseResponses(options.response ?? []) })
+  const responses = parseResponses(options.response ?? [])
+  const answeredBy = Object.keys(responses).length > 0 ? { answeredBy: `${operatorName()} (cairn resume)` } : {}
+  const result = await runner.resume(await agentFor(run, factories), { runId, responses, ...answeredBy })
   report(ctx, [result])
   if (result.state === 'failed') process.exitCode = 1
 }
@@ -176,13 +179,24 @@ function parseResponses(pairs: readonly string[]): Record<string, JsonValue> {
 }
 
 function report(ctx: Context, results: readonly RunResult[]): void {
-  const rows = results.map((r) => ({ runId: r.runId, state: r.state, llmCalls: r.llmCalls, toolCalls: r.toolCalls, replayed: r.replayedEffectCount, error: r.error?.message ?? null, interrupts: r.interrupts.map((i) => i.id) }))
+  const rows = results.map((r) => ({ runId: r.runId, state: r.state, llmCalls: r.llmCalls, toolCalls: r.toolCalls, replayed: r.replayedEffectCount, skipped: r.skippedEffectCount, error: r.error?.message ?? null, interrupts: r.interrupts.map((i) => i.id) }))
   ctx.out.result(rows, () => {
     for (const r of rows) {
-      ctx.out.line(`run ${r.runId}: ${r.state}; ${r.llmCalls} model calls, ${r.toolCalls} tool calls, ${r.replayed} replayed from the journal${r.error ? `; error: ${r.error}` : ''}${r.interrupts.length ? `; waiting on ${r.interrupts.join(', ')}` : ''}`)
+      ctx.out.line(`run ${r.runId}: ${r.state}; ${r.llmCalls} model calls, ${r.toolCalls} tool calls, ${r.replayed} replayed from the journal${r.skipped ? `, ${r.skipped} not run on a skip answer` : ''}${r.error ? `; error: ${r.error}` : ''}${r.interrupts.length ? `; waiting on ${r.interrupts.join(', ')}` : ''}`)
     }
     if (rows.length === 0) ctx.out.line('no run was left running by a dead process')
   })
+}
+
+/** `user@host` of whoever runs this command, as far as the system tells. */
+function operatorName(): string {
+  let user: string | undefined
+  try {
+    user = userInfo().username
+  } catch {
+    user = process.env.USER ?? process.env.USERNAME
+  }
+  return `${user ?? 'unknown user'}@${hostname()}`
 }
 
 function positiveNumber(value: string, flag: string): number {

@@ -15,6 +15,9 @@ export interface RunEventUsage {
  * - `model_call_started` / `model_call_finished`: one model request, with its tokens;
  * - `tool_call_started` / `tool_call_finished`: one tool call that ran in this process;
  * - `tool_call_replayed`: a tool call satisfied from the effect journal instead of running;
+ * - `tool_call_answered`: a tool call whose outcome was unknown (its process died while it ran)
+ *   was decided by an operator's answer: `retry` runs it again (its `tool_call_started` follows),
+ *   `skip` gives the model an error result without running it;
  * - `interrupt`: the run paused for answers;
  * - `run_finished`: this process stopped driving the run (`state` as in `RunResult`, or
  *   `error` when the run could not continue, e.g. the store failed).
@@ -27,6 +30,7 @@ export type RunEvent =
   | { type: 'tool_call_started'; runId: string; step: number; toolUseId: string; name: string }
   | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
   | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
+  | { type: 'tool_call_answered'; runId: string; step: number; toolUseId: string; name: string; answer: 'retry' | 'skip' }
   | { type: 'interrupt'; runId: string; step: number; interrupts: { id: string; name: string; reason: unknown }[] }
   | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string }
 
