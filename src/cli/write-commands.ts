@@ -11,10 +11,10 @@ import { printEvent } from './events-printer.js'
 /** Agent factories by name: what an `--agents` module exports (the shape a `Worker` takes). */
 export type AgentFactories = Record<string, () => Agent | Promise<Agent>>
 
-/** `cairn fork CHECKPOINT [--run-id ID]`. */
-export async function forkCommand(ctx: Context, checkpointId: string, options: { runId?: string }): Promise<void> {
+/** `cairn fork CHECKPOINT [--run-id ID]` (an id, or `RUN#N` as `cairn show` numbers them). */
+export async function forkCommand(ctx: Context, ref: string, options: { runId?: string }): Promise<void> {
   const store = await ctx.store()
-  await ctx.checkpoint(checkpointId)
+  const checkpointId = (await ctx.checkpoint(ref)).id
   if (options.runId !== undefined && (await store.getRun(options.runId))) throw new CliError(`run ${options.runId} already exists; pick another --run-id`)
   const fork = await forkRun(store, { checkpointId, ...(options.runId === undefined ? {} : { runId: options.runId }) })
   const result = { runId: fork.runId, checkpointId: fork.checkpoint.id, phase: fork.checkpoint.phase, snapshotFrom: fork.snapshotFrom ?? null, effectsCopied: fork.effectsCopied }

@@ -119,10 +119,12 @@ export async function buildTimeline(store: StoreReader, runId: string): Promise<
 
 /**
  * The timeline as text, one line per checkpoint, with a marked line where a new process took
- * the run over.
+ * the run over; with `checkpointIds`, each line names its checkpoint's id.
  */
-export function formatTimeline(timeline: Timeline): string[] {
-  const lines = [`   ${'#'.padStart(3)}  ${'ms'.padStart(6)}  proc  step  ${'phase'.padEnd(17)}what happened`]
+export function formatTimeline(timeline: Timeline, options: { checkpointIds?: boolean } = {}): string[] {
+  const width = options.checkpointIds === true ? Math.max(10, ...timeline.entries.map((entry) => entry.checkpointId.length)) : 0
+  const id = (text: string) => (width > 0 ? `${text.padEnd(width)}  ` : '')
+  const lines = [`   ${'#'.padStart(3)}  ${id('checkpoint')}${'ms'.padStart(6)}  proc  step  ${'phase'.padEnd(17)}what happened`]
   for (const entry of timeline.entries) {
     if (entry.index === 1 && entry.writer) lines.push(`   process 1 (${entry.writer}) started the run`)
     if (entry.resumedHere) {
@@ -132,7 +134,7 @@ export function formatTimeline(timeline: Timeline): string[] {
       lines.push(`   answer to ${answer.interruptId}: ${JSON.stringify(answer.answer)}, given by ${answer.by ?? 'an unnamed caller'} at ${new Date(answer.at).toISOString()}`)
     }
     const phase = `${entry.phase}${entry.snapshot ? '*' : ''}`.padEnd(17)
-    lines.push(`   ${String(entry.index).padStart(3)}  ${String(entry.sinceStartMs).padStart(6)}  ${String(entry.execution).padStart(4)}  ${String(entry.step).padStart(4)}  ${phase}${entry.summary}`)
+    lines.push(`   ${String(entry.index).padStart(3)}  ${id(entry.checkpointId)}${String(entry.sinceStartMs).padStart(6)}  ${String(entry.execution).padStart(4)}  ${String(entry.step).padStart(4)}  ${phase}${entry.summary}`)
   }
   return lines
 }
