@@ -56,6 +56,6 @@ it('a worker SIGKILLed on this machine has its run taken over by the next worker
   const takeover = await logged(fleet, (entry) => entry.type === 'claimed' && entry.pid === second.child.pid)
   expect(takeover).toMatchObject({ runId: 'held', epoch: before!.epoch + 1, recoveries: 1 })
   // Taken over while the dead worker's lease still had most of its 10 minutes to run.
-  expect(takeover.at as number).toBeLessThan(before!.leaseExpiresAt!)
+  expect(takeover.at).toBeLessThan(before!.leaseExpiresAt!)
   expect(await client.result('held', { timeoutMs: 60_000 })).toMatchObject({ status: 'completed', result: { state: 'completed' } })
 }, 120_000)
