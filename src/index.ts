@@ -10,7 +10,7 @@
 
 // core
 export { decodeValue, deserialize, encodeValue, parseJson, serialize, type DecodeContext, type JsonObject, type JsonValue } from './core/codec.js'
-export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, EncryptionChangeError, isStoreOutage, LeaseLostError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
+export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, EncryptionChangeError, isStoreOutage, LeaseLostError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, WrongKeyError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
 export { freezeDeep, isDeepFrozen } from './core/freeze.js'
 export { canonicalJson, hashValue, sha256 } from './core/hash.js'
 export { idTimestamp, newId } from './core/ids.js'

@@ -435,6 +435,8 @@ export class EngineStore implements CheckpointStore {
     try {
       return await fn()
     } catch (err) {
+      // A record that does not verify under a key whose secret is not the store's: a wrong key.
+      if (err instanceof CheckpointIntegrityError && this.#engine instanceof SealedEngine) throw await this.#engine.explainIntegrity(err)
       if (err instanceof CairnError) throw err
       const where = runId === undefined ? '' : ` (run ${runId})`
       throw new StoreError(`failed to ${what}${where}: ${(err as Error).message ?? String(err)}`, { runId, cause: err })

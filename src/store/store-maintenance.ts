@@ -49,6 +49,7 @@ export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptio
   if (!rewrite) throw new CheckpointError('invalid_argument', 'this store backend cannot rewrite records in place, so it cannot be rekeyed')
   const { encrypt } = engine.sealing
   checkEncryptionOptions(options, encrypt)
+  await context.call(undefined, 'check the writing key', () => engine.checkWritingKey())
   const runIds = await allRunIds(context)
   const result: RekeyResult = { runs: 0, checkpoints: 0, items: 0, effects: 0, encrypted: { before: 'no', after: 'no' } }
   const before: EncryptionCount = { encrypted: 0, plain: 0 }
