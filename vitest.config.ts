@@ -41,6 +41,7 @@ const integration = [
   'test/store/**/*.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',
+  'test/worker/dead-local-worker.test.ts',
   'test/worker/migrations.test.ts',
   'test/worker/postgres-worker.test.ts',
   'test/worker/processes.test.ts',

@@ -10,7 +10,7 @@
 
 // core
 export { deserialize, parseJson, serialize, type JsonObject, type JsonValue } from './core/codec.js'
-export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, InvalidArgumentError, isStoreOutage, LeaseLostError, MissingDependencyError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
+export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, EncryptionChangeError, InvalidArgumentError, isStoreOutage, LeaseLostError, MissingDependencyError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, WrongKeyError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
 export { hashValue } from './core/hash.js'
 export { configureLimits, DEFAULT_LIMITS, limits, type CairnLimits } from './core/limits.js'
 
@@ -22,9 +22,9 @@ export type { EngineStoreOptions } from './store/engine-store.js'
 export type { CancelOutcome, ClaimRequest, Fence, LeaseRow, RequeueOutcome } from './store/engine/lease-engine.js'
 export type { FencedStore, FenceHooks } from './store/leases/fenced-store.js'
 export type { AcquiredLease, AcquireRunInput, ClaimedLease, EnqueueRunInput, ReleaseOptions, RunLeases } from './store/leases/run-leases.js'
-export { exportRun, importRun, RUN_DOCUMENT_FORMAT, type RunDocument } from './store/portable-run.js'
+export { exportRun, importRun, type RunDocument } from './store/portable-run.js'
 export { KeyRing, type KeyInput } from './store/trust/key-ring.js'
-export type { RekeyOptions, RekeyProgress, RekeyResult } from './store/trust/rekey.js'
+export type { EncryptionState, RekeyOptions, RekeyProgress, RekeyResult } from './store/trust/rekey.js'
 export { verifyRun, type VerifyReport } from './store/verify-run.js'
 
 // model
@@ -73,7 +73,7 @@ export type { RunnerCheckpoint, RunnerPhase, RuntimeSnapshot, SubagentExecutionR
 export type { RunResult, RunState } from './runner/run-result.js'
 export { summarizeRun, type RunSummary } from './runner/run-summary.js'
 export { Runner, type ResumeOptions, type RunnerOptions, type RunOptions, type StreamOptions } from './runner/runner.js'
-export { buildTimeline, formatTimeline, type Timeline, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
+export { buildTimeline, formatTimeline, type Timeline, type TimelineAnswer, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
 export { buildThreadTimelines, formatThreadTimeline, summarizeThread, type ThreadEntry, type ThreadState, type ThreadSummary, type ThreadTimeline } from './integrations/langgraph/thread-view.js'
 
 // worker

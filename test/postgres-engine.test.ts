@@ -47,7 +47,7 @@ describe('Postgres schema and migrations', () => {
   it('migrations create the tables once and record each version in cairn_migrations', async () => {
     await openStore().ready()
     const tables = await sql(`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema])
-    expect(tables.map((t) => t.name)).toEqual(['cairn_migrations', 'checkpoints', 'effects', 'list_items', 'pending_writes', 'runs'])
+    expect(tables.map((t) => t.name)).toEqual(['cairn_migrations', 'checkpoints', 'effects', 'key_checks', 'list_items', 'pending_writes', 'runs'])
     const applied = await sql(`SELECT version, name, applied_at FROM "${schema}".cairn_migrations ORDER BY version`)
     expect(applied.map(({ version, name }) => ({ version, name }))).toEqual(POSTGRES_MIGRATIONS.map(({ version, name }) => ({ version, name })))
 
@@ -257,6 +257,7 @@ describe('PostgresStore', () => {
       'checkpoints.checkpoints_run_seq',
       'checkpoints.checkpoints_workflow',
       'effects.effects_pkey',
+      'key_checks.key_checks_pkey',
       'list_items.list_items_pkey',
       'pending_writes.pending_writes_pkey',
       'runs.runs_claim',

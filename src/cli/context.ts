@@ -9,12 +9,17 @@ export interface Context {
   storeUrl: string
   /** The key ring the store is opened with (`CAIRN_KEYS`), if any. */
   keys: OpenOptions['keys']
+  /** Whether what is written is encrypted (`--encrypt`, `CAIRN_ENCRYPT`). */
+  encrypt: boolean
   store(options?: { create?: boolean }): Promise<CheckpointStore>
   opened(options?: { create?: boolean }): Promise<OpenStore>
   /** The run, or a one-line error naming it and how to list runs. */
   run(runId: string): Promise<RunRecord>
-  /** The checkpoint, or a one-line error naming it. */
-  checkpoint(checkpointId: string): Promise<CheckpointRecord>
+  /**
+   * The checkpoint `ref` names, or a one-line error naming it: a checkpoint id, `RUN#N` (the
+   * N-th checkpoint of RUN, as `cairn show RUN` numbers them), or `N` / `#N` within `runId`.
+   */
+  checkpoint(ref: string, runId?: string): Promise<CheckpointRecord>
   close(): Promise<void>
 }
 
@@ -26,6 +31,7 @@ export function makeContext(storeUrl: string, out: Output, trust: Omit<OpenOptio
     out,
     storeUrl,
     keys: trust.keys,
+    encrypt: trust.encrypt === true,
     opened: (options = {}) => opened(options),
     store: async (options = {}) => (await opened(options)).store,
     async run(runId) {
@@ -33,12 +39,13 @@ export function makeContext(storeUrl: string, out: Output, trust: Omit<OpenOptio
       if (!run) throw new CliError(`run ${runId} is not in ${storeUrl}; list the runs with \`cairn runs\``)
       return run
     },
-    async checkpoint(checkpointId) {
+    async checkpoint(ref, runId) {
+      const checkpointId = await resolveCheckpointRef(ctx, ref, runId)
       try {
         return await (await ctx.store()).load(checkpointId)
       } catch (err) {
         if (err instanceof CairnError && err.code === 'checkpoint_not_found') {
-          throw new CliError(`checkpoint ${checkpointId} is not in ${storeUrl}; see a run's checkpoint ids with \`cairn show RUN --json\``, { cause: err })
+          throw new CliError(`checkpoint ${checkpointId} is not in ${storeUrl}; see a run's checkpoints, with their ids and numbers, with \`cairn show RUN\``, { cause: err })
         }
         throw err
       }
@@ -48,4 +55,20 @@ export function makeContext(storeUrl: string, out: Output, trust: Omit<OpenOptio
     },
   }
   return ctx
+}
+
+/** The id of the checkpoint `ref` names (see `Context.checkpoint`). */
+async function resolveCheckpointRef(ctx: Context, ref: string, runId: string | undefined): Promise<string> {
+  // Ids never hold '#'; a bare number is a checkpoint's id when one has it, else its number.
+  const numbered = /^(?:(.+)#|#)?(\d+)$/.exec(ref)
+  const run = numbered?.[1] ?? (numbered && runId)
+  if (!numbered || !run) return ref
+  const n = Number(numbered[2])
+  await ctx.run(run)
+  const headers = await (await ctx.store()).listCheckpoints({ runId: run })
+  if (!ref.includes('#') && headers.some((header) => header.id === ref)) return ref
+  const oldestFirst = [...headers].sort((a, b) => a.seq - b.seq)
+  const found = oldestFirst[n - 1]
+  if (n < 1 || !found) throw new CliError(`run ${run} has no checkpoint #${n}: it has ${oldestFirst.length}, numbered 1 to ${oldestFirst.length} by \`cairn show ${run}\``)
+  return found.id
 }

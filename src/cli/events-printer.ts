@@ -20,6 +20,10 @@ export function describeEvent(event: RunEvent): string | undefined {
       return `step ${event.step}: ${event.name} ${event.toolUseId} ran (${event.status})`
     case 'tool_call_replayed':
       return `step ${event.step}: ${event.name} ${event.toolUseId} replayed from the journal, not run`
+    case 'tool_call_answered':
+      return event.answer === 'skip'
+        ? `step ${event.step}: ${event.name} ${event.toolUseId} not run: its outcome is unknown and the answer was skip (the model gets an error result)`
+        : `step ${event.step}: ${event.name} ${event.toolUseId} runs again: its outcome was unknown and the answer was retry`
     case 'interrupt':
       return `paused for ${event.interrupts.map((i) => `${i.id} (${i.name})`).join(', ')}`
     case 'run_finished':

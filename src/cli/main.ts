@@ -49,10 +49,10 @@ function buildProgram(): Command {
     .addOption(new Option('--encrypt', 'encrypt what is written (needs CAIRN_KEYS=id:base64,…, which also signs and verifies records)').env('CAIRN_ENCRYPT'))
     .showHelpAfterError()
   program.command('runs').description('runs, newest first').option('--status <status>', 'only runs in this status').option('--name <text>', 'only runs whose id or name contains this').option('--limit <n>', 'at most this many runs', '20').action(action(runsCommand))
-  program.command('show').description("a run's timeline, one line per checkpoint").argument('[run]', 'run id').option('--payload <checkpoint>', "print one checkpoint's full payload").action(action(showCommand))
-  program.command('diff').description('what changed between two checkpoints (of one run, or a run and its fork)').argument('<a>', 'checkpoint id').argument('<b>', 'checkpoint id').action(action(diffCommand))
+  program.command('show').description("a run's timeline, one line per checkpoint").argument('[run]', 'run id').option('--payload <checkpoint>', "print one checkpoint's full payload (its id, or N from the # column)").action(action(showCommand))
+  program.command('diff').description('what changed between two checkpoints (of one run, or a run and its fork)').argument('<a>', 'checkpoint id, or RUN#N').argument('<b>', 'checkpoint id, or RUN#N').action(action(diffCommand))
   program.command('effects').description("a run's effect journal").argument('<run>', 'run id').action(action(effectsCommand))
-  program.command('fork').description('a new run continuing from a checkpoint, resumable with `cairn resume`').argument('<checkpoint>', 'checkpoint id').option('--run-id <id>', 'id of the new run').action(action(forkCommand))
+  program.command('fork').description('a new run continuing from a checkpoint, resumable with `cairn resume`').argument('<checkpoint>', 'checkpoint id, or RUN#N').option('--run-id <id>', 'id of the new run').action(action(forkCommand))
   program.command('resume').description('resume a run with agents from your module').argument('<run>', 'run id').option('--agents <module>', 'a .js or .ts module exporting agent factories by agent name').option('--response <id=json...>', 'answers to pending interrupts').addHelpText('after', AGENTS_HELP).action(action(resumeCommand))
   program.command('recover').description('resume every run a dead process left running').option('--agents <module>', 'a .js or .ts module exporting agent factories by agent name').addHelpText('after', AGENTS_HELP).action(action(recoverCommand))
   program.command('prune').description('delete old checkpoints (the latest of each run and terminal ones stay)').option('--run <run>', 'only this run').option('--keep-last <n>', 'keep this many newest checkpoints per run').option('--older-than <days>', 'only checkpoints older than this many days').action(action(pruneCommand))
@@ -63,7 +63,13 @@ function buildProgram(): Command {
     .command('rekey')
     .description('re-seal every record under the first key of CAIRN_KEYS (rotation), or sign an unsigned store')
     .option('--sign-unsigned', 'also sign records written before the store had keys (their digests are checked first); run it while nothing else writes')
-    .action(action(rekeyCommand))
+    .option('--decrypt', 'write encrypted records in plaintext (without it, a store holding encrypted records is rekeyed only with --encrypt)')
+    .addHelpText('after', '\nWith --encrypt on the command line (cairn rekey --encrypt), records stored in plaintext are encrypted; CAIRN_ENCRYPT alone keeps them as they are.')
+    .action(async (options: { signUnsigned?: boolean; decrypt?: boolean }, command: Command) => {
+      // Only an --encrypt typed for this command turns encryption on for stored records, not CAIRN_ENCRYPT.
+      const encrypt = command.parent?.getOptionValueSource('encrypt') === 'cli'
+      await withContext(command, (ctx) => rekeyCommand(ctx, { ...options, encrypt }))
+    })
   program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
   program
     .command('inspect')

@@ -43,7 +43,7 @@ export async function findRuns(store: Awaited<ReturnType<Context['store']>>, que
 export async function showCommand(ctx: Context, runId: string | undefined, options: { payload?: string }): Promise<void> {
   const store = await ctx.store()
   if (options.payload !== undefined) {
-    const record = await ctx.checkpoint(options.payload)
+    const record = await ctx.checkpoint(options.payload, runId)
     if (runId !== undefined && record.runId !== runId) throw new CliError(`checkpoint ${record.id} belongs to run ${record.runId}, not ${runId}`)
     ctx.out.line(JSON.stringify({ ...record, payload: encodeValue(record.payload) }, null, 2))
     return
@@ -66,16 +66,17 @@ export async function showCommand(ctx: Context, runId: string | undefined, optio
     const { run } = timeline
     ctx.out.line(`run ${run.runId}  ${run.name ?? run.workflowName ?? ''}  ${run.status}  started ${time(run.createdAt)}`)
     ctx.out.line('ms: since the run started; proc: which process wrote it (a new one after each resume); * holds the full runtime snapshot')
+    ctx.out.line(`diff, fork and show --payload take a checkpoint id or ${run.runId}#N (N from the # column)`)
     ctx.out.line()
-    for (const line of formatTimeline(timeline)) ctx.out.line(line)
+    for (const line of formatTimeline(timeline, { checkpointIds: true })) ctx.out.line(line)
   })
 }
 
-/** `cairn diff A B`. */
-export async function diffCommand(ctx: Context, from: string, to: string): Promise<void> {
+/** `cairn diff A B` (each a checkpoint id, or `RUN#N` as `cairn show` numbers them). */
+export async function diffCommand(ctx: Context, fromRef: string, toRef: string): Promise<void> {
   const store = await ctx.store()
-  await Promise.all([ctx.checkpoint(from), ctx.checkpoint(to)])
-  const diff = await diffCheckpoints(store, from, to)
+  const [from, to] = await Promise.all([ctx.checkpoint(fromRef), ctx.checkpoint(toRef)])
+  const diff = await diffCheckpoints(store, from.id, to.id)
   ctx.out.result(diff, () => {
     for (const line of formatDiff(diff)) ctx.out.line(line)
   })
@@ -93,7 +94,7 @@ export async function effectsCommand(ctx: Context, runId: string): Promise<void>
   })
 }
 
-/** `cairn verify [RUN]`: every checkpoint read back and checked. Exit code 1 when one is bad. */
+/** `cairn verify [RUN]`: every checkpoint read back and checked, each run reported. Exit code 1 when one is bad or could not be checked. */
 export async function verifyCommand(ctx: Context, runId: string | undefined): Promise<void> {
   const store = await ctx.store()
   const runs = runId === undefined ? await findRuns(store, { limit: Number.MAX_SAFE_INTEGER }) : [await ctx.run(runId)]
@@ -104,14 +105,18 @@ export async function verifyCommand(ctx: Context, runId: string | undefined): Pr
     progress.update(i + 1, runs.length)
   }
   progress.stop()
-  const bad = reports.filter((report) => !report.ok)
+  // Signed records read without keys are not bad: they could not be checked.
+  const unchecked = (report: VerifyReport) => ctx.keys === undefined && report.firstBad?.code === 'checkpoint_integrity'
+  const bad = reports.filter((report) => !report.ok && !unchecked(report))
+  const keyless = reports.filter(unchecked)
   ctx.out.result(reports, () => {
     for (const report of reports) {
-      ctx.out.line(report.ok ? `ok   ${report.runId}: ${report.checkpoints} checkpoints` : `BAD  ${report.runId}: checkpoint ${report.firstBad!.checkpointId} (#${report.firstBad!.seq}): ${report.firstBad!.problem}`)
+      const label = report.ok ? 'ok  ' : unchecked(report) ? 'KEYS' : 'BAD '
+      ctx.out.line(report.ok ? `${label} ${report.runId}: ${report.checkpoints} checkpoints` : `${label} ${report.runId}: checkpoint ${report.firstBad!.checkpointId} (seq ${report.firstBad!.seq}): ${report.firstBad!.problem}`)
     }
-    ctx.out.line(`${reports.length} runs verified, ${bad.length} with a bad record`)
+    ctx.out.line(`${reports.length} runs verified, ${bad.length} with a bad record${keyless.length ? `, ${keyless.length} signed and not checked without keys (set CAIRN_KEYS)` : ''}`)
   })
-  if (bad.length > 0) process.exitCode = 1
+  if (bad.length > 0 || keyless.length > 0) process.exitCode = 1
 }
 
 /** `cairn export RUN > run.json`. */

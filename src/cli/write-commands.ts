@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises'
+import { hostname, userInfo } from 'node:os'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { forkRun, importRun, Runner, type Agent, type CheckpointStore, type JsonValue, type RekeyOptions, type RekeyResult, type RunRecord, type RunResult } from '../index.js'
+import { EncryptionChangeError, forkRun, importRun, Runner, type Agent, type CheckpointStore, type JsonValue, type RekeyOptions, type RekeyResult, type RunRecord, type RunResult } from '../index.js'
 import { importPeer } from '../engine.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
@@ -11,10 +12,10 @@ import { printEvent } from './events-printer.js'
 /** Agent factories by name: what an `--agents` module exports (the shape a `Worker` takes). */
 export type AgentFactories = Record<string, () => Agent | Promise<Agent>>
 
-/** `cairn fork CHECKPOINT [--run-id ID]`. */
-export async function forkCommand(ctx: Context, checkpointId: string, options: { runId?: string }): Promise<void> {
+/** `cairn fork CHECKPOINT [--run-id ID]` (an id, or `RUN#N` as `cairn show` numbers them). */
+export async function forkCommand(ctx: Context, ref: string, options: { runId?: string }): Promise<void> {
   const store = await ctx.store()
-  await ctx.checkpoint(checkpointId)
+  const checkpointId = (await ctx.checkpoint(ref)).id
   if (options.runId !== undefined && (await store.getRun(options.runId))) throw new CliError(`run ${options.runId} already exists; pick another --run-id`)
   const fork = await forkRun(store, { checkpointId, ...(options.runId === undefined ? {} : { runId: options.runId }) })
   const result = { runId: fork.runId, checkpointId: fork.checkpoint.id, phase: fork.checkpoint.phase, snapshotFrom: fork.snapshotFrom ?? null, effectsCopied: fork.effectsCopied }
@@ -32,7 +33,9 @@ export async function resumeCommand(ctx: Context, runId: string, options: { agen
   const store = await ctx.store()
   const run = await ctx.run(runId)
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
-  const result = await runner.resume(await agentFor(run, factories), { runId, responses: parseResponses(options.response ?? []) })
+  const responses = parseResponses(options.response ?? [])
+  const answeredBy = Object.keys(responses).length > 0 ? { answeredBy: `${operatorName()} (cairn resume)` } : {}
+  const result = await runner.resume(await agentFor(run, factories), { runId, responses, ...answeredBy })
   report(ctx, [result])
   if (result.state === 'failed') process.exitCode = 1
 }
@@ -79,20 +82,49 @@ export async function migrateCommand(ctx: Context): Promise<void> {
   })
 }
 
-/** `cairn rekey [--sign-unsigned]`: re-seal every record under the first key of `CAIRN_KEYS`. */
-export async function rekeyCommand(ctx: Context, options: { signUnsigned?: boolean }): Promise<void> {
+/**
+ * `cairn rekey [--sign-unsigned] [--encrypt | --decrypt]`: re-seal every record under the first
+ * key of `CAIRN_KEYS`. Whether records are encrypted changes only with `--encrypt` or `--decrypt`.
+ */
+export async function rekeyCommand(ctx: Context, options: { signUnsigned?: boolean; encrypt?: boolean; decrypt?: boolean }): Promise<void> {
+  if (options.encrypt === true && options.decrypt === true) throw new CliError('rekey takes --encrypt or --decrypt, not both')
   const store = (await ctx.store()) as CheckpointStore & { rekey?: (options: RekeyOptions) => Promise<RekeyResult> }
   if (typeof store.rekey !== 'function') throw new CliError(`${ctx.storeUrl} cannot be rekeyed: its store has no rekey()`)
   if (!ctx.keys) throw new CliError('rekey needs keys: set CAIRN_KEYS=newId:base64,oldId:base64 (the first key writes; every key listed is accepted to read)')
+  if (options.decrypt === true && ctx.encrypt) throw new CliError('rekey --decrypt writes records in plaintext, but CAIRN_ENCRYPT asks to encrypt them: unset CAIRN_ENCRYPT')
   const progress = ctx.out.progress('rekey')
-  const result = await store.rekey({
-    ...(options.signUnsigned === true ? { signUnsigned: true } : {}),
-    onProgress: (p) => progress.update(p.runsDone, p.runsTotal),
-  })
-  progress.stop()
+  let result: RekeyResult
+  try {
+    result = await store.rekey({
+      ...(options.signUnsigned === true ? { signUnsigned: true } : {}),
+      ...(options.encrypt === true ? { encrypt: true } : {}),
+      ...(options.decrypt === true ? { decrypt: true } : {}),
+      onProgress: (p) => progress.update(p.runsDone, p.runsTotal),
+    })
+  } catch (err) {
+    if (err instanceof EncryptionChangeError) throw refusedChange(err)
+    throw err
+  } finally {
+    progress.stop()
+  }
+  const { before, after } = result.encrypted
   ctx.out.result({ keyId: ctx.keys.writeKeyId, ...result }, () =>
-    ctx.out.line(`rekeyed ${result.runs} runs under key ${ctx.keys!.writeKeyId}: ${result.checkpoints} checkpoints, ${result.items} list items and ${result.effects} effects rewritten`),
+    ctx.out.line(
+      `rekeyed ${result.runs} runs under key ${ctx.keys!.writeKeyId}: ${result.checkpoints} checkpoints, ${result.items} list items and ${result.effects} effects rewritten ` +
+        `(encrypted before: ${before}, after: ${after})`,
+    ),
   )
+}
+
+/** The refusal of a rekey that would change encryption, in the command's own flags. */
+function refusedChange(err: EncryptionChangeError): CliError {
+  const message =
+    err.change === 'decrypt'
+      ? `run ${err.runId} holds encrypted records, and a rekey without --encrypt would write them in plaintext; nothing of it was changed. ` +
+        'Pass --encrypt to keep the store encrypted (cairn rekey --encrypt), or --decrypt to decrypt it (cairn rekey --decrypt)'
+      : `run ${err.runId} holds records in plaintext, and CAIRN_ENCRYPT asks to encrypt what is written; nothing of it was changed. ` +
+        'Pass --encrypt to encrypt them (cairn rekey --encrypt), or unset CAIRN_ENCRYPT to keep them in plaintext'
+  return new CliError(message, { cause: err })
 }
 
 /** `cairn import < run.json` (or `--file run.json`). */
@@ -159,13 +191,24 @@ function parseResponses(pairs: readonly string[]): Record<string, JsonValue> {
 }
 
 function report(ctx: Context, results: readonly RunResult[]): void {
-  const rows = results.map((r) => ({ runId: r.runId, state: r.state, llmCalls: r.llmCalls, toolCalls: r.toolCalls, replayed: r.replayedEffectCount, error: r.error?.message ?? null, interrupts: r.interrupts.map((i) => i.id) }))
+  const rows = results.map((r) => ({ runId: r.runId, state: r.state, llmCalls: r.llmCalls, toolCalls: r.toolCalls, replayed: r.replayedEffectCount, skipped: r.skippedEffectCount, error: r.error?.message ?? null, interrupts: r.interrupts.map((i) => i.id) }))
   ctx.out.result(rows, () => {
     for (const r of rows) {
-      ctx.out.line(`run ${r.runId}: ${r.state}; ${r.llmCalls} model calls, ${r.toolCalls} tool calls, ${r.replayed} replayed from the journal${r.error ? `; error: ${r.error}` : ''}${r.interrupts.length ? `; waiting on ${r.interrupts.join(', ')}` : ''}`)
+      ctx.out.line(`run ${r.runId}: ${r.state}; ${r.llmCalls} model calls, ${r.toolCalls} tool calls, ${r.replayed} replayed from the journal${r.skipped ? `, ${r.skipped} not run on a skip answer` : ''}${r.error ? `; error: ${r.error}` : ''}${r.interrupts.length ? `; waiting on ${r.interrupts.join(', ')}` : ''}`)
     }
     if (rows.length === 0) ctx.out.line('no run was left running by a dead process')
   })
+}
+
+/** `user@host` of whoever runs this command, as far as the system tells. */
+function operatorName(): string {
+  let user: string | undefined
+  try {
+    user = userInfo().username
+  } catch {
+    user = process.env.USER ?? process.env.USERNAME
+  }
+  return `${user ?? 'unknown user'}@${hostname()}`
 }
 
 function positiveNumber(value: string, flag: string): number {

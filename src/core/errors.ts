@@ -41,6 +41,8 @@ export type CairnErrorCode =
   | 'mcp_connection'
   | 'mcp_call'
   | 'mcp_tools'
+  | 'encryption_change'
+  | 'wrong_key'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {
@@ -295,6 +297,46 @@ export class RunNotPausedError extends CairnError {
     super('run_not_paused', params.message)
     this.runId = params.runId
     this.status = params.status
+  }
+}
+
+/**
+ * The secret given for a key id is not the one the store was written with. A keyed store keeps
+ * a check value per key id (an HMAC of a fixed label under the key); the key ring's secret for
+ * `keyId` does not produce it. This is a wrong (mistyped, swapped) secret, not a tampered record:
+ * nothing was read with it, and nothing is written with it. Give the secret the store was
+ * written with under that id, or write with a new key id.
+ */
+export class WrongKeyError extends CairnError {
+  readonly keyId: string
+
+  constructor(params: { keyId: string; cause?: unknown }) {
+    super(
+      'wrong_key',
+      `the secret given for key ${params.keyId} is not the one this store was written with (its check value differs); ` +
+        `nothing is read or written with it: give the secret this store's records were written with under key ${params.keyId}, or write with a new key id`,
+      { cause: params.cause },
+    )
+    this.keyId = params.keyId
+  }
+}
+
+/**
+ * A rekey was refused because it would change whether records are encrypted without being asked
+ * to: a store opened without `encrypt` that holds encrypted records (it would write them in
+ * plaintext; pass `decrypt: true`, or open the store with `encrypt: true` to keep them encrypted),
+ * or a store opened with `encrypt` that holds plaintext records (pass `encrypt: true`). `change`
+ * is what the rekey would have done; the runs before `runId` were rekeyed without changing their
+ * encryption, and nothing of `runId` was written.
+ */
+export class EncryptionChangeError extends CairnError {
+  readonly runId: string
+  readonly change: 'encrypt' | 'decrypt'
+
+  constructor(params: { runId: string; change: 'encrypt' | 'decrypt'; message: string }) {
+    super('encryption_change', params.message)
+    this.runId = params.runId
+    this.change = params.change
   }
 }
 

@@ -73,6 +73,9 @@ export function runTracing(api: OtelApi): RunEventListener {
         span.end()
         return
       }
+      case 'tool_call_answered':
+        runs.get(event.runId)?.addEvent('cairn.operator_answer', { 'cairn.tool_call_id': event.toolUseId, 'gen_ai.tool.name': event.name, 'cairn.answer': event.answer })
+        return
       case 'interrupt':
         runs.get(event.runId)?.addEvent('cairn.interrupt', { 'cairn.interrupt_ids': event.interrupts.map((i) => i.id) })
         return

@@ -11,6 +11,9 @@ import type { Tool } from '../tools/tool.js'
 import type { RunToolCall, ToolCallOutcome, ToolExecutor } from '../tools/tool-executor.js'
 
 type ToolUse = ToolUseBlock['toolUse']
+
+/** What an operator answers to a call of unknown outcome: run it again, or give the model an error result. */
+export type OperatorAnswer = 'retry' | 'skip'
 type ToolResult = ToolResultBlock['toolResult']
 
 /** The interrupt raised for a call that started but recorded no outcome. */
@@ -37,6 +40,12 @@ export class EffectJournal {
   readonly #interrupted: Set<string>
   readonly #responses: Record<string, JsonValue>
   readonly #replayedIds = new Set<string>()
+  /** Calls whose effect rows were read from the store, written by an earlier execution. */
+  readonly #fromEarlier: Set<string>
+  /** Calls whose callback ran in this execution. */
+  readonly #ranHere = new Set<string>()
+  /** The operator's answers applied in this execution to calls of unknown outcome. */
+  readonly #answers = new Map<string, OperatorAnswer>()
 
   constructor(params: {
     store: RunStore
@@ -52,6 +61,7 @@ export class EffectJournal {
     this.#runId = params.runId
     this.#tools = params.tools
     this.#effects = new Map(params.effects.map((effect) => [effect.callId, effect]))
+    this.#fromEarlier = new Set(params.effects.map((effect) => effect.callId))
     this.#interrupted = new Set(params.interruptedCalls)
     this.#responses = params.responses
   }
@@ -64,6 +74,18 @@ export class EffectJournal {
   /** Whether a call's result came from the journal. */
   wasReplayed(toolUseId: string): boolean {
     return this.#replayedIds.has(toolUseId)
+  }
+
+  /** Calls of unknown outcome this execution did not run again, on an operator's 'skip'. */
+  get skipped(): number {
+    let n = 0
+    for (const answer of this.#answers.values()) if (answer === 'skip') n++
+    return n
+  }
+
+  /** The operator's answer applied to a call of unknown outcome in this execution, if any. */
+  answerOf(toolUseId: string): OperatorAnswer | undefined {
+    return this.#answers.get(toolUseId)
   }
 
   /** Intents for the calls of a batch that have none yet (a completed call needs none). */
@@ -120,8 +142,9 @@ export class EffectJournal {
     const idempotent = this.#tools.get(use.name)?.idempotent === true
     if (existing?.status === 'started' && !idempotent && !this.#interrupted.has(use.toolUseId)) {
       const answer = this.#responses[`${use.toolUseId}:${OUTCOME_UNKNOWN}`]
+      if (answer !== 'skip' && answer !== 'retry') return unknownOutcome(use, this.keyOf(use))
+      this.#answers.set(use.toolUseId, answer)
       if (answer === 'skip') return this.#complete(use, skippedResult(use), true)
-      if (answer !== 'retry') return unknownOutcome(use, this.keyOf(use))
     }
     // A compare-and-set under this execution's lease: a call another execution started is an
     // unknown outcome, never a fresh start. A call known started here was approved to run again
@@ -129,13 +152,37 @@ export class EffectJournal {
     if (!idempotent && existing?.status !== 'started') {
       const refused = await this.#start(use)
       if (refused) return refused
+    } else if (existing && this.#ranBefore(existing)) {
+      await this.#countAttempt(existing)
     }
+    this.#ranHere.add(use.toolUseId)
     const outcome = await runOne(use)
     if (outcome.type === 'interrupt') {
       this.#interrupted.add(use.toolUseId)
       return outcome
     }
     return this.#complete(use, outcome.result, !idempotent)
+  }
+
+  /**
+   * Whether the callback of a call about to run ran before: it is marked started (a
+   * non-idempotent call answered 'retry', or one that stopped at ctx.interrupt), it ran in this
+   * execution already, or it is an idempotent call an earlier execution left without an outcome.
+   * (An idempotent call is not marked before it runs, which would cost a write per call: one that
+   * a dead process left pending counts as having begun there, although a batch run one call at a
+   * time may have died before reaching it.)
+   */
+  #ranBefore(existing: EffectRecord): boolean {
+    if (existing.status === 'started' || this.#ranHere.has(existing.callId)) return true
+    return existing.status === 'pending' && this.#fromEarlier.has(existing.callId)
+  }
+
+  /** Count one more execution of a call in its effect row, durably, before it runs again. */
+  async #countAttempt(existing: EffectRecord): Promise<void> {
+    const { runId, callId, name, inputHash, idempotencyKey } = existing
+    // An intent for a call the journal holds counts one more attempt and changes nothing else.
+    await this.#write({ intents: [{ runId, callId, name, inputHash, idempotencyKey }] })
+    this.#effects.set(callId, { ...existing, attempts: existing.attempts + 1 })
   }
 
   /** Mark a call started; what to return instead of running it when it was not pending. */

@@ -45,6 +45,11 @@ export interface ToolExecutionRecord {
   status: 'success' | 'error'
   /** Satisfied from the effect journal instead of running. */
   replayed: boolean
+  /**
+   * Its outcome was unknown (its process died while it ran) and an operator answered: `retry`
+   * ran it again, `skip` gave the model an error result without running it.
+   */
+  answer?: 'retry' | 'skip'
 }
 
 /** One child run started by a subagent tool. */

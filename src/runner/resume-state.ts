@@ -98,7 +98,7 @@ const RUNTIME_SCHEMA: JsonObject = {
       items: {
         type: 'object',
         required: ['tool_call_id', 'tool_name', 'status'],
-        properties: { tool_call_id: STRING, tool_name: STRING, step: COUNT, status: { enum: ['success', 'error'] }, replayed: { type: 'boolean' } },
+        properties: { tool_call_id: STRING, tool_name: STRING, step: COUNT, status: { enum: ['success', 'error'] }, replayed: { type: 'boolean' }, answer: { enum: ['retry', 'skip'] } },
       },
     },
     subagent_executions: {

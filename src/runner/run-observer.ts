@@ -11,17 +11,29 @@ export function emitter(listeners: readonly (RunEventListener | undefined)[]): E
   return live.length === 0 ? () => {} : (event) => emitTo(live, event)
 }
 
+/** Where {@link observedTools} reports, and what it asks the journal. */
+export interface ToolObserver {
+  emit: Emit
+  runId: string
+  step: () => number
+  /** The operator's answer the journal applied to a call of unknown outcome, if any. */
+  answerOf: (toolUseId: string) => 'retry' | 'skip' | undefined
+}
+
 /**
- * `executor` with `tool_call_started`/`tool_call_finished` around every call that really runs,
- * and `tool_call_replayed` for the calls of the batch the journal satisfied (they never reach
- * `runOne`). Wrap the journal's executor with it.
+ * `executor` with `tool_call_started`/`tool_call_finished` around every call that really runs
+ * (`tool_call_answered` first when an operator's 'retry' runs it again), and, for the calls of
+ * the batch that never reach `runOne`, `tool_call_answered` when an operator's 'skip' decided
+ * their result, else `tool_call_replayed` (the journal held it). Wrap the journal's executor with it.
  */
-export function observedTools(executor: ToolExecutor, emit: Emit, runId: string, step: () => number): ToolExecutor {
+export function observedTools(executor: ToolExecutor, observer: ToolObserver): ToolExecutor {
+  const { emit, runId, step, answerOf } = observer
   return {
     async execute(calls, runOne) {
       const ran = new Set<string>()
       const outcomes = await executor.execute(calls, async (use) => {
         ran.add(use.toolUseId)
+        if (answerOf(use.toolUseId) === 'retry') emit({ type: 'tool_call_answered', runId, step: step(), toolUseId: use.toolUseId, name: use.name, answer: 'retry' })
         emit({ type: 'tool_call_started', runId, step: step(), toolUseId: use.toolUseId, name: use.name })
         const outcome = await runOne(use)
         if (outcome.type === 'result') emit({ type: 'tool_call_finished', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
@@ -29,9 +41,9 @@ export function observedTools(executor: ToolExecutor, emit: Emit, runId: string,
       })
       outcomes.forEach((outcome, i) => {
         const use = calls[i]
-        if (use && !ran.has(use.toolUseId) && outcome.type === 'result') {
-          emit({ type: 'tool_call_replayed', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
-        }
+        if (!use || ran.has(use.toolUseId) || outcome.type !== 'result') return
+        if (answerOf(use.toolUseId) === 'skip') emit({ type: 'tool_call_answered', runId, step: step(), toolUseId: use.toolUseId, name: use.name, answer: 'skip' })
+        else emit({ type: 'tool_call_replayed', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
       })
       return outcomes
     },

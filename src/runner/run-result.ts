@@ -20,9 +20,14 @@ export interface RunResult {
   error: { name: string; message: string; code?: string } | undefined
   /** Tool calls satisfied from the effect journal instead of running again. */
   replayedEffectCount: number
+  /**
+   * Tool calls of unknown outcome (their process died while they ran) that an operator's `skip`
+   * answered: not run again, the model given an error result.
+   */
+  skippedEffectCount: number
   /** Model calls made by this call of run/resume. */
   llmCalls: number
-  /** Tool calls finished by this call of run/resume (run or replayed). */
+  /** Tool calls finished by this call of run/resume (run, replayed, or skipped on an answer). */
   toolCalls: number
   /** Durable commits this call of run/resume made. */
   commits: number
@@ -75,6 +80,7 @@ export function resultFromTerminal(record: CheckpointRecord<Record<string, unkno
     interrupts: [],
     error: (payload.error as RunResult['error'] | null) ?? undefined,
     replayedEffectCount: 0,
+    skippedEffectCount: 0,
     llmCalls: 0,
     toolCalls: 0,
     commits: 0,

@@ -120,6 +120,7 @@ export class RunSession implements LoopObserver {
           step: cycleIndex,
           status: result.status,
           replayed: this.#journal.wasReplayed(result.toolUseId),
+          ...answerOf(this.#journal, result.toolUseId),
         }),
       ),
     ]
@@ -149,8 +150,11 @@ export class RunSession implements LoopObserver {
    * The run starts (or resumes) in this process. A new run's checkpoint carries the full runtime
    * snapshot, input included; a resumed run's continues from the snapshot it was restored from.
    */
-  async runStarted(params: { resumed: boolean; owner: JsonObject }): Promise<void> {
-    await this.#recordPhase('run_started', { payload: { agent_name: this.#agent.name, resumed: params.resumed, owner: params.owner }, snapshot: !params.resumed })
+  async runStarted(params: { resumed: boolean; owner: JsonObject; answers?: JsonObject }): Promise<void> {
+    const payload: JsonObject = { agent_name: this.#agent.name, resumed: params.resumed, owner: params.owner }
+    // The answers a resume of a paused run was given, and by whom: the timeline's record of them.
+    if (params.answers) payload.answers = params.answers
+    await this.#recordPhase('run_started', { payload, snapshot: !params.resumed })
   }
 
   /** A resumed run's tool calls without results were answered as interrupted (see `repairDanglingToolUses`). */
@@ -222,4 +226,10 @@ interface RecordPhaseOptions {
  */
 function snapshotOf(runtime: RuntimeSnapshot): RuntimeSnapshot {
   return { ...runtime, usage: { ...runtime.usage }, context: cloneData(runtime.context) }
+}
+
+/** `{ answer }` for a call an operator's answer decided, else nothing. */
+function answerOf(journal: EffectJournal, toolUseId: string): { answer?: 'retry' | 'skip' } {
+  const answer = journal.answerOf(toolUseId)
+  return answer === undefined ? {} : { answer }
 }

@@ -3,6 +3,7 @@ import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointNotFo
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
+import type { Interrupt } from '../agent/interrupts.js'
 import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
@@ -76,6 +77,11 @@ export interface ResumeOptions extends OwnershipOptions {
   threadId?: string
   /** Answers to pending interrupts, by interrupt id. */
   responses?: Record<string, JsonValue>
+  /**
+   * Who gave `responses` (a person, a service), recorded with them in the run's timeline
+   * (`cairn show`) beside the process that applied them and when.
+   */
+  answeredBy?: string
   /** Laid over the restored context. */
   context?: JsonObject
   signal?: AbortSignal
@@ -184,6 +190,9 @@ export class Runner {
     const threadId = options.threadId ?? run?.threadId ?? runId
     if (stored.kind === 'terminal') {
       const state = stored.record.payload.state as 'completed' | 'failed' | 'cancelled'
+      if (Object.keys(options.responses ?? {}).length > 0) {
+        throw new RunNotPausedError({ runId, status: state, message: `run ${runId} is ${state}, not paused: it waits for no response; resume it without responses to read its result` })
+      }
       if (run && run.status !== state) await this.#writeRun(ownership, runId, { status: state })
       return resultFromTerminal(stored.record, threadId)
     }
@@ -210,7 +219,8 @@ export class Runner {
     const finalAnswer = start.phase === 'model' && lastMessage?.role === 'assistant' && toolUsesOf(lastMessage).length === 0 ? lastMessage : undefined
     const repaired = start.phase === 'model' && repairDanglingToolUses(agent)
     const effects = await this.store.listEffects(runId)
-    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, resumed: true, signal: options.signal, repaired, finalAnswer, ownership })
+    const answers = answersOf(pending, responses, options.answeredBy)
+    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, answers, resumed: true, signal: options.signal, repaired, finalAnswer, ownership })
   }
 
   /** Take the run's lease (or use the caller's); `create`: insert the run when it does not exist. */
@@ -350,7 +360,7 @@ export class Runner {
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
       if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
-      await session.runStarted({ resumed: params.resumed, owner: ownerMetadata() })
+      await session.runStarted({ resumed: params.resumed, owner: ownerMetadata(), ...(params.answers ? { answers: params.answers } : {}) })
       // The input is durable before the model is first asked (bounded like every final flush).
       if (!params.resumed) await writer.flush()
       if (params.finalAnswer) {
@@ -364,14 +374,14 @@ export class Runner {
         message: params.message,
         resumed: params.resumed,
         observer: session,
-        executor: (inner) => observedTools(journal.wrap(inner), emit, runId, () => runtime.step),
+        executor: (inner) => observedTools(journal.wrap(inner), { emit, runId, step: () => runtime.step, answerOf: (id) => journal.answerOf(id) }),
         idempotencyKey: (use) => journal.keyOf(use),
         options: { signal: params.signal ? AbortSignal.any([params.signal, ownership.signal]) : ownership.signal },
       })
       let next = await events.next()
       while (!next.done) next = await events.next()
       const result = next.value
-      const counts = { replayed: journal.replayed, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits, runtime }
+      const counts = { replayed: journal.replayed, skipped: journal.skipped, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits, runtime }
       if (result.stopReason === 'interrupt') {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
         await session.runPaused(result.interrupts as unknown as JsonValue)
@@ -443,19 +453,22 @@ interface DriveParams {
   message: Message | undefined
   effects: readonly EffectRecord[]
   responses: Record<string, JsonValue>
+  /** The answers given to a paused run's interrupts, as its `run_started` checkpoint records them. */
+  answers?: JsonObject | undefined
   resumed: boolean
   signal: AbortSignal | undefined
   repaired?: boolean
   finalAnswer?: Message | undefined
 }
 
-function base(runId: string, threadId: string, counts: { replayed: number; llm: number; tools: number; commits: () => number; runtime: RuntimeSnapshot }) {
+function base(runId: string, threadId: string, counts: { replayed: number; skipped?: number; llm: number; tools: number; commits: () => number; runtime: RuntimeSnapshot }) {
   return {
     runId,
     threadId,
     interrupts: [],
     error: undefined,
     replayedEffectCount: counts.replayed,
+    skippedEffectCount: counts.skipped ?? 0,
     llmCalls: counts.llm,
     toolCalls: counts.tools,
     commits: counts.commits(),
@@ -463,6 +476,14 @@ function base(runId: string, threadId: string, counts: { replayed: number; llm: 
     usage: { ...counts.runtime.usage },
     totalCostUsd: counts.runtime.total_cost_usd,
   }
+}
+
+/** The answers to pending interrupts as a resume records them: which interrupt, what, and who gave them. */
+function answersOf(pending: readonly Interrupt[], responses: Record<string, JsonValue>, by: string | undefined): JsonObject | undefined {
+  const given = pending.filter((interrupt) => Object.hasOwn(responses, interrupt.id))
+  if (given.length === 0) return undefined
+  const items = given.map((interrupt) => ({ interrupt_id: interrupt.id, name: interrupt.name, tool_call_id: interrupt.toolUseId, answer: responses[interrupt.id] ?? null }))
+  return { by: by ?? null, items }
 }
 
 function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts'], runtime: RuntimeSnapshot): RunResult {

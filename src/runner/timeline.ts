@@ -40,6 +40,22 @@ export interface TimelineEntry {
   replayed: string[]
   /** The model's text (`post_llm`). */
   text: string
+  /** The answers a resume of a paused run was given (`run_started`), with who gave them. */
+  answers: TimelineAnswer[]
+}
+
+/** One answer to an interrupt, as the resume that applied it recorded it. */
+export interface TimelineAnswer {
+  interruptId: string
+  /** The interrupt's name: `effect_outcome_unknown` for a call whose process died while it ran. */
+  name: string
+  toolUseId: string
+  answer: unknown
+  /** Who gave it (`runner.resume`'s `answeredBy`; `cairn resume` records the user), when known. */
+  by: string | null
+  /** When the resume that applied it started (Unix ms), and the process that applied it. */
+  at: number
+  appliedBy: string
 }
 
 /** A run's whole history as {@link buildTimeline} reads it. */
@@ -95,6 +111,7 @@ export async function buildTimeline(store: StoreReader, runId: string): Promise<
       toolCalls: calls.map((use) => ({ id: use.toolUseId, name: use.name, input: use.input })),
       replayed: record.phase === 'post_tool_batch' ? executionsOf(runtime, step).filter((e) => e.replayed).map((e) => e.tool_name) : [],
       text: record.phase === 'post_llm' ? answerText(runtime, step) : '',
+      answers: answersOf(record, writer),
     })
   }
   return { run, entries, effects, runtime }
@@ -102,17 +119,22 @@ export async function buildTimeline(store: StoreReader, runId: string): Promise<
 
 /**
  * The timeline as text, one line per checkpoint, with a marked line where a new process took
- * the run over.
+ * the run over; with `checkpointIds`, each line names its checkpoint's id.
  */
-export function formatTimeline(timeline: Timeline): string[] {
-  const lines = [`   ${'#'.padStart(3)}  ${'ms'.padStart(6)}  proc  step  ${'phase'.padEnd(17)}what happened`]
+export function formatTimeline(timeline: Timeline, options: { checkpointIds?: boolean } = {}): string[] {
+  const width = options.checkpointIds === true ? Math.max(10, ...timeline.entries.map((entry) => entry.checkpointId.length)) : 0
+  const id = (text: string) => (width > 0 ? `${text.padEnd(width)}  ` : '')
+  const lines = [`   ${'#'.padStart(3)}  ${id('checkpoint')}${'ms'.padStart(6)}  proc  step  ${'phase'.padEnd(17)}what happened`]
   for (const entry of timeline.entries) {
     if (entry.index === 1 && entry.writer) lines.push(`   process 1 (${entry.writer}) started the run`)
     if (entry.resumedHere) {
       lines.push(`   ${'-'.repeat(90)}`, `   process ${entry.execution - 1} stopped here; process ${entry.execution}${entry.writer ? ` (${entry.writer})` : ''} resumed the run`, `   ${'-'.repeat(90)}`)
     }
+    for (const answer of entry.answers) {
+      lines.push(`   answer to ${answer.interruptId}: ${JSON.stringify(answer.answer)}, given by ${answer.by ?? 'an unnamed caller'} at ${new Date(answer.at).toISOString()}`)
+    }
     const phase = `${entry.phase}${entry.snapshot ? '*' : ''}`.padEnd(17)
-    lines.push(`   ${String(entry.index).padStart(3)}  ${String(entry.sinceStartMs).padStart(6)}  ${String(entry.execution).padStart(4)}  ${String(entry.step).padStart(4)}  ${phase}${entry.summary}`)
+    lines.push(`   ${String(entry.index).padStart(3)}  ${id(entry.checkpointId)}${String(entry.sinceStartMs).padStart(6)}  ${String(entry.execution).padStart(4)}  ${String(entry.step).padStart(4)}  ${phase}${entry.summary}`)
   }
   return lines
 }
@@ -141,7 +163,8 @@ function describe({ record, step, runtime, effects, records, calls }: DescribePa
     case 'run_started': {
       if (payload.resumed !== true) return `run started: "${truncate(firstUserText(runtimeOf(record) ?? runtime), 70)}"`
       const snapshot = records.findLastIndex((earlier) => runtimeOf(earlier) !== undefined) + 1
-      return `a fresh process loaded the latest checkpoint (#${records.length}) and the runtime snapshot (#${snapshot}), and resumed`
+      const answers = answersOf(record, '').length
+      return `a fresh process loaded the latest checkpoint (#${records.length}) and the runtime snapshot (#${snapshot}), and resumed${answers ? ` with ${plural(answers, 'answer')} to the interrupts` : ''}`
     }
     case 'step_started':
       return `step ${step} begins with ${plural(Number(payload.message_count), 'message')}`
@@ -188,12 +211,33 @@ function describeOther(record: CheckpointRecord<Record<string, unknown>>): strin
 function describeBatch(executions: readonly ToolExecutionRecord[], effects: readonly EffectRecord[]): string {
   const attempts = new Map(effects.map((effect) => [effect.callId, effect.attempts]))
   const names = (filter: (e: ToolExecutionRecord) => boolean) => executions.filter(filter).map((e) => e.tool_name).join(', ')
+  const ran = (e: ToolExecutionRecord) => !e.replayed && e.answer !== 'skip'
+  const again = (e: ToolExecutionRecord) => (attempts.get(e.tool_call_id) ?? 1) > 1
   const parts = [
     [names((e) => e.replayed), 'REPLAYED from the journal, not run'],
-    [names((e) => !e.replayed && (attempts.get(e.tool_call_id) ?? 1) > 1), 'ran again (same idempotency key)'],
-    [names((e) => !e.replayed && (attempts.get(e.tool_call_id) ?? 1) <= 1), 'ran'],
+    [names((e) => e.answer === 'skip'), 'NOT RUN: its outcome was unknown and the answer was skip (the model got an error result)'],
+    [names((e) => ran(e) && e.answer === 'retry'), 'ran again: its outcome was unknown and the answer was retry (same idempotency key)'],
+    [names((e) => ran(e) && e.answer === undefined && again(e)), 'ran again (same idempotency key)'],
+    [names((e) => ran(e) && e.answer === undefined && !again(e)), 'ran'],
   ].flatMap(([who, what]) => (who ? [`${who} ${what}`] : []))
   return `${plural(executions.length, 'tool result')}${parts.length ? `: ${parts.join('; ')}` : ''}`
+}
+
+/** The answers a `run_started` checkpoint records (see `Runner.resume`), as the timeline shows them. */
+function answersOf(record: CheckpointRecord<Record<string, unknown>>, appliedBy: string): TimelineAnswer[] {
+  if (record.kind !== RUNNER_KIND || record.phase !== 'run_started') return []
+  const answers = record.payload.answers as { by?: unknown; items?: unknown } | undefined
+  if (!answers || !Array.isArray(answers.items)) return []
+  const by = typeof answers.by === 'string' ? answers.by : null
+  return (answers.items as Record<string, unknown>[]).map((item) => ({
+    interruptId: str(item.interrupt_id),
+    name: str(item.name),
+    toolUseId: str(item.tool_call_id),
+    answer: item.answer ?? null,
+    by,
+    at: record.createdAt,
+    appliedBy,
+  }))
 }
 
 function writerOf(record: CheckpointRecord<Record<string, unknown>>): string | undefined {

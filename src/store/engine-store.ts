@@ -354,7 +354,11 @@ export class EngineStore implements CheckpointStore {
   /**
    * Rewrite every record of the store under the key ring's writing key (the first key), and
    * encrypted or not as this store is configured: the step between adding a new key and dropping
-   * the old one. Each record is verified before it is re-sealed. With `signUnsigned`, records
+   * the old one. Each record is verified before it is re-sealed. A rekey never changes whether
+   * records are encrypted unless asked: on a store opened with `encrypt: true` that holds plaintext
+   * records it needs `encrypt: true`, on one opened without `encrypt` that holds encrypted records
+   * it needs `decrypt: true`, and otherwise throws an `EncryptionChangeError` before writing that
+   * run. The result says whether records were encrypted before and after. With `signUnsigned`, records
    * written before the store had keys are checked against their plain digests and signed: the
    * explicit step that turns signing on for an existing store. Safe to run again after a stop.
    *
@@ -431,6 +435,8 @@ export class EngineStore implements CheckpointStore {
     try {
       return await fn()
     } catch (err) {
+      // A record that does not verify under a key whose secret is not the store's: a wrong key.
+      if (err instanceof CheckpointIntegrityError && this.#engine instanceof SealedEngine) throw await this.#engine.explainIntegrity(err)
       if (err instanceof CairnError) throw err
       const where = runId === undefined ? '' : ` (run ${runId})`
       throw new StoreError(`failed to ${what}${where}: ${(err as Error).message ?? String(err)}`, { runId, cause: err })

@@ -4,7 +4,7 @@ import type { StorageEngine } from './engine/storage-engine.js'
 import type { EngineCall } from './checkpoint-reads.js'
 import { pruneRun } from './prune.js'
 import { assertId } from './encoding/validate.js'
-import { checkRunForRekey, rekeyRun, resealRun, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
+import { checkEncryptionOptions, checkRunForRekey, encryptionState, rekeyRun, resealRun, type EncryptionCount, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 
 /** What the store's maintenance operations (prune, rekey) need of its internals. */
@@ -47,17 +47,23 @@ export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptio
   if (!(engine instanceof SealedEngine)) throw new CheckpointError('invalid_argument', 'rekey needs a store opened with keys ({ keys: [newKey, ...oldKeys] })')
   const rewrite = engine.inner.rewrite?.bind(engine.inner)
   if (!rewrite) throw new CheckpointError('invalid_argument', 'this store backend cannot rewrite records in place, so it cannot be rekeyed')
+  const { encrypt } = engine.sealing
+  checkEncryptionOptions(options, encrypt)
+  await context.call(undefined, 'check the writing key', () => engine.checkWritingKey())
   const runIds = await allRunIds(context)
-  const result: RekeyResult = { runs: 0, checkpoints: 0, items: 0, effects: 0 }
+  const result: RekeyResult = { runs: 0, checkpoints: 0, items: 0, effects: 0, encrypted: { before: 'no', after: 'no' } }
+  const before: EncryptionCount = { encrypted: 0, plain: 0 }
   for (const runId of runIds) {
-    const request = await context.withRunLock(runId, async () => {
+    const { request, before: counted } = await context.withRunLock(runId, async () => {
       context.forgetLists(runId)
-      const before = await context.trusted(() => context.call(runId, 'check the run row', () => checkRunForRekey(engine, runId)))
-      const request = await context.trusted(() => context.call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
-      await context.call(runId, 'rewrite records under the new key', () => rewrite(request))
-      await context.call(runId, 'sign the run row under the new key', () => resealRun(engine, runId, before))
-      return request
+      const row = await context.trusted(() => context.call(runId, 'check the run row', () => checkRunForRekey(engine, runId)))
+      const rekeyed = await context.trusted(() => context.call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
+      await context.call(runId, 'rewrite records under the new key', () => rewrite(rekeyed.request))
+      await context.call(runId, 'sign the run row under the new key', () => resealRun(engine, runId, row))
+      return rekeyed
     })
+    before.encrypted += counted.encrypted
+    before.plain += counted.plain
     result.runs++
     result.checkpoints += request.checkpoints.length
     result.items += request.items.length
@@ -65,6 +71,8 @@ export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptio
     const rewritten = request.checkpoints.length + request.items.length + request.effects.length
     options.onProgress?.({ runId, runsDone: result.runs, runsTotal: runIds.length, rewritten })
   }
+  const total = before.encrypted + before.plain
+  result.encrypted = { before: encryptionState(before), after: encryptionState(encrypt ? { encrypted: total, plain: 0 } : { encrypted: 0, plain: total }) }
   return result
 }
 

@@ -7,11 +7,17 @@ export interface VerifyReport {
   runId: string
   checkpoints: number
   ok: boolean
-  /** The first record that failed its digest, hash chain or shape check. */
-  firstBad: { checkpointId: string; seq: number; problem: string } | null
+  /**
+   * The first record that failed its digest, hash chain, shape or signature check, with the
+   * error's code (`checkpoint_integrity`: its signature did not verify, or the store was opened
+   * without the keys it was signed with).
+   */
+  firstBad: { checkpointId: string; seq: number; problem: string; code: string } | null
 }
 
 const CHUNK = 100
+/** The errors of a record that a report names; any other (the store is down) ends the verification. */
+const REPORTED = new Set(['checkpoint_corrupt', 'checkpoint_integrity', 'schema_version'])
 
 /**
  * Read every checkpoint of a run, which checks each record's digest, the hash chain of its
@@ -39,8 +45,8 @@ async function firstBad(store: StoreReader, chunk: readonly CheckpointInfo[]): P
     try {
       await store.load(info.id)
     } catch (err) {
-      if (err instanceof CairnError && err.code !== 'checkpoint_corrupt' && err.code !== 'schema_version') throw err
-      return { checkpointId: info.id, seq: info.seq, problem: err instanceof Error ? err.message : String(err) }
+      if (err instanceof CairnError && !REPORTED.has(err.code)) throw err
+      return { checkpointId: info.id, seq: info.seq, problem: err instanceof Error ? err.message : String(err), code: err instanceof CairnError ? err.code : 'checkpoint_corrupt' }
     }
   }
   return null

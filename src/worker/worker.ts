@@ -5,6 +5,7 @@ import type { Agent } from '../agent/agent.js'
 import type { LeaseSubscription } from '../store/engine/lease-engine.js'
 import type { ClaimedLease, RunLeases } from '../store/leases/run-leases.js'
 import type { Workflow } from '../workflow/workflow.js'
+import { takeOverDeadLocalOwners } from './dead-owners.js'
 import { RunExecution, type ExecutionContext } from './run-execution.js'
 import type { WorkerEvent } from './worker-events.js'
 import { requireLeases, type WorkerStore } from './worker-store.js'
@@ -61,7 +62,10 @@ interface Active {
  * drives it with the runner from its latest checkpoint; every write carries the lease's epoch,
  * so a worker whose lease was taken over (it froze, or was partitioned) has its writes rejected
  * and abandons the run. A run whose worker died is claimed again once its lease lapses and
- * continues from its latest checkpoint; no external recovery service is needed.
+ * continues from its latest checkpoint; no external recovery service is needed. A holder that
+ * was a process on the same machine, now gone (its owner id is `<host>:<pid>:…`, as the default
+ * worker id and a `Runner`'s are), is taken over at once instead, as a `Runner` does.
+ * 
  *
  * @example
  * ```ts
@@ -195,6 +199,8 @@ export class Worker {
             ...(this.#queueLimits === undefined ? {} : { queueLimits: this.#queueLimits }),
           })
           backoffMs = 50
+          // Nothing more to claim: runs held by dead processes on this machine are taken over now.
+          if (claimed.length < free && this.#state === 'running') claimed.push(...(await this.#takeOverDeadLocal(free - claimed.length)))
           // A full claim may have left more work: the next one comes as soon as a slot frees (a wake).
           for (const lease of claimed) {
             // stop() came while this claim was in flight: hand the run straight back.
@@ -211,6 +217,16 @@ export class Worker {
       await this.#idle(this.#options.pollMs)
     }
   }
+
+  /** Runs of dead local holders, looked for at most once a heartbeat interval (see `takeOverDeadLocalOwners`). */
+  async #takeOverDeadLocal(limit: number): Promise<ClaimedLease[]> {
+    if (Date.now() - this.#lastDeadScan < this.#options.heartbeatMs) return []
+    this.#lastDeadScan = Date.now()
+    const { leaseMs } = this.#options
+    return takeOverDeadLocalOwners({ store: this.#store, leases: this.#leases, owner: this.id, leaseMs, limit, queues: this.#queues })
+  }
+
+  #lastDeadScan = 0
 
   #execute(claimed: ClaimedLease, sentAt: number): void {
     const runId = claimed.run.runId

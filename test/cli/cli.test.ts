@@ -199,7 +199,7 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary on a %s
     await s.tamper(victim.checkpointId)
     const bad = await cairn(s.url, ['verify', 'research-demo'])
     expect(bad.code).toBe(1)
-    expect(bad.stdout).toContain(`BAD  research-demo: checkpoint ${victim.checkpointId} (#10)`)
+    expect(bad.stdout).toContain(`BAD  research-demo: checkpoint ${victim.checkpointId} (seq 10)`)
     expect(bad.stdout).toContain('does not match its digest')
   })
 })

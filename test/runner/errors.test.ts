@@ -70,6 +70,19 @@ describe('runner errors a caller can handle', () => {
     expect(refused).toMatchObject({ code: 'run_not_paused', runId: 'idle-fork' })
   })
 
+  it('answers given to a finished run are refused with RunNotPausedError, not answered with its stored result', async () => {
+    const store = new MemoryStore()
+    const runner = new Runner({ store })
+    await runner.run(new Agent({ name: 'a', model: new ScriptedModel([[{ text: 'hi' }]]) }), { runId: 'done', input: 'go' })
+    const agent = () => new Agent({ name: 'a', model: new ScriptedModel([]) })
+    const refused = await runner.resume(agent(), { runId: 'done', responses: { 'call-1:effect_outcome_unknown': 'skip' } }).catch((err: unknown) => err)
+    expect(refused).toBeInstanceOf(RunNotPausedError)
+    expect(refused).toMatchObject({ code: 'run_not_paused', runId: 'done', status: 'completed' })
+    expect((refused as Error).message).toMatch(/^run done is completed, not paused/)
+    // Without answers, resuming it still returns its result.
+    expect(await runner.resume(agent(), { runId: 'done' })).toMatchObject({ state: 'completed', fromTerminalCheckpoint: true })
+  })
+
   it('a model stream that cannot be assembled is a ModelStreamError with its own code', () => {
     const assembler = new ResponseAssembler()
     assembler.add({ type: 'messageStart' })

@@ -193,7 +193,7 @@ describe(`a Postgres schema written with parent ids written out (schema version 
     await store.close()
 
     const [version] = await target.sql(`SELECT max(version) AS v FROM "${schema}".cairn_migrations`)
-    expect(version!.v).toBe(8)
+    expect(version!.v).toBe(9)
     // Bodies: the old rows' as they were (none holds a code), the resumed run's phase records compact.
     const bodies = await target.sql(
       `SELECT (CASE WHEN strpos(body, chr(1)) > 0 THEN 'compact' ELSE 'text' END) AS form, count(*)::int AS n FROM "${schema}".checkpoints WHERE run_id = 'v6-run' GROUP BY form ORDER BY form`,

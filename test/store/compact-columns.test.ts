@@ -236,7 +236,7 @@ describe('a store written with every checkpoint column as text (schema version 6
     await store.close()
 
     const versions = withDb(path, (db) => db.prepare('SELECT max(version) FROM cairn_migrations').pluck().get())
-    expect(versions).toBe(8)
+    expect(versions).toBe(9)
     // Bodies: the old rows' as they were (none holds a code), the resumed run's phase records compact.
     const bodies = withDb(path, (db) =>
       db.prepare("SELECT (CASE WHEN instr(body, char(1)) > 0 THEN 'compact' ELSE 'text' END) AS form, count(*) AS n FROM checkpoints WHERE run_id = 'v6-run' GROUP BY form ORDER BY form").all(),

@@ -72,7 +72,7 @@ describe('a store written before compact records', () => {
     expect(result.result?.toString()).toBe('Published.')
     await store.close()
 
-    expect(rows<{ v: number }>(path, 'SELECT max(version) AS v FROM cairn_migrations')[0]!.v).toBe(8)
+    expect(rows<{ v: number }>(path, 'SELECT max(version) AS v FROM cairn_migrations')[0]!.v).toBe(9)
     // Old rows keep their 64-character text digests; new ones store 16 bytes.
     const forms = rows<{ form: string }>(path, "SELECT DISTINCT typeof(digest) || ':' || length(digest) AS form FROM checkpoints ORDER BY form").map((row) => row.form)
     expect(forms).toEqual(['blob:16', 'text:64'])

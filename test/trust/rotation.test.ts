@@ -5,12 +5,12 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import { afterAll, describe, expect, it } from 'vitest'
-import { CheckpointIntegrityError, KeyRing, Runner, type EngineStoreOptions, type RekeyOptions } from '../../src/index.js'
+import { CheckpointIntegrityError, EncryptionChangeError, KeyRing, Runner, type EngineStoreOptions, type RekeyOptions } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from './raw-rows.js'
 
 afterAll(removeTempDirs)
-import { crashedRun, KEY_A, KEY_B, scriptedAgent, World } from './scenario.js'
+import { crashedRun, KEY_A, KEY_B, scriptedAgent, SECRET, World } from './scenario.js'
 
 const child = fileURLToPath(new URL('./rotation-child.ts', import.meta.url))
 const dirs: string[] = []
@@ -72,7 +72,11 @@ for (const [name, open] of BACKENDS) {
       const world = await crashedRun(plain, 'legacy')
       await plain.close()
       await expectRekeyed(backend, { keys: [KEY_A] }, { signUnsigned: true })
-      await expectRekeyed(backend, { keys: [KEY_B, KEY_A], encrypt: true }, {})
+      // Turning encryption on takes encrypt: true; a store merely opened with encrypt is refused.
+      const unasked = backend.open({ keys: [KEY_B, KEY_A], encrypt: true })
+      await expect(unasked.rekey()).rejects.toMatchObject({ name: 'EncryptionChangeError', change: 'encrypt', runId: 'legacy' })
+      await unasked.close()
+      await expectRekeyed(backend, { keys: [KEY_B, KEY_A], encrypt: true }, { encrypt: true })
       const store = backend.open({ keys: [KEY_B], encrypt: true })
       const fresh = scriptedAgent(world)
       expect((await new Runner({ store }).resume(fresh.agent, { runId: 'legacy' })).state).not.toBe('failed')
@@ -82,6 +86,42 @@ for (const [name, open] of BACKENDS) {
       const onlyA = backend.open({ keys: [KEY_A] })
       await expect(onlyA.listEffects('legacy')).rejects.toBeInstanceOf(CheckpointIntegrityError)
       await onlyA.close()
+    })
+
+    it('a rekey never decrypts unasked: refused without decrypt (nothing written), reported, and done with decrypt: true', async () => {
+      const backend = await open()
+      const encrypted = backend.open({ keys: [KEY_A], encrypt: true })
+      const world = await crashedRun(encrypted, 'sealed')
+      await encrypted.close()
+      expect(await backend.dump()).not.toContain(SECRET)
+
+      // A rotation opened without encrypt: refused before anything is written.
+      const rotating = backend.open({ keys: [KEY_B, KEY_A] })
+      const refused = await rotating.rekey().catch((err: unknown) => err)
+      expect(refused).toBeInstanceOf(EncryptionChangeError)
+      expect(refused).toMatchObject({ code: 'encryption_change', change: 'decrypt', runId: 'sealed' })
+      expect((refused as Error).message).toMatch(/would write them in plaintext; open the store with encrypt: true to keep them encrypted, or pass decrypt: true/)
+      await expect(rotating.rekey({ encrypt: true })).rejects.toThrow(/needs a store opened with encrypt: true/)
+      await rotating.close()
+      expect(await backend.dump()).not.toContain(SECRET)
+      for (const row of await backend.checkpoints('sealed')) expect(row.digest).toMatch(/^s1\.key-a\./)
+
+      // The same rotation opened with encrypt keeps the store encrypted, and says so.
+      const kept = backend.open({ keys: [KEY_B, KEY_A], encrypt: true })
+      expect((await kept.rekey()).encrypted).toEqual({ before: 'yes', after: 'yes' })
+      await kept.close()
+      expect(await backend.dump()).not.toContain(SECRET)
+
+      // Decrypting is asked for by name.
+      const plain = backend.open({ keys: [KEY_B] })
+      const decrypted = await plain.rekey({ decrypt: true })
+      expect(decrypted).toMatchObject({ runs: 1, encrypted: { before: 'yes', after: 'no' } })
+      expect(decrypted.checkpoints).toBeGreaterThan(5)
+      const fresh = scriptedAgent(world)
+      expect((await new Runner({ store: plain }).resume(fresh.agent, { runId: 'sealed' })).state).not.toBe('failed')
+      expect(fresh.model.calls).toHaveLength(0)
+      await plain.close()
+      expect(await backend.dump()).toContain(SECRET)
     })
 
     it('refuses a run row signed before run rows were, until rekey signs it under the ring', async () => {

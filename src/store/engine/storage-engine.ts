@@ -108,6 +108,16 @@ export interface StorageEngine {
   close(): Promise<void>
 
   /**
+   * The check value stored for a signing key id, or undefined when none is. A keyed store
+   * (`SealedEngine`) keeps one per key id, an HMAC of a fixed label under the key, to tell a
+   * wrong secret from a tampered record. Optional, with {@link StorageEngine.putKeyCheck}: without
+   * them, a wrong secret reads as records that do not verify.
+   */
+  getKeyCheck?(keyId: string): Promise<string | undefined>
+  /** Store `value` for `keyId` unless a value is stored for it; returns the value stored now. */
+  putKeyCheck?(keyId: string, value: string): Promise<string>
+
+  /**
    * Replace stored contents of existing records of one run in place, atomically where the backend
    * can: checkpoint bodies, list refs and digests by id, list items by list and index, effect
    * hashes and outputs by call id. Ids, seqs and everything else stay as they are. Used to re-sign

@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError } from '../../core/errors.js'
+import { CheckpointCorruptionError, CheckpointError, EncryptionChangeError } from '../../core/errors.js'
 import type { RewriteRequest } from '../engine/storage-engine.js'
 import type { CheckpointRow, EffectRow, ListRef, RunRow } from '../engine/rows.js'
 import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
@@ -18,6 +18,17 @@ export interface RekeyOptions {
    * for an existing store: run it once, when nobody can write to the store but you.
    */
   signUnsigned?: boolean
+  /**
+   * Encrypt the records stored in plaintext. A store opened with `encrypt: true` that holds
+   * plaintext records is not rekeyed without it: turning encryption on is never a side effect.
+   */
+  encrypt?: boolean
+  /**
+   * Write the encrypted records in plaintext. A store opened without `encrypt` that holds
+   * encrypted records is not rekeyed without it (open it with `encrypt: true` to keep them
+   * encrypted): turning encryption off is never a side effect.
+   */
+  decrypt?: boolean
   /** Called after each run, for progress output. */
   onProgress?: (progress: RekeyProgress) => void
 }
@@ -32,12 +43,45 @@ export interface RekeyProgress {
   rewritten: number
 }
 
+/**
+ * Whether a store's records that can be encrypted (checkpoint bodies, list items, effect
+ * outputs) are: `yes` all of them, `no` none (or there are none), `partly` some.
+ */
+export type EncryptionState = 'yes' | 'no' | 'partly'
+
 /** What a rekey did. */
 export interface RekeyResult {
   runs: number
   checkpoints: number
   items: number
   effects: number
+  /** Whether the store's records were encrypted before the rekey, and are after it. */
+  encrypted: { before: EncryptionState; after: EncryptionState }
+}
+
+/** How many of a run's records that can be encrypted are, and are not. */
+export interface EncryptionCount {
+  encrypted: number
+  plain: number
+}
+
+/** The state `counts` describe. */
+export function encryptionState(counts: EncryptionCount): EncryptionState {
+  if (counts.encrypted === 0) return 'no'
+  return counts.plain === 0 ? 'yes' : 'partly'
+}
+
+/** Refuse options that ask for both, or for the opposite of what the store writes. */
+export function checkEncryptionOptions(options: RekeyOptions, encrypt: boolean): void {
+  if (options.encrypt === true && options.decrypt === true) {
+    throw new CheckpointError('invalid_argument', 'rekey takes encrypt or decrypt, not both: pass encrypt: true to encrypt every record, decrypt: true to write every record in plaintext')
+  }
+  if (options.encrypt === true && !encrypt) {
+    throw new CheckpointError('invalid_argument', 'rekey with encrypt: true needs a store opened with encrypt: true (so that what it writes afterwards is encrypted too)')
+  }
+  if (options.decrypt === true && encrypt) {
+    throw new CheckpointError('invalid_argument', 'rekey with decrypt: true needs a store opened without encrypt (a store opened with encrypt: true encrypts what it writes afterwards)')
+  }
 }
 
 /**
@@ -46,17 +90,22 @@ export interface RekeyResult {
  * first, so nothing unverified is ever signed. Records already sealed as they should be are left
  * alone, so a rekey that stopped half way is simply run again.
  */
-export async function rekeyRun(engine: SealedEngine, runId: string, options: RekeyOptions): Promise<RewriteRequest> {
+export async function rekeyRun(engine: SealedEngine, runId: string, options: RekeyOptions): Promise<{ request: RewriteRequest; before: EncryptionCount }> {
   const inner = engine.inner
   const { keyId, encrypt } = engine.sealing
   const headers = await inner.listCheckpoints({ runId })
   const ids = headers.map((header) => header.id)
   const stored = inner.getCheckpoints ? await inner.getCheckpoints(ids) : await Promise.all(ids.map(async (id) => (await inner.getCheckpoint(id))!))
+  const storedEffects = await inner.listEffects(runId)
+  const lists = listsOf(stored)
+  const storedItems = lists.length === 0 ? [] : await inner.readLists(runId, lists)
+  const before = countEncrypted(stored, storedItems, storedEffects)
+  refuseUnaskedChange(runId, before, encrypt, options)
   const plain = stored.map((row) => openRow(engine, row, options))
   const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [engine.sealCheckpoint(plain[k]!)]))
-  const items = await resealItems(engine, runId, plain)
+  const items = resealItems(engine, runId, plain, lists, storedItems)
   const effects: RewriteRequest['effects'][number][] = []
-  for (const row of await inner.listEffects(runId)) {
+  for (const row of storedEffects) {
     if (effectSealed(row, keyId, encrypt)) continue
     const open = openEffect(engine, row, options)
     const intent = engine.sealIntent(open)
@@ -66,7 +115,8 @@ export async function rekeyRun(engine: SealedEngine, runId: string, options: Rek
       : undefined
     effects.push({ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null })
   }
-  return { runId, checkpoints: rows.map(({ id, body, lists, digest }) => ({ id, body, lists, digest })), items, effects }
+  const request = { runId, checkpoints: rows.map(({ id, body, lists, digest }) => ({ id, body, lists, digest })), items, effects }
+  return { request, before }
 }
 
 /**
@@ -119,16 +169,58 @@ function openEffect(engine: SealedEngine, row: EffectRow, options: RekeyOptions)
   return row
 }
 
+/**
+ * Refuse a rekey that would encrypt plaintext records, or write encrypted ones in plaintext,
+ * without `encrypt` or `decrypt` asking for it; nothing of the run is written then.
+ */
+function refuseUnaskedChange(runId: string, before: EncryptionCount, encrypt: boolean, options: RekeyOptions): void {
+  if (encrypt && before.plain > 0 && options.encrypt !== true) {
+    throw new EncryptionChangeError({
+      runId,
+      change: 'encrypt',
+      message:
+        `run ${runId} holds ${before.plain} records in plaintext, and this store is opened with encrypt: true, so a rekey would encrypt them; ` +
+        'pass encrypt: true to encrypt them, or open the store without encrypt to keep them in plaintext',
+    })
+  }
+  if (!encrypt && before.encrypted > 0 && options.decrypt !== true) {
+    throw new EncryptionChangeError({
+      runId,
+      change: 'decrypt',
+      message:
+        `run ${runId} holds ${before.encrypted} encrypted records, and this store is opened without encrypt, so a rekey would write them in plaintext; ` +
+        'open the store with encrypt: true to keep them encrypted, or pass decrypt: true to decrypt them',
+    })
+  }
+}
+
+/** How many checkpoint bodies, list items and effect outputs are encrypted, and how many are not. */
+function countEncrypted(rows: readonly CheckpointRow[], lists: readonly (readonly string[])[], effects: readonly EffectRow[]): EncryptionCount {
+  const count: EncryptionCount = { encrypted: 0, plain: 0 }
+  const add = (encrypted: boolean) => (encrypted ? count.encrypted++ : count.plain++)
+  for (const row of rows) add(row.body.startsWith('"e1.'))
+  for (const items of lists) for (const item of items) add(parseSealedItem(item) !== undefined)
+  for (const row of effects) if (row.output !== null) add(row.output.startsWith('"e1.'))
+  return count
+}
+
+/** Each list the run's checkpoints refer to, at the longest length any refers to. */
+function listsOf(rows: readonly CheckpointRow[]): ListRef[] {
+  const longest = new Map<string, number>()
+  for (const row of rows) {
+    for (const ref of JSON.parse(row.lists) as ListRef[]) longest.set(ref.id, Math.max(longest.get(ref.id) ?? 0, ref.n))
+  }
+  return [...longest].map(([id, n]) => ({ id, n, h: '' }))
+}
+
 /** Every item of the run's lists, checked against the signed chain hashes, re-sealed where needed. */
-async function resealItems(engine: SealedEngine, runId: string, rows: readonly CheckpointRow[]): Promise<RewriteRequest['items'][number][]> {
+function resealItems(engine: SealedEngine, runId: string, rows: readonly CheckpointRow[], longest: readonly ListRef[], stored: readonly (readonly string[])[]): RewriteRequest['items'][number][] {
   const refsByList = new Map<string, ListRef[]>()
   for (const row of rows) {
     for (const ref of JSON.parse(row.lists) as ListRef[]) refsByList.set(ref.id, [...(refsByList.get(ref.id) ?? []), ref])
   }
-  const longest = [...refsByList].map(([id, refs]) => ({ id, n: Math.max(...refs.map((ref) => ref.n)), h: '' }))
   if (longest.length === 0) return []
   const { keyId, encrypt } = engine.sealing
-  const stored = await engine.inner.readLists(runId, longest)
   const out: RewriteRequest['items'][number][] = []
   longest.forEach((list, k) => {
     const items = stored[k] ?? []

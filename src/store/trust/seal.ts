@@ -93,6 +93,15 @@ export function decrypt(ring: KeyRing, ciphertext: string, aad: string, context:
   }
 }
 
+/**
+ * The check value of a key, which a keyed store keeps once per key id: an HMAC of a fixed label,
+ * so a different secret under the same id gives a different value (and the value reveals
+ * nothing of the secret).
+ */
+export function keyCheckValue(key: RingKey): string {
+  return `c1.${mac(key, 'cairn key check', [key.id])}`
+}
+
 /** A {@link CheckpointIntegrityError} about the record of `context`. */
 export function integrity(context: SealContext, problem: string, keyId?: string, cause?: unknown): CheckpointIntegrityError {
   return new CheckpointIntegrityError(`${context.what} ${problem}`, {

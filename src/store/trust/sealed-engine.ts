@@ -1,10 +1,11 @@
+import { WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { readFound, readRunRows } from '../encoding/load-many.js'
 import type { KeyRing } from './key-ring.js'
-import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
+import { decrypt, encrypt, integrity, isCiphertext, keyCheckValue, sign, verify, type SealContext } from './seal.js'
 import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
 /** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
@@ -71,7 +72,35 @@ export class SealedEngine implements StorageEngine {
     return this.#inner
   }
 
-  insertRun(row: RunRow): Promise<boolean> {
+  /**
+   * Before the first write: store the writing key's check value, or, when the store holds
+   * another value for its key id, throw {@link WrongKeyError} (a wrong secret writes nothing).
+   * Once per engine; a store whose engine keeps no check values is not checked.
+   */
+  async checkWritingKey(): Promise<void> {
+    if (this.#writerChecked) return
+    const put = this.#inner.putKeyCheck?.bind(this.#inner)
+    const key = this.#ring.writer()
+    const mine = keyCheckValue(key)
+    if (put && (await put(key.id, mine)) !== mine) throw new WrongKeyError({ keyId: key.id })
+    this.#writerChecked = true
+  }
+
+  #writerChecked = false
+
+  /**
+   * What to report for a record that does not verify: a {@link WrongKeyError} when the store's
+   * check value for the key it names is not that of the ring's secret, else `err` (tampering).
+   */
+  async explainIntegrity(err: CheckpointIntegrityError): Promise<CairnError> {
+    const key = err.keyId === undefined ? undefined : this.#ring.key(err.keyId)
+    if (!key || !this.#inner.getKeyCheck) return err
+    const stored = await this.#inner.getKeyCheck(key.id)
+    return stored !== undefined && stored !== keyCheckValue(key) ? new WrongKeyError({ keyId: key.id, cause: err }) : err
+  }
+
+  async insertRun(row: RunRow): Promise<boolean> {
+    await this.checkWritingKey()
     return this.#inner.insertRun({ ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) })
   }
   async getRun(runId: string): Promise<RunRow | undefined> {
@@ -93,6 +122,7 @@ export class SealedEngine implements StorageEngine {
     return Promise.all(rows.map(async (row) => (await this.#openRun(row)).run))
   }
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+    await this.checkWritingKey()
     // The seal is the commit's to write, never a caller's; the digest is the field signature.
     const { seal: _seal, ...fields } = patch
     const row = await this.#inner.updateRun(runId, signedPatch(this.#ring, fields))
@@ -102,7 +132,8 @@ export class SealedEngine implements StorageEngine {
     return this.#inner.deleteRun(runId)
   }
 
-  commit(request: CommitRequest): Promise<CommitResult> {
+  async commit(request: CommitRequest): Promise<CommitResult> {
+    if (!this.#writerChecked) await this.checkWritingKey()
     const { effects } = request
     const rows = request.rows.map((row) => this.sealCheckpoint(row))
     const newest = rows[rows.length - 1]

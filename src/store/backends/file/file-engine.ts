@@ -13,7 +13,7 @@ import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState 
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
 import { FileWrites } from './file-writes.js'
-import { ensureDirectory, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
+import { ensureDirectory, readIfExists, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'
@@ -66,6 +66,18 @@ export class FileEngine implements StorageEngine {
       write: (runId, fn) => this.#write(runId, fn),
       writeRunFile: (row, create) => this.#writeRunFile(row, create),
     })
+  }
+
+  async getKeyCheck(keyId: string): Promise<string | undefined> {
+    return (await readIfExists(this.#layout.keyCheckFile(keyId), 1024))?.toString('utf8')
+  }
+
+  async putKeyCheck(keyId: string, value: string): Promise<string> {
+    const stored = await this.getKeyCheck(keyId)
+    if (stored !== undefined) return stored
+    await ensureDirectory(this.#layout.keysDir)
+    await writeFileAtomic(this.#layout.keyCheckFile(keyId), value)
+    return value
   }
 
   async insertRun(row: RunRow): Promise<boolean> {

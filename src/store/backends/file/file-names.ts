@@ -51,6 +51,15 @@ export class FileLayout {
   effectFile(runId: string, callId: string): string {
     return join(this.effectsDir(runId), effectFileName(callId))
   }
+
+  /** The directory of the key check values, one file per key id. */
+  get keysDir(): string {
+    return join(this.root, 'keys')
+  }
+
+  keyCheckFile(keyId: string): string {
+    return join(this.keysDir, `${idToName(keyId, 'keyId')}.check`)
+  }
 }
 
 /** A checkpoint file: its seq and id are in its name, so neither needs the file to be readable. */

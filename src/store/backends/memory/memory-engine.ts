@@ -212,6 +212,17 @@ export class MemoryEngine implements StorageEngine {
     return deleted
   }
 
+  async getKeyCheck(keyId: string): Promise<string | undefined> {
+    return this.#keyChecks.get(keyId)
+  }
+
+  async putKeyCheck(keyId: string, value: string): Promise<string> {
+    if (!this.#keyChecks.has(keyId)) this.#keyChecks.set(keyId, value)
+    return this.#keyChecks.get(keyId)!
+  }
+
+  readonly #keyChecks = new Map<string, string>()
+
   async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
     return this.#recordIntent(row)
   }

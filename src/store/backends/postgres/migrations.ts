@@ -168,6 +168,13 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     // read as they are.
     statements: () => [],
   },
+  {
+    version: 9,
+    name: 'key check values',
+    // One row per signing key id: an HMAC of a fixed label under the key, so that a wrong secret
+    // given for a key id is told apart from a record that was tampered with.
+    statements: (s) => [`CREATE TABLE ${s}.key_checks (key_id text NOT NULL PRIMARY KEY, value text NOT NULL)`],
+  },
 ]
 
 /**

@@ -235,6 +235,16 @@ export class PostgresEngine implements StorageEngine {
     return started.rows[0] ? effectRow(started.rows[0]) : this.getEffect(runId, callId)
   }
 
+  async getKeyCheck(keyId: string): Promise<string | undefined> {
+    const { rows } = await this.#query(this.#sql.getKeyCheck, [keyId])
+    return (rows[0] as { value: string } | undefined)?.value
+  }
+
+  async putKeyCheck(keyId: string, value: string): Promise<string> {
+    await this.#query(this.#sql.putKeyCheck, [keyId, value])
+    return (await this.getKeyCheck(keyId)) ?? value
+  }
+
   async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
     const { rows } = await this.#query(this.#sql.getEffect, [runId, callId])
     return rows[0] && effectRow(rows[0])

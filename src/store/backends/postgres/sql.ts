@@ -226,6 +226,8 @@ export function postgresStatements(schema: string) {
     startEffect: `UPDATE ${s}.effects SET status = 'started' WHERE run_id = $1 AND call_id = $2 AND status = 'pending'
       RETURNING ${EFFECT_COLUMNS}`,
     getEffect: `SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 AND call_id = $2`,
+    getKeyCheck: `SELECT value FROM ${s}.key_checks WHERE key_id = $1`,
+    putKeyCheck: `INSERT INTO ${s}.key_checks (key_id, value) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING`,
     /** Ties on `started_at` keep insertion order (`ord`), as the memory engine does. */
     listEffects: `SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord`,
     deleteEffects: `DELETE FROM ${s}.effects WHERE run_id = $1 AND NOT (call_id = ANY($2::text[]))`,

@@ -158,6 +158,13 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
     // Rows written before keep their text and read as they are.
     sql: `-- compact checkpoint bodies: a format marker`,
   },
+  {
+    version: 9,
+    name: 'key check values',
+    // One row per signing key id: an HMAC of a fixed label under the key, so that a wrong secret
+    // given for a key id is told apart from a record that was tampered with.
+    sql: `CREATE TABLE key_checks (key_id TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;`,
+  },
 ]
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS cairn_migrations (

@@ -35,6 +35,8 @@ export const SQL = {
     VALUES (:runId, :status, :name, :threadId, :workflowName, :configSignature, :lastSeq, :createdAt, :updatedAt, :metadata, :seal, :digest)
     ON CONFLICT (run_id) DO NOTHING`,
   getRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE run_id = ?`,
+  getKeyCheck: `SELECT value FROM key_checks WHERE key_id = ?`,
+  putKeyCheck: `INSERT INTO key_checks (key_id, value) VALUES (?, ?) ON CONFLICT (key_id) DO NOTHING`,
   /** Each field is set only when its `set…` flag is 1, so a nullable field can be set to null. */
   updateRun: `UPDATE runs SET
       status = CASE WHEN :setStatus THEN :status ELSE status END,

@@ -81,6 +81,15 @@ export class SqliteEngine implements StorageEngine {
     return this.#statements.getRun.get(runId) as RunRow | undefined
   }
 
+  async getKeyCheck(keyId: string): Promise<string | undefined> {
+    return (this.#statements.getKeyCheck.get(keyId) as { value: string } | undefined)?.value
+  }
+
+  async putKeyCheck(keyId: string, value: string): Promise<string> {
+    this.#write(() => this.#statements.putKeyCheck.run(keyId, value))
+    return (await this.getKeyCheck(keyId)) ?? value
+  }
+
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
     const shape = {
       status: query.status !== undefined,
