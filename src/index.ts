@@ -79,7 +79,7 @@ export type { RunnerCheckpoint, RunnerPhase, RuntimeSnapshot, SubagentExecutionR
 export type { RunResult, RunState } from './runner/run-result.js'
 export { summarizeRun, type RunSummary } from './runner/run-summary.js'
 export { Runner, type ResumeOptions, type RunnerOptions, type RunOptions, type StreamOptions } from './runner/runner.js'
-export { buildTimeline, formatTimeline, type Timeline, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
+export { buildTimeline, describeCheckpoints, formatTimeline, runtimeOf, type Timeline, type TimelineContext, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
 
 // worker
 export { CairnClient, type EnqueueOptions, type ResultOptions } from './worker/cairn-client.js'

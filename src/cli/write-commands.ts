@@ -110,7 +110,8 @@ export async function importCommand(ctx: Context, options: { file?: string }): P
   ctx.out.result({ runId: run.runId, status: run.status }, () => ctx.out.line(`imported run ${run.runId} (${run.status}) into ${ctx.storeUrl}`))
 }
 
-async function loadAgents(path: string | undefined): Promise<AgentFactories> {
+/** The agent factories of an `--agents` module. */
+export async function loadAgents(path: string | undefined): Promise<AgentFactories> {
   if (path === undefined) throw new CliError('give the agents with --agents ./agents.js: a module exporting agent factories by name, e.g. export const agents = { researcher: () => buildAgent() }')
   let module: Record<string, unknown>
   try {

@@ -105,7 +105,7 @@ export function describeCheckpoints(records: readonly CheckpointRecord<Record<st
     const resumedHere = record.phase === 'run_started' && record.payload.resumed === true
     if (record.phase === 'run_started' || (i === 0 && execution === 0 && fromStart)) execution++
     writer = writerOf(record) ?? (record.phase === 'run_started' ? '' : writer)
-    const step = record.phase === 'post_tool_batch' ? batchStep : numberOr(record.metadata.step, 0)
+    const step = record.phase === 'post_tool_batch' && typeof record.metadata.step !== 'number' ? batchStep : numberOr(record.metadata.step, 0)
     if (record.phase === 'pre_tool_batch') batchStep = step
     const calls = record.kind === RUNNER_KIND && record.phase === 'post_llm' ? callsOfStep(index, step) : []
     const snapshot = runtimeOf(record) !== undefined
