@@ -6,6 +6,7 @@ import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { positiveInt } from './read-commands.js'
 import { printEvent } from './events-printer.js'
+import { osUser, questionsOf, recordAnswers } from './run-answers.js'
 
 /** Agent factories by name: what an `--agents` module exports (the shape a `Worker` takes). */
 export type AgentFactories = Record<string, () => Agent | Promise<Agent>>
@@ -31,7 +32,10 @@ export async function resumeCommand(ctx: Context, runId: string, options: { agen
   const store = await ctx.store()
   const run = await ctx.run(runId)
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
-  const result = await runner.resume(await agentFor(run, factories), { runId, responses: parseResponses(options.response ?? []) })
+  const responses = parseResponses(options.response ?? [])
+  const agent = await agentFor(run, factories)
+  await recordValidAnswers(store, run, responses)
+  const result = await runner.resume(agent, { runId, responses })
   report(ctx, [result])
   if (result.state === 'failed') process.exitCode = 1
 }
@@ -130,6 +134,14 @@ async function agentFor(run: RunRecord, factories: AgentFactories): Promise<Agen
   const factory = run.name === null ? undefined : factories[run.name]
   if (!factory) throw new CliError(`run ${run.runId} is an agent named ${JSON.stringify(run.name)}, which the agents module does not export (it has ${Object.keys(factories).join(', ')})`)
   return factory()
+}
+
+/** Keep answers the run asks for with the run (who and when), as the inspector does; the runner refuses any other. */
+async function recordValidAnswers(store: CheckpointStore, run: RunRecord, responses: Record<string, JsonValue>): Promise<void> {
+  const ids = Object.keys(responses)
+  if (ids.length === 0) return
+  const asked = new Set((await questionsOf(store, run)).map((question) => question.interruptId))
+  if (ids.every((id) => asked.has(id))) await recordAnswers(store, run.runId, { responses, by: osUser(), via: 'cli' })
 }
 
 function parseResponses(pairs: readonly string[]): Record<string, JsonValue> {

@@ -1,49 +1,6 @@
-import { userInfo } from 'node:os'
-import { CairnError, CairnClient, RunNotPausedError, Runner, runtimeOf, toolUsesOf, type CheckpointStore, type JsonObject, type JsonValue, type Message, type RunRecord } from '../../index.js'
-import { recordAnswers, type AnswerRecord } from '../run-answers.js'
+import { CairnError, CairnClient, RunNotPausedError, Runner, type CheckpointStore, type JsonValue, type RunRecord } from '../../index.js'
+import { questionsOf, recordAnswers } from '../run-answers.js'
 import type { AgentFactories } from '../write-commands.js'
-
-/** One question a paused run asks: an interrupt, with the tool call that raised it. */
-export interface Question {
-  interruptId: string
-  name: string
-  reason: JsonValue | null
-  toolUseId: string
-  /** The tool that asked, and its input (when the run's snapshot holds the call). */
-  tool: string | null
-  input: JsonValue | null
-  /** Answers to pick from, when the interrupt names them (`retry`/`skip` for an unknown outcome). */
-  choices: JsonValue[]
-}
-
-/** What the inspector shows of a paused run: its questions, and the answers given so far. */
-export interface PausedView {
-  questions: Question[]
-  answers: AnswerRecord[]
-}
-
-/** The questions of a run paused on interrupts (none for any other run). */
-export async function questionsOf(store: CheckpointStore, run: RunRecord): Promise<Question[]> {
-  if (run.status !== 'paused') return []
-  const latest = await store.getLatest<Record<string, unknown>>({ runId: run.runId })
-  if (!latest || latest.phase !== 'run_paused' || !Array.isArray(latest.payload.interrupts)) return []
-  const runtime = runtimeOf(latest)
-  const calls = new Map(callsOf(runtime?.pending_llm_response ?? runtime?.messages.findLast((m) => m.role === 'assistant')).map((use) => [use.toolUseId, use]))
-  return (latest.payload.interrupts as JsonObject[]).map((interrupt) => {
-    const toolUseId = text(interrupt.toolUseId)
-    const call = calls.get(toolUseId)
-    const reason = interrupt.reason ?? null
-    return {
-      interruptId: text(interrupt.id),
-      name: text(interrupt.name),
-      reason,
-      toolUseId,
-      tool: call?.name ?? null,
-      input: (call?.input ?? null),
-      choices: choicesOf(text(interrupt.name), reason),
-    }
-  })
-}
 
 /** What a person sends from the page. */
 export interface AnswerRequest {
@@ -120,33 +77,9 @@ export class Answering {
   }
 }
 
-/** The inspector's OS user: who answers when the page gives no name. */
-export function osUser(): string {
-  try {
-    return userInfo().username
-  } catch {
-    return 'unknown'
-  }
-}
 
 /** A run enqueued for workers: the worker layer keeps its job under the run metadata's `cairn` key. */
 function isWorkerJob(run: RunRecord): boolean {
   const job = run.metadata.cairn
   return typeof job === 'object' && job !== null && !Array.isArray(job) && typeof job.name === 'string'
-}
-
-function callsOf(message: Message | null | undefined): ReturnType<typeof toolUsesOf> {
-  return message ? toolUsesOf(message) : []
-}
-
-function text(value: JsonValue | undefined): string {
-  return typeof value === 'string' ? value : ''
-}
-
-function choicesOf(name: string, reason: JsonValue): JsonValue[] {
-  // The interrupt a non-idempotent call without a recorded outcome raises takes these two answers.
-  if (name === 'effect_outcome_unknown') return ['retry', 'skip']
-  if (typeof reason !== 'object' || reason === null || Array.isArray(reason)) return []
-  const listed = reason.choices ?? reason.options
-  return Array.isArray(listed) ? listed.filter((choice) => choice === null || typeof choice !== 'object') : []
 }
