@@ -16,6 +16,11 @@ function cycleTurns() {
   )
 }
 
+/** An idempotent lookup tool. */
+function lookupTool() {
+  return tool({ name: 'lookup', description: 'Look a number up.', idempotent: true, inputSchema: { type: 'object', properties: { n: { type: 'number' } } }, callback: (input) => `value ${JSON.stringify(input)}` })
+}
+
 /** What a page must show of a checkpoint exactly as the whole timeline does. */
 function shown(entry: TimelineEntry) {
   return { checkpointId: entry.checkpointId, seq: entry.seq, phase: entry.phase, step: entry.step, summary: entry.summary, toolCalls: entry.toolCalls, replayed: entry.replayed, text: entry.text, snapshot: entry.snapshot }
@@ -29,8 +34,7 @@ describe('the inspector reads a run a page at a time', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-pages-'))
     store = new SqliteStore({ path: join(dir, 'pages.db') })
-    const lookup = tool({ name: 'lookup', description: 'Look a number up.', idempotent: true, inputSchema: { type: 'object', properties: { n: { type: 'number' } } }, callback: ({ n }) => `value ${String(n)}` })
-    const run = await new Runner({ store, durability: 'sync' }).run(new Agent({ name: 'looker', model: new ScriptedModel(cycleTurns()), tools: [lookup] }), { input: 'Look them up.', runId: 'long' })
+    const run = await new Runner({ store, durability: 'sync' }).run(new Agent({ name: 'looker', model: new ScriptedModel(cycleTurns()), tools: [lookupTool()] }), { input: 'Look them up.', runId: 'long' })
     expect(run.state).toBe('completed')
     whole = (await buildTimeline(store, 'long')).entries
     expect(whole.length).toBeGreaterThan(40)
@@ -85,12 +89,11 @@ describe('the inspector reads a run a page at a time', () => {
     const first = await pages.page('live', { limit: 100 }).catch((err: Error) => err)
     expect(first).toBeInstanceOf(Error)
     const runner = new Runner({ store, durability: 'sync' })
-    const lookup = tool({ name: 'lookup', description: 'Look a number up.', idempotent: true, inputSchema: { type: 'object', properties: { n: { type: 'number' } } }, callback: ({ n }) => `value ${String(n)}` })
     let seen: TimelineEntry[] = []
     const agent = new Agent({
       name: 'looker',
       model: new ScriptedModel(cycleTurns()),
-      tools: [lookup],
+      tools: [lookupTool()],
       hooks: [{ afterToolCall: async ({ toolUse }) => { if (toolUse.toolUseId === 'call-5') seen = (await pages.page('live', { limit: 500 })).entries } }],
     })
     await runner.run(agent, { input: 'Look them up.', runId: 'live' })
