@@ -1,4 +1,5 @@
 import { CairnError, CairnClient, RunNotPausedError, Runner, type CheckpointStore, type JsonValue, type RunRecord } from '../../index.js'
+import { CliError } from '../cli-error.js'
 import { questionsOf, recordAnswers } from '../run-answers.js'
 import type { AgentFactories } from '../write-commands.js'
 
@@ -20,6 +21,8 @@ export class Answering {
   readonly #store: CheckpointStore
   readonly #agents: AgentFactories | undefined
   readonly #running = new Map<string, Promise<void>>()
+  /** Runs whose answer is being checked and recorded. */
+  readonly #checking = new Set<string>()
   readonly #stop = new AbortController()
   readonly #onError: (err: unknown, runId: string) => void
 
@@ -31,7 +34,16 @@ export class Answering {
 
   /** Check the answers, record them with the run and set the run going again; returns how. */
   async answer(runId: string, request: AnswerRequest): Promise<{ via: 'worker' | 'inspector' }> {
-    if (this.#running.has(runId)) throw new RunNotPausedError({ runId, status: 'running', message: `run ${runId} is being resumed with an earlier answer; wait for it to settle` })
+    if (this.#running.has(runId) || this.#checking.has(runId)) throw new RunNotPausedError({ runId, status: 'running', message: `run ${runId} is being answered already; wait for it to settle` })
+    this.#checking.add(runId)
+    try {
+      return await this.#answer(runId, request)
+    } finally {
+      this.#checking.delete(runId)
+    }
+  }
+
+  async #answer(runId: string, request: AnswerRequest): Promise<{ via: 'worker' | 'inspector' }> {
     const run = await this.#store.getRun(runId)
     if (!run) throw new CairnError('run_not_found', `run ${runId} is not in this store; pick one from the list of runs`)
     const questions = await questionsOf(this.#store, run)
@@ -43,13 +55,11 @@ export class Answering {
     const worker = isWorkerJob(run)
     const factory = run.name === null ? undefined : this.#agents?.[run.name]
     if (!worker && !factory) {
-      throw new RunNotPausedError({
-        runId,
-        status: run.status,
-        message: this.#agents
+      throw new CliError(
+        this.#agents
           ? `run ${runId} is an agent named ${JSON.stringify(run.name)}, which the --agents module does not export; nothing was recorded`
           : `run ${runId} was started by a Runner, not enqueued for workers: start the inspector with --agents ./agents.js to resume it from here, or answer with \`cairn resume ${runId} --agents ./agents.js --response ID=JSON\`; nothing was recorded`,
-      })
+      )
     }
     await recordAnswers(this.#store, runId, { responses: request.responses, by: request.by, via: 'inspector' })
     if (worker) {
