@@ -74,16 +74,17 @@ const API: Record<string, { values: string[]; types: string[] }> = {
     values: [
       'CLAIMABLE_STATUSES', 'DEFAULT_QUEUE', 'DelegatingRunStore', 'DelegatingStore', 'EngineStore', 'FINISHED_STATUSES', 'FencedStore',
       'FileEngine', 'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'RUN_DIGEST_FIELDS', 'RUN_DOCUMENT_FORMAT', 'RunLeases', 'SchemaRegistry',
-      'applyRunPatch', 'canonicalJson', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst', 'decodeValue', 'defaultSchemas', 'encodeValue',
-      'firstNotPending', 'idTimestamp', 'importPeer', 'newId', 'page', 'requirePeer', 'retainedListLengths', 'runDigest', 'runProgressDigest',
-      'sha256', 'statusMatches', 'unleased',
+      'applyRunPatch', 'canonicalJson', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst', 'decodeValue', 'defaultSchemas',
+      'describeCheckpoints', 'encodeValue', 'firstNotPending', 'idTimestamp', 'importPeer', 'newId', 'page', 'requirePeer', 'retainedListLengths',
+      'runDigest', 'runProgressDigest', 'runtimeOf', 'sha256', 'statusMatches', 'unleased',
     ],
     types: [
       'AcquireOutcome', 'AcquireRequest', 'CancelOutcome', 'CheckpointHeaderRow', 'CheckpointRow', 'ClaimRequest', 'ClaimedRun', 'CommitRequest',
       'CommitResult', 'DecodeContext', 'EffectCompletionRow', 'EffectRow', 'EffectStatus', 'EngineStoreOptions', 'EnqueueJob', 'Fence', 'FenceHooks',
       'HeartbeatRequest', 'HeartbeatRow', 'LeaseEngine', 'LeaseEntry', 'LeaseRow', 'LeaseSubscription', 'ListAppend', 'ListCheckpointsQuery',
       'ListRef', 'ListRunsQuery', 'Migration', 'OptionalPeer', 'PeerRequest', 'PendingWriteRow', 'ReleaseRequest', 'RequeueOutcome',
-      'RequeueRequest', 'RewriteRequest', 'RunDigestField', 'RunDigestOf', 'RunPatch', 'RunRow', 'RunStatus', 'StorageEngine', 'UpgradeInput',
+      'RequeueRequest', 'RewriteRequest', 'RunDigestField', 'RunDigestOf', 'RunPatch', 'RunRow', 'RunStatus', 'StorageEngine', 'TimelineContext',
+      'UpgradeInput',
     ],
   },
   testing: {

@@ -75,7 +75,8 @@ function buildProgram(): Command {
     .command('inspect')
     .description('serve the local web inspector on 127.0.0.1 (the URL carries an access token)')
     .option('--port <port>', 'port (0: any free port)', '0')
-    .action(async (options: { port: string }, command: Command) => {
+    .option('--agents <module>', 'a module exporting agent factories by name: a run paused by a Runner resumes from the page once answered')
+    .action(async (options: { port: string; agents?: string }, command: Command) => {
       // The HTTP server loads only for this command.
       const { inspectCommand } = await import('./inspect/inspect-command.js')
       await withContext(command, (ctx) => inspectCommand(ctx, options))

@@ -8,6 +8,7 @@ import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { positiveInt } from './read-commands.js'
 import { printEvent } from './events-printer.js'
+import { osUser, questionsOf, recordAnswers } from './run-answers.js'
 
 /** Agent factories by name: what an `--agents` module exports (the shape a `Worker` takes). */
 export type AgentFactories = Record<string, () => Agent | Promise<Agent>>
@@ -34,8 +35,10 @@ export async function resumeCommand(ctx: Context, runId: string, options: { agen
   const run = await ctx.run(runId)
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
   const responses = parseResponses(options.response ?? [])
+  const agent = await agentFor(run, factories)
+  await recordValidAnswers(store, run, responses)
   const answeredBy = Object.keys(responses).length > 0 ? { answeredBy: `${operatorName()} (cairn resume)` } : {}
-  const result = await runner.resume(await agentFor(run, factories), { runId, responses, ...answeredBy })
+  const result = await runner.resume(agent, { runId, responses, ...answeredBy })
   report(ctx, [result])
   if (result.state === 'failed') process.exitCode = 1
 }
@@ -143,7 +146,8 @@ export async function importCommand(ctx: Context, options: { file?: string }): P
   ctx.out.result({ runId: run.runId, status: run.status }, () => ctx.out.line(`imported run ${run.runId} (${run.status}) into ${ctx.storeUrl}`))
 }
 
-async function loadAgents(path: string | undefined): Promise<AgentFactories> {
+/** The agent factories of an `--agents` module. */
+export async function loadAgents(path: string | undefined): Promise<AgentFactories> {
   if (path === undefined) throw new CliError('give the agents with --agents ./agents.js: a module exporting agent factories by name, e.g. export const agents = { researcher: () => buildAgent() }')
   const file = resolve(path)
   if (TYPESCRIPT.test(file)) await registerTypeScript(path)
@@ -173,6 +177,14 @@ async function agentFor(run: RunRecord, factories: AgentFactories): Promise<Agen
   const factory = run.name === null ? undefined : factories[run.name]
   if (!factory) throw new CliError(`run ${run.runId} is an agent named ${JSON.stringify(run.name)}, which the agents module does not export (it has ${Object.keys(factories).join(', ')})`)
   return factory()
+}
+
+/** Keep answers the run asks for with the run (who and when), as the inspector does; the runner refuses any other. */
+async function recordValidAnswers(store: CheckpointStore, run: RunRecord, responses: Record<string, JsonValue>): Promise<void> {
+  const ids = Object.keys(responses)
+  if (ids.length === 0) return
+  const asked = new Set((await questionsOf(store, run)).map((question) => question.interruptId))
+  if (ids.every((id) => asked.has(id))) await recordAnswers(store, run.runId, { responses, by: osUser(), via: 'cli' })
 }
 
 function parseResponses(pairs: readonly string[]): Record<string, JsonValue> {

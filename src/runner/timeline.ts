@@ -82,39 +82,73 @@ export async function buildTimeline(store: StoreReader, runId: string): Promise<
   const records = await loadRun<Record<string, unknown>>(store, runId)
   const effects = await store.listEffects(runId)
   const runtime = records.map((record) => runtimeOf(record)).findLast((snapshot) => snapshot !== undefined)
-  const start = records[0]?.createdAt ?? run.createdAt
+  const entries = describeCheckpoints(records, {
+    runtime,
+    attempts: new Map(effects.map((effect) => [effect.callId, effect.attempts])),
+    startedAt: records[0]?.createdAt ?? run.createdAt,
+  })
+  return { run, entries, effects, runtime }
+}
+
+/** What {@link describeCheckpoints} describes a run's checkpoints with. */
+export interface TimelineContext {
+  /** The newest runtime snapshot of the run (its conversation and tool executions). */
+  runtime: RuntimeSnapshot | undefined
+  /** Attempts of the effect journal's calls, by call id. */
+  attempts: ReadonlyMap<string, number>
+  /** When the run's first checkpoint was written. */
+  startedAt: number
+  /**
+   * Where `records` begin: at the run's first checkpoint (the default), or later (a page of a long
+   * run). Later, positions are the checkpoints' `seq` and `execution` counts from 0 at the page.
+   */
+  fromStart?: boolean
+}
+
+/**
+ * Describe consecutive checkpoints of one run, oldest first: the rows of a timeline, for the
+ * whole run ({@link buildTimeline}) or a page of it.
+ */
+export function describeCheckpoints(records: readonly CheckpointRecord<Record<string, unknown>>[], context: TimelineContext): TimelineEntry[] {
+  const fromStart = context.fromStart !== false
+  const index = indexRuntime(context.runtime)
   const entries: TimelineEntry[] = []
+  const history: History = { seen: 0, lastSnapshot: 0, batchesBegun: new Set() }
   let execution = 0
   let writer = ''
   let batchStep = 0
   for (const [i, record] of records.entries()) {
     const resumedHere = record.phase === 'run_started' && record.payload.resumed === true
-    if (record.phase === 'run_started' || (i === 0 && execution === 0)) execution++
+    if (record.phase === 'run_started' || (i === 0 && execution === 0 && fromStart)) execution++
     writer = writerOf(record) ?? (record.phase === 'run_started' ? '' : writer)
-    const step = record.phase === 'post_tool_batch' ? batchStep : numberOr(record.metadata.step, 0)
+    const step = record.phase === 'post_tool_batch' && typeof record.metadata.step !== 'number' ? batchStep : numberOr(record.metadata.step, 0)
     if (record.phase === 'pre_tool_batch') batchStep = step
-    const calls = record.kind === RUNNER_KIND && record.phase === 'post_llm' ? callsOfStep(runtime, step) : []
+    const calls = record.kind === RUNNER_KIND && record.phase === 'post_llm' ? callsOfStep(index, step) : []
+    const snapshot = runtimeOf(record) !== undefined
     entries.push({
-      index: i + 1,
+      index: fromStart ? i + 1 : record.seq,
       checkpointId: record.id,
       seq: record.seq,
       kind: record.kind,
       phase: record.phase,
       step,
       createdAt: record.createdAt,
-      sinceStartMs: record.createdAt - start,
+      sinceStartMs: record.createdAt - context.startedAt,
       execution,
       writer,
-      snapshot: runtimeOf(record) !== undefined,
+      snapshot,
       resumedHere,
-      summary: forkNote(record, i) + describe({ record, step, runtime, effects, records: records.slice(0, i), calls }),
+      summary: forkNote(record, fromStart ? i : -1) + describe({ record, step, index, attempts: context.attempts, history, calls }),
       toolCalls: calls.map((use) => ({ id: use.toolUseId, name: use.name, input: use.input })),
-      replayed: record.phase === 'post_tool_batch' ? executionsOf(runtime, step).filter((e) => e.replayed).map((e) => e.tool_name) : [],
-      text: record.phase === 'post_llm' ? answerText(runtime, step) : '',
+      replayed: record.phase === 'post_tool_batch' ? (index.executions.get(step) ?? []).filter((e) => e.replayed).map((e) => e.tool_name) : [],
+      text: record.phase === 'post_llm' ? answerText(index, step) : '',
       answers: answersOf(record, writer),
     })
+    history.seen = entries.at(-1)!.index
+    if (snapshot) history.lastSnapshot = history.seen
+    if (record.phase === 'pre_tool_batch' && typeof record.metadata.step === 'number') history.batchesBegun.add(step)
   }
-  return { run, entries, effects, runtime }
+  return entries
 }
 
 /**
@@ -146,39 +180,54 @@ export function runtimeOf(record: CheckpointRecord): RuntimeSnapshot | undefined
   return typeof runtime === 'object' && runtime !== null ? (runtime as RuntimeSnapshot) : undefined
 }
 
+/** The newest runtime snapshot, indexed once: a timeline's cost follows its length, not its square. */
+interface RuntimeIndex {
+  runtime: RuntimeSnapshot | undefined
+  assistants: Message[]
+  executions: Map<number, ToolExecutionRecord[]>
+}
+
+/** What the checkpoints before the one being described held. */
+interface History {
+  /** How many came before. */
+  seen: number
+  /** 1-based position of the newest one holding a runtime snapshot (0: none). */
+  lastSnapshot: number
+  /** Steps whose tool batch had begun. */
+  batchesBegun: Set<number>
+}
+
 interface DescribeParams {
   record: CheckpointRecord<Record<string, unknown>>
   step: number
-  runtime: RuntimeSnapshot | undefined
-  effects: readonly EffectRecord[]
-  records: readonly CheckpointRecord<Record<string, unknown>>[]
+  index: RuntimeIndex
+  attempts: ReadonlyMap<string, number>
+  history: History
   calls: ToolUseBlock['toolUse'][]
 }
 
 /** One checkpoint in plain words. */
-function describe({ record, step, runtime, effects, records, calls }: DescribeParams): string {
+function describe({ record, step, index, attempts, history, calls }: DescribeParams): string {
   const { payload } = record
   if (record.kind !== RUNNER_KIND) return describeOther(record)
   switch (record.phase) {
     case 'run_started': {
-      if (payload.resumed !== true) return `run started: "${truncate(firstUserText(runtimeOf(record) ?? runtime), 70)}"`
-      const snapshot = records.findLastIndex((earlier) => runtimeOf(earlier) !== undefined) + 1
+      if (payload.resumed !== true) return `run started: "${truncate(firstUserText(runtimeOf(record) ?? index.runtime), 70)}"`
       const answers = answersOf(record, '').length
-      return `a fresh process loaded the latest checkpoint (#${records.length}) and the runtime snapshot (#${snapshot}), and resumed${answers ? ` with ${plural(answers, 'answer')} to the interrupts` : ''}`
+      return `a fresh process loaded the latest checkpoint (#${history.seen}) and the runtime snapshot${history.lastSnapshot ? ` (#${history.lastSnapshot})` : ''}, and resumed${answers ? ` with ${plural(answers, 'answer')} to the interrupts` : ''}`
     }
     case 'step_started':
       return `step ${step} begins with ${plural(Number(payload.message_count), 'message')}`
     case 'pre_llm':
       return `calling the model ${str(payload.model)} with ${plural(Number(payload.message_count), 'message')}`
     case 'post_llm':
-      return payload.finish_reason === 'tool_use' ? `model asked for ${calls.map(formatCall).join(', ') || plural(Number(payload.tool_call_count), 'tool call')}` : `model answered: "${truncate(answerText(runtime, step), 70)}"`
+      return payload.finish_reason === 'tool_use' ? `model asked for ${calls.map(formatCall).join(', ') || plural(Number(payload.tool_call_count), 'tool call')}` : `model answered: "${truncate(answerText(index, step), 70)}"`
     case 'pre_tool_batch': {
-      const again = records.some((earlier) => earlier.phase === 'pre_tool_batch' && numberOr(earlier.metadata.step, -1) === step)
       const n = plural(Number(payload.tool_call_count), 'tool call')
-      return again ? `${n} again; their intents are already in the journal` : `${n} about to run; intents written to the journal first`
+      return history.batchesBegun.has(step) ? `${n} again; their intents are already in the journal` : `${n} about to run; intents written to the journal first`
     }
     case 'post_tool_batch':
-      return describeBatch(executionsOf(runtime, step), effects)
+      return describeBatch(index.executions.get(step) ?? [], attempts)
     case 'pre_subagent_batch':
     case 'post_subagent_batch':
       return `${plural(Number(payload.subagent_call_count), 'subagent call')}`
@@ -208,8 +257,7 @@ function describeOther(record: CheckpointRecord<Record<string, unknown>>): strin
 }
 
 /** "3 tool results: save_note replayed from the journal; …" for one batch. */
-function describeBatch(executions: readonly ToolExecutionRecord[], effects: readonly EffectRecord[]): string {
-  const attempts = new Map(effects.map((effect) => [effect.callId, effect.attempts]))
+function describeBatch(executions: readonly ToolExecutionRecord[], attempts: ReadonlyMap<string, number>): string {
   const names = (filter: (e: ToolExecutionRecord) => boolean) => executions.filter(filter).map((e) => e.tool_name).join(', ')
   const ran = (e: ToolExecutionRecord) => !e.replayed && e.answer !== 'skip'
   const again = (e: ToolExecutionRecord) => (attempts.get(e.tool_call_id) ?? 1) > 1
@@ -248,22 +296,24 @@ function writerOf(record: CheckpointRecord<Record<string, unknown>>): string | u
   return undefined
 }
 
-function executionsOf(runtime: RuntimeSnapshot | undefined, step: number): ToolExecutionRecord[] {
-  return (runtime?.tool_executions ?? []).filter((execution) => execution.step === step)
+function indexRuntime(runtime: RuntimeSnapshot | undefined): RuntimeIndex {
+  const executions = new Map<number, ToolExecutionRecord[]>()
+  for (const execution of runtime?.tool_executions ?? []) {
+    const list = executions.get(execution.step)
+    if (list) list.push(execution)
+    else executions.set(execution.step, [execution])
+  }
+  return { runtime, assistants: (runtime?.messages ?? []).filter((message) => message.role === 'assistant'), executions }
 }
 
-function assistantAt(runtime: RuntimeSnapshot | undefined, step: number): Message | undefined {
-  return runtime?.messages.filter((message) => message.role === 'assistant')[step]
-}
-
-function callsOfStep(runtime: RuntimeSnapshot | undefined, step: number): ToolUseBlock['toolUse'][] {
-  const answer = assistantAt(runtime, step) ?? runtime?.pending_llm_response ?? undefined
+function callsOfStep(index: RuntimeIndex, step: number): ToolUseBlock['toolUse'][] {
+  const answer = index.assistants[step] ?? index.runtime?.pending_llm_response ?? undefined
   return answer ? toolUsesOf(answer) : []
 }
 
-function answerText(runtime: RuntimeSnapshot | undefined, step: number): string {
-  const answer = assistantAt(runtime, step)
-  return answer ? textOf(answer) : (runtime?.final_text ?? '')
+function answerText(index: RuntimeIndex, step: number): string {
+  const answer = index.assistants[step]
+  return answer ? textOf(answer) : (index.runtime?.final_text ?? '')
 }
 
 function firstUserText(runtime: RuntimeSnapshot | undefined): string {

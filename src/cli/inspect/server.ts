@@ -1,83 +1,155 @@
-import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { serve, type ServerType } from '@hono/node-server'
 import { Hono, type Context as HonoContext } from 'hono'
-import { buildTimeline, CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type RunStatus } from '../../index.js'
+import { bodyLimit } from 'hono/body-limit'
+import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunStatus } from '../../index.js'
 import { encodeValue } from '../../engine.js'
 import { findRuns } from '../read-commands.js'
-import { INSPECTOR_PAGE } from './page.js'
+import { answersOf, osUser, questionsOf } from '../run-answers.js'
+import type { AgentFactories } from '../write-commands.js'
+import { Answering } from './answers.js'
+import { guard, refuse } from './guard.js'
+import { INSPECTOR_PAGE, INSPECTOR_SCRIPT, INSPECTOR_STYLE } from './page.js'
+import { TimelinePages } from './timeline-pages.js'
 
 /** A running inspector. */
 export interface Inspector {
-  /** The URL to open, with the access token. */
+  /** The URL to open, with the access token (traded for a cookie on the first load). */
   url: string
   port: number
   close(): Promise<void>
 }
 
+/** What {@link startInspector} takes. */
+export interface InspectorOptions {
+  /** 0 (the default): any free port. */
+  port?: number
+  /** Agent factories by name: with them, a run a Runner paused is resumed from the page once answered. */
+  agents?: AgentFactories
+  /** Where the failure of a resume started from the page is reported. */
+  onError?: (err: unknown, runId: string) => void
+}
+
+/** The largest request body the inspector reads: its requests are a few ids and an answer. */
+export const MAX_BODY_BYTES = 64 * 1024
+/** The most checkpoints, effects and messages one answer carries. */
+const MAX_PAGE = 500
+const JOURNAL_ROWS = 100
+const CONVERSATION_MESSAGES = 40
+
+/** No script or style but the inspector's own files; no frames, no forms, no other origin. */
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
 /**
  * Serve the inspector for `store` on 127.0.0.1 only. Every request must carry the random access
- * token (in the page URL's `token` query, or the `x-cairn-token` header the page sends); a request
- * without it, or for another host name (DNS rebinding), is refused.
+ * token: the printed URL's `token` is traded for an HttpOnly cookie on the first load (and
+ * dropped from the address), and scripts may send it as the `x-cairn-token` header.
  */
-export async function startInspector(store: CheckpointStore, options: { port?: number } = {}): Promise<Inspector> {
+export async function startInspector(store: CheckpointStore, options: InspectorOptions = {}): Promise<Inspector> {
   const token = randomBytes(24).toString('hex')
-  const app = inspectorApp(store, token)
+  const answering = new Answering({ store, agents: options.agents, onError: options.onError ?? ((err, runId) => console.error(`cairn inspect: resuming run ${runId} failed: ${(err as Error).message}`)) })
+  const app = inspectorApp(store, token, answering)
   const server = await listen(app, options.port ?? 0)
   const address = server.address()
   const port = typeof address === 'object' && address !== null ? address.port : 0
   return {
     url: `http://127.0.0.1:${port}/?token=${token}`,
     port,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: async () => {
+      await answering.close()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
   }
 }
 
 /** The inspector's routes: one page and a small JSON API over the store. */
-export function inspectorApp(store: CheckpointStore, token: string): Hono {
+export function inspectorApp(store: CheckpointStore, token: string, answering = new Answering({ store, onError: () => {} })): Hono {
   const app = new Hono()
-  app.use('*', async (c, next) => {
-    const host = (c.req.header('host') ?? '').replace(/:\d+$/, '')
-    if (host !== '127.0.0.1' && host !== 'localhost') return c.text('cairn inspect answers on 127.0.0.1 only', 403)
-    const given = c.req.query('token') ?? c.req.header('x-cairn-token') ?? ''
-    if (!sameToken(given, token)) return c.text('cairn inspect: this URL needs the access token printed by `cairn inspect`', 403)
-    await next()
-    c.header('cache-control', 'no-store')
-  })
+  const pages = new TimelinePages(store)
+  app.use('*', guard(token, CSP))
   app.get('/', (c) => c.html(INSPECTOR_PAGE))
+  app.get('/inspector.js', (c) => c.body(INSPECTOR_SCRIPT, 200, { 'content-type': 'text/javascript; charset=utf-8' }))
+  app.get('/inspector.css', (c) => c.body(INSPECTOR_STYLE, 200, { 'content-type': 'text/css; charset=utf-8' }))
   app.get('/api/runs', async (c) => {
     const status = c.req.query('status') || undefined
-    const runs = await findRuns(store, { limit: Number(c.req.query('limit') ?? 200), ...(status ? { status: status as RunStatus } : {}), ...(c.req.query('q') ? { search: c.req.query('q')! } : {}) })
+    const runs = await findRuns(store, { limit: count(c.req.query('limit'), 200), ...(status ? { status: status as RunStatus } : {}), ...(c.req.query('q') ? { search: c.req.query('q')! } : {}) })
     return c.json(await Promise.all(runs.map((run) => summarizeRun(store, run))))
   })
   app.get('/api/runs/:runId', async (c) => {
-    const timeline = await buildTimeline(store, c.req.param('runId'))
-    return c.json(encodeValue({ run: timeline.run, entries: timeline.entries, effects: timeline.effects, messages: timeline.runtime?.messages ?? [] }))
+    const run = await store.getRun(c.req.param('runId'))
+    if (!run) return refuse(c, 404, `run ${c.req.param('runId')} is not in this store`)
+    return c.json(encodeValue({ run, questions: await questionsOf(store, run), answers: answersOf(run), answerer: osUser() }))
   })
-  app.get('/api/checkpoints/:id', async (c) => {
-    const record = await store.load(c.req.param('id'))
-    return c.json(encodeValue(record))
+  app.get('/api/runs/:runId/timeline', async (c) => {
+    const after = c.req.query('after')
+    const page = await pages.page(c.req.param('runId'), {
+      limit: count(c.req.query('limit'), 100),
+      ...(c.req.query('before') ? { before: c.req.query('before')! } : {}),
+      ...(after === undefined ? {} : { after: seqOf(after) }),
+    })
+    return c.json(encodeValue({ status: page.run.status, lastSeq: page.run.lastSeq, entries: page.entries, fromStart: page.fromStart, gap: page.gap }))
   })
+  app.get('/api/runs/:runId/journal', async (c) => {
+    const runId = c.req.param('runId')
+    const [effects, runtime] = await Promise.all([store.listEffects(runId), pages.runtime(runId)])
+    const messages = runtime?.messages ?? []
+    return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: messages.slice(-CONVERSATION_MESSAGES), messageCount: messages.length }))
+  })
+  app.get('/api/checkpoints/:id', async (c) => c.json(encodeValue(await store.load(c.req.param('id')))))
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
-  app.post('/api/fork', async (c) => {
-    const body = await c.req.json<{ checkpointId?: unknown; runId?: unknown }>()
-    if (typeof body.checkpointId !== 'string') return c.json({ error: 'give { checkpointId }' }, 400)
-    const fork = await forkRun(store, { checkpointId: body.checkpointId, ...(typeof body.runId === 'string' && body.runId ? { runId: body.runId } : {}) })
+  const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => refuse(c, 413, `a request body holds at most ${MAX_BODY_BYTES} bytes`) })
+  app.post('/api/fork', limit, async (c) => {
+    const body = await jsonBody(c)
+    if (typeof body.checkpointId !== 'string' || body.checkpointId === '') return refuse(c, 400, 'give { "checkpointId": "…" } (and optionally "runId")')
+    if (body.runId !== undefined && typeof body.runId !== 'string') return refuse(c, 400, '"runId" must be a string')
+    const fork = await forkRun(store, { checkpointId: body.checkpointId, ...(body.runId ? { runId: body.runId } : {}) })
     return c.json({ runId: fork.runId, checkpointId: fork.checkpoint.id, effectsCopied: fork.effectsCopied })
   })
+  app.post('/api/runs/:runId/answer', limit, async (c) => {
+    const body = await jsonBody(c)
+    const responses = body.responses
+    if (typeof responses !== 'object' || responses === null || Array.isArray(responses)) return refuse(c, 400, 'give { "responses": { "INTERRUPT_ID": answer }, "by": "your name" }')
+    if (body.by !== undefined && typeof body.by !== 'string') return refuse(c, 400, '"by" must be a name')
+    const by = (body.by ?? '').trim().slice(0, 100) || osUser()
+    const done = await answering.answer(c.req.param('runId'), { responses, by })
+    return c.json({ accepted: true, by, via: done.via }, 202)
+  })
+  app.notFound((c) => refuse(c, 404, `no such page or API: ${c.req.path}`))
   app.onError((err, c) => errorResponse(err, c))
   return app
 }
 
-function errorResponse(err: Error, c: HonoContext): Response {
-  const notFound = err instanceof CairnError && (err.code === 'checkpoint_not_found' || err.code === 'run_not_found')
-  const status = notFound ? 404 : err instanceof CairnError && (err.code === 'invalid_argument' || err.code === 'run_exists') ? 400 : 500
-  return c.json({ error: err.message }, status)
+/** The request body: a JSON object, else a 400 naming the problem. */
+async function jsonBody(c: HonoContext): Promise<JsonObject> {
+  let body: unknown
+  try {
+    body = JSON.parse(await c.req.text())
+  } catch (err) {
+    throw new CairnError('invalid_argument', `the request body is not JSON (${(err as Error).message})`)
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new CairnError('invalid_argument', 'the request body must be a JSON object')
+  return body as Record<string, JsonValue>
 }
 
-function sameToken(given: string, token: string): boolean {
-  const a = Buffer.from(given)
-  const b = Buffer.from(token)
-  return a.length === b.length && timingSafeEqual(a, b)
+function errorResponse(err: Error, c: HonoContext): Response {
+  if (!(err instanceof CairnError)) return refuse(c, 500, `internal error: ${err.message}`)
+  if (err.code === 'checkpoint_not_found' || err.code === 'run_not_found') return refuse(c, 404, err.message)
+  if (err.code === 'invalid_argument' || err.code === 'run_exists') return refuse(c, 400, err.message)
+  if (err.code === 'run_not_paused' || err.code === 'run_busy') return refuse(c, 409, err.message)
+  return refuse(c, 500, err.message)
+}
+
+/** A non-negative whole number of a query, at most {@link MAX_PAGE}. */
+function count(value: string | undefined, fallback: number): number {
+  const n = Number(value ?? fallback)
+  return Number.isInteger(n) && n >= 0 ? Math.min(n, MAX_PAGE) : fallback
+}
+
+/** A checkpoint seq of a query. */
+function seqOf(value: string): number {
+  const n = Number(value)
+  if (!Number.isSafeInteger(n) || n < 0) throw new CairnError('invalid_argument', `after must be a checkpoint seq (a whole number), got ${JSON.stringify(value)}`)
+  return n
 }
 
 function listen(app: Hono, port: number): Promise<ServerType> {

@@ -1,0 +1,105 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { TimelinePages } from '../../src/cli/inspect/timeline-pages.js'
+import { Agent, buildTimeline, Runner, tool, type TimelineEntry } from '../../src/index.js'
+import { SqliteStore } from '../../src/sqlite.js'
+import { ScriptedModel } from '../../src/testing.js'
+
+const CYCLES = 12
+
+/** A model that asks for one lookup a turn for CYCLES turns, then answers. */
+function cycleTurns() {
+  return Array.from({ length: CYCLES + 1 }, (_, cycle) =>
+    cycle < CYCLES ? [{ text: `turn ${cycle}` }, { toolUse: { toolUseId: `call-${cycle}`, name: 'lookup', input: { n: cycle } } }] : [{ text: 'all looked up' }],
+  )
+}
+
+/** An idempotent lookup tool. */
+function lookupTool() {
+  return tool({ name: 'lookup', description: 'Look a number up.', idempotent: true, inputSchema: { type: 'object', properties: { n: { type: 'number' } } }, callback: (input) => `value ${JSON.stringify(input)}` })
+}
+
+/** What a page must show of a checkpoint exactly as the whole timeline does. */
+function shown(entry: TimelineEntry) {
+  return { checkpointId: entry.checkpointId, seq: entry.seq, phase: entry.phase, step: entry.step, summary: entry.summary, toolCalls: entry.toolCalls, replayed: entry.replayed, text: entry.text, snapshot: entry.snapshot }
+}
+
+describe('the inspector reads a run a page at a time', () => {
+  let dir = ''
+  let store: SqliteStore
+  let whole: TimelineEntry[] = []
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-pages-'))
+    store = new SqliteStore({ path: join(dir, 'pages.db') })
+    const run = await new Runner({ store, durability: 'sync' }).run(new Agent({ name: 'looker', model: new ScriptedModel(cycleTurns()), tools: [lookupTool()] }), { input: 'Look them up.', runId: 'long' })
+    expect(run.state).toBe('completed')
+    whole = (await buildTimeline(store, 'long')).entries
+    expect(whole.length).toBeGreaterThan(40)
+  })
+
+  afterAll(async () => {
+    await store.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('the newest page holds the newest checkpoints, described as the whole timeline describes them', async () => {
+    const page = await new TimelinePages(store).page('long', { limit: 10 })
+    expect(page.fromStart).toBe(false)
+    expect(page.entries.map(shown)).toEqual(whole.slice(-10).map(shown))
+    expect(page.entries.some((entry) => entry.toolCalls.length > 0)).toBe(true)
+  })
+
+  it('paging back with the oldest checkpoint as the cursor reads the whole run once, in order, down to its first checkpoint', async () => {
+    const pages = new TimelinePages(store)
+    let page = await pages.page('long', { limit: 7 })
+    const read = [...page.entries]
+    let requests = 1
+    while (!page.fromStart) {
+      page = await pages.page('long', { limit: 7, before: read[0]!.checkpointId })
+      read.unshift(...page.entries)
+      requests++
+    }
+    expect(requests).toBe(Math.ceil(whole.length / 7))
+    expect(read.map(shown)).toEqual(whole.map(shown))
+    // The first page counts positions, times and processes from the run's start.
+    expect(page.entries.map((entry) => [entry.index, entry.sinceStartMs, entry.execution, entry.writer])).toEqual(whole.slice(0, page.entries.length).map((entry) => [entry.index, entry.sinceStartMs, entry.execution, entry.writer]))
+  })
+
+  it('a poll after a seq reads only the checkpoints after it, and says when more came than it holds', async () => {
+    const pages = new TimelinePages(store)
+    const after = whole.at(-6)!.seq
+    const fresh = await pages.page('long', { limit: 100, after })
+    expect(fresh.gap).toBe(false)
+    expect(fresh.entries.map(shown)).toEqual(whole.slice(-5).map(shown))
+    const none = await pages.page('long', { limit: 100, after: whole.at(-1)!.seq })
+    expect(none.entries).toEqual([])
+    const crowded = await pages.page('long', { limit: 3, after })
+    expect(crowded.gap).toBe(true)
+    expect(crowded.entries.map(shown)).toEqual(whole.slice(-3).map(shown))
+    const everything = await pages.page('long', { limit: 500, after: 0 })
+    expect(everything.fromStart).toBe(true)
+    expect(everything.entries.map(shown)).toEqual(whole.map(shown))
+  })
+
+  it('a live run: a page read while it ran, and a poll after it, show what the whole timeline shows at the end', async () => {
+    const pages = new TimelinePages(store)
+    const first = await pages.page('live', { limit: 100 }).catch((err: Error) => err)
+    expect(first).toBeInstanceOf(Error)
+    const runner = new Runner({ store, durability: 'sync' })
+    let seen: TimelineEntry[] = []
+    const agent = new Agent({
+      name: 'looker',
+      model: new ScriptedModel(cycleTurns()),
+      tools: [lookupTool()],
+      hooks: [{ afterToolCall: async ({ toolUse }) => { if (toolUse.toolUseId === 'call-5') seen = (await pages.page('live', { limit: 500 })).entries } }],
+    })
+    await runner.run(agent, { input: 'Look them up.', runId: 'live' })
+    expect(seen.length).toBeGreaterThan(10)
+    const rest = await pages.page('live', { limit: 500, after: seen.at(-1)!.seq })
+    const final = (await buildTimeline(store, 'live')).entries
+    expect([...seen, ...rest.entries].map((entry) => [entry.checkpointId, entry.phase, entry.toolCalls])).toEqual(final.map((entry) => [entry.checkpointId, entry.phase, entry.toolCalls]))
+  })
+})
