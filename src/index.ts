@@ -79,6 +79,10 @@ export type { RunnerCheckpoint, RunnerPhase, RuntimeSnapshot, SubagentExecutionR
 export type { RunResult, RunState } from './runner/run-result.js'
 export { summarizeRun, type RunSummary } from './runner/run-summary.js'
 export { Runner, type ResumeOptions, type RunnerOptions, type RunOptions, type StreamOptions } from './runner/runner.js'
+export type { EventLogOptions } from './runner/event-recorder.js'
+export type { RunEventsOptions, StreamedRunEvent } from './runner/run-stream.js'
+export { MemoryEventLog } from './store/event-log/memory-event-log.js'
+export type { ReadEventsOptions, RunEventLog, StoredRunEvent, WaitForEventsOptions } from './store/event-log/run-event-log.js'
 export { buildTimeline, formatTimeline, type Timeline, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
 
 // worker

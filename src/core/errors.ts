@@ -37,6 +37,7 @@ export type CairnErrorCode =
   | 'run_not_paused'
   | 'max_recovery_attempts'
   | 'request_answered'
+  | 'stream_idle'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {

@@ -1,3 +1,5 @@
+import type { JsonValue } from '../core/codec.js'
+
 /** Token counts of one model call. */
 export interface RunEventUsage {
   inputTokens: number
@@ -13,22 +15,33 @@ export interface RunEventUsage {
  * - `run_started`: this process starts driving the run (`resumed` when it continues one);
  * - `phase_committed`: a checkpoint is durable in the store;
  * - `model_call_started` / `model_call_finished`: one model request, with its tokens;
- * - `tool_call_started` / `tool_call_finished`: one tool call that ran in this process;
+ * - `text_delta` / `reasoning_delta`: a piece of the model's answer (or reasoning) as it streams;
+ * - `model_call_voided`: the model call of `step` was cut off by a crash: the deltas streamed
+ *   for it since its `model_call_started` are not part of the answer (the resumed run asks again);
+ * - `tool_call_started` / `tool_call_finished`: one tool call that ran in this process, with
+ *   its input and its result's content;
  * - `tool_call_replayed`: a tool call satisfied from the effect journal instead of running;
- * - `interrupt`: the run paused for answers;
+ * - `interrupt`: the run paused for answers (`reason`: what was asked);
  * - `run_finished`: this process stopped driving the run (`state` as in `RunResult`, or
- *   `error` when the run could not continue, e.g. the store failed).
+ *   `error` when the run could not continue, e.g. the store failed); `text` is a completed
+ *   run's final answer;
+ * - `events_truncated`: only in a run's durable log, where its size cap was reached: from there
+ *   on the log keeps no more deltas, only the other events.
  */
 export type RunEvent =
   | { type: 'run_started'; runId: string; agentName: string; model: string; resumed: boolean; step: number }
   | { type: 'phase_committed'; runId: string; checkpointId: string; phase: string; step: number }
   | { type: 'model_call_started'; runId: string; step: number; model: string }
   | { type: 'model_call_finished'; runId: string; step: number; model: string; stopReason: string; usage: RunEventUsage; toolCalls: number }
-  | { type: 'tool_call_started'; runId: string; step: number; toolUseId: string; name: string }
-  | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
-  | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
+  | { type: 'text_delta'; runId: string; step: number; text: string }
+  | { type: 'reasoning_delta'; runId: string; step: number; text: string }
+  | { type: 'model_call_voided'; runId: string; step: number }
+  | { type: 'tool_call_started'; runId: string; step: number; toolUseId: string; name: string; input?: JsonValue }
+  | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error'; output?: JsonValue }
+  | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error'; output?: JsonValue }
   | { type: 'interrupt'; runId: string; step: number; interrupts: { id: string; name: string; reason: unknown }[] }
-  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string }
+  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string; text?: string }
+  | { type: 'events_truncated'; runId: string; step: number; maxBytes: number }
 
 /** A listener of {@link RunEvent}s. */
 export type RunEventListener = (event: RunEvent) => void
