@@ -35,6 +35,7 @@ const integration = [
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',
   'test/store/**/*.test.ts',
+  'test/streams/crash.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',
   'test/worker/migrations.test.ts',

@@ -10,8 +10,8 @@ export interface RunEventsOptions {
   signal?: AbortSignal | undefined
   /**
    * The longest the stream waits with nothing new from a run that is not finished (its process
-   * died and nobody resumed it, say) before it throws a `CairnError` with code `stream_idle`.
-   * Default 10 minutes.
+   * died and nobody resumed it, say) before it throws a `CairnError` with code `stream_idle`
+   * (`run_not_found` for a run that never appeared). Default 10 minutes.
    */
   idleTimeoutMs?: number | undefined
 }
@@ -62,7 +62,11 @@ export async function* followRun(store: StoreReader & Pick<RunStore, 'events'>, 
     if (more || options.signal?.aborted) continue
     waitMs = Math.min(waitMs * 2, LONGEST_WAIT_MS)
     const run = await store.getRun(runId)
-    if (!run && !seen) throw new CheckpointNotFoundError(`run ${runId} does not exist in this store and has no events; start it first, or check the run id`, { runId, code: 'run_not_found' })
+    // A run that does not exist yet may be about to start: it is waited for like a quiet one.
+    if (!run && !seen) {
+      if (Date.now() - idleSince < idleMs) continue
+      throw new CheckpointNotFoundError(`run ${runId} does not exist in this store and no event of it came for ${idleMs} ms; start it first, or check the run id`, { runId, code: 'run_not_found' })
+    }
     // A finished run and nothing more for a while: its end was read before `after`, or its
     // events were pruned or written before the log existed, or its process died between the
     // run's last commit and its last append (the wait just now was the grace for that append).
