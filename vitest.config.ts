@@ -56,7 +56,7 @@ export default defineConfig({
     // The package's own entry points resolve to the sources, as in tsconfig.json `paths`.
     alias: [
       { find: /^cairn-agents$/, replacement: src('index') },
-      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|langgraph|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
+      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|http|langgraph|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
     ],
   },
   test: {

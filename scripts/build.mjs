@@ -36,6 +36,7 @@ const LIBRARY = {
   anthropic: 'src/anthropic.ts',
   'ai-sdk': 'src/ai-sdk.ts',
   langgraph: 'src/langgraph.ts',
+  http: 'src/http.ts',
 }
 const COMMAND = {
   'cli/main': 'src/cli/main.ts',
