@@ -35,7 +35,10 @@ const LONGEST_WAIT_MS = 2000
 export async function* followRun(store: StoreReader & Pick<RunStore, 'events'>, runId: string, options: RunEventsOptions = {}): AsyncGenerator<StreamedRunEvent, void> {
   const log = store.events
   if (!log) {
-    throw new CairnError('invalid_argument', `run ${runId}: this store has no event log, so its runs cannot be streamed; use a Cairn store (MemoryStore, FileStore, SqliteStore, PostgresStore)`)
+    throw new CairnError(
+      'invalid_argument',
+      `run ${runId}: this store has no event log, so its runs cannot be streamed; use a Cairn store (MemoryStore, FileStore, SqliteStore, PostgresStore) opened without encrypt: true (an encrypted store keeps no event log, whose text would be in the clear)`,
+    )
   }
   const idleMs = options.idleTimeoutMs ?? 600_000
   if (!(Number.isFinite(idleMs) && idleMs > 0)) throw new TypeError(`idleTimeoutMs must be a positive number of ms, got ${String(options.idleTimeoutMs)}`)

@@ -83,6 +83,7 @@ export class EngineStore implements CheckpointStore {
   #closed = false
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
+  readonly #encrypted: boolean
   readonly #keyed: boolean
   readonly #reads: CheckpointReads
 
@@ -91,6 +92,7 @@ export class EngineStore implements CheckpointStore {
       throw new CheckpointError('invalid_argument', 'encrypt: true needs keys: give the store a key ring ({ keys: [{ id, secret }] })')
     }
     this.#keyed = options.keys !== undefined
+    this.#encrypted = options.encrypt === true
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
@@ -165,14 +167,18 @@ export class EngineStore implements CheckpointStore {
     return this.#leases
   }
 
-  /** The runs' event logs (durable run streams); undefined for a store over an engine without one. */
+  /**
+   * The runs' event logs (durable run streams); undefined for a store over an engine without
+   * one, and for an encrypted store: the log holds the model's text as it streamed, which must
+   * not lie in the clear beside encrypted checkpoints.
+   */
   get events(): RunEventLog | undefined {
     return this.#events
   }
 
   /** Give the store its event log (each backend's store does, in its constructor); closed with the store. */
   protected useEventLog(log: RunEventLog): void {
-    this.#events = log
+    if (!this.#encrypted) this.#events = log
   }
 
   /**
