@@ -39,6 +39,7 @@ const integration = [
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',
   'test/store/**/*.test.ts',
+  'test/streams/crash.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',
   'test/worker/dead-local-worker.test.ts',
@@ -60,7 +61,7 @@ export default defineConfig({
     // The package's own entry points resolve to the sources, as in tsconfig.json `paths`.
     alias: [
       { find: /^cairn-agents$/, replacement: src('index') },
-      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|langgraph|mcp|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
+      { find: /^cairn-agents\/(ai-sdk|anthropic|engine|http|langgraph|mcp|openai|postgres|sqlite|testing)$/, replacement: src('$1') },
     ],
   },
   test: {

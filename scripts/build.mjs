@@ -37,6 +37,7 @@ const LIBRARY = {
   'ai-sdk': 'src/ai-sdk.ts',
   langgraph: 'src/langgraph.ts',
   mcp: 'src/mcp.ts',
+  http: 'src/http.ts',
 }
 const COMMAND = {
   'cli/main': 'src/cli/main.ts',

@@ -71,3 +71,4 @@ export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } fro
 export { MAX_DEPTH_CEILING } from './core/limits.js'
 export { RUN_DOCUMENT_FORMAT } from './store/portable-run.js'
 export { describeCheckpoints, runtimeOf, type TimelineContext } from './runner/timeline.js'
+export { MemoryEventLog } from './store/event-log/memory-event-log.js'

@@ -73,6 +73,9 @@ export type { RunnerCheckpoint, RunnerPhase, RuntimeSnapshot, SubagentExecutionR
 export type { RunResult, RunState } from './runner/run-result.js'
 export { summarizeRun, type RunSummary } from './runner/run-summary.js'
 export { Runner, type ResumeOptions, type RunnerOptions, type RunOptions, type StreamOptions } from './runner/runner.js'
+export type { EventLogOptions } from './runner/event-recorder.js'
+export type { RunEventsOptions, StreamedRunEvent } from './runner/run-stream.js'
+export type { ReadEventsOptions, RunEventLog, StoredRunEvent, WaitForEventsOptions } from './store/event-log/run-event-log.js'
 export { buildTimeline, formatTimeline, type Timeline, type TimelineAnswer, type TimelineEntry, type TimelineToolCall } from './runner/timeline.js'
 export { buildThreadTimelines, formatThreadTimeline, summarizeThread, type ThreadEntry, type ThreadState, type ThreadSummary, type ThreadTimeline } from './integrations/langgraph/thread-view.js'
 

@@ -43,6 +43,7 @@ export type CairnErrorCode =
   | 'mcp_tools'
   | 'encryption_change'
   | 'wrong_key'
+  | 'stream_idle'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {

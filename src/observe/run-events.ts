@@ -1,3 +1,5 @@
+import type { JsonValue } from '../core/codec.js'
+
 /** Token counts of one model call. */
 export interface RunEventUsage {
   inputTokens: number
@@ -24,6 +26,13 @@ export interface RunEventUsage {
  * - `model_call_finished`: the model's response arrived in this process. It is **not yet
  *   saved**: the `post_llm` checkpoint holding it is written afterwards, and its
  *   `phase_committed` says when it is durable. A crash in between asks the model again on resume.
+ * - `text_delta` / `reasoning_delta`: a piece of the model's answer (or reasoning) as it streams.
+ *   Nothing is saved by it in the checkpoints; a run's durable event log keeps it (batched).
+ * - `model_call_voided`: the model call of `step` was cut off by a crash: the deltas streamed
+ *   for it since its `model_call_started` are not part of the answer (the resumed run asks again).
+ *   Written by the process that resumes the run, before its own `run_started`.
+ * - `events_truncated`: only in a run's durable log, where its size cap was reached: from there
+ *   on the log keeps no more deltas, only the other events.
  * - `tool_call_started`: the tool's callback is about to run. For a tool that is not idempotent,
  *   its "started" mark is durable by then (a crash from here on is an unknown outcome, never a
  *   silent second run); for an idempotent tool, its intent is durable too, except under
@@ -50,12 +59,16 @@ export type RunEvent =
   | { type: 'phase_committed'; runId: string; checkpointId: string; phase: string; step: number }
   | { type: 'model_call_started'; runId: string; step: number; model: string }
   | { type: 'model_call_finished'; runId: string; step: number; model: string; stopReason: string; usage: RunEventUsage; toolCalls: number }
-  | { type: 'tool_call_started'; runId: string; step: number; toolUseId: string; name: string }
-  | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
-  | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error' }
+  | { type: 'text_delta'; runId: string; step: number; text: string }
+  | { type: 'reasoning_delta'; runId: string; step: number; text: string }
+  | { type: 'model_call_voided'; runId: string; step: number }
+  | { type: 'tool_call_started'; runId: string; step: number; toolUseId: string; name: string; input?: JsonValue }
+  | { type: 'tool_call_finished'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error'; output?: JsonValue }
+  | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error'; output?: JsonValue }
   | { type: 'tool_call_answered'; runId: string; step: number; toolUseId: string; name: string; answer: 'retry' | 'skip' }
   | { type: 'interrupt'; runId: string; step: number; interrupts: { id: string; name: string; reason: unknown }[] }
-  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string }
+  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string; text?: string }
+  | { type: 'events_truncated'; runId: string; step: number; maxBytes: number }
 
 /** A listener of {@link RunEvent}s. */
 export type RunEventListener = (event: RunEvent) => void

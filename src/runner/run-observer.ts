@@ -1,3 +1,6 @@
+import type { JsonValue } from '../core/codec.js'
+import type { AgentStreamEvent } from '../agent/events.js'
+import { textOf, type ToolResultContent } from '../model/messages.js'
 import type { ToolExecutor } from '../tools/tool-executor.js'
 import { emitTo, type RunEvent, type RunEventListener } from '../observe/run-events.js'
 import type { RunResult } from './run-result.js'
@@ -34,16 +37,18 @@ export function observedTools(executor: ToolExecutor, observer: ToolObserver): T
       const outcomes = await executor.execute(calls, async (use) => {
         ran.add(use.toolUseId)
         if (answerOf(use.toolUseId) === 'retry') emit({ type: 'tool_call_answered', runId, step: step(), toolUseId: use.toolUseId, name: use.name, answer: 'retry' })
-        emit({ type: 'tool_call_started', runId, step: step(), toolUseId: use.toolUseId, name: use.name })
+        emit({ type: 'tool_call_started', runId, step: step(), toolUseId: use.toolUseId, name: use.name, input: use.input })
         const outcome = await runOne(use)
-        if (outcome.type === 'result') emit({ type: 'tool_call_finished', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
+        if (outcome.type === 'result') {
+          emit({ type: 'tool_call_finished', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status, output: outputOf(outcome.result.content) })
+        }
         return outcome
       })
       outcomes.forEach((outcome, i) => {
         const use = calls[i]
         if (!use || ran.has(use.toolUseId) || outcome.type !== 'result') return
         if (answerOf(use.toolUseId) === 'skip') emit({ type: 'tool_call_answered', runId, step: step(), toolUseId: use.toolUseId, name: use.name, answer: 'skip' })
-        else emit({ type: 'tool_call_replayed', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status })
+        else emit({ type: 'tool_call_replayed', runId, step: step(), toolUseId: use.toolUseId, name: use.name, status: outcome.result.status, output: outputOf(outcome.result.content) })
       })
       return outcomes
     },
@@ -60,7 +65,29 @@ export function reportOutcome(emit: Emit, runId: string, step: number, outcome: 
   if (result.state === 'paused') {
     emit({ type: 'interrupt', runId, step, interrupts: result.interrupts.map((i) => ({ id: i.id, name: i.name, reason: i.reason ?? null })) })
   }
-  emit({ type: 'run_finished', runId, state: result.state, ...(result.error ? { error: result.error.message } : {}) })
+  const text = result.state === 'completed' ? finalTextOf(result) : undefined
+  emit({ type: 'run_finished', runId, state: result.state, ...(result.error ? { error: result.error.message } : {}), ...(text ? { text } : {}) })
+}
+
+/** The `text_delta` and `reasoning_delta` events of an agent stream event (none for the others). */
+export function deltaOf(event: AgentStreamEvent, runId: string): RunEvent | undefined {
+  if (event.type !== 'modelEvent') return undefined
+  const inner = event.event
+  if (inner.type === 'textDelta' && inner.text !== '') return { type: 'text_delta', runId, step: event.cycleIndex, text: inner.text }
+  if (inner.type === 'reasoningDelta' && inner.text !== undefined && inner.text !== '') return { type: 'reasoning_delta', runId, step: event.cycleIndex, text: inner.text }
+  return undefined
+}
+
+/** A tool result's content as one JSON value: its JSON part, its text, or the parts. */
+function outputOf(content: readonly ToolResultContent[]): JsonValue {
+  if (content.length === 1 && content[0] && 'json' in content[0]) return content[0].json
+  if (content.every((part) => 'text' in part)) return content.map((part) => ('text' in part ? part.text : '')).join('')
+  return content.map((part) => ('json' in part ? { json: part.json } : { text: part.text }))
+}
+
+function finalTextOf(result: RunResult): string | undefined {
+  const text = textOf(result.result?.message)
+  return text === '' ? undefined : text
 }
 
 /**

@@ -22,7 +22,9 @@ import { assertContext, newRuntime, ownerMetadata, repairDanglingToolUses, resto
 import { subagentTool } from './subagent-tool.js'
 import type { RunEvent, RunEventListener } from '../observe/run-events.js'
 import { loadOpenTelemetry, runTracing } from '../observe/telemetry.js'
-import { emitter, observedTools, reportOutcome, streamOf, type Emit } from './run-observer.js'
+import { deltaOf, emitter, observedTools, reportOutcome, streamOf, type Emit } from './run-observer.js'
+import { EventRecorder, type EventLogOptions } from './event-recorder.js'
+import { followRun, type RunEventsOptions, type StreamedRunEvent } from './run-stream.js'
 
 /** How to build a {@link Runner}. */
 export interface RunnerOptions extends Partial<WriterOptions> {
@@ -37,6 +39,12 @@ export interface RunnerOptions extends Partial<WriterOptions> {
    * loop (a model call does not pause it). Default 60 s.
    */
   leaseMs?: number
+  /**
+   * How every run this runner drives is kept in the store's event log (`store.events`), for
+   * `runner.events()` readers in any process; `false` keeps none. Default: on, with the
+   * defaults of {@link EventLogOptions}, when the store has an event log.
+   */
+  eventLog?: EventLogOptions | false
 }
 
 /** How a second execution of a run that is already being executed behaves. */
@@ -110,12 +118,14 @@ export class Runner {
   /** Listeners of `stream` calls, by run id (a run is driven once at a time per process). */
   readonly #listeners = new Map<string, RunEventListener>()
   readonly #leaseMs: number
+  readonly #eventLog: EventLogOptions | false
 
   constructor(options: RunnerOptions) {
     if (!options?.store) throw new InvalidArgumentError('Runner needs a store: new Runner({ store })')
     this.store = options.store
     this.#onEvent = options.onEvent
     this.#leaseMs = options.leaseMs ?? 60_000
+    this.#eventLog = options.eventLog ?? {}
     if (typeof this.#leaseMs !== 'number' || !Number.isFinite(this.#leaseMs) || this.#leaseMs <= 0) {
       throw new InvalidArgumentError(`leaseMs must be a positive number of ms, got ${String(options.leaseMs)}`)
     }
@@ -266,6 +276,30 @@ export class Runner {
     })
   }
 
+  /**
+   * A run's events as a durable stream: every event after `after` (from the first without it),
+   * each with its cursor, then the live run's as they are stored, until the `run_finished` of
+   * a completed, failed, cancelled or paused run. The run may execute in this process, another
+   * one or a worker elsewhere: the events come from the store's event log. A reader that
+   * reconnects with the last cursor it saw gets every later event exactly once, in order. When
+   * the process executing the run died in the middle of a model call, the process that resumes
+   * it first writes `model_call_voided` for that step: the deltas before it are not part of the
+   * answer.
+   *
+   * @example
+   * ```ts
+   * let cursor: string | undefined
+   * for await (const { cursor: at, event } of runner.events('q4', { after: cursor })) {
+   *   if (event.type === 'text_delta') process.stdout.write(event.text)
+   *   cursor = at // keep it: reconnect with { after: cursor }
+   * }
+   * ```
+   */
+  events(runId: string, options: RunEventsOptions = {}): AsyncGenerator<StreamedRunEvent, void> {
+    assertId(runId, 'runId')
+    return followRun(this.store, runId, options)
+  }
+
   /** The run's runner checkpoints, oldest first: its audit log. */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
@@ -323,17 +357,28 @@ export class Runner {
     const { agent, runId, runtime } = params
     if (this.#active.has(runId)) throw new CairnError('agent_busy', `run ${runId} is already being driven by this process`)
     this.#active.add(runId)
-    const emit = emitter([this.#onEvent, this.#listeners.get(runId), await tracing()])
-    emit({ type: 'run_started', runId, agentName: agent.name, model: runtime.requested_model, resumed: params.resumed, step: runtime.step })
+    let recorder: EventRecorder | undefined
     try {
-      const result = await this.#driveOnce(params, emit)
-      reportOutcome(emit, runId, runtime.step, { result })
-      return result
-    } catch (error) {
-      reportOutcome(emit, runId, runtime.step, { error })
-      throw error
+      const log = this.#eventLog === false ? undefined : this.store.events
+      const opened = log && (await EventRecorder.open(log, runId, this.#eventLog || {}))
+      recorder = opened?.recorder
+      const emit = emitter([this.#onEvent, this.#listeners.get(runId), await tracing(), recorder && ((event) => recorder!.record(event))])
+      // A model call the last execution was cut off in: its streamed deltas are void.
+      if (opened?.cutOffStep !== undefined) emit({ type: 'model_call_voided', runId, step: opened.cutOffStep })
+      emit({ type: 'run_started', runId, agentName: agent.name, model: runtime.requested_model, resumed: params.resumed, step: runtime.step })
+      try {
+        const result = await this.#driveOnce(params, emit)
+        reportOutcome(emit, runId, runtime.step, { result })
+        return result
+      } catch (error) {
+        reportOutcome(emit, runId, runtime.step, { error })
+        throw error
+      }
     } finally {
       this.#active.delete(runId)
+      await recorder?.close().catch((err: unknown) => {
+        process.emitWarning(`run ${runId}: its events could not all be stored in the event log, so streams of it stop early: ${err instanceof Error ? err.message : String(err)}`, 'CairnWarning')
+      })
     }
   }
 
@@ -379,7 +424,11 @@ export class Runner {
         options: { signal: params.signal ? AbortSignal.any([params.signal, ownership.signal]) : ownership.signal },
       })
       let next = await events.next()
-      while (!next.done) next = await events.next()
+      while (!next.done) {
+        const delta = deltaOf(next.value, runId)
+        if (delta) emit(delta)
+        next = await events.next()
+      }
       const result = next.value
       const counts = { replayed: journal.replayed, skipped: journal.skipped, llm: runtime.llm_calls - before.llm, tools: runtime.tool_calls - before.tools, commits: () => writer.commits, runtime }
       if (result.stopReason === 'interrupt') {

@@ -1,6 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import type { Fence } from './engine/lease-engine.js'
 import type { RunLeases } from './leases/run-leases.js'
+import type { RunEventLog } from './event-log/run-event-log.js'
 
 /** Where a run stands; `queued` is a run enqueued for workers that none has started yet. */
 export type RunStatus = 'queued' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled'
@@ -346,6 +347,11 @@ export interface RunStore extends StoreReader, StoreWriter {
    * without it cannot keep two processes from executing one run at once.
    */
   readonly leases?: RunLeases | undefined
+  /**
+   * The runs' event logs, when the store has them: what `runner.events()` replays and follows.
+   * Every built-in store has one; a run's events go with the run (`deleteRun`, `prune`).
+   */
+  readonly events?: RunEventLog | undefined
 }
 
 /** Removing and copying data, and closing the store: what an operator (or the CLI) does to a store. */

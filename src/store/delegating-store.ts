@@ -24,6 +24,7 @@ import type {
   WriteBatch,
 } from './checkpoint-store.js'
 import type { RunLeases } from './leases/run-leases.js'
+import type { RunEventLog } from './event-log/run-event-log.js'
 import { CheckpointError } from '../core/errors.js'
 
 /**
@@ -98,6 +99,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
   get leases(): RunLeases | undefined {
     return this.inner.leases
+  }
+  get events(): RunEventLog | undefined {
+    return this.inner.events
   }
 }
 

@@ -43,6 +43,8 @@ import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
 import { assertFence, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
+import type { RunEventLog } from './event-log/run-event-log.js'
+import { pruneEvents } from './event-log/prune-events.js'
 
 /** Options every engine-backed store accepts. */
 export interface EngineStoreOptions {
@@ -80,6 +82,8 @@ export class EngineStore implements CheckpointStore {
   readonly #runLocks = new Map<string, Promise<unknown>>()
   #closed = false
   #leases: RunLeases | undefined
+  #events: RunEventLog | undefined
+  readonly #encrypted: boolean
   readonly #keyed: boolean
   readonly #reads: CheckpointReads
 
@@ -88,6 +92,7 @@ export class EngineStore implements CheckpointStore {
       throw new CheckpointError('invalid_argument', 'encrypt: true needs keys: give the store a key ring ({ keys: [{ id, secret }] })')
     }
     this.#keyed = options.keys !== undefined
+    this.#encrypted = options.encrypt === true
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
@@ -160,6 +165,20 @@ export class EngineStore implements CheckpointStore {
     if (!engine) return undefined
     this.#leases ??= new RunLeases(engine, (runId) => this.getRun(runId), (runId, what, fn) => this.#call(runId, what, fn))
     return this.#leases
+  }
+
+  /**
+   * The runs' event logs (durable run streams); undefined for a store over an engine without
+   * one, and for an encrypted store: the log holds the model's text as it streamed, which must
+   * not lie in the clear beside encrypted checkpoints.
+   */
+  get events(): RunEventLog | undefined {
+    return this.#events
+  }
+
+  /** Give the store its event log (each backend's store does, in its constructor); closed with the store. */
+  protected useEventLog(log: RunEventLog): void {
+    if (!this.#encrypted) this.#events = log
   }
 
   /**
@@ -289,7 +308,9 @@ export class EngineStore implements CheckpointStore {
     return this.#withRunLock(runId, async () => {
       this.#cache.delete(runId)
       this.#shared.forget(runId)
-      return this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
+      const deleted = await this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
+      const events = (await this.#events?.deleteRun(runId)) ?? 0
+      return deleted || events > 0
     })
   }
 
@@ -347,8 +368,10 @@ export class EngineStore implements CheckpointStore {
     return orderWrites(rows.map(decodeWriteRow), checkpointIds)
   }
 
-  prune(options: PruneOptions = {}): Promise<PruneResult> {
-    return pruneRuns(this.#maintenance(), options)
+  async prune(options: PruneOptions = {}): Promise<PruneResult> {
+    const result = await pruneRuns(this.#maintenance(), options)
+    if (this.#events) await pruneEvents(this, this.#events, options)
+    return result
   }
 
   /**
@@ -377,6 +400,7 @@ export class EngineStore implements CheckpointStore {
     if (this.#closed) return
     this.#closed = true
     await Promise.allSettled([...this.#runLocks.values()])
+    await this.#events?.close()
     await this.#engine.close()
   }
 

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 
 // The built package (`npm test` builds before running this): each entry point is a bundle, with
 // the code entry points share in chunks of its own.
-const ENTRIES = ['index', 'sqlite', 'postgres', 'engine', 'testing', 'openai', 'anthropic', 'ai-sdk', 'langgraph', 'mcp'] as const
+const ENTRIES = ['index', 'sqlite', 'postgres', 'engine', 'testing', 'openai', 'anthropic', 'ai-sdk', 'langgraph', 'mcp', 'http'] as const
 const dist = (entry: string) => import(new URL(`../../dist/${entry}.js`, import.meta.url).href) as Promise<Record<string, unknown>>
 const sources = (entry: string) => import(new URL(`../../src/${entry}.ts`, import.meta.url).href) as Promise<Record<string, unknown>>
 

@@ -22,6 +22,7 @@ import type { CommitRequest } from '../engine/storage-engine.js'
 import type { Fence } from '../engine/lease-engine.js'
 import { loadMany, loadRun } from '../delegating-store.js'
 import { toRunPatch } from '../encoding/run-rows.js'
+import type { RunEventLog } from '../event-log/run-event-log.js'
 import { assertCheckpointInput, assertId } from '../encoding/validate.js'
 
 /** What a {@link FencedStore} calls when its lease is lost or a cancel of its run was requested. */
@@ -59,6 +60,22 @@ export class FencedStore implements RunStore {
     this.fence = { ...fence }
     this.#commit = commit
     this.#hooks = hooks
+  }
+
+  /**
+   * The store's event logs. Appends stop with the view's other writes: once a write was refused
+   * (or the view sealed), an append throws {@link LeaseLostError} without reaching the log.
+   */
+  get events(): RunEventLog | undefined {
+    const log = this.#store.events
+    if (!log) return undefined
+    return {
+      append: (runId, events) => (this.#lost ? Promise.reject(this.#lost) : log.append(runId, events)),
+      read: (runId, options) => log.read(runId, options),
+      waitForMore: (runId, after, options) => log.waitForMore(runId, after, options),
+      deleteRun: (runId) => log.deleteRun(runId),
+      close: () => Promise.resolve(),
+    }
   }
 
   /** Why writes are refused, once they are. */

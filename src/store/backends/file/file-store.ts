@@ -1,5 +1,6 @@
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import { FileEngine } from './file-engine.js'
+import { FileEventLog } from '../../event-log/file-event-log.js'
 
 /** Options of {@link FileStore}. */
 export interface FileStoreOptions extends EngineStoreOptions {
@@ -27,5 +28,6 @@ export class FileStore extends EngineStore {
     const { directory, ...storeOptions } = options
     const engine = new FileEngine({ directory, ...(options.onWarning === undefined ? {} : { onWarning: options.onWarning }) })
     super(engine, storeOptions)
+    this.useEventLog(new FileEventLog(directory))
   }
 }

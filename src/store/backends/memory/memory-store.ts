@@ -1,5 +1,6 @@
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import { MemoryEngine } from './memory-engine.js'
+import { MemoryEventLog } from '../../event-log/memory-event-log.js'
 
 /**
  * A {@link CheckpointStore} in process memory, for tests and development. Everything is encoded
@@ -15,5 +16,6 @@ import { MemoryEngine } from './memory-engine.js'
 export class MemoryStore extends EngineStore {
   constructor(options: EngineStoreOptions = {}) {
     super(new MemoryEngine(), options)
+    this.useEventLog(new MemoryEventLog())
   }
 }

@@ -3,6 +3,7 @@ import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
 import { PostgresEngine } from './postgres-engine.js'
+import { PostgresEventLog } from '../../event-log/postgres-event-log.js'
 
 /**
  * Where a {@link PostgresStore} connects: a `connectionString`, for which the store creates (and
@@ -56,9 +57,11 @@ export class PostgresStore extends EngineStore {
    */
   constructor(options: PostgresStoreOptions, settings?: PostgresStoreSettings) {
     const merged: PostgresStoreOptions = { ...settings, ...options }
-    const engine = openEngine(merged)
+    const { engine, pool } = openEngine(merged)
     super(engine, merged)
     this.#engine = engine
+    const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
+    this.useEventLog(new PostgresEventLog({ pool, schema: engine.schema, ready: () => engine.ready(), warn }))
   }
 
   /** The schema the store's tables live in. */
@@ -72,18 +75,18 @@ export class PostgresStore extends EngineStore {
   }
 }
 
-function openEngine(options: PostgresStoreOptions): PostgresEngine {
+function openEngine(options: PostgresStoreOptions): { engine: PostgresEngine; pool: PostgresPool } {
   const connection: Partial<PostgresStoreOptions> = options
   const schema = options.schema === undefined ? {} : { schema: options.schema }
   if (connection.pool !== undefined && connection.connectionString !== undefined) {
     throw new CairnError('invalid_argument', 'PostgresStore takes a connection string or a pool, not both')
   }
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
-  if (connection.pool !== undefined) return new PostgresEngine({ pool: connection.pool, ...schema, onWarning: warn })
+  if (connection.pool !== undefined) return { engine: new PostgresEngine({ pool: connection.pool, ...schema, onWarning: warn }), pool: connection.pool }
   const { connectionString } = connection
   if (typeof connectionString !== 'string' || connectionString === '') throw missingConnection()
   const pool = new PgPool(connectionString, warn)
-  return new PostgresEngine({ pool, ...schema, onClose: () => pool.end(), onWarning: warn })
+  return { engine: new PostgresEngine({ pool, ...schema, onClose: () => pool.end(), onWarning: warn }), pool }
 }
 
 function missingConnection(): CairnError {

@@ -7,6 +7,7 @@ import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
 import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
+import { SqliteEventLog } from '../../event-log/sqlite-event-log.js'
 
 // better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
 // source for export names, a few milliseconds of every process start that opens a store.
@@ -49,9 +50,10 @@ export class SqliteStore extends EngineStore {
   readonly #writer: SqliteWriter | undefined
 
   constructor(options: SqliteStoreOptions) {
-    const { engine, writer } = openEngine(options)
+    const { engine, writer, database } = openEngine(options)
     super(engine, options)
     this.#writer = writer
+    this.useEventLog(new SqliteEventLog(database))
   }
 
   /** Commits made on the writer thread and the time they took; undefined without one. */
@@ -60,13 +62,13 @@ export class SqliteStore extends EngineStore {
   }
 }
 
-function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer?: SqliteWriter } {
+function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; database: SqliteDatabase; writer?: SqliteWriter } {
   const connection = {
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
     ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
   }
   const { database } = options
-  if (database !== undefined) return { engine: wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection })) }
+  if (database !== undefined) return { engine: wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection })), database }
   const { path } = options
   if (typeof path !== 'string' || path === '') {
     throw new CairnError('invalid_argument', 'SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
@@ -76,9 +78,11 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
     throw new CairnError('invalid_argument', `writerThread needs a database file; ${path} is not one (drop writerThread, or give a file path)`)
   }
   const writer = options.writerThread === true ? new SqliteWriter(path, connection) : undefined
+  let opened: SqliteDatabase | undefined
   const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
     if (onDisk) mkdirSync(dirname(path), { recursive: true })
     const database: SqliteDatabase = new Database(path, nativeBinding())
+    opened = database
     try {
       return new SqliteEngine({ database, ...connection, ...(writer ? { writer } : {}) })
     } catch (err) {
@@ -86,10 +90,10 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; writer
       throw err
     }
   })
-  if (!writer) return { engine }
+  if (!writer) return { engine, database: opened! }
   // The file exists and is migrated now: the thread may open it.
   writer.start()
-  return { engine, writer }
+  return { engine, writer, database: opened! }
 }
 
 /** Where better-sqlite3's addon is (found once); null: not where its build puts it. */

@@ -1,0 +1,143 @@
+import type { JsonObject } from '../core/codec.js'
+import type { RunEvent } from '../observe/run-events.js'
+import type { RunEventLog } from '../store/event-log/run-event-log.js'
+
+/** How a runner keeps each run's events in the store's event log (see `runner.events`). */
+export interface EventLogOptions {
+  /**
+   * A run's log stops keeping text and reasoning deltas past this many bytes (an
+   * `events_truncated` marker says where), and drops tool inputs and outputs from later events;
+   * everything else is kept. Default 8 MiB.
+   */
+  maxBytes?: number
+  /** The longest a streamed delta waits in memory before it is appended. Default 50 ms. */
+  flushMs?: number
+}
+
+const DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+const DEFAULT_FLUSH_MS = 50
+const SCAN_PAGE = 1000
+
+/**
+ * Appends one drive's events to the run's log. Deltas are joined (consecutive ones of a kind and
+ * step become one event) and wait at most `flushMs`; any other event is a boundary and is
+ * appended at once with everything before it. One append is in flight at a time, and what
+ * arrives meanwhile goes in the next, so a run commits at most once per boundary and once per
+ * `flushMs`, never once per token.
+ */
+export class EventRecorder {
+  readonly #log: RunEventLog
+  readonly #runId: string
+  readonly #maxBytes: number
+  readonly #flushMs: number
+  #bytes: number
+  #truncated: boolean
+  #pending: RunEvent[] = []
+  #timer: NodeJS.Timeout | undefined
+  #inFlight: Promise<void> | undefined
+  #failed: Error | undefined
+  /** Appends made (one commit each). */
+  commits = 0
+
+  private constructor(params: { log: RunEventLog; runId: string; options: EventLogOptions; bytes: number; truncated: boolean }) {
+    this.#log = params.log
+    this.#runId = params.runId
+    this.#maxBytes = params.options.maxBytes ?? DEFAULT_MAX_BYTES
+    this.#flushMs = params.options.flushMs ?? DEFAULT_FLUSH_MS
+    this.#bytes = params.bytes
+    this.#truncated = params.truncated
+  }
+
+  /**
+   * A recorder for a drive of `runId`, after reading what the run's log holds already: its
+   * size, and the step of a model call a crash cut off (started, never finished nor voided),
+   * which the drive marks void before anything else.
+   */
+  static async open(log: RunEventLog, runId: string, options: EventLogOptions = {}): Promise<{ recorder: EventRecorder; cutOffStep: number | undefined }> {
+    for (const [name, value] of [['maxBytes', options.maxBytes], ['flushMs', options.flushMs]] as const) {
+      if (value !== undefined && !(Number.isFinite(value) && value >= 0)) throw new TypeError(`eventLog.${name} must be a non-negative number, got ${String(value)}`)
+    }
+    let bytes = 0
+    let truncated = false
+    let cutOffStep: number | undefined
+    let after: string | undefined
+    for (;;) {
+      const page = await log.read(runId, { after, limit: SCAN_PAGE })
+      for (const { cursor, event } of page) {
+        after = cursor
+        bytes += JSON.stringify(event).length + 1
+        if (event.type === 'model_call_started') cutOffStep = typeof event.step === 'number' ? event.step : 0
+        else if (event.type === 'model_call_finished' || event.type === 'model_call_voided') cutOffStep = undefined
+        else if (event.type === 'events_truncated') truncated = true
+      }
+      if (page.length < SCAN_PAGE) break
+    }
+    return { recorder: new EventRecorder({ log, runId, options, bytes, truncated }), cutOffStep }
+  }
+
+  /** Take one event of the drive. */
+  record(event: RunEvent): void {
+    if (this.#failed !== undefined) return
+    if (event.type === 'text_delta' || event.type === 'reasoning_delta') {
+      const last = this.#pending[this.#pending.length - 1]
+      if (last && last.type === event.type && last.step === event.step) this.#pending[this.#pending.length - 1] = { ...last, text: last.text + event.text }
+      else this.#pending.push(event)
+      this.#timer ??= setTimeout(() => this.#flush(), this.#flushMs)
+      return
+    }
+    this.#pending.push(event)
+    this.#flush()
+  }
+
+  /** Append everything recorded; rejects with the first append that failed. */
+  async close(): Promise<void> {
+    this.#flush()
+    while (this.#inFlight) await this.#inFlight
+    if (this.#failed !== undefined) throw this.#failed
+  }
+
+  #flush(): void {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+    if (this.#inFlight || this.#pending.length === 0 || this.#failed !== undefined) return
+    const batch = this.#fit(this.#pending.splice(0))
+    this.#inFlight = this.#log.append(this.#runId, batch).then(
+      () => {
+        this.commits++
+        this.#inFlight = undefined
+        // What arrived during the append: boundaries go at once, deltas when their timer fires.
+        if (this.#pending.some((event) => event.type !== 'text_delta' && event.type !== 'reasoning_delta')) this.#flush()
+        else if (this.#pending.length > 0) this.#timer ??= setTimeout(() => this.#flush(), this.#flushMs)
+      },
+      (err: unknown) => {
+        this.#failed = err instanceof Error ? err : new Error(String(err))
+        this.#inFlight = undefined
+        this.#pending = []
+      },
+    )
+  }
+
+  /** The batch as stored: within the size cap, past it without deltas (a marker first) and tool payloads. */
+  #fit(events: RunEvent[]): JsonObject[] {
+    const out: JsonObject[] = []
+    for (const event of events) {
+      let stored = event as unknown as JsonObject
+      let size = JSON.stringify(stored).length + 1
+      if (this.#bytes + size > this.#maxBytes || this.#truncated) {
+        if (!this.#truncated) {
+          this.#truncated = true
+          const marker = { type: 'events_truncated', runId: this.#runId, step: 'step' in event ? event.step : 0, maxBytes: this.#maxBytes }
+          out.push(marker)
+          this.#bytes += JSON.stringify(marker).length + 1
+        }
+        if (event.type === 'text_delta' || event.type === 'reasoning_delta') continue
+        const { input: _input, output: _output, ...rest } = stored
+        stored = rest
+        size = JSON.stringify(stored).length + 1
+      }
+      out.push(stored)
+      this.#bytes += size
+    }
+    return out
+  }
+}

@@ -1,0 +1,174 @@
+import { mkdir, open, rm, stat, type FileHandle } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { JsonObject } from '../../core/codec.js'
+import { StoreError } from '../../core/errors.js'
+import { assertId } from '../encoding/validate.js'
+import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
+
+/** How often, at most, a wait checks the file for another process's appends. */
+const MAX_POLL_MS = 80
+/** The most a read takes from the file at once. */
+const READ_CHUNK = 1 << 20
+const NEWLINE = 0x0a
+
+/**
+ * The `FileStore`'s {@link RunEventLog}: one append-only file per run,
+ * `<directory>/events/<runId>.jsonl`, one event per line, written only by the process that
+ * executes the run (each append one write, then fsync) and only read by everyone else. A cursor
+ * is the byte offset just past its event's line. A line a crash left without its newline is
+ * never read, and the next owner cuts it off before it appends.
+ */
+export class FileEventLog implements RunEventLog {
+  readonly #dir: string
+  readonly #waiters = new EventWaiters(MAX_POLL_MS)
+  /** Files this process appends to, opened once (the torn tail cut off). */
+  readonly #open = new Map<string, Promise<{ handle: FileHandle; size: number }>>()
+  readonly #queues = new Map<string, Promise<unknown>>()
+
+  constructor(directory: string) {
+    this.#dir = join(directory, 'events')
+  }
+
+  append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+    assertId(runId, 'runId')
+    if (events.length === 0) return Promise.resolve([])
+    // One append at a time per run, in call order.
+    const queued = (this.#queues.get(runId) ?? Promise.resolve()).then(() => this.#appendNow(runId, events))
+    const tail = queued.catch(() => {})
+    this.#queues.set(runId, tail)
+    void tail.then(() => {
+      if (this.#queues.get(runId) === tail) this.#queues.delete(runId)
+    })
+    return queued
+  }
+
+  async read(runId: string, options: ReadEventsOptions = {}): Promise<StoredRunEvent[]> {
+    assertId(runId, 'runId')
+    let offset = seqOf(options.after)
+    const limit = limitOf(options.limit)
+    const out: StoredRunEvent[] = []
+    const handle = await this.#openForRead(runId)
+    if (!handle) return out
+    try {
+      while (out.length < limit) {
+        const buffer = Buffer.alloc(READ_CHUNK)
+        const { bytesRead } = await handle.read(buffer, 0, READ_CHUNK, offset)
+        let start = 0
+        for (let i = 0; i < bytesRead && out.length < limit; i++) {
+          if (buffer[i] !== NEWLINE) continue
+          const line = buffer.subarray(start, i).toString('utf8')
+          out.push({ cursor: String(offset + i + 1), event: JSON.parse(line) as JsonObject })
+          start = i + 1
+        }
+        // Nothing complete in a whole chunk would be a line over 1 MiB: the appender never writes one.
+        if (start === 0 || bytesRead < READ_CHUNK) break
+        offset += start
+      }
+      return out
+    } catch (err) {
+      throw new StoreError(`run ${runId}: cannot read its event file: ${(err as Error).message}`, { runId, cause: err })
+    } finally {
+      await handle.close()
+    }
+  }
+
+  waitForMore(runId: string, after: string | undefined, options: WaitForEventsOptions): Promise<boolean> {
+    assertId(runId, 'runId')
+    const offset = seqOf(after)
+    return this.#waiters.wait(runId, () => this.#hasLineAfter(runId, offset), options)
+  }
+
+  async deleteRun(runId: string): Promise<number> {
+    assertId(runId, 'runId')
+    const opened = this.#open.get(runId)
+    this.#open.delete(runId)
+    await (await opened?.catch(() => undefined))?.handle.close()
+    const size = await stat(this.#path(runId)).then((s) => s.size, () => 0)
+    await rm(this.#path(runId), { force: true })
+    return size > 0 ? 1 : 0
+  }
+
+  async close(): Promise<void> {
+    this.#waiters.notify()
+    const files = [...this.#open.values()]
+    this.#open.clear()
+    for (const file of files) await (await file.catch(() => undefined))?.handle.close()
+  }
+
+  async #appendNow(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+    try {
+      const file = await this.#forAppend(runId)
+      const lines = events.map((event) => Buffer.from(`${JSON.stringify(event)}\n`))
+      const cursors: string[] = []
+      let end = file.size
+      for (const line of lines) cursors.push(String((end += line.length)))
+      await file.handle.write(Buffer.concat(lines), 0, end - file.size, file.size)
+      await file.handle.datasync()
+      file.size = end
+      this.#waiters.notify(runId)
+      return cursors
+    } catch (err) {
+      this.#open.delete(runId)
+      throw new StoreError(`run ${runId}: cannot append to its event file: ${(err as Error).message}`, { runId, cause: err })
+    }
+  }
+
+  /** The run's file, opened for appending: a tail left without its newline (a crash mid-write) is cut off. */
+  #forAppend(runId: string): Promise<{ handle: FileHandle; size: number }> {
+    let opened = this.#open.get(runId)
+    if (!opened) {
+      opened = (async () => {
+        await mkdir(this.#dir, { recursive: true })
+        const handle = await open(this.#path(runId), 'a+')
+        const { size } = await handle.stat()
+        const complete = await lastNewlineEnd(handle, size)
+        if (complete < size) await handle.truncate(complete)
+        return { handle, size: complete }
+      })()
+      this.#open.set(runId, opened)
+      opened.catch(() => this.#open.delete(runId))
+    }
+    return opened
+  }
+
+  async #openForRead(runId: string): Promise<FileHandle | undefined> {
+    try {
+      return await open(this.#path(runId), 'r')
+    } catch (err) {
+      if ((err as { code?: unknown }).code === 'ENOENT') return undefined
+      throw new StoreError(`run ${runId}: cannot open its event file: ${(err as Error).message}`, { runId, cause: err })
+    }
+  }
+
+  async #hasLineAfter(runId: string, offset: number): Promise<boolean> {
+    const size = await stat(this.#path(runId)).then((s) => s.size, () => 0)
+    if (size <= offset) return false
+    const handle = await this.#openForRead(runId)
+    if (!handle) return false
+    try {
+      const buffer = Buffer.alloc(Math.min(size - offset, 64 * 1024))
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset)
+      return buffer.subarray(0, bytesRead).includes(NEWLINE)
+    } finally {
+      await handle.close()
+    }
+  }
+
+  #path(runId: string): string {
+    return join(this.#dir, `${encodeURIComponent(runId)}.jsonl`)
+  }
+}
+
+/** The offset just past the file's last newline (0 when it has none). */
+async function lastNewlineEnd(handle: FileHandle, size: number): Promise<number> {
+  let end = size
+  const buffer = Buffer.alloc(64 * 1024)
+  while (end > 0) {
+    const start = Math.max(0, end - buffer.length)
+    const { bytesRead } = await handle.read(buffer, 0, end - start, start)
+    const at = buffer.subarray(0, bytesRead).lastIndexOf(NEWLINE)
+    if (at >= 0) return start + at + 1
+    end = start
+  }
+  return 0
+}
