@@ -20,7 +20,7 @@ import { readCheckpointFile } from './file-rows.js'
 
 /** Options of {@link FileEngine}. */
 export interface FileEngineOptions {
-  /** The directory holding the store; created (with its parents) if missing. */
+  /** The directory holding the store; created (with its parents) at the first write if missing. Reads never create it. */
   directory: string
   /** Where warnings go (an unreadable checkpoint file skipped while listing). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
@@ -261,19 +261,19 @@ export class FileEngine implements StorageEngine {
 
   async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
     this.#layout.effectFile(row.runId, row.callId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(row.runId, () => this.#effects.recordIntent(row))
   }
 
   async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
     this.#layout.effectFile(completion.runId, completion.callId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(completion.runId, () => this.#effects.complete(completion))
   }
 
   async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
     this.#layout.effectFile(runId, callId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(runId, () => this.#effects.start(runId, callId))
   }
 
@@ -291,14 +291,14 @@ export class FileEngine implements StorageEngine {
 
   async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
     this.#layout.effectsDir(runId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId, keep))
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     for (const runId of new Set(rows.map((row) => row.runId))) {
       this.#layout.runDir(runId)
-      await this.#begin()
+      await this.#beginWrite()
       await this.#dir.withRunLock(runId, () => this.#writes.put(rows.filter((row) => row.runId === runId)))
     }
   }
@@ -335,17 +335,24 @@ export class FileEngine implements StorageEngine {
     if (this.#dir.refs === 0) await this.#dir.unlockLeases()
   }
 
-  async #begin(): Promise<void> {
-    if (this.#closed) throw new Error(`the file engine on ${this.#layout.root} is closed`)
+  /** Before a read: the engine is open. A read never writes, so it never prepares the directory. */
+  #begin(): Promise<void> {
+    return this.#closed ? Promise.reject(new Error(`the file engine on ${this.#layout.root} is closed`)) : Promise.resolve()
+  }
+
+  /** Before a write: the engine is open and the directory prepared. */
+  async #beginWrite(): Promise<void> {
+    await this.#begin()
     await this.#dir.ready()
   }
 
   /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
   async #write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T> {
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
       const state = await this.#dir.runState(runId)
       try {
+        if (state.leftovers.length > 0) await this.#dir.removeLeftovers(runId, state)
         return await fn(state)
       } catch (err) {
         this.#dir.forgetRun(runId)

@@ -3,7 +3,7 @@ import { FileEngine } from './file-engine.js'
 
 /** Options of {@link FileStore}. */
 export interface FileStoreOptions extends EngineStoreOptions {
-  /** The directory holding the store; created (with its parents) if missing. */
+  /** The directory holding the store; created (with its parents) at the first write if missing. Reads never create it. */
   directory: string
 }
 
