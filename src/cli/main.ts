@@ -44,7 +44,12 @@ function buildProgram(): Command {
     .description('re-seal every record under the first key of CAIRN_KEYS (rotation), or sign an unsigned store')
     .option('--sign-unsigned', 'also sign records written before the store had keys (their digests are checked first); run it while nothing else writes')
     .action(action(rekeyCommand))
-  program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
+  program
+    .command('import')
+    .description('import a run document made by `cairn export`')
+    .option('--file <path>', 'read it from this regular file, not standard input')
+    .addOption(new Option('--max-bytes <n>', 'refuse a document larger than this many bytes (default 256 MiB)').env('CAIRN_IMPORT_MAX_BYTES'))
+    .action(action(importCommand))
   program
     .command('inspect')
     .description('serve the local web inspector on 127.0.0.1 (the URL carries an access token)')
