@@ -47,11 +47,23 @@ interface Backend {
 const STATES: RaceState[] = ['model_checkpointed', 'intent_journaled', 'effect_started', 'paused_for_human']
 const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test'
 
+/** Which races to play. */
+export interface RaceOptions {
+  repeats: number
+  lanes: number
+  log?: (line: string) => void
+  /** Only the backends of these names (`sqlite`, `file`, `postgres`); default every one available. */
+  backends?: readonly string[]
+  /** Only the cases whose name starts with one of these (`zombie`, `run x5`, `effect_started`, …); default every case. */
+  cases?: readonly string[]
+}
+
 /** Play every race case `repeats` times on every backend that is available; `lanes` races at once. */
-export async function runRaces(options: { repeats: number; lanes: number; log?: (line: string) => void }): Promise<RaceTally> {
+export async function runRaces(options: RaceOptions): Promise<RaceTally> {
   const tally: RaceTally = { races: 0, racingProcesses: 0, busy: 0, duplicateExecutions: 0, duplicateTerminals: 0, doubleOwners: 0, zombieWrites: 0, failures: [], byBackend: {} }
   const root = await mkdtemp(join(tmpdir(), 'cairn-races-'))
-  const backends = [sqliteBackend(root), fileBackend(root), ...((await postgresAnswers()) ? [postgresBackend()] : [])]
+  const available = [sqliteBackend(root), fileBackend(root), ...((await postgresAnswers()) ? [postgresBackend()] : [])]
+  const backends = available.filter((backend) => options.backends === undefined || options.backends.includes(backend.name))
   const cases: { backend: Backend; name: string; play: (dir: string, backend: Backend) => Promise<void> }[] = []
   for (const backend of backends) {
     for (let i = 0; i < options.repeats; i++) {
@@ -60,10 +72,11 @@ export async function runRaces(options: { repeats: number; lanes: number; log?: 
       if (backend.zombies) cases.push({ backend, name: 'zombie', play: (dir, b) => zombieRace(tally, dir, b) })
     }
   }
+  const chosen = cases.filter((item) => options.cases === undefined || options.cases.some((name) => item.name.startsWith(name)))
   let next = 0
   const lane = async () => {
-    for (let index = next++; index < cases.length; index = next++) {
-      const item = cases[index]!
+    for (let index = next++; index < chosen.length; index = next++) {
+      const item = chosen[index]!
       const dir = await mkdtemp(join(root, 'race-'))
       try {
         await item.play(dir, item.backend)
@@ -74,7 +87,7 @@ export async function runRaces(options: { repeats: number; lanes: number; log?: 
         tally.byBackend[item.backend.name] = (tally.byBackend[item.backend.name] ?? 0) + 1
         await rm(dir, { recursive: true, force: true })
       }
-      if (tally.races % 20 === 0) options.log?.(`  races: ${tally.races}/${cases.length}, duplicate executions so far: ${tally.duplicateExecutions}`)
+      if (tally.races % 20 === 0) options.log?.(`  races: ${tally.races}/${chosen.length}, duplicate executions so far: ${tally.duplicateExecutions}, failures: ${tally.failures.length}`)
     }
   }
   await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, lane))
