@@ -4,8 +4,11 @@ import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { FileStore } from '../../src/index.js'
+import { spawn } from 'node:child_process'
+import { Agent, DelegatingStore, FileStore, Runner, type RunLeases } from '../../src/index.js'
+import { ScriptedModel } from '../../src/testing.js'
 import { cairn, runNode, type Exit } from '../cli/cli-helpers.js'
+import { waitFor } from '../support/wait.js'
 
 // Readers never disturb writers: on a FileStore, other processes reading a run (through the API
 // or `cairn show`) while one process executes it change nothing on disk and never break the run.
@@ -124,5 +127,53 @@ describe('FileStore readers', { timeout: 120_000 }, () => {
     expect(after).not.toContain(dead)
     expect(after).toContain(live)
     expect(after.filter((name) => name.endsWith('.json'))).toHaveLength(3)
+  })
+})
+
+describe('waitForOwner on a FileStore', { timeout: 120_000 }, () => {
+  it('waits while another process holds the store, then takes the run it finished', async () => {
+    const dir = await tempDir()
+    const directory = join(dir, 'store')
+    const gate = join(dir, 'gate')
+    const holder = spawn(process.execPath, ['--import', 'tsx', CHILD, 'hold', directory, 'held', gate], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let printed = ''
+    holder.stdout.setEncoding('utf8').on('data', (chunk: string) => (printed += chunk))
+    const exited = new Promise<number | null>((resolve) => holder.on('close', resolve))
+    await waitFor(() => printed.includes('holding'), 'the holder to hold the store', 60_000)
+
+    // Count the waiter's tries: the gate opens only once it has been refused at least once.
+    let tries = 0
+    let refusedOnce: () => void = () => {}
+    const refused = new Promise<void>((resolve) => (refusedOnce = resolve))
+    class CountingStore extends DelegatingStore {
+      override get leases(): RunLeases | undefined {
+        const inner = this.inner.leases
+        if (!inner) return undefined
+        const acquire: RunLeases['acquire'] = (input) => {
+          tries += 1
+          if (tries === 2) refusedOnce()
+          return inner.acquire(input)
+        }
+        return new Proxy(inner, {
+          get: (target, key) => {
+            if (key === 'acquire') return acquire
+            const value: unknown = Reflect.get(target, key)
+            return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+          },
+        })
+      }
+    }
+    const store = new CountingStore(new FileStore({ directory }))
+    cleanups.push(() => store.close())
+    const agent = new Agent({ name: 'holder', model: new ScriptedModel([[{ text: 'again' }]]) })
+    const waiter = new Runner({ store, durability: 'sync' }).resume(agent, { runId: 'held', waitForOwner: { timeoutMs: 60_000 } })
+    await Promise.race([refused, waiter.then(() => undefined, () => undefined)])
+    await writeFile(gate, '')
+    expect(await exited).toBe(0)
+    expect(printed).toContain('completed')
+    const result = await waiter
+    expect(result.state).toBe('completed')
+    expect(result.fromTerminalCheckpoint).toBe(true)
+    expect(tries).toBeGreaterThanOrEqual(2)
   })
 })
