@@ -147,7 +147,17 @@ async function settle(
 async function zombieRace(tally: RaceTally, dir: string, backend: Backend): Promise<void> {
   const base = { backend: backend.config(), runId: 'raced', effectsFile: join(dir, 'effects.log') }
   const zombie = runChild({ ...base, role: 'zombie', leaseMs: 1500 })
-  const pid = await stoppedPid(base.effectsFile)
+  // The zombie stops itself inside its tool; one that ends before it gets there is a failure, not a wait without end.
+  const ended = zombie.then(
+    (exit) => exit,
+    (err: unknown) => ({ outcome: undefined, signal: null, pid: 0, error: err as Error }),
+  )
+  const pid = await Promise.race([stoppedPid(base.effectsFile), ended.then(() => undefined)])
+  if (pid === undefined) {
+    const exit = await ended
+    const what = 'error' in exit ? exit.error.message : JSON.stringify(exit.outcome)
+    throw new Error(`the zombie ended before it stopped in its tool: ${what}`)
+  }
   const taker = await runChild({ ...base, role: 'resume', wait: true, leaseMs: 1500 })
   process.kill(pid, 'SIGCONT')
   const woke = await zombie
@@ -158,11 +168,13 @@ async function zombieRace(tally: RaceTally, dir: string, backend: Backend): Prom
 
 async function stoppedPid(effectsFile: string): Promise<number> {
   const { readFile } = await import('node:fs/promises')
-  for (;;) {
+  // Bounded: a zombie starts and reaches its tool in seconds, even on a loaded machine.
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
     const match = /stopping (\d+)/.exec(await readFile(effectsFile, 'utf8').catch(() => ''))
     if (match) return Number(match[1])
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
+  throw new Error(`the zombie did not stop in its tool within 120 s (${effectsFile})`)
 }
 
 function sqliteBackend(root: string): Backend {
