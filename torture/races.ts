@@ -8,6 +8,7 @@
  * zombie case does not apply) and, when a server answers, Postgres. Duplicate executions (an email sent twice, two terminal checkpoints,
  * two processes that both executed the run) must be zero.
  */
+import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -199,10 +200,13 @@ function fileBackend(root: string): Backend {
 
 function postgresBackend(): Backend {
   let n = 0
+  const tag = randomBytes(4).toString('hex')
   return {
     name: 'postgres',
     zombies: true,
-    config: () => ({ kind: 'postgres', connectionString: POSTGRES_URL, schema: `cairn_race_${process.pid}_${n++}` }),
+    // Random as well as numbered: harnesses of other machines or containers (pids repeat across them)
+    // share the server, and a schema a killed run left behind must not be found by a new race.
+    config: () => ({ kind: 'postgres', connectionString: POSTGRES_URL, schema: `cairn_race_${process.pid}_${tag}_${n++}` }),
     open: (config) => {
       const { connectionString, schema } = config as { connectionString: string; schema: string }
       const store = new PostgresStore({ connectionString, schema })
