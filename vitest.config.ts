@@ -18,6 +18,8 @@ const integration = [
   'test/docs.test.ts',
   'test/examples.test.ts',
   'test/file-engine.test.ts',
+  'test/hostile/cairn-import.test.ts',
+  'test/hostile/file-readers.test.ts',
   'test/hostile/fuzz.test.ts',
   'test/hostile/injection.test.ts',
   'test/langgraph/graph.test.ts',

@@ -107,7 +107,17 @@ async function importSurface(): Promise<Surface> {
       const document = parsedOrText(text)
       // As `cairn import` does: text that is not JSON is refused before it reaches importRun.
       if (typeof document === 'string') throw new CliError('the input is not JSON; give a document made by `cairn export RUN`')
-      await importRun(new MemoryStore(), document)
+      const store = new MemoryStore()
+      const run = await importRun(store, document)
+      // What is imported verifies: every finished effect holds the outcome the document hashed,
+      // so an altered output or status is never accepted (and, on a keyed store, never signed).
+      const imported = new Map((await store.listEffects(run.runId)).map((effect) => [effect.callId, effect]))
+      for (const effect of (document as { effects: { callId: string; status: string; outputHash: string | null }[] }).effects) {
+        const stored = imported.get(effect.callId)
+        if (stored?.status !== effect.status || stored.outputHash !== (effect.outputHash ?? null)) {
+          throw new Error(`cairn import accepted effect ${effect.callId} (${effect.status}) but stored ${stored?.status ?? 'nothing'} with another output hash`)
+        }
+      }
       return 'accepted'
     },
   }

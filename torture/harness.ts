@@ -10,6 +10,7 @@
  *   npx tsx torture/harness.ts --races 0       # no ownership races (see races.ts)
  *   npx tsx torture/harness.ts --random 200 --lanes 4 --seed 7 --keep-failed --json tally.json
  *   npx tsx torture/harness.ts --short --only tool:charge_card --tsx   # some named points, workers through tsx
+ *   npx tsx torture/harness.ts --races 200 --race-cases zombie --race-backends postgres --lanes 2   # only these races, no crash scenarios
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
@@ -291,6 +292,8 @@ async function main(): Promise<void> {
       tsx: { type: 'boolean', default: false },
       json: { type: 'string' },
       races: { type: 'string' },
+      'race-backends': { type: 'string' },
+      'race-cases': { type: 'string' },
     },
   })
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed)
@@ -305,19 +308,30 @@ async function main(): Promise<void> {
     ...(values.only === undefined ? {} : { only: values.only }),
     log: (line) => console.log(line),
   }
-  console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
-  const tally = await runTorture(options)
-  console.log(formatTally(tally))
+  const raceBackends = values['race-backends']?.split(',')
+  const raceCases = values['race-cases']?.split(',')
+  // Asking for some races only plays those races: no crash scenarios.
+  const racesOnly = raceBackends !== undefined || raceCases !== undefined
+  if (!racesOnly) console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
+  const tally = racesOnly ? undefined : await runTorture(options)
+  if (tally) console.log(formatTally(tally))
   const raceRepeats = values.races === undefined ? (values.short ? 1 : 20) : Number(values.races)
   let races: RaceTally | undefined
   if (raceRepeats > 0 && values.only === undefined) {
-    console.log(`\nownership races: every case ${raceRepeats} time(s) on every backend available, ${options.lanes} lanes`)
-    races = await runRaces({ repeats: raceRepeats, lanes: options.lanes, log: (line) => console.log(line) })
+    const which = `${raceCases === undefined ? 'every case' : `the ${raceCases.join(', ')} cases`} ${raceRepeats} time(s) on ${raceBackends === undefined ? 'every backend available' : raceBackends.join(', ')}`
+    console.log(`\nownership races: ${which}, ${options.lanes} lanes`)
+    races = await runRaces({
+      repeats: raceRepeats,
+      lanes: options.lanes,
+      log: (line) => console.log(line),
+      ...(raceBackends === undefined ? {} : { backends: raceBackends }),
+      ...(raceCases === undefined ? {} : { cases: raceCases }),
+    })
     console.log(formatRaceTally(races))
   }
   if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify({ ...tally, races }, null, 2)}\n`)
   const raceProblems = races ? races.failures.length + races.duplicateExecutions + races.duplicateTerminals + races.doubleOwners + races.zombieWrites : 0
-  process.exitCode = tally.failures.length === 0 && raceProblems === 0 ? 0 : 1
+  process.exitCode = (tally?.failures.length ?? 0) === 0 && raceProblems === 0 ? 0 : 1
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main()

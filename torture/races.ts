@@ -8,6 +8,7 @@
  * zombie case does not apply) and, when a server answers, Postgres. Duplicate executions (an email sent twice, two terminal checkpoints,
  * two processes that both executed the run) must be zero.
  */
+import { randomBytes } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -47,11 +48,23 @@ interface Backend {
 const STATES: RaceState[] = ['model_checkpointed', 'intent_journaled', 'effect_started', 'paused_for_human']
 const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test'
 
+/** Which races to play. */
+export interface RaceOptions {
+  repeats: number
+  lanes: number
+  log?: (line: string) => void
+  /** Only the backends of these names (`sqlite`, `file`, `postgres`); default every one available. */
+  backends?: readonly string[]
+  /** Only the cases whose name starts with one of these (`zombie`, `run x5`, `effect_started`, …); default every case. */
+  cases?: readonly string[]
+}
+
 /** Play every race case `repeats` times on every backend that is available; `lanes` races at once. */
-export async function runRaces(options: { repeats: number; lanes: number; log?: (line: string) => void }): Promise<RaceTally> {
+export async function runRaces(options: RaceOptions): Promise<RaceTally> {
   const tally: RaceTally = { races: 0, racingProcesses: 0, busy: 0, duplicateExecutions: 0, duplicateTerminals: 0, doubleOwners: 0, zombieWrites: 0, failures: [], byBackend: {} }
   const root = await mkdtemp(join(tmpdir(), 'cairn-races-'))
-  const backends = [sqliteBackend(root), fileBackend(root), ...((await postgresAnswers()) ? [postgresBackend()] : [])]
+  const available = [sqliteBackend(root), fileBackend(root), ...((await postgresAnswers()) ? [postgresBackend()] : [])]
+  const backends = available.filter((backend) => options.backends === undefined || options.backends.includes(backend.name))
   const cases: { backend: Backend; name: string; play: (dir: string, backend: Backend) => Promise<void> }[] = []
   for (const backend of backends) {
     for (let i = 0; i < options.repeats; i++) {
@@ -60,10 +73,11 @@ export async function runRaces(options: { repeats: number; lanes: number; log?: 
       if (backend.zombies) cases.push({ backend, name: 'zombie', play: (dir, b) => zombieRace(tally, dir, b) })
     }
   }
+  const chosen = cases.filter((item) => options.cases === undefined || options.cases.some((name) => item.name.startsWith(name)))
   let next = 0
   const lane = async () => {
-    for (let index = next++; index < cases.length; index = next++) {
-      const item = cases[index]!
+    for (let index = next++; index < chosen.length; index = next++) {
+      const item = chosen[index]!
       const dir = await mkdtemp(join(root, 'race-'))
       try {
         await item.play(dir, item.backend)
@@ -74,7 +88,7 @@ export async function runRaces(options: { repeats: number; lanes: number; log?: 
         tally.byBackend[item.backend.name] = (tally.byBackend[item.backend.name] ?? 0) + 1
         await rm(dir, { recursive: true, force: true })
       }
-      if (tally.races % 20 === 0) options.log?.(`  races: ${tally.races}/${cases.length}, duplicate executions so far: ${tally.duplicateExecutions}`)
+      if (tally.races % 20 === 0) options.log?.(`  races: ${tally.races}/${chosen.length}, duplicate executions so far: ${tally.duplicateExecutions}, failures: ${tally.failures.length}`)
     }
   }
   await Promise.all(Array.from({ length: Math.max(1, options.lanes) }, lane))
@@ -134,7 +148,17 @@ async function settle(
 async function zombieRace(tally: RaceTally, dir: string, backend: Backend): Promise<void> {
   const base = { backend: backend.config(), runId: 'raced', effectsFile: join(dir, 'effects.log') }
   const zombie = runChild({ ...base, role: 'zombie', leaseMs: 1500 })
-  const pid = await stoppedPid(base.effectsFile)
+  // The zombie stops itself inside its tool; one that ends before it gets there is a failure, not a wait without end.
+  const ended = zombie.then(
+    (exit) => exit,
+    (err: unknown) => ({ outcome: undefined, signal: null, pid: 0, error: err as Error }),
+  )
+  const pid = await Promise.race([stoppedPid(base.effectsFile), ended.then(() => undefined)])
+  if (pid === undefined) {
+    const exit = await ended
+    const what = 'error' in exit ? exit.error.message : JSON.stringify(exit.outcome)
+    throw new Error(`the zombie ended before it stopped in its tool: ${what}`)
+  }
   const taker = await runChild({ ...base, role: 'resume', wait: true, leaseMs: 1500 })
   process.kill(pid, 'SIGCONT')
   const woke = await zombie
@@ -145,11 +169,13 @@ async function zombieRace(tally: RaceTally, dir: string, backend: Backend): Prom
 
 async function stoppedPid(effectsFile: string): Promise<number> {
   const { readFile } = await import('node:fs/promises')
-  for (;;) {
+  // Bounded: a zombie starts and reaches its tool in seconds, even on a loaded machine.
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
     const match = /stopping (\d+)/.exec(await readFile(effectsFile, 'utf8').catch(() => ''))
     if (match) return Number(match[1])
     await new Promise((resolve) => setTimeout(resolve, 10))
   }
+  throw new Error(`the zombie did not stop in its tool within 120 s (${effectsFile})`)
 }
 
 function sqliteBackend(root: string): Backend {
@@ -174,10 +200,13 @@ function fileBackend(root: string): Backend {
 
 function postgresBackend(): Backend {
   let n = 0
+  const tag = randomBytes(4).toString('hex')
   return {
     name: 'postgres',
     zombies: true,
-    config: () => ({ kind: 'postgres', connectionString: POSTGRES_URL, schema: `cairn_race_${process.pid}_${n++}` }),
+    // Random as well as numbered: harnesses of other machines or containers (pids repeat across them)
+    // share the server, and a schema a killed run left behind must not be found by a new race.
+    config: () => ({ kind: 'postgres', connectionString: POSTGRES_URL, schema: `cairn_race_${process.pid}_${tag}_${n++}` }),
     open: (config) => {
       const { connectionString, schema } = config as { connectionString: string; schema: string }
       const store = new PostgresStore({ connectionString, schema })

@@ -70,7 +70,12 @@ function buildProgram(): Command {
       const encrypt = command.parent?.getOptionValueSource('encrypt') === 'cli'
       await withContext(command, (ctx) => rekeyCommand(ctx, { ...options, encrypt }))
     })
-  program.command('import').description('import a run document made by `cairn export`').option('--file <path>', 'read it from this file, not standard input').action(action(importCommand))
+  program
+    .command('import')
+    .description('import a run document made by `cairn export`')
+    .option('--file <path>', 'read it from this regular file, not standard input')
+    .addOption(new Option('--max-bytes <n>', 'refuse a document larger than this many bytes (default 256 MiB)').env('CAIRN_IMPORT_MAX_BYTES'))
+    .action(action(importCommand))
   program
     .command('inspect')
     .description('serve the local web inspector on 127.0.0.1 (the URL carries an access token)')

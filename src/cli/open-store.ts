@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, statSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { importPeer } from '../engine.js'
 import { FileStore, type CheckpointStore, type KeyRing } from '../index.js'
@@ -100,6 +100,8 @@ async function openFile(location: Extract<StoreLocation, { kind: 'file' }>, crea
   if (!isStore) {
     if (existsSync(location.directory) && (!statSync(location.directory).isDirectory() || readdirSync(location.directory).length > 0)) throw notCairn(location.url)
     if (!create) throw missing(location.url)
+    // A file store creates its directories at its first write; `migrate` (create) makes it a store now.
+    mkdirSync(resolve(location.directory, 'runs'), { recursive: true })
   }
   const store = new FileStore({ directory: location.directory, ...trust })
   return { store, location, migrations: { before: isStore ? [1] : [], after: () => Promise.resolve([1]) } }

@@ -1,4 +1,5 @@
-import { readFile } from 'node:fs/promises'
+import { constants } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { hostname, userInfo } from 'node:os'
 import { resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -130,9 +131,13 @@ function refusedChange(err: EncryptionChangeError): CliError {
   return new CliError(message, { cause: err })
 }
 
+/** The largest run document `cairn import` reads unless `--max-bytes` (`CAIRN_IMPORT_MAX_BYTES`) says otherwise. */
+export const DEFAULT_IMPORT_MAX_BYTES = 256 * 1024 * 1024
+
 /** `cairn import < run.json` (or `--file run.json`). */
-export async function importCommand(ctx: Context, options: { file?: string }): Promise<void> {
-  const text = options.file === undefined ? await readStdin() : await readFile(options.file, 'utf8')
+export async function importCommand(ctx: Context, options: { file?: string; maxBytes?: string }): Promise<void> {
+  const maxBytes = options.maxBytes === undefined ? DEFAULT_IMPORT_MAX_BYTES : positiveInt(options.maxBytes, '--max-bytes')
+  const text = options.file === undefined ? await readStdin(maxBytes) : await readRegularFile(options.file, maxBytes)
   let document: unknown
   try {
     document = JSON.parse(text)
@@ -229,9 +234,56 @@ function positiveNumber(value: string, flag: string): number {
   return n
 }
 
-async function readStdin(): Promise<string> {
+/** Standard input, read up to `maxBytes`: more is refused as soon as it arrives (`< /dev/zero` ends at the bound). */
+async function readStdin(maxBytes: number): Promise<string> {
   if (process.stdin.isTTY) throw new CliError('pipe a run document into `cairn import` (cairn import < run.json) or give --file run.json')
   const chunks: Buffer[] = []
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer)
+  let size = 0
+  for await (const chunk of process.stdin) {
+    size += (chunk as Buffer).length
+    if (size > maxBytes) {
+      process.stdin.destroy()
+      throw tooLarge('the input', maxBytes)
+    }
+    chunks.push(chunk as Buffer)
+  }
   return Buffer.concat(chunks).toString('utf8')
+}
+
+/**
+ * A regular file's text, up to `maxBytes`. It is opened without blocking and refused unless it is
+ * a regular file: a FIFO would wait for a writer without end, and a device may never end.
+ */
+async function readRegularFile(path: string, maxBytes: number): Promise<string> {
+  let handle
+  try {
+    handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0))
+  } catch (err) {
+    throw new CliError(`cannot read ${path} (${(err as Error).message}); give --file the path of a run document made by \`cairn export RUN\``, { cause: err })
+  }
+  try {
+    const stat = await handle.stat()
+    if (!stat.isFile()) {
+      throw new CliError(`${path} is not a regular file (a FIFO, device or directory); give --file a file, or pipe the document in: cairn import < ${path}`)
+    }
+    if (stat.size > maxBytes) throw tooLarge(path, maxBytes)
+    // Read one byte past the size seen: a file that grew past the bound since is refused too.
+    const buffer = Buffer.alloc(Math.min(maxBytes + 1, stat.size + 1))
+    let at = 0
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, at, buffer.length - at, at)
+      if (bytesRead === 0) break
+      at += bytesRead
+      if (at === buffer.length) break
+    }
+    if (at > maxBytes) throw tooLarge(path, maxBytes)
+    if (at > stat.size) throw new CliError(`${path} grew while it was read; import it once nothing writes it any more`)
+    return buffer.toString('utf8', 0, at)
+  } finally {
+    await handle.close()
+  }
+}
+
+function tooLarge(what: string, maxBytes: number): CliError {
+  return new CliError(`${what} is larger than ${maxBytes} bytes, the most \`cairn import\` reads; if it is a run document, raise the bound with --max-bytes N (or CAIRN_IMPORT_MAX_BYTES)`)
 }

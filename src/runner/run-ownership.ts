@@ -78,13 +78,23 @@ export class RunOwnership {
     let quickRetries = 0
     for (let attempt = 0; ; attempt++) {
       const sentAt = Date.now()
-      const outcome = await leases.acquire({
-        runId: params.runId,
-        owner,
-        leaseMs: params.leaseMs,
-        ...(params.create ? { create: params.create } : {}),
-        ...(takeFrom ? { takeFrom } : {}),
-      })
+      let outcome: Awaited<ReturnType<RunLeases['acquire']>>
+      try {
+        outcome = await leases.acquire({
+          runId: params.runId,
+          owner,
+          leaseMs: params.leaseMs,
+          ...(params.create ? { create: params.create } : {}),
+          ...(takeFrom ? { takeFrom } : {}),
+        })
+      } catch (err) {
+        // A store may refuse before it looks at the lease (a file store held by another live
+        // process): that is a busy owner too, waited for like a held lease.
+        if (!(err instanceof RunBusyError) || deadline === undefined || Date.now() >= deadline) throw err
+        params.signal?.throwIfAborted()
+        await sleep(waitStep({ leaseExpiresAt: err.leaseExpiresAt }, attempt, deadline), undefined, params.signal ? { signal: params.signal } : {})
+        continue
+      }
       if (outcome.outcome === 'not_found') return undefined
       if (outcome.outcome === 'acquired') {
         return new RunOwnership({ fence: outcome.fence, run: outcome.run, created: outcome.created, leases, leaseMs: params.leaseMs, sentAt })
@@ -197,7 +207,7 @@ function waitDeadline(wait: WaitForOwner | undefined): number | undefined {
 }
 
 /** Until the lease would lapse, but at most a second (it may be released sooner), growing from 25 ms. */
-function waitStep(holder: LeaseRow, attempt: number, deadline: number): number {
+function waitStep(holder: Pick<LeaseRow, 'leaseExpiresAt'>, attempt: number, deadline: number): number {
   const untilLapse = holder.leaseExpiresAt === null ? MAX_WAIT_STEP_MS : holder.leaseExpiresAt - Date.now() + 1
   const step = Math.min(MAX_WAIT_STEP_MS, 25 * 2 ** Math.min(attempt, 6), Math.max(1, untilLapse))
   return Math.max(1, Math.min(step, deadline - Date.now()))

@@ -71,7 +71,9 @@ export class CheckpointReads {
       const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
       const rows = await this.#call(runId, 'read the checkpoints of the run', () => readRunRows(this.#engine, runId))
       await this.#confirmLatest(runId, run, rows.at(-1))
-      const wanted = query.kind === undefined ? rows : rows.filter((row) => row.kind === query.kind)
+      // A row of another kind is left out only once it reads: an unreadable one (a file that is
+      // a link or a FIFO has no kind at all) is reported, never skipped as not wanted.
+      const wanted = query.kind === undefined ? rows : rows.filter((row) => isWanted(row, query.kind!))
       return (await this.#call(runId, `read ${wanted.length} checkpoints`, () => decodeMany(wanted, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
     })
   }
@@ -176,4 +178,11 @@ export function assertLimit(limit: number | undefined): void {
 async function listRows(engine: StorageEngine, query: Omit<ListCheckpointsQuery, 'verify'>): Promise<CheckpointRow[]> {
   if (engine.listCheckpointRows) return engine.listCheckpointRows(query)
   return readFound(engine, await engine.listCheckpoints(query))
+}
+
+/** Whether a row is of the kind asked for; one of another kind must first pass its checks. */
+function isWanted(row: CheckpointRow, kind: string): boolean {
+  if (row.kind === kind) return true
+  checkRow(row)
+  return false
 }

@@ -35,6 +35,8 @@ export interface CreateRunInput {
   workflowName?: string | null
   configSignature?: string | null
   metadata?: JsonObject
+  /** When the run started (Unix milliseconds); defaults to now. An import keeps the exported start. */
+  createdAt?: number
 }
 
 /** A partial update of a run. `metadata` replaces the stored metadata whole. */

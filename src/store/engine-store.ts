@@ -104,6 +104,10 @@ export class EngineStore implements CheckpointStore {
     const runId = input.runId ?? newId()
     assertId(runId, 'runId')
     const now = Date.now()
+    const createdAt = input.createdAt ?? now
+    if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
+      throw new CheckpointError('invalid_argument', `run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
+    }
     const fields = {
       runId,
       status: input.status ?? 'running',
@@ -112,8 +116,8 @@ export class EngineStore implements CheckpointStore {
       workflowName: input.workflowName ?? null,
       configSignature: input.configSignature ?? null,
       lastSeq: 0,
-      createdAt: now,
-      updatedAt: now,
+      createdAt,
+      updatedAt: Math.max(now, createdAt),
       metadata: encodeMetadata(input.metadata),
     }
     assertRunPatch(fields)

@@ -1,5 +1,6 @@
-import { decodeValue, encodeValue, type JsonObject, type JsonValue } from '../core/codec.js'
+import { decodeValue, encodeValue, serialize, type JsonObject, type JsonValue } from '../core/codec.js'
 import { CairnError, CheckpointError } from '../core/errors.js'
+import { hashEncoded, sha256 } from '../core/hash.js'
 import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
 import { loadMany } from './delegating-store.js'
@@ -53,9 +54,11 @@ export async function exportRun(store: StoreReader, runId: string, onProgress?: 
 }
 
 /**
- * Write a {@link RunDocument} into `store` under the same run id, checkpoint ids and seqs. A run
- * id the store already holds is refused. Effects keep their outcome; their times become the
- * import's.
+ * Write a {@link RunDocument} into `store` under the same run id, checkpoint ids, seqs and start
+ * time. A run id the store already holds is refused, and so is a document that does not verify
+ * (an effect of an unknown status, a finished effect without its output, an output that does not
+ * match its `outputHash`), before anything is written. Effects keep their outcome; their times
+ * become the import's.
  */
 export async function importRun(store: RunStore, document: unknown, onProgress?: (done: number, total: number) => void): Promise<RunRecord> {
   const doc = assertDocument(document)
@@ -63,7 +66,16 @@ export async function importRun(store: RunStore, document: unknown, onProgress?:
   if (await store.getRun(run.runId)) {
     throw new CheckpointError('run_exists', `run ${run.runId} is already in this store; delete it first or import into another store`, { runId: run.runId })
   }
-  await store.createRun({ runId: run.runId, status: run.status, name: run.name, threadId: run.threadId, workflowName: run.workflowName, configSignature: run.configSignature, metadata: run.metadata })
+  await store.createRun({
+    runId: run.runId,
+    status: run.status,
+    name: run.name,
+    threadId: run.threadId,
+    workflowName: run.workflowName,
+    configSignature: run.configSignature,
+    metadata: run.metadata,
+    ...(run.createdAt === undefined ? {} : { createdAt: run.createdAt }),
+  })
   const effects = doc.effects
   if (effects.length > 0) {
     const done = effects.filter((e) => e.status === 'succeeded' || e.status === 'failed')
@@ -107,12 +119,51 @@ function documentProblem(doc: RunDocument): string | undefined {
     if (!Number.isSafeInteger(c.seq)) return `checkpoints[${i}].seq is not an integer`
     if (c.metadata !== undefined && !isObject(c.metadata)) return `checkpoints[${i}].metadata is not an object`
   }
+  if (run.createdAt !== undefined && (!Number.isSafeInteger(run.createdAt) || (run.createdAt as number) < 0)) return 'run.createdAt is not a time in Unix milliseconds'
+  const callIds = new Set<string>()
   for (const [i, e] of (doc.effects as unknown[]).entries()) {
     if (!isObject(e)) return `effects[${i}] is not an object`
     for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey', 'status'] as const) if (typeof e[key] !== 'string') return `effects[${i}].${key} is not a string`
+    if (callIds.has(e.callId as string)) return `effects[${i}] (call ${JSON.stringify(e.callId)}) appears twice; a journal holds one effect per call`
+    callIds.add(e.callId as string)
+    const problem = effectProblem(e)
+    if (problem !== undefined) return `effects[${i}] (call ${JSON.stringify(e.callId)}) ${problem}`
   }
   return undefined
 }
+
+/**
+ * Why an effect of a document cannot be imported as it is, if it cannot: its status is not one a
+ * journal holds, or its outcome does not agree with its status and its hash. An imported outcome
+ * is handed to the model on a resume as the tool's result, and a keyed store signs it: an output
+ * that does not match the hash it was exported with was altered, and is refused.
+ */
+function effectProblem(e: Record<string, unknown>): string | undefined {
+  const status = e.status as string
+  if (!EFFECT_STATUSES.includes(status)) return `has an unknown status ${JSON.stringify(status).slice(0, 80)}; a journal holds ${EFFECT_STATUSES.join(', ')}`
+  let output: unknown
+  try {
+    // Decoding rewrites its input in place: decode a copy, the document is decoded again to import it.
+    output = e.output === undefined ? undefined : decodeValue(structuredClone(e.output), { what: `output of effect ${String(e.callId)}` })
+  } catch (err) {
+    return `has an output that cannot be read (${(err as Error).message})`
+  }
+  if (status === 'pending' || status === 'started') {
+    // `cairn export` writes the absent output of an unfinished effect as the codec's undefined.
+    if ((output !== undefined && output !== null) || (e.outputHash !== undefined && e.outputHash !== null)) return `is ${status} but holds an outcome`
+    return undefined
+  }
+  if (e.output === undefined) return `is ${status} but has no output`
+  if (typeof e.outputHash !== 'string') return `is ${status} but has no outputHash`
+  const text = serialize(output, `output of effect ${String(e.callId)}`)
+  // The hash of the output's text as stored, or (written before that form) of its canonical JSON.
+  if (sha256(text) !== e.outputHash && hashEncoded(e.output as JsonValue) !== e.outputHash) {
+    return 'has an output that does not match its outputHash: the document was altered after `cairn export` wrote it'
+  }
+  return undefined
+}
+
+const EFFECT_STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)

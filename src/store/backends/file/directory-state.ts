@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import type { RunRow } from '../../engine/rows.js'
 import { carryProgress } from '../../engine/run-patch.js'
 import type { LeaseTable } from '../../leases/lease-table.js'
-import { ensureDirectory, listDirectory } from './driver.js'
+import { ensureDirectory, isTempFileName, isTempOfDeadWriter, listDirectory } from './driver.js'
 import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
 import { readRunFile } from './file-rows.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
@@ -18,6 +18,8 @@ export interface RunState {
   lagging: boolean
   /** The run's checkpoint files, by ascending seq. */
   checkpoints: CheckpointFile[]
+  /** Temp files seen in the run's checkpoint directory when it was read; the run's next write removes those of dead writers. */
+  leftovers: string[]
 }
 
 /** Where a checkpoint is: the id index entry. */
@@ -55,7 +57,11 @@ export class DirectoryState {
     this.layout = new FileLayout(root)
   }
 
-  /** Create the directory if missing and clear what a crashed `deleteRun` left behind. */
+  /**
+   * Before a write: create the directory if missing and clear what a crashed `deleteRun` left
+   * behind. A read never calls it: reading changes nothing on disk (another process may be
+   * writing the store).
+   */
   async ready(): Promise<void> {
     this.#ready ??= this.#prepare().catch((err: unknown) => {
       this.#ready = undefined
@@ -166,29 +172,42 @@ export class DirectoryState {
   }
 
   async #loadRun(runId: string): Promise<RunState> {
-    const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, true)])
+    const leftovers: string[] = []
+    const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, leftovers)])
     const highest = checkpoints[checkpoints.length - 1]?.seq ?? 0
     const lagging = run.row !== undefined && run.row.lastSeq < highest
     const row = run.row && carryProgress(run.row, Math.max(run.row.lastSeq, highest))
-    return { row, error: run.error, lagging, checkpoints }
+    return { row, error: run.error, lagging, checkpoints, leftovers }
+  }
+
+  /**
+   * Remove the temp files a crashed write of this run left, once, under the run's lock (a writer
+   * calls it): only those whose writing process is gone, never one a live writer is about to
+   * rename.
+   */
+  async removeLeftovers(runId: string, state: RunState): Promise<void> {
+    const names = state.leftovers
+    state.leftovers = []
+    const dir = this.layout.checkpointsDir(runId)
+    for (const name of names) if (isTempOfDeadWriter(name)) await rm(join(dir, name), { force: true })
   }
 
   async #buildIndex(): Promise<Map<string, IndexEntry>> {
     const index = new Map<string, IndexEntry>()
     for (const runId of await this.runIds()) {
-      for (const file of await this.#scanCheckpoints(runId, false)) index.set(file.id, { runId, file })
+      for (const file of await this.#scanCheckpoints(runId)) index.set(file.id, { runId, file })
     }
     return index
   }
 
-  /** A run's checkpoint files by seq; optionally removes temp files a crashed write left. */
-  async #scanCheckpoints(runId: string, clean: boolean): Promise<CheckpointFile[]> {
+  /** A run's checkpoint files by seq; the names of temp files go to `temps` (read only: nothing is removed here). */
+  async #scanCheckpoints(runId: string, temps?: string[]): Promise<CheckpointFile[]> {
     const dir = this.layout.checkpointsDir(runId)
     const files: CheckpointFile[] = []
     for (const name of await listDirectory(dir)) {
       const file = parseCheckpointFileName(name)
       if (file) files.push(file)
-      else if (clean && name.startsWith('.') && name.endsWith('.tmp')) await rm(join(dir, name), { force: true })
+      else if (isTempFileName(name)) temps?.push(name)
     }
     return files.sort(compareFiles)
   }

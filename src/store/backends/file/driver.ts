@@ -1,6 +1,7 @@
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { closeSync, constants, fstatSync, openSync, readSync, realpathSync } from 'node:fs'
 import { mkdir, open, readdir, realpath, rename, rm } from 'node:fs/promises'
+import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { assertJsonText } from '../../../core/codec.js'
 import { CairnError, StoreError } from '../../../core/errors.js'
@@ -12,13 +13,14 @@ import { CairnError, StoreError } from '../../../core/errors.js'
 
 /**
  * Replace `path` with `text` atomically: write a temp file in the same directory (its name starts
- * with `.`, so no scan mistakes it for data), fsync it, rename it over the target, fsync the
- * directory. A crash leaves the old file or the new one, never a torn one.
+ * with `.`, so no scan mistakes it for data, and names the process writing it, see
+ * {@link isTempOfDeadWriter}), fsync it, rename it over the target, fsync the directory. A crash
+ * leaves the old file or the new one, never a torn one.
  */
 export async function writeFileAtomic(path: string, text: string): Promise<void> {
   const directory = dirname(path)
   await assertRealDirectory(directory)
-  const temp = join(directory, `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`)
+  const temp = join(directory, `.${basename(path)}.${process.pid}-${HOST_TAG}-${randomBytes(6).toString('hex')}.tmp`)
   try {
     await writeNewFileSynced(temp, text)
     await rename(temp, path)
@@ -29,6 +31,34 @@ export async function writeFileAtomic(path: string, text: string): Promise<void>
   }
   await syncDirectory(directory)
 }
+
+/** Whether a directory entry is a temp file of {@link writeFileAtomic}. */
+export function isTempFileName(name: string): boolean {
+  return name.startsWith('.') && name.endsWith('.tmp')
+}
+
+/**
+ * Whether a temp file of {@link writeFileAtomic} was left by a process that is gone: its name
+ * names a process of this machine that no longer exists. Only such a file may be removed; any
+ * other may be the next file of a live writer (in this process or another one), whose rename
+ * would fail if it vanished. A temp file of another machine, or in another naming, stays: it is
+ * invisible to every read.
+ */
+export function isTempOfDeadWriter(name: string): boolean {
+  const match = /\.(\d+)-([0-9a-f]{8})-[0-9a-f]{12}\.tmp$/.exec(name)
+  if (!match || match[2] !== HOST_TAG) return false
+  const pid = Number(match[1])
+  if (pid === process.pid) return false
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH'
+  }
+}
+
+/** This machine, in temp file names (a short hash: a host name may hold any character). */
+const HOST_TAG = createHash('sha256').update(hostname()).digest('hex').slice(0, 8)
 
 /** Create `path` (it must not exist) holding `text`, and fsync it before returning. */
 export async function writeNewFileSynced(path: string, text: string): Promise<void> {

@@ -1,7 +1,7 @@
 import { access, rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { CheckpointError } from '../../../core/errors.js'
+import { CheckpointCorruptionError, CheckpointError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
@@ -13,14 +13,14 @@ import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState 
 import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
 import { FileWrites } from './file-writes.js'
-import { ensureDirectory, readIfExists, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
+import { appendLines, ensureDirectory, readIfExists, readLines, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'
 
 /** Options of {@link FileEngine}. */
 export interface FileEngineOptions {
-  /** The directory holding the store; created (with its parents) if missing. */
+  /** The directory holding the store; created (with its parents) at the first write if missing. Reads never create it. */
   directory: string
   /** Where warnings go (an unreadable checkpoint file skipped while listing). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
@@ -218,10 +218,13 @@ export class FileEngine implements StorageEngine {
       this.#layout.runDir(query.runId)
       await this.#begin()
       const state = await this.#dir.runState(query.runId)
-      for (const file of [...state.checkpoints].reverse()) {
+      const files = [...state.checkpoints].reverse()
+      for (const [at, file] of files.entries()) {
         const read = await readCheckpointFile(this.#layout, query.runId, file)
         // The highest file, even when corrupt: falling back to an older one would rewind the run.
-        if (read.state !== 'missing') return read.row
+        if (read.state === 'missing') continue
+        if (read.state === 'ok') await this.#assertParentKept(query.runId, read.row, files, at)
+        return read.row
       }
       return undefined
     }
@@ -257,6 +260,9 @@ export class FileEngine implements StorageEngine {
       }
       const doomed = new Set(checkpointIds)
       const dir = this.#layout.checkpointsDir(runId)
+      // Recorded first: a checkpoint whose parent is gone without this record was removed behind the store's back.
+      const removing = state.checkpoints.filter((cp) => doomed.has(cp.id)).map((cp) => cp.id)
+      if (removing.length > 0) await appendLines(this.#deletedFile(runId), removing)
       let deleted = 0
       for (const file of state.checkpoints.filter((cp) => doomed.has(cp.id))) {
         await rm(join(dir, file.name), { force: true })
@@ -273,19 +279,19 @@ export class FileEngine implements StorageEngine {
 
   async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
     this.#layout.effectFile(row.runId, row.callId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(row.runId, () => this.#effects.recordIntent(row))
   }
 
   async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
     this.#layout.effectFile(completion.runId, completion.callId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(completion.runId, () => this.#effects.complete(completion))
   }
 
   async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
     this.#layout.effectFile(runId, callId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(runId, () => this.#effects.start(runId, callId))
   }
 
@@ -303,14 +309,14 @@ export class FileEngine implements StorageEngine {
 
   async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
     this.#layout.effectsDir(runId)
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId, keep))
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     for (const runId of new Set(rows.map((row) => row.runId))) {
       this.#layout.runDir(runId)
-      await this.#begin()
+      await this.#beginWrite()
       await this.#dir.withRunLock(runId, () => this.#writes.put(rows.filter((row) => row.runId === runId)))
     }
   }
@@ -347,17 +353,24 @@ export class FileEngine implements StorageEngine {
     if (this.#dir.refs === 0) await this.#dir.unlockLeases()
   }
 
-  async #begin(): Promise<void> {
-    if (this.#closed) throw new Error(`the file engine on ${this.#layout.root} is closed`)
+  /** Before a read: the engine is open. A read never writes, so it never prepares the directory. */
+  #begin(): Promise<void> {
+    return this.#closed ? Promise.reject(new Error(`the file engine on ${this.#layout.root} is closed`)) : Promise.resolve()
+  }
+
+  /** Before a write: the engine is open and the directory prepared. */
+  async #beginWrite(): Promise<void> {
+    await this.#begin()
     await this.#dir.ready()
   }
 
   /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
   async #write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T> {
-    await this.#begin()
+    await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
       const state = await this.#dir.runState(runId)
       try {
+        if (state.leftovers.length > 0) await this.#dir.removeLeftovers(runId, state)
         return await fn(state)
       } catch (err) {
         this.#dir.forgetRun(runId)
@@ -418,9 +431,38 @@ export class FileEngine implements StorageEngine {
     const rows: CheckpointHeaderRow[] = []
     for (let i = start; i < files.length && (limit === undefined || rows.length < limit); i += READ_BATCH) {
       const batch = await Promise.all(files.slice(i, i + READ_BATCH).map((file) => this.#readListed(runId, file)))
-      for (const row of batch) if (matches(row) && (limit === undefined || rows.length < limit)) rows.push(header(row))
+      for (const [k, row] of batch.entries()) {
+        if (!matches(row) || (limit !== undefined && rows.length >= limit)) continue
+        await this.#assertParentKept(runId, row, files, i + k)
+        rows.push(header(row))
+      }
     }
     return rows
+  }
+
+  /**
+   * A checkpoint whose parent is missing where a seq is skipped before it: the parent was removed.
+   * Through `deleteCheckpoints` (prune, delete) the removal is recorded; otherwise a file was
+   * removed behind the store's back, and history, listing and the chain would silently skip it.
+   * (`files` newest first; the one at `at + 1` is the next older file.)
+   */
+  async #assertParentKept(runId: string, row: CheckpointRow, files: readonly CheckpointFile[], at: number): Promise<void> {
+    const older = files[at + 1]
+    const parentId = row.parentId
+    if (older === undefined || typeof parentId !== 'string' || parentId === older.id || row.seq === older.seq + 1) return
+    if (files.some((file) => file.id === parentId)) return
+    const recorded = await readIfExists(this.#deletedFile(runId))
+    if (recorded && readLines(recorded, Number.MAX_SAFE_INTEGER).includes(parentId)) return
+    throw new CheckpointCorruptionError(
+      `checkpoint ${row.id} (#${row.seq}) of run ${runId} continues checkpoint ${parentId}, whose file is missing from ${this.#layout.checkpointsDir(runId)} and was not deleted through the store: ` +
+        'a checkpoint file was removed behind its back; restore it from a backup',
+      { runId, checkpointId: row.id },
+    )
+  }
+
+  /** The ids of the run's checkpoints deleted through the store, one a line. */
+  #deletedFile(runId: string): string {
+    return join(this.#layout.runDir(runId), 'deleted-checkpoints.jsonl')
   }
 
   /** Every checkpoint of every run (what cross-run queries scan), unreadable ones as rows that fail their checks. */

@@ -4,7 +4,7 @@ import { FileEventLog } from '../../event-log/file-event-log.js'
 
 /** Options of {@link FileStore}. */
 export interface FileStoreOptions extends EngineStoreOptions {
-  /** The directory holding the store; created (with its parents) if missing. */
+  /** The directory holding the store; created (with its parents) at the first write if missing. Reads never create it. */
   directory: string
 }
 
