@@ -1,4 +1,5 @@
 import type { JsonObject } from '../core/codec.js'
+import { InvalidArgumentError } from '../core/errors.js'
 import type { RunEvent } from '../observe/run-events.js'
 import type { RunEventLog } from '../store/event-log/run-event-log.js'
 
@@ -12,10 +13,17 @@ export interface EventLogOptions {
   maxBytes?: number
   /** The longest a streamed delta waits in memory before it is appended. Default 50 ms. */
   flushMs?: number
+  /**
+   * A tool call's input or output larger than this (as JSON) is left out of its event in the log:
+   * the effect journal holds it, and a reader needs the call, not a copy of a large result.
+   * Default 64 KiB.
+   */
+  maxToolPayloadBytes?: number
 }
 
 const DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 const DEFAULT_FLUSH_MS = 50
+const DEFAULT_MAX_TOOL_PAYLOAD_BYTES = 64 * 1024
 const SCAN_PAGE = 1000
 
 /**
@@ -29,6 +37,7 @@ export class EventRecorder {
   readonly #log: RunEventLog
   readonly #runId: string
   readonly #maxBytes: number
+  readonly #maxToolPayloadBytes: number
   readonly #flushMs: number
   #bytes: number
   #truncated: boolean
@@ -43,6 +52,7 @@ export class EventRecorder {
     this.#log = params.log
     this.#runId = params.runId
     this.#maxBytes = params.options.maxBytes ?? DEFAULT_MAX_BYTES
+    this.#maxToolPayloadBytes = params.options.maxToolPayloadBytes ?? DEFAULT_MAX_TOOL_PAYLOAD_BYTES
     this.#flushMs = params.options.flushMs ?? DEFAULT_FLUSH_MS
     this.#bytes = params.bytes
     this.#truncated = params.truncated
@@ -54,8 +64,8 @@ export class EventRecorder {
    * which the drive marks void before anything else.
    */
   static async open(log: RunEventLog, runId: string, options: EventLogOptions = {}): Promise<{ recorder: EventRecorder; cutOffStep: number | undefined }> {
-    for (const [name, value] of [['maxBytes', options.maxBytes], ['flushMs', options.flushMs]] as const) {
-      if (value !== undefined && !(Number.isFinite(value) && value >= 0)) throw new TypeError(`eventLog.${name} must be a non-negative number, got ${String(value)}`)
+    for (const [name, value] of [['maxBytes', options.maxBytes], ['flushMs', options.flushMs], ['maxToolPayloadBytes', options.maxToolPayloadBytes]] as const) {
+      if (value !== undefined && !(Number.isFinite(value) && value >= 0)) throw new InvalidArgumentError(`eventLog.${name} must be a non-negative number, got ${String(value)}`)
     }
     let bytes = 0
     let truncated = false
@@ -121,7 +131,7 @@ export class EventRecorder {
   #fit(events: RunEvent[]): JsonObject[] {
     const out: JsonObject[] = []
     for (const event of events) {
-      let stored = event as unknown as JsonObject
+      let stored = this.#withinPayloadCap(event as unknown as JsonObject)
       let size = JSON.stringify(stored).length + 1
       if (this.#bytes + size > this.#maxBytes || this.#truncated) {
         if (!this.#truncated) {
@@ -139,5 +149,13 @@ export class EventRecorder {
       this.#bytes += size
     }
     return out
+  }
+
+  /** The event without a tool input or output larger than `maxToolPayloadBytes`. */
+  #withinPayloadCap(event: JsonObject): JsonObject {
+    const large = (value: unknown) => value !== undefined && JSON.stringify(value).length > this.#maxToolPayloadBytes
+    if (!large(event.input) && !large(event.output)) return event
+    const { input, output, ...rest } = event
+    return { ...rest, ...(input === undefined || large(input) ? {} : { input }), ...(output === undefined || large(output) ? {} : { output }) }
   }
 }
