@@ -5,6 +5,7 @@ import { CairnError, InvalidArgumentError, LeaseLostError, parseOwner, RunBusyEr
 import type { CreateRunInput, RunRecord, RunStore } from '../store/checkpoint-store.js'
 import type { Fence, LeaseRow } from '../store/engine/lease-engine.js'
 import type { RunLeases } from '../store/leases/run-leases.js'
+import { processIsGone } from '../core/process-alive.js'
 
 /** How long to wait for a run's owner to finish, when its lease is live (see `waitForOwner`). */
 export type WaitForOwner = boolean | { timeoutMs: number }
@@ -191,12 +192,7 @@ function requireLeases(store: RunStore, runId: string): RunLeases {
 export function ownerProcessIsGone(owner: string): boolean {
   const { host, pid } = parseOwner(owner)
   if (host !== hostname() || pid === undefined || pid === process.pid) return false
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
+  return processIsGone(pid)
 }
 
 function waitDeadline(wait: WaitForOwner | undefined): number | undefined {

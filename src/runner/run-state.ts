@@ -6,6 +6,7 @@ import { SNAPSHOT_SCHEMA_VERSION } from '../agent/snapshot.js'
 import { toolUsesOf } from '../model/messages.js'
 import type { RunRecord } from '../store/checkpoint-store.js'
 import type { RuntimeSnapshot } from './phases.js'
+import { processIsGone } from '../core/process-alive.js'
 
 /** Building, restoring and repairing a run's agent state; who owns a run on this machine. */
 
@@ -94,10 +95,5 @@ export function ownerMetadata(): JsonObject {
 
 export function ownerIsDead(run: RunRecord): boolean {
   if (run.metadata.host !== hostname() || typeof run.metadata.pid !== 'number') return false
-  try {
-    process.kill(run.metadata.pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
+  return processIsGone(run.metadata.pid)
 }

@@ -5,6 +5,7 @@ import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { assertJsonText } from '../../../core/codec.js'
 import { CairnError, StoreError } from '../../../core/errors.js'
+import { processIsGone } from '../../../core/process-alive.js'
 
 /**
  * The file-system primitives of the file store: atomic whole-file writes, directory fsyncs, and
@@ -49,12 +50,7 @@ export function isTempOfDeadWriter(name: string): boolean {
   if (!match || match[2] !== HOST_TAG) return false
   const pid = Number(match[1])
   if (pid === process.pid) return false
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
+  return processIsGone(pid)
 }
 
 /** This machine, in temp file names (a short hash: a host name may hold any character). */

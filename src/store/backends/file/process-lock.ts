@@ -5,6 +5,7 @@ import { link, readFile, rm, stat } from 'node:fs/promises'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { RunBusyError } from '../../../core/errors.js'
 import { writeNewFileSynced } from './driver.js'
+import { processIsGone } from '../../../core/process-alive.js'
 
 /** The file holding the id of the process that owns a file store's leases. */
 export const PROCESS_LOCK_FILE = 'process.lock'
@@ -103,12 +104,7 @@ function holderIsGone(holder: string): boolean {
   if (!match || match[1] !== hostname()) return false
   const pid = Number(match[2])
   if (pid === process.pid) return true
-  try {
-    process.kill(pid, 0)
-    return false
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ESRCH'
-  }
+  return processIsGone(pid)
 }
 
 function describe(holder: string): string {
