@@ -93,6 +93,23 @@ describe('a missing optional peer', () => {
     })
   })
 
+  it('a PostgresStore opened on a connection string without pg is a MissingDependencyError naming the install command', async () => {
+    const program = `
+      const { CairnError } = await import('cairn-agents')
+      const { PostgresStore } = await import('cairn-agents/postgres')
+      const store = new PostgresStore({ connectionString: 'postgres://127.0.0.1:1/none' })
+      try { await store.getRun('r'); console.log('null') }
+      catch (e) { console.log(JSON.stringify({ name: e.name, isCairnError: e instanceof CairnError, packageName: e.packageName, message: e.message })) }
+      finally { await store.close().catch(() => {}) }`
+    const exit = ok(await run(bare, process.execPath, ['--input-type=module', '-e', program]), 'PostgresStore without pg')
+    expect(JSON.parse(exit.stdout)).toEqual({
+      name: 'MissingDependencyError',
+      isCairnError: true,
+      packageName: 'pg',
+      message: 'PostgresStore with a connectionString needs the package pg, which is not installed: run `npm install pg`',
+    })
+  })
+
   it('the CLI prints one line naming the driver to install, not a stack', async () => {
     const sqlite = await run(bare, 'npx', ['--offline', 'cairn', '--store', 'sqlite:x.db', 'runs'])
     expect(sqlite.code).toBe(1)

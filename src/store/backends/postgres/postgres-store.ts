@@ -1,4 +1,4 @@
-import { createRequire } from 'node:module'
+import { importPeer, requirePeer, type PeerRequest } from '../../../core/peers.js'
 import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
@@ -136,24 +136,22 @@ class PgPool implements PostgresPool {
 }
 
 async function loadPg(): Promise<PgModule> {
-  try {
-    const pg = (requirePg() ?? (await import('pg'))) as unknown as Partial<PgModule> & { default?: PgModule }
-    const module = pg.Pool ? (pg as PgModule) : pg.default
-    if (!module?.Pool) throw new Error('the pg module has no Pool export')
-    return module
-  } catch (err) {
-    throw new StoreError(`PostgresStore with a connectionString needs the pg package (npm install pg): ${(err as Error).message}`, { cause: err })
-  }
+  const peer = { name: 'pg', neededBy: 'PostgresStore with a connectionString' } as const
+  const pg = (requirePg(peer) ?? (await importPeer(peer))) as Partial<PgModule> & { default?: PgModule }
+  const module = pg.Pool ? (pg as PgModule) : pg.default
+  if (!module?.Pool) throw new StoreError('The installed pg package has no Pool export: install a pg release of 8 or later (npm install pg).')
+  return module
 }
 
 /**
  * pg through `require` (it is a CommonJS package), as the store opens: without the ESM loader's
  * resolution of a dynamic import, a millisecond or two of a fresh process's first read.
  * Undefined when `require` cannot load it (a pg published as ES modules only): `import()` then.
+ * A pg that is not installed is a MissingDependencyError naming it and `npm install pg`.
  */
-function requirePg(): unknown {
+function requirePg(peer: PeerRequest): unknown {
   try {
-    return createRequire(import.meta.url)('pg') as unknown
+    return requirePeer<unknown>(peer)
   } catch (err) {
     if ((err as { code?: unknown }).code === 'ERR_REQUIRE_ESM') return undefined
     throw err
