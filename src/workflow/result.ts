@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../core/errors.js'
 import type { RequestInfoEvent, WorkflowCompletedEvent, WorkflowEvent, WorkflowOutputEvent, WorkflowRunStatus } from './events.js'
 
 /**
@@ -23,7 +24,7 @@ export class WorkflowRunResult<TOutput = unknown> {
 
   constructor(events: readonly WorkflowEvent<TOutput>[]) {
     const completed = events.findLast((event): event is WorkflowCompletedEvent => event.type === 'workflow_completed')
-    if (completed === undefined) throw new TypeError('a workflow run result needs the workflow_completed event')
+    if (completed === undefined) throw new InvalidArgumentError('a workflow run result needs the workflow_completed event')
     this.events = events
     this.#completed = completed
     this.runId = completed.runId

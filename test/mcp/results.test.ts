@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import { connectMcp } from '../../src/mcp.js'
 import { toToolResult } from '../../src/integrations/mcp/results.js'
+import { InvalidArgumentError } from '../../src/index.js'
 
 describe('an MCP tool result as a Cairn tool result', () => {
   it('keeps text, turns structured content into one JSON block and drops the text that only repeats it', () => {
@@ -48,5 +49,7 @@ describe('connectMcp options', () => {
     await expect(connectMcp({ name: 'x', command: 'node', approval: 'sometimes' as never })).rejects.toThrow(/approval must be one of never, destructive, always/)
     await expect(connectMcp({ name: 'x', url: 'ftp://host/mcp' })).rejects.toThrow(/url must be http: or https:/)
     await expect(connectMcp({ name: 'x', command: 'node', callTimeoutMs: 0 })).rejects.toThrow(/callTimeoutMs must be a positive number/)
+    await expect(connectMcp({ name: 'x', command: 'node', callTimeoutMs: -1 })).rejects.toBeInstanceOf(InvalidArgumentError)
+    await expect(connectMcp({ name: 'bad name', command: 'node' })).rejects.toMatchObject({ code: 'invalid_argument' })
   })
 })

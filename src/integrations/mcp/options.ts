@@ -1,3 +1,5 @@
+import { InvalidArgumentError } from '../../core/errors.js'
+
 /** When a call of a server's tool waits for a human's approval first. */
 export type McpApprovalPolicy = 'never' | 'destructive' | 'always'
 
@@ -97,16 +99,16 @@ const POLICIES: readonly McpApprovalPolicy[] = ['never', 'destructive', 'always'
 /** Apply defaults and reject options that cannot work, naming the option. */
 export function resolveOptions(options: McpServerOptions): ResolvedOptions {
   if (typeof options?.name !== 'string' || !SERVER_NAME.test(options.name)) {
-    throw new TypeError(`connectMcp needs a server name of 1-40 letters, digits, _ or - (it prefixes the tools' names), got ${JSON.stringify(options?.name)}`)
+    throw new InvalidArgumentError(`connectMcp needs a server name of 1-40 letters, digits, _ or - (it prefixes the tools' names), got ${JSON.stringify(options?.name)}`)
   }
   const { name } = options
   const hasCommand = 'command' in options && options.command !== undefined
   const hasUrl = 'url' in options && options.url !== undefined
-  if (hasCommand === hasUrl) throw new TypeError(`MCP server ${name}: give either command (a stdio server) or url (a Streamable HTTP server)`)
+  if (hasCommand === hasUrl) throw new InvalidArgumentError(`MCP server ${name}: give either command (a stdio server) or url (a Streamable HTTP server)`)
   const approval = options.approval ?? 'never'
-  if (!POLICIES.includes(approval)) throw new TypeError(`MCP server ${name}: approval must be one of ${POLICIES.join(', ')}, got ${JSON.stringify(approval)}`)
+  if (!POLICIES.includes(approval)) throw new InvalidArgumentError(`MCP server ${name}: approval must be one of ${POLICIES.join(', ')}, got ${JSON.stringify(approval)}`)
   const prefix = options.prefix ?? `${name}__`
-  if (typeof prefix !== 'string' || !/^[A-Za-z0-9_-]*$/.test(prefix)) throw new TypeError(`MCP server ${name}: prefix may hold only letters, digits, _ or -, got ${JSON.stringify(prefix)}`)
+  if (typeof prefix !== 'string' || !/^[A-Za-z0-9_-]*$/.test(prefix)) throw new InvalidArgumentError(`MCP server ${name}: prefix may hold only letters, digits, _ or -, got ${JSON.stringify(prefix)}`)
   return {
     name,
     prefix,
@@ -124,14 +126,14 @@ function httpTransport(options: McpHttpServerOptions): ResolvedOptions['transpor
   try {
     url = new URL(options.url)
   } catch (err) {
-    throw new TypeError(`MCP server ${options.name}: url ${JSON.stringify(String(options.url))} is not a URL`, { cause: err })
+    throw new InvalidArgumentError(`MCP server ${options.name}: url ${JSON.stringify(String(options.url))} is not a URL`, { cause: err })
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TypeError(`MCP server ${options.name}: url must be http: or https:, got ${url.protocol}`)
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidArgumentError(`MCP server ${options.name}: url must be http: or https:, got ${url.protocol}`)
   return { kind: 'http', url, headers: options.headers ?? {} }
 }
 
 function positive(value: number | undefined, fallback: number, what: string): number {
   if (value === undefined) return fallback
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new TypeError(`${what} must be a positive number of ms, got ${String(value)}`)
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw new InvalidArgumentError(`${what} must be a positive number of ms, got ${String(value)}`)
   return value
 }
