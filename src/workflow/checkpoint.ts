@@ -3,8 +3,8 @@ import { CheckpointCorruptionError, CheckpointError, SchemaVersionError } from '
 import { defaultSchemas } from '../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord } from '../store/checkpoint-store.js'
 import type { RequestInfoEvent } from './events.js'
-import type { ExecutorState } from './executor.js'
-import type { GraphSignature } from './graph.js'
+import type { ExecutorState } from './checkpoint-types.js'
+import type { GraphSignature } from './checkpoint-types.js'
 
 /** The `kind` of workflow checkpoint records in a `CheckpointStore`. */
 export const WORKFLOW_CHECKPOINT_KIND = 'workflow'

@@ -1,13 +1,10 @@
 import type { WorkflowContext } from './context.js'
 import { WorkflowError } from './errors.js'
 import type { RequestInfoEvent } from './events.js'
+import type { ExecutorState } from './checkpoint-types.js'
 import { InvalidArgumentError } from '../core/errors.js'
 
-/**
- * What an executor persists in a workflow checkpoint: a plain object of codec-serializable
- * values (Date, Map, Set, bytes and BigInt included).
- */
-export type ExecutorState = Record<string, unknown>
+export type { ExecutorState } from './checkpoint-types.js'
 
 /**
  * A node of a workflow. Each super step, every executor that has messages runs: `handle` is

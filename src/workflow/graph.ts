@@ -1,18 +1,9 @@
 import { canonicalJson, hashValue } from '../core/hash.js'
 import { describeGroup, sourcesOf, targetsOf, type EdgeGroup, type FanInGroup } from './edges.js'
 import type { Executor } from './executor.js'
+import type { GraphSignature } from './checkpoint-types.js'
 
-/**
- * The topology a checkpoint is tied to: the start executor, each executor's kind, and the edge
- * groups with their condition and selection names. Its hash is stored in every checkpoint.
- */
-export interface GraphSignature {
-  start: string
-  /** Executor id → its `signature()` (the class name by default). */
-  executors: Record<string, string>
-  /** One canonical JSON text per edge group, sorted. */
-  edgeGroups: string[]
-}
+export type { GraphSignature } from './checkpoint-types.js'
 
 /** A built workflow's executors and edges, as the engine reads them. */
 export interface WorkflowGraph {

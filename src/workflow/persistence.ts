@@ -14,7 +14,7 @@ import {
 import type { WorkflowStore } from './checkpoint-storage.js'
 import { WorkflowCheckpointError } from './errors.js'
 import type { RequestInfoEvent } from './events.js'
-import type { ExecutorState } from './executor.js'
+import type { ExecutorState } from './checkpoint-types.js'
 import { describeGraphChanges, type WorkflowGraph } from './graph.js'
 import { SharedState } from './shared-state.js'
 
