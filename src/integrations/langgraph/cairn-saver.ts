@@ -15,7 +15,7 @@ import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from '
 import { loadValue, storeValue, type RevivedItemMemo, type StoredItemMemo, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
 import { importPeer } from '../../core/peers.js'
-import { WritesLedgers, corrupt, type WritesTarget } from './pending-writes.js'
+import { WritesLedgers, corrupt, listWrites, type WritesTarget } from './pending-writes.js'
 
 const { BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, getCheckpointId, maxChannelVersion } = await importPeer<typeof import('@langchain/langgraph-checkpoint')>({
   name: '@langchain/langgraph-checkpoint',
@@ -104,8 +104,8 @@ export class CairnSaver extends BaseCheckpointSaver {
       record = await this.store.getLatest<SavedCheckpoint>({ runId })
     }
     if (!record || record.kind !== LANGGRAPH_KIND) return undefined
-    const writes = await this.store.listPendingWrites!(runId, [record.id])
-    return this.#tuple(record, writes)
+    const target: WritesTarget = { place, checkpointId: headerOf(record)?.checkpointId ?? checkpointId ?? record.id, runId, checkpointKey: record.id }
+    return this.#tuple(record, await listWrites(this.store, runId, [target]))
   }
 
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
@@ -249,14 +249,18 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   async #loadListed(listed: readonly ListedHeader[]) {
-    const byRun = new Map<string, string[]>()
-    for (const { info } of listed) byRun.set(info.runId, [...(byRun.get(info.runId) ?? []), info.id])
+    const byRun = new Map<string, WritesTarget[]>()
+    for (const { info, header } of listed) {
+      const target = { place: { threadId: header.threadId, checkpointNs: header.checkpointNs }, checkpointId: header.checkpointId, runId: info.runId, checkpointKey: info.id }
+      byRun.set(info.runId, [...(byRun.get(info.runId) ?? []), target])
+    }
     const records = new Map<string, CheckpointRecord<SavedCheckpoint>>()
     const writes = new Map<string, PendingWriteRecord[]>()
-    for (const [runId, ids] of byRun) {
+    for (const [runId, targets] of byRun) {
+      const ids = targets.map((target) => target.checkpointKey)
       const loaded = this.store.loadMany ? await this.store.loadMany<SavedCheckpoint>(ids) : await Promise.all(ids.map((id) => this.store.load<SavedCheckpoint>(id)))
       for (const record of loaded) records.set(record.id, record)
-      for (const write of await this.store.listPendingWrites!(runId, ids)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
+      for (const write of await listWrites(this.store, runId, targets)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
     }
     return { records, writes }
   }
@@ -294,7 +298,7 @@ export class CairnSaver extends BaseCheckpointSaver {
   /** A checkpoint older than format 4 gets the sends its parent's tasks wrote, as LangGraph expects. */
   async #migratePendingSends(checkpoint: Checkpoint, place: ThreadNamespace, parentId: string): Promise<void> {
     const target: WritesTarget = { place, checkpointId: parentId, runId: runIdOf(place), checkpointKey: checkpointKeyOf(place, parentId) }
-    const writes = this.#ledgers.verify(target, await this.store.listPendingWrites!(target.runId, [target.checkpointKey]))
+    const writes = this.#ledgers.verify(target, await listWrites(this.store, target.runId, [target]))
     const sends = await Promise.all(writes.filter((write) => write.channel === TASKS).map((write) => this.#writeValue(target, write)))
     checkpoint.channel_values ??= {}
     checkpoint.channel_values[TASKS] = sends

@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError, InvalidArgumentError } from '../../core/errors.js'
+import { CheckpointCorruptionError, CheckpointIntegrityError, InvalidArgumentError } from '../../core/errors.js'
 import { hashValue } from '../../core/hash.js'
 import type { CheckpointStore, PendingWrite, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import type { ThreadNamespace } from './identity.js'
@@ -120,7 +120,7 @@ export class WritesLedgers {
 
   /** The ledger of a checkpoint this saver has not seen, read and checked. */
   async #read(store: CheckpointStore, target: WritesTarget): Promise<Map<string, LedgerEntry>> {
-    this.verify(target, await store.listPendingWrites!(target.runId, [target.checkpointKey]))
+    this.verify(target, await listWrites(store, target.runId, [target]))
     return this.#known.get(target.checkpointKey)!
   }
 
@@ -132,11 +132,36 @@ export class WritesLedgers {
 }
 
 /**
+ * The pending writes of some checkpoints of one run, as the store lists them. A row the store
+ * itself refuses (unsigned, not verifying, unreadable) is reported with the thread and the
+ * LangGraph checkpoint it belongs to, keeping the store's error class.
+ */
+export async function listWrites(store: CheckpointStore, runId: string, targets: readonly WritesTarget[]): Promise<PendingWriteRecord[]> {
+  try {
+    return await store.listPendingWrites!(runId, targets.map((target) => target.checkpointKey))
+  } catch (err) {
+    if (!(err instanceof CheckpointCorruptionError)) throw err
+    const target = targets.find((t) => t.checkpointKey === err.checkpointId) ?? targets[0]
+    if (!target) throw err
+    const where = describe(target)
+    const options = { runId: target.runId, checkpointId: target.checkpointKey, cause: err }
+    const message = `the pending writes of ${where} do not check out: ${err.message}`
+    throw err instanceof CheckpointIntegrityError ? new CheckpointIntegrityError(message, { ...options, keyId: err.keyId }) : new CheckpointCorruptionError(message, options)
+  }
+}
+
+/** A LangGraph checkpoint as an error message names it. */
+function describe(target: WritesTarget): string {
+  const ns = target.place.checkpointNs === '' ? '' : ` (namespace ${JSON.stringify(target.place.checkpointNs)})`
+  return `LangGraph checkpoint ${JSON.stringify(target.checkpointId)} of thread ${JSON.stringify(target.place.threadId)}${ns}`
+}
+
+/**
  * The error of a checkpoint (its pending writes by default) that does not check out, naming the
  * thread, the checkpoint and the task.
  */
 export function corrupt(target: WritesTarget, problem: string, taskId: string | undefined, options: { subject?: string; cause?: unknown } = {}): CheckpointCorruptionError {
-  const where = `LangGraph checkpoint ${JSON.stringify(target.checkpointId)} of thread ${JSON.stringify(target.place.threadId)}${target.place.checkpointNs === '' ? '' : ` (namespace ${JSON.stringify(target.place.checkpointNs)})`}`
+  const where = describe(target)
   const task = taskId === undefined ? '' : `task ${JSON.stringify(taskId)}: `
   const subject = options.subject ?? 'the pending writes of'
   return new CheckpointCorruptionError(
