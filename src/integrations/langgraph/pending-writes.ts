@@ -1,5 +1,5 @@
 import { CheckpointCorruptionError, CheckpointIntegrityError, InvalidArgumentError } from '../../core/errors.js'
-import { hashValue } from '../../core/hash.js'
+import { canonicalJson, sha256 } from '../../core/hash.js'
 import type { CheckpointStore, PendingWrite, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import type { ThreadNamespace } from './identity.js'
 
@@ -174,13 +174,37 @@ function writeKey(taskId: string, index: number): string {
   return JSON.stringify([taskId, index])
 }
 
-/** A write's digest: its checkpoint, key, channel, task path and value, in canonical JSON. */
+/**
+ * A write's digest: SHA-256 over its checkpoint, key, channel, task path and value. A value in the
+ * form the saver stores (the serde's text, or items of it) is hashed by that text as it is, with
+ * no canonical re-encoding; any other value (bytes, or something the saver never wrote) by its
+ * canonical JSON.
+ */
 function digestOf(target: WritesTarget, write: Pick<PendingWriteRecord, 'taskId' | 'index' | 'channel' | 'taskPath' | 'value'>): string {
   try {
-    return hashValue([target.checkpointKey, write.taskId, write.index, write.channel, write.taskPath, write.value])
+    const text = textOf(write.value)
+    const value = text === undefined ? ['c', canonicalJson(write.value)] : ['s', text]
+    return sha256(JSON.stringify([target.checkpointKey, write.taskId, write.index, write.channel, write.taskPath, value]))
   } catch (err) {
     throw corrupt(target, `its write ${write.index} cannot be read back: ${(err as Error).message}`, write.taskId)
   }
+}
+
+/** The serde's text of a stored value (`{ t, s }`, or `items` of such), as one string; undefined for any other form. */
+function textOf(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined
+  const stored = value as { t?: unknown; s?: unknown; items?: unknown }
+  if (typeof stored.t !== 'string') return undefined
+  if (Object.keys(stored).length !== 2) return undefined
+  if (typeof stored.s === 'string') return JSON.stringify([stored.t, stored.s])
+  if (stored.t !== 'items' || !Array.isArray(stored.items)) return undefined
+  const items: string[] = []
+  for (const item of stored.items as unknown[]) {
+    const text = textOf(item)
+    if (text === undefined) return undefined
+    items.push(text)
+  }
+  return `[${items.join(',')}]`
 }
 
 function ledgerOf(target: WritesTarget, value: unknown): Ledger {
