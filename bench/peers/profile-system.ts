@@ -1,6 +1,7 @@
 /**
  * A CPU profile of one system's measured run, summarized: where its time went, by function and by
- * whose code. `npx tsx bench/peers/profile-system.ts langgraph-cairn-sqlite 200` (the system id and n).
+ * whose code. `npx tsx bench/peers/profile-system.ts langgraph-cairn-sqlite 200` (the system id and n;
+ * `PROFILE_DIR=dir` keeps the profile).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -17,7 +18,9 @@ if (spec.backend === 'postgres') {
   if (problem) throw new Error(problem)
   await ensureDatabases()
 }
-const directory = await mkdtemp(join(tmpdir(), 'cairn-peers-cpuprofile-'))
+// PROFILE_DIR keeps the .cpuprofile there (for Chrome's DevTools); a temporary directory otherwise.
+const kept = process.env.PROFILE_DIR
+const directory = kept ?? (await mkdtemp(join(tmpdir(), 'cairn-peers-cpuprofile-')))
 try {
   const report = await remeasure(spec, Number(size), 'run', { nodeFlags: ['--cpu-prof', '--cpu-prof-dir', directory, '--cpu-prof-interval', '250'] })
   const window = report.sections.run
@@ -27,5 +30,5 @@ try {
   for (const entry of profile.byGroup) console.log(`  group ${entry.name.padEnd(50)} ${entry.ms.toFixed(0).padStart(7)} ms  ${(entry.share * 100).toFixed(1)}%`)
   for (const entry of profile.byFunction) console.log(`  ${entry.name.padEnd(70)} ${entry.ms.toFixed(0).padStart(7)} ms  ${(entry.share * 100).toFixed(1)}%`)
 } finally {
-  await rm(directory, { recursive: true, force: true })
+  if (!kept) await rm(directory, { recursive: true, force: true })
 }

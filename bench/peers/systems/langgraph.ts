@@ -189,7 +189,7 @@ async function openSaver(backend: Backend, request: Pick<ChildRequest, 'location
       const { mkdirSync } = await import('node:fs')
       mkdirSync(request.location, { recursive: true })
       // The store syncs as SqliteSaver does (it sets WAL and leaves synchronous at the driver's default).
-      const synchronous = sqliteSaverSynchronous(request.location)
+      const synchronous = await sqliteSaverSynchronous(request.location)
       return new CairnSaver({ store: new SqliteStore({ path: sqlitePath(backend, request), synchronous }) }) as unknown as BaseCheckpointSaver
     }
     case 'cairn-postgres':
@@ -197,10 +197,14 @@ async function openSaver(backend: Backend, request: Pick<ChildRequest, 'location
   }
 }
 
-/** The `synchronous` level SqliteSaver's connections run at, read from one it opens: `full` or `normal`. */
-export function sqliteSaverSynchronous(location: string): 'full' | 'normal' {
+/**
+ * The `synchronous` level SqliteSaver's connections run at, read from one it opens once it has set
+ * itself up (WAL; better-sqlite3's WAL default is NORMAL): `full` or `normal`.
+ */
+export async function sqliteSaverSynchronous(location: string): Promise<'full' | 'normal'> {
   const saver = SqliteSaver.fromConnString(join(location, 'synchronous-probe.db'))
   try {
+    await saver.getTuple({ configurable: { thread_id: 'probe' } })
     const level = saver.db.pragma('synchronous', { simple: true }) as number
     if (level !== 1 && level !== 2) throw new Error(`SqliteSaver runs at synchronous = ${level}, which SqliteStore does not offer`)
     return level === 2 ? 'full' : 'normal'
