@@ -1,6 +1,6 @@
 import { buildThreadTimelines, buildTimeline, formatThreadTimeline, diffCheckpoints, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
 import { encodeValue } from '../engine.js'
-import { threadRunSummary } from '../integrations/langgraph/thread-view.js'
+import { threadRunSummary } from './thread-summary.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'

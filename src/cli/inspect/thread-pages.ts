@@ -1,7 +1,6 @@
 import type { Hono } from 'hono'
 import { encodeValue } from '../../engine.js'
-import { buildThreadTimelines, describeState, type ThreadTimeline } from '../../integrations/langgraph/thread-view.js'
-import type { StoreReader } from '../../store/checkpoint-store.js'
+import { buildThreadTimelines, formatThreadTimeline, type StoreReader, type ThreadTimeline } from '../../index.js'
 
 /**
  * LangGraph threads in the inspector, as `cairn runs` and `cairn show` print them: a thread
@@ -25,7 +24,8 @@ export async function threadPage(store: StoreReader, runId: string): Promise<Thr
   const run = await store.getRun(runId)
   if (!run) return undefined
   const [timeline] = await buildThreadTimelines(store, runId)
-  return timeline && { ...timeline, state: describeState(timeline.summary) }
+  // The state line is the one `cairn show` prints under the thread's title.
+  return timeline && { ...timeline, state: formatThreadTimeline({ summary: timeline.summary, entries: [] })[1]!.trim() }
 }
 
 /** `GET /api/threads/:runId` (404 for a run that is not a thread) and the thread view's script. */

@@ -120,20 +120,8 @@ export function formatThreadTimeline({ summary, entries }: ThreadTimeline): stri
   return lines
 }
 
-/**
- * A thread namespace as a row of `cairn runs` and of the inspector's list: its thread id (and
- * namespace) as the name, its state as the status, LangGraph's steps; undefined for any other run.
- */
-export async function threadRunSummary(store: StoreReader, run: RunRecord) {
-  const thread = await summarizeThread(store, run)
-  if (!thread) return undefined
-  const name = `thread ${thread.threadId}${thread.checkpointNs === '' ? '' : ` ns ${thread.checkpointNs}`}`
-  const status = thread.state === 'pending' ? `next: ${thread.next.join(',')}` : thread.state
-  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph', thread: true as const }
-}
-
-/** A thread's state in one line: interrupted (with the values asked), done, or the nodes to run next. */
-export function describeState(summary: ThreadSummary): string {
+/** A thread's state in one line. */
+function describeState(summary: ThreadSummary): string {
   switch (summary.state) {
     case 'interrupted':
       return `interrupted at step ${summary.step}, waiting for an answer to ${summary.interrupts.map((value) => JSON.stringify(value)).join(', ')} (next: ${summary.next.join(', ')})`
