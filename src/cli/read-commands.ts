@@ -1,5 +1,6 @@
-import { buildThreadTimelines, buildTimeline, formatThreadTimeline, summarizeThread, diffCheckpoints, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
+import { buildThreadTimelines, buildTimeline, formatThreadTimeline, diffCheckpoints, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
 import { encodeValue } from '../engine.js'
+import { threadRunSummary } from './thread-summary.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'
@@ -14,7 +15,7 @@ export async function runsCommand(ctx: Context, options: { status?: string; name
   }
   const store = await ctx.store()
   const runs = await findRuns(store, { limit, ...(options.status === undefined ? {} : { status: options.status as RunStatus }), ...(options.name === undefined ? {} : { search: options.name }) })
-  const summaries = await Promise.all(runs.map(async (run) => (await summarizeThreadRun(store, run)) ?? summarizeRun(store, run)))
+  const summaries = await Promise.all(runs.map(async (run) => (await threadRunSummary(store, run)) ?? summarizeRun(store, run)))
   ctx.out.result(summaries, () => {
     const rows = summaries.map((s) => [s.runId, s.name, s.status, s.steps, s.checkpoints, s.toolCalls, s.tokens, time(s.startedAt), time(s.updatedAt), s.owner])
     for (const line of table(['RUN', 'NAME', 'STATUS', 'STEPS', 'CHECKPOINTS', 'TOOL CALLS', 'TOKENS', 'STARTED', 'UPDATED', 'OWNER'], rows)) ctx.out.line(line)
@@ -136,13 +137,3 @@ export function positiveInt(value: string, flag: string): number {
   return n
 }
 
-type Store = Awaited<ReturnType<Context['store']>>
-
-/** A LangGraph thread namespace as a line of `cairn runs`: its thread id as the name, its state as the status. */
-async function summarizeThreadRun(store: Store, run: RunRecord) {
-  const thread = await summarizeThread(store, run)
-  if (!thread) return undefined
-  const name = `thread ${thread.threadId}${thread.checkpointNs === '' ? '' : ` ns ${thread.checkpointNs}`}`
-  const status = thread.state === 'pending' ? `next: ${thread.next.join(',')}` : thread.state
-  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph' }
-}

@@ -12,7 +12,6 @@ import { join } from 'node:path'
 import { AIMessage, HumanMessage, type BaseMessage } from '@langchain/core/messages'
 import { tool } from '@langchain/core/tools'
 import { END, MemorySaver, MessagesDeltaValue, MessagesValue, START, StateGraph, StateSchema, type BaseCheckpointSaver } from '@langchain/langgraph'
-import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres'
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite'
 import { ToolNode } from '@langchain/langgraph/prebuilt'
 import { z } from 'zod'
@@ -180,6 +179,8 @@ async function openSaver(backend: Backend, request: Pick<ChildRequest, 'location
       return SqliteSaver.fromConnString(join(request.location, 'langgraph.db'))
     }
     case 'postgres': {
+      // Loaded here: the SQLite rows run without LangGraph's Postgres package installed.
+      const { PostgresSaver } = await import('@langchain/langgraph-checkpoint-postgres')
       const saver = PostgresSaver.fromConnString(pgUrl(PG_DATABASES.langgraph), { schema: request.schema })
       if (setUp) await saver.setup()
       return saver
@@ -187,10 +188,28 @@ async function openSaver(backend: Backend, request: Pick<ChildRequest, 'location
     case 'cairn-sqlite': {
       const { mkdirSync } = await import('node:fs')
       mkdirSync(request.location, { recursive: true })
-      return new CairnSaver({ store: new SqliteStore({ path: sqlitePath(backend, request) }) }) as unknown as BaseCheckpointSaver
+      // The store syncs as SqliteSaver does (it sets WAL and leaves synchronous at the driver's default).
+      const synchronous = await sqliteSaverSynchronous(request.location)
+      return new CairnSaver({ store: new SqliteStore({ path: sqlitePath(backend, request), synchronous }) }) as unknown as BaseCheckpointSaver
     }
     case 'cairn-postgres':
       return new CairnSaver({ store: new PostgresStore({ connectionString: pgUrl(PG_DATABASES.langgraph) }, { schema: request.schema }) }) as unknown as BaseCheckpointSaver
+  }
+}
+
+/**
+ * The `synchronous` level SqliteSaver's connections run at, read from one it opens once it has set
+ * itself up (WAL; better-sqlite3's WAL default is NORMAL): `full` or `normal`.
+ */
+export async function sqliteSaverSynchronous(location: string): Promise<'full' | 'normal'> {
+  const saver = SqliteSaver.fromConnString(join(location, 'synchronous-probe.db'))
+  try {
+    await saver.getTuple({ configurable: { thread_id: 'probe' } })
+    const level = saver.db.pragma('synchronous', { simple: true }) as number
+    if (level !== 1 && level !== 2) throw new Error(`SqliteSaver runs at synchronous = ${level}, which SqliteStore does not offer`)
+    return level === 2 ? 'full' : 'normal'
+  } finally {
+    saver.db.close()
   }
 }
 
@@ -198,16 +217,21 @@ function sqlitePath(backend: Backend, request: Pick<ChildRequest, 'location'>): 
   return join(request.location, backend === 'cairn-sqlite' ? 'cairn-saver.db' : 'langgraph.db')
 }
 
+/** LangGraph's PostgresSaver, recognised without loading its package. */
+function isPostgresSaver(saver: BaseCheckpointSaver): saver is BaseCheckpointSaver & { end(): Promise<void> } {
+  return saver.constructor.name === 'PostgresSaver'
+}
+
 async function closeSaver(saver: BaseCheckpointSaver): Promise<void> {
   if (saver instanceof SqliteSaver) saver.db.close()
-  else if (saver instanceof PostgresSaver) await saver.end()
+  else if (isPostgresSaver(saver)) await saver.end()
   else if (saver instanceof CairnSaver) await saver.store.close()
 }
 
 async function countCheckpoints(saver: BaseCheckpointSaver, schema: string): Promise<number | null> {
   if (saver instanceof SqliteSaver) return (saver.db.prepare('SELECT count(*) AS n FROM checkpoints WHERE thread_id = ?').get(RUN_ID) as { n: number }).n
   if (saver instanceof MemorySaver) return Object.keys(saver.storage[RUN_ID]?.[''] ?? {}).length
-  if (saver instanceof PostgresSaver) return countRows('langgraph', schema, 'checkpoints', RUN_ID)
+  if (isPostgresSaver(saver)) return countRows('langgraph', schema, 'checkpoints', RUN_ID)
   if (saver instanceof CairnSaver) return (await saver.store.listCheckpoints({})).length
   return null
 }

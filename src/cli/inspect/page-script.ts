@@ -51,6 +51,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     view++;
     setLive(false);
     var parts = location.hash.replace(/^#\/?/, '').split('/');
+    if (parts[0] === 'thread' && parts[1] && window.cairnThreadView) return window.cairnThreadView(decodeURIComponent(parts[1]), { app: app, h: h, api: api, time: time, fail: fail });
     if (parts[0] === 'run' && parts[1]) return showRun(decodeURIComponent(parts[1]));
     return showRuns();
   }
@@ -65,8 +66,9 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
       var q = '?status=' + encodeURIComponent(status.value) + '&q=' + encodeURIComponent(search.value);
       return api('/api/runs' + q).then(function (runs) {
         body.replaceChildren.apply(body, runs.map(function (r) {
-          return h('tr', { class: 'run', 'data-run': r.runId, onclick: function () { location.hash = '#/run/' + encodeURIComponent(r.runId); } },
-            h('td', {}, h('a', { href: '#/run/' + encodeURIComponent(r.runId) }, r.runId)), h('td', {}, r.name || ''), h('td', {}, h('span', { class: 'status ' + r.status }, r.status)),
+          var link = (r.thread ? '#/thread/' : '#/run/') + encodeURIComponent(r.runId);
+          return h('tr', { class: 'run', 'data-run': r.runId, onclick: function () { location.hash = link; } },
+            h('td', {}, h('a', { href: link }, r.runId)), h('td', {}, r.name || ''), h('td', {}, h('span', { class: 'status ' + r.status }, r.status)),
             h('td', {}, r.steps), h('td', {}, r.checkpoints), h('td', {}, r.toolCalls), h('td', {}, r.tokens), h('td', {}, time(r.startedAt)), h('td', {}, time(r.updatedAt)), h('td', {}, r.forkedFrom ? 'fork of ' + r.forkedFrom : ''));
         }));
         if (runs.length === 0) body.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'no runs')));

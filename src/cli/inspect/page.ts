@@ -13,6 +13,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
 <title>Cairn inspector</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="stylesheet" href="/inspector.css">
+<script src="/inspector-threads.js" defer></script>
 <script src="/inspector.js" defer></script>
 </head>
 <body>

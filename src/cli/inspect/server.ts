@@ -5,12 +5,14 @@ import { bodyLimit } from 'hono/body-limit'
 import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunStatus } from '../../index.js'
 import { encodeValue } from '../../engine.js'
 import { findRuns } from '../read-commands.js'
+import { threadRunSummary } from '../thread-summary.js'
 import { answersOf, osUser, questionsOf } from '../run-answers.js'
 import type { AgentFactories } from '../write-commands.js'
 import { Answering } from './answers.js'
 import { guard, refuse } from './guard.js'
 import { INSPECTOR_PAGE, INSPECTOR_SCRIPT, INSPECTOR_STYLE } from './page.js'
 import { TimelinePages } from './timeline-pages.js'
+import { threadRoutes } from './thread-pages.js'
 
 /** A running inspector. */
 export interface Inspector {
@@ -70,10 +72,11 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   app.get('/', (c) => c.html(INSPECTOR_PAGE))
   app.get('/inspector.js', (c) => c.body(INSPECTOR_SCRIPT, 200, { 'content-type': 'text/javascript; charset=utf-8' }))
   app.get('/inspector.css', (c) => c.body(INSPECTOR_STYLE, 200, { 'content-type': 'text/css; charset=utf-8' }))
+  threadRoutes(app, store)
   app.get('/api/runs', async (c) => {
     const status = c.req.query('status') || undefined
     const runs = await findRuns(store, { limit: count(c.req.query('limit'), 200), ...(status ? { status: status as RunStatus } : {}), ...(c.req.query('q') ? { search: c.req.query('q')! } : {}) })
-    return c.json(await Promise.all(runs.map((run) => summarizeRun(store, run))))
+    return c.json(await Promise.all(runs.map(async (run) => (await threadRunSummary(store, run)) ?? summarizeRun(store, run))))
   })
   app.get('/api/runs/:runId', async (c) => {
     const run = await store.getRun(c.req.param('runId'))

@@ -9,12 +9,13 @@ import type {
   PendingWrite,
   SerializerProtocol,
 } from '@langchain/langgraph-checkpoint'
-import { CheckpointError, InvalidArgumentError } from '../../core/errors.js'
+import { CairnError, CheckpointError, InvalidArgumentError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
 import { loadValue, storeValue, type RevivedItemMemo, type StoredItemMemo, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
 import { importPeer } from '../../core/peers.js'
+import { WritesLedgers, corrupt, listWrites, type WritesTarget } from './pending-writes.js'
 
 const { BaseCheckpointSaver, TASKS, WRITES_IDX_MAP, getCheckpointId, maxChannelVersion } = await importPeer<typeof import('@langchain/langgraph-checkpoint')>({
   name: '@langchain/langgraph-checkpoint',
@@ -79,6 +80,8 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #arrays = new Map<string, Map<string, StoredValue>>()
   /** The stored form of every array item object put so far: a put serializes only new items. */
   readonly #items: StoredItemMemo = new WeakMap()
+  /** What each checkpoint's pending writes are, and the ledger that proves it. */
+  readonly #ledgers = new WritesLedgers()
 
   constructor(options: CairnSaverOptions) {
     super(options.serde)
@@ -101,8 +104,8 @@ export class CairnSaver extends BaseCheckpointSaver {
       record = await this.store.getLatest<SavedCheckpoint>({ runId })
     }
     if (!record || record.kind !== LANGGRAPH_KIND) return undefined
-    const writes = await this.store.listPendingWrites!(runId, [record.id])
-    return this.#tuple(record, writes)
+    const target: WritesTarget = { place, checkpointId: headerOf(record)?.checkpointId ?? checkpointId ?? record.id, runId, checkpointKey: record.id }
+    return this.#tuple(record, await listWrites(this.store, runId, [target]))
   }
 
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
@@ -163,6 +166,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       if (!(err instanceof CheckpointError) || err.code !== 'invalid_argument' || !(await this.store.delete(key))) throw err
       await this.store.save(input)
     }
+    this.#ledgers.fresh(key)
     this.#remember(key, stored)
     this.#rememberArrays(runId, values)
     return { configurable: { thread_id: place.threadId, checkpoint_ns: place.checkpointNs, checkpoint_id: checkpoint.id } }
@@ -184,7 +188,8 @@ export class CairnSaver extends BaseCheckpointSaver {
         value: await storeValue(this.serde, value),
       })),
     )
-    await this.store.putPendingWrites!({ runId: runIdOf(place), checkpointId: checkpointKeyOf(place, checkpointId), writes: stored })
+    const target = { place, checkpointId, runId: runIdOf(place), checkpointKey: checkpointKeyOf(place, checkpointId) }
+    await this.#ledgers.append(this.store, target, stored)
   }
 
   async deleteThread(threadId: string): Promise<void> {
@@ -194,6 +199,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       await this.store.deleteRun(runId)
     }
     this.#stored.clear()
+    this.#ledgers.forget()
   }
 
   async #ensureRun(place: ThreadNamespace): Promise<string> {
@@ -243,14 +249,18 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   async #loadListed(listed: readonly ListedHeader[]) {
-    const byRun = new Map<string, string[]>()
-    for (const { info } of listed) byRun.set(info.runId, [...(byRun.get(info.runId) ?? []), info.id])
+    const byRun = new Map<string, WritesTarget[]>()
+    for (const { info, header } of listed) {
+      const target = { place: { threadId: header.threadId, checkpointNs: header.checkpointNs }, checkpointId: header.checkpointId, runId: info.runId, checkpointKey: info.id }
+      byRun.set(info.runId, [...(byRun.get(info.runId) ?? []), target])
+    }
     const records = new Map<string, CheckpointRecord<SavedCheckpoint>>()
     const writes = new Map<string, PendingWriteRecord[]>()
-    for (const [runId, ids] of byRun) {
+    for (const [runId, targets] of byRun) {
+      const ids = targets.map((target) => target.checkpointKey)
       const loaded = this.store.loadMany ? await this.store.loadMany<SavedCheckpoint>(ids) : await Promise.all(ids.map((id) => this.store.load<SavedCheckpoint>(id)))
       for (const record of loaded) records.set(record.id, record)
-      for (const write of await this.store.listPendingWrites!(runId, ids)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
+      for (const write of await listWrites(this.store, runId, targets)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
     }
     return { records, writes }
   }
@@ -258,14 +268,16 @@ export class CairnSaver extends BaseCheckpointSaver {
   async #tuple(record: CheckpointRecord<SavedCheckpoint> | CheckpointInfo & { payload: SavedCheckpoint }, writes: readonly PendingWriteRecord[], revived?: RevivedItemMemo): Promise<CheckpointTuple> {
     const header = headerOf(record)
     if (!header) throw new CheckpointError('checkpoint_corrupt', `checkpoint ${record.id} of run ${record.runId} is not a LangGraph checkpoint`, { runId: record.runId, checkpointId: record.id })
-    const channelValues: Record<string, unknown> = {}
-    for (const [channel, value] of Object.entries(record.payload.values)) channelValues[channel] = await loadValue(this.serde, value, { revived, stored: this.#items })
-    const checkpoint = { ...record.payload.checkpoint, channel_values: channelValues } as Checkpoint
     const place = { threadId: header.threadId, checkpointNs: header.checkpointNs }
+    const target: WritesTarget = { place, checkpointId: header.checkpointId, runId: record.runId, checkpointKey: record.id }
+    const checked = this.#ledgers.verify(target, writes)
+    const channelValues: Record<string, unknown> = {}
+    for (const [channel, value] of Object.entries(record.payload.values)) {
+      channelValues[channel] = await revive(target, `its channel ${JSON.stringify(channel)}`, undefined, () => loadValue(this.serde, value, { revived, stored: this.#items }))
+    }
+    const checkpoint = { ...record.payload.checkpoint, channel_values: channelValues } as Checkpoint
     if (checkpoint.v < 4 && header.parentId !== null) await this.#migratePendingSends(checkpoint, place, header.parentId)
-    const pendingWrites: CheckpointPendingWrite[] = await Promise.all(
-      writes.map(async (write) => [write.taskId, write.channel, await loadValue(this.serde, write.value as StoredValue)] as CheckpointPendingWrite),
-    )
+    const pendingWrites: CheckpointPendingWrite[] = await Promise.all(checked.map(async (write) => [write.taskId, write.channel, await this.#writeValue(target, write)] as CheckpointPendingWrite))
     const tuple: CheckpointTuple = {
       config: { configurable: { thread_id: header.threadId, checkpoint_ns: header.checkpointNs, checkpoint_id: header.checkpointId } },
       checkpoint,
@@ -278,15 +290,32 @@ export class CairnSaver extends BaseCheckpointSaver {
     return tuple
   }
 
+  /** The value of a pending write, through the serde; a value the serde cannot read is a corrupt write. */
+  #writeValue(target: WritesTarget, write: PendingWriteRecord): Promise<unknown> {
+    return revive(target, `its write ${write.index} on channel ${JSON.stringify(write.channel)}`, write.taskId, () => loadValue(this.serde, write.value as StoredValue))
+  }
+
   /** A checkpoint older than format 4 gets the sends its parent's tasks wrote, as LangGraph expects. */
   async #migratePendingSends(checkpoint: Checkpoint, place: ThreadNamespace, parentId: string): Promise<void> {
-    const writes = await this.store.listPendingWrites!(runIdOf(place), [checkpointKeyOf(place, parentId)])
-    const sends = await Promise.all(writes.filter((write) => write.channel === TASKS).map((write) => loadValue(this.serde, write.value as StoredValue)))
+    const target: WritesTarget = { place, checkpointId: parentId, runId: runIdOf(place), checkpointKey: checkpointKeyOf(place, parentId) }
+    const writes = this.#ledgers.verify(target, await listWrites(this.store, target.runId, [target]))
+    const sends = await Promise.all(writes.filter((write) => write.channel === TASKS).map((write) => this.#writeValue(target, write)))
     checkpoint.channel_values ??= {}
     checkpoint.channel_values[TASKS] = sends
     checkpoint.channel_versions ??= {}
     const versions = Object.values(checkpoint.channel_versions)
     checkpoint.channel_versions[TASKS] = versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined)
+  }
+}
+
+/** A stored value revived, or a `CheckpointCorruptionError` naming where it is when it is not a value the saver stored. */
+async function revive(target: WritesTarget, what: string, taskId: string | undefined, load: () => Promise<unknown>): Promise<unknown> {
+  try {
+    return await load()
+  } catch (err) {
+    if (err instanceof CairnError) throw err
+    const subject = taskId === undefined ? 'the values of' : 'the pending writes of'
+    throw corrupt(target, `${what} cannot be read back: ${(err as Error)?.message ?? String(err)}`, taskId, { subject, cause: err })
   }
 }
 

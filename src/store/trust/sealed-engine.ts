@@ -250,7 +250,7 @@ export class SealedEngine implements StorageEngine {
   }
 
   #openWrite(row: PendingWriteRow): PendingWriteRow {
-    const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.checkpointId), what: `a pending write of checkpoint ${String(row.checkpointId)}` }
+    const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.checkpointId), what: `a pending write (task ${String(row.taskId)}, index ${String(row.idx)}) of checkpoint ${String(row.checkpointId)}` }
     const [value, signature] = splitSealed(row.value)
     verify(this.#ring, signature, 'pending-write', writeFields(row, value), context)
     if (value === undefined) throw integrity(context, 'has no value')
