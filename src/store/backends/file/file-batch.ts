@@ -70,8 +70,9 @@ export class FileBatch {
     }
     this.#closeAll()
     try {
-      for (const file of this.#staged.splice(0)) {
+      for (let file = this.#staged[0]; file !== undefined; file = this.#staged[0]) {
         renameSync(file.temp, file.path)
+        this.#staged.shift()
         this.#directories.add(dirname(file.path))
       }
     } catch (err) {

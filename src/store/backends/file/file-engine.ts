@@ -187,13 +187,9 @@ export class FileEngine implements StorageEngine {
           for (const file of files) index.delete(file.id)
           return { ok: false, reason: 'list_conflict' }
         }
-        const opening: EffectEdits = new Map()
-        for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent, opening)
-        for (const callId of effects?.starts ?? []) await this.#effects.start(run.runId, callId, opening)
+        const { opening, closing } = await this.#effectEdits(run.runId, effects)
         await this.#effects.publish(run.runId, opening)
         await this.#writeCommit({ state, rows, run, files, plans })
-        const closing: EffectEdits = new Map()
-        for (const completion of effects?.completions ?? []) await this.#effects.complete(completion, closing)
         await this.#effects.publish(run.runId, closing)
         if (runPatch && state.row) {
           const updated = applyRunPatch(state.row, runPatch)
@@ -384,6 +380,26 @@ export class FileEngine implements StorageEngine {
         throw err
       }
     })
+  }
+
+  /**
+   * A commit's effect files: those it opens (intents, starts) are written before its
+   * checkpoints, those it completes after them. An effect opened and completed in the same commit
+   * (a caller that did not write its intent ahead) is written once, completed, after the
+   * checkpoints: a crash before then leaves no entry, as on a backend whose commit is one
+   * transaction.
+   */
+  async #effectEdits(runId: string, effects: CommitRequest['effects']): Promise<{ opening: EffectEdits; closing: EffectEdits }> {
+    const edits: EffectEdits = new Map()
+    for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent, edits)
+    for (const callId of effects?.starts ?? []) await this.#effects.start(runId, callId, edits)
+    const opened = new Map(edits)
+    for (const completion of effects?.completions ?? []) await this.#effects.complete(completion, edits)
+    const opening: EffectEdits = new Map()
+    const closing: EffectEdits = new Map()
+    // A completion replaces the effect's edit: what it left alone is as it was opened.
+    for (const [path, stored] of edits) (opened.get(path) === stored ? opening : closing).set(path, stored)
+    return { opening, closing }
   }
 
   async #writeRunFile(row: RunRow, create: boolean): Promise<void> {
