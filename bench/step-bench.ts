@@ -9,7 +9,8 @@
  * trials, with the range.
  *
  * Environment: CAIRN_BENCH_TRIALS (default 3), CAIRN_STEP_SIZES (default "200,500,1000"),
- * CAIRN_STEP_SYSTEMS (default "memory-async,memory-sync,file-async,file-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync"),
+ * CAIRN_STEP_SYSTEMS (default "memory-async,memory-sync,file-async,file-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync";
+ * also "sqlitenormal-async", "sqlitenormal-sync": SqliteStore with `synchronous: 'normal'`),
  * CAIRN_STEP_PG (default postgresql://postgres@127.0.0.1:5432/test).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -24,7 +25,7 @@ import { buildAgent } from './peers/systems/cairn.js'
 import { PROMPT, stepsOf } from './peers/workload.js'
 import { median, microsSince } from './stats.js'
 
-type Backend = 'memory' | 'file' | 'sqlite' | 'postgres'
+type Backend = 'memory' | 'file' | 'sqlite' | 'sqlitenormal' | 'postgres'
 type Durability = 'async' | 'sync'
 interface System {
   id: string
@@ -138,6 +139,8 @@ function openStore(backend: Backend, location: string, schema: string): Checkpoi
       return new FileStore({ directory: join(location, 'store') })
     case 'sqlite':
       return new SqliteStore({ path: join(location, 'cairn.db') })
+    case 'sqlitenormal':
+      return new SqliteStore({ path: join(location, 'cairn.db'), synchronous: 'normal' })
     case 'postgres':
       return new PostgresStore({ connectionString: PG_URL, schema })
   }
