@@ -39,7 +39,6 @@ const integration = [
   'test/runner/race.test.ts',
   'test/runner/runs.test.ts',
   'test/sqlite-engine.test.ts',
-  'test/sqlite-writer.test.ts',
   'test/store/**/*.test.ts',
   'test/streams/crash.test.ts',
   'test/torture.test.ts',

@@ -19,7 +19,7 @@ const FLOOR_COMMITS = 200
 const WARMUP_CYCLES = 40
 const TARGETS = { asyncMicrosPerCheckpoint: 50, syncOverFloor: 2.5, syncCommitOverSameSizeFloor: 1.5 }
 const RESULTS_FILE = new URL('./results/runner.json', import.meta.url)
-const MODES: readonly Mode[] = ['none', 'async', 'sync', 'async-thread', 'sync-thread']
+const MODES: readonly Mode[] = ['none', 'async', 'sync']
 
 interface Trial {
   loops: Record<Mode, LoopTrial>
@@ -72,9 +72,8 @@ console.log(`\nfloor: one small-row INSERT + COMMIT on bare better-sqlite3 (WAL,
 console.log(`turn floor: the same with a row of one turn's ${TURN_CHARS} characters: ${formatNumber(summary.turnFloorMicros)} µs`)
 console.log('overhead: the mode\'s time minus the no-persistence loop\'s in the same trial; checkpoints: runner.history(runId).length;')
 console.log('commits: RunResult.commits (the checkpoint writer\'s durable commits); SQLite txns and µs: write transactions timed inside')
-console.log('SQLite (fsync included): on the loop\'s thread (the default: every write transaction), or on the store\'s writer thread for')
-console.log('the writer-thread rows (its commits); other: the overhead the loop spent outside SQLite (snapshots, encoding, the writer), i.e.')
-console.log('minus SQLite\'s time when the loop ran it (inline) or waited for it (sync)')
+console.log('SQLite (fsync included), on the loop\'s thread; other: the overhead the loop spent outside SQLite (snapshots, encoding, the')
+console.log('writer), i.e. minus SQLite\'s time')
 const last = trials[trials.length - 1]!.loops
 console.log(
   `storage: list items stored for a ${formatBytes(last.none.conversationBytes)} conversation: ${formatBytes(last.async.listItemBytes)} (async), ` +
@@ -122,16 +121,14 @@ function summarize(all: readonly Trial[]): Record<Mode, ModeSummary> & { floorMi
       commitsPerCycle: median(per((_, loop) => loop.commits / CYCLES)),
       sqliteTransactionsPerCycle: median(per((_, loop) => loop.sqliteTransactions / CYCLES)),
       sqlitePerCycle: median(per((_, loop) => loop.sqliteMicros / CYCLES)),
-      // What the loop spent outside SQLite: SQLite's time counts when the loop ran it or waited for it.
-      otherPerCycle: median(per((trial, loop) => (loop.micros - trial.loops.none.micros - (waitsForSqlite(mode) ? loop.sqliteMicros : 0)) / CYCLES)),
+      // What the loop spent outside SQLite: the transactions run on the loop's thread.
+      otherPerCycle: median(per((trial, loop) => (loop.micros - trial.loops.none.micros - loop.sqliteMicros) / CYCLES)),
     }
   }
   return {
     none: of('none'),
     async: of('async'),
     sync: of('sync'),
-    'async-thread': of('async-thread'),
-    'sync-thread': of('sync-thread'),
     floorMicros: median(all.map((trial) => trial.floorMicros)),
     syncOverFloor: median(all.map((trial) => (trial.loops.sync.micros - trial.loops.none.micros) / CYCLES / trial.floorMicros)),
     turnFloorMicros: median(all.map((trial) => trial.turnFloorMicros)),
@@ -157,8 +154,6 @@ function modeTable(summary: Record<Mode, ModeSummary>): string {
     none: 'no persistence',
     async: 'runner async',
     sync: 'runner sync',
-    'async-thread': 'async, writer thread',
-    'sync-thread': 'sync, writer thread',
   }
   const rows = MODES.map((mode) => {
     const s = summary[mode]
@@ -178,11 +173,6 @@ function modeTable(summary: Record<Mode, ModeSummary>): string {
     ]
   })
   return formatTable(columns, rows)
-}
-
-/** Whether the loop's time includes SQLite's: it ran the transactions itself, or (sync) waited for each. */
-function waitsForSqlite(mode: Mode): boolean {
-  return mode !== 'none' && (!mode.endsWith('-thread') || mode.startsWith('sync'))
 }
 
 function progress(message: string): void {

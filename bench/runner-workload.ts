@@ -10,12 +10,7 @@ import { microsSince } from './stats.js'
 /** Characters of the assistant text of each turn and of each tool result: ~2 KB a cycle. */
 export const TURN_CHARS = 1000
 
-export type Mode = 'none' | 'async' | 'sync' | 'async-thread' | 'sync-thread'
-
-/** The runner's durability of a mode, and whether SQLite commits inline (the default) or on its writer thread. */
-export function modeSettings(mode: Exclude<Mode, 'none'>): { durability: 'async' | 'sync'; writerThread: boolean } {
-  return { durability: mode.startsWith('async') ? 'async' : 'sync', writerThread: mode.endsWith('-thread') }
-}
+export type Mode = 'none' | 'async' | 'sync'
 
 /** One measured run of one mode. */
 export interface LoopTrial {
@@ -27,14 +22,9 @@ export interface LoopTrial {
   checkpoints: number
   /** `RunResult.commits`: durable commits of the checkpoint writer. */
   commits: number
-  /**
-   * SQLite write transactions and the time spent inside them (writing and syncing): on the
-   * writer thread (its commits), or inline on the loop's thread (every write transaction).
-   */
+  /** SQLite write transactions and the time spent inside them (writing and syncing), on the loop's thread. */
   sqliteTransactions: number
   sqliteMicros: number
-  /** Whether those transactions ran on the loop's thread. */
-  sqliteOnLoop: boolean
   /** Bytes of the final conversation as JSON, and of the list items the store holds for the run. */
   conversationBytes: number
   listItemBytes: number
@@ -52,23 +42,23 @@ export async function runLoop(mode: Mode, cycles: number, options: { history?: b
     const micros = microsSince(start)
     assertFinished(result.metrics.modelCalls, cycles, mode)
     const conversationBytes = Buffer.byteLength(JSON.stringify(agent.messages))
-    return { mode, cycles, micros, checkpoints: 0, commits: 0, sqliteTransactions: 0, sqliteMicros: 0, sqliteOnLoop: false, conversationBytes, listItemBytes: 0 }
+    return { mode, cycles, micros, checkpoints: 0, commits: 0, sqliteTransactions: 0, sqliteMicros: 0, conversationBytes, listItemBytes: 0 }
   }
-  const { durability, writerThread } = modeSettings(mode)
+  const durability = mode
   const location = await mkdtemp(join(tmpdir(), 'cairn-bench-runner-'))
   const path = join(location, 'runner.db')
   const clock = { transactions: 0, micros: 0 }
   const extra = options.store ?? {}
-  const store = writerThread ? new SqliteStore({ path, writerThread: true, ...extra }) : new SqliteStore({ database: timedDatabase(new Database(path), clock), ...extra })
+  const store = new SqliteStore({ database: timedDatabase(new Database(path), clock), ...extra })
   try {
-    // Steady state: the writer thread is up and the file's tables are warm before the clock starts.
+    // Steady state: the file's tables are warm before the clock starts.
     await store.save({ runId: 'warm-up', kind: 'bench', phase: 'warm-up', payload: {} })
     const runner = new Runner({ store, durability })
-    const before = { ...clock, ...(store.writerStats ? { transactions: store.writerStats.commits, micros: store.writerStats.micros } : {}) }
+    const before = { ...clock }
     const start = process.hrtime.bigint()
     const run = await runner.run(agent, { input: 'Work through the cycles.', runId: 'bench-run' })
     const micros = microsSince(start)
-    const after = store.writerStats ? { transactions: store.writerStats.commits, micros: store.writerStats.micros } : { ...clock }
+    const after = { ...clock }
     const sqlite = { transactions: after.transactions - before.transactions, micros: after.micros - before.micros }
     if (run.state !== 'completed') throw new Error(`the ${mode} run ended ${run.state}: ${run.error?.message ?? ''}`)
     assertFinished(run.llmCalls, cycles, mode)
@@ -84,7 +74,6 @@ export async function runLoop(mode: Mode, cycles: number, options: { history?: b
       commits: run.commits,
       sqliteTransactions: sqlite.transactions,
       sqliteMicros: sqlite.micros,
-      sqliteOnLoop: !writerThread,
       conversationBytes: Buffer.byteLength(JSON.stringify(agent.messages)),
       listItemBytes,
     }

@@ -1,23 +1,23 @@
 /**
  * Step benchmark: `npm run bench:step`. The time a durable step adds, in the peers' workload
  * (bench/peers/workload.ts: an agent loop of n cycles, a ~1 KB model step and a ~1 KB tool step
- * each, 2n + 1 steps) without the peers' child processes: the Runner over MemoryStore, SqliteStore
- * and PostgresStore, async and sync, beside `agent.invoke` with no persistence, in one process.
+ * each, 2n + 1 steps) without the peers' child processes: the Runner over MemoryStore, FileStore,
+ * SqliteStore and PostgresStore, async and sync, beside `agent.invoke` with no persistence, in one process.
  * Added µs per step = (runner wall time − bare wall time of the same trial) ÷ (2n + 1), and the
- * same for the process's CPU time (user + system, which includes a writer thread's, and which
+ * same for the process's CPU time (user + system, which includes the I/O threads', and which
  * neighbours on a shared machine disturb less than wall time); the tables show medians over
  * trials, with the range.
  *
  * Environment: CAIRN_BENCH_TRIALS (default 3), CAIRN_STEP_SIZES (default "200,500,1000"),
- * CAIRN_STEP_SYSTEMS (default "memory-async,memory-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync";
- * also "sqlitethread-async", "sqlitethread-sync": SqliteStore with `writerThread: true`),
+ * CAIRN_STEP_SYSTEMS (default "memory-async,memory-sync,file-async,file-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync";
+ * also "sqlitenormal-async", "sqlitenormal-sync": SqliteStore with `synchronous: 'normal'`),
  * CAIRN_STEP_PG (default postgresql://postgres@127.0.0.1:5432/test).
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
-import { MemoryStore, Runner, type CheckpointStore } from '../src/index.js'
+import { FileStore, MemoryStore, Runner, type CheckpointStore } from '../src/index.js'
 import { PostgresStore } from '../src/postgres.js'
 import { SqliteStore } from '../src/sqlite.js'
 import { formatNumber, formatTable } from './format-table.js'
@@ -25,7 +25,7 @@ import { buildAgent } from './peers/systems/cairn.js'
 import { PROMPT, stepsOf } from './peers/workload.js'
 import { median, microsSince } from './stats.js'
 
-type Backend = 'memory' | 'sqlite' | 'sqlitethread' | 'postgres'
+type Backend = 'memory' | 'file' | 'sqlite' | 'sqlitenormal' | 'postgres'
 type Durability = 'async' | 'sync'
 interface System {
   id: string
@@ -35,7 +35,7 @@ interface System {
 
 const TRIALS = Number(process.env.CAIRN_BENCH_TRIALS ?? 3)
 const SIZES = (process.env.CAIRN_STEP_SIZES ?? '200,500,1000').split(',').map(Number)
-const SYSTEMS: System[] = (process.env.CAIRN_STEP_SYSTEMS ?? 'memory-async,memory-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync')
+const SYSTEMS: System[] = (process.env.CAIRN_STEP_SYSTEMS ?? 'memory-async,memory-sync,file-async,file-sync,sqlite-async,sqlite-sync,postgres-async,postgres-sync')
   .split(',')
   .map((id) => {
     const [backend, durability] = id.split('-') as [Backend, Durability]
@@ -135,10 +135,12 @@ function openStore(backend: Backend, location: string, schema: string): Checkpoi
   switch (backend) {
     case 'memory':
       return new MemoryStore()
+    case 'file':
+      return new FileStore({ directory: join(location, 'store') })
     case 'sqlite':
       return new SqliteStore({ path: join(location, 'cairn.db') })
-    case 'sqlitethread':
-      return new SqliteStore({ path: join(location, 'cairn.db'), writerThread: true })
+    case 'sqlitenormal':
+      return new SqliteStore({ path: join(location, 'cairn.db'), synchronous: 'normal' })
     case 'postgres':
       return new PostgresStore({ connectionString: PG_URL, schema })
   }

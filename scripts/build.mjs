@@ -13,10 +13,10 @@
 // - the command line (dist/cli/): only the code of src/cli; it takes the library from the entry
 //   points above (src/cli imports `../index.js`, never a module behind it), so a user's agents
 //   module and the command share one copy too, and the command adds no chunks to the library;
-// - the files Cairn starts by path, each self-contained: the SQLite writer thread and the
-//   conformance suite's crash child. They sit at the root of dist/ beside every library chunk,
-//   so `new URL('./writer-thread.js', import.meta.url)` finds its file from any of them, as it
-//   does beside the sources. The build checks both rules.
+// - the files Cairn starts by path, each self-contained: the conformance suite's crash child. They
+//   sit at the root of dist/ beside every library chunk, so `new URL('./crash-child.js',
+//   import.meta.url)` finds its file from any of them, as it does beside the sources. The build
+//   checks both rules.
 import { spawnSync } from 'node:child_process'
 import { readFileSync, rmSync } from 'node:fs'
 import { dirname, relative, resolve } from 'node:path'
@@ -44,9 +44,8 @@ const COMMAND = {
   // Not published: the CLI tests open stores by URL the way the command does.
   'cli/open-store': 'src/cli/open-store.ts',
 }
-/** Started by path, each named as the module that starts it expects (sqlite-writer.ts, child-process.ts). */
+/** Started by path, each named as the module that starts it expects (child-process.ts). */
 const STARTED_BY_PATH = {
-  'writer-thread': 'src/store/backends/sqlite/writer-thread.ts',
   'crash-child': 'src/testing/conformance/crash-child.ts',
 }
 

@@ -10,7 +10,6 @@
  */
 import './sqlite-driver.js'
 export { SqliteStore, type SqliteStoreOptions } from './store/backends/sqlite/sqlite-store.js'
-export { SqliteWriter, type CommitWriter, type WriterStats } from './store/backends/sqlite/sqlite-writer.js'
 export { SqliteEngine, type SqliteEngineOptions } from './store/backends/sqlite/sqlite-engine.js'
 export type { SqliteConnectionOptions, SqliteDatabase, SqliteStatement, SqliteTransaction } from './store/backends/sqlite/driver.js'
 export { SQLITE_MIGRATIONS, migrateSqlite, type SqliteMigration } from './store/backends/sqlite/migrations.js'

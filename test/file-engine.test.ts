@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { appendFile, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -9,6 +9,7 @@ import { CheckpointCorruptionError, CheckpointError } from '../src/core/errors.j
 import type { CommitRequest } from '../src/store/engine/storage-engine.js'
 import type { CheckpointRow, RunRow } from '../src/store/engine/rows.js'
 import { FileEngine } from '../src/store/backends/file/file-engine.js'
+import { checkpointFileName } from '../src/store/backends/file/file-names.js'
 import { FileStore, type FileStoreOptions } from '../src/store/backends/file/file-store.js'
 import { MemoryStore } from '../src/store/backends/memory/memory-store.js'
 import { checkpointDigest } from '../src/store/encoding/checkpoint-rows.js'
@@ -157,6 +158,44 @@ describe('FileStore', () => {
     const reopened = open(directory)
     expect(await reopened.getEffect('r', 'ünïcode 🎉')).toMatchObject({ idempotencyKey: 'k-ünïcode 🎉', attempts: 1 })
     expect(await reopened.prune({ runId: 'r' })).toEqual({ checkpointsDeleted: 0, effectsDeleted: 0 })
+  })
+
+  it('writes a commit in steps: intents before the checkpoints, outcomes after; a failed checkpoint step leaves no checkpoint of it and no temp file', async () => {
+    const directory = await tempDir()
+    const store = open(directory)
+    await store.save({ runId: 'r', id: 'c1', kind: 'agent', phase: 'one', payload: { messages: conversation(2) } })
+    // The second checkpoint of the next commit cannot be renamed into place: a directory holds its name.
+    await mkdir(join(directory, 'runs', 'r', 'checkpoints', checkpointFileName(3, 'c3')))
+    const intent = (callId: string) => ({ runId: 'r', callId, name: 'tool', inputHash: 'h', idempotencyKey: `k-${callId}` })
+    const failed = store.write({
+      runId: 'r',
+      checkpoints: [
+        { runId: 'r', id: 'c2', kind: 'agent', phase: 'two', payload: { messages: conversation(4) } },
+        { runId: 'r', id: 'c3', kind: 'agent', phase: 'three', payload: { messages: conversation(6) } },
+      ],
+      intents: [intent('ahead'), intent('done')],
+      completions: [{ runId: 'r', callId: 'done', status: 'succeeded', output: 'ok' }],
+    })
+    await expect(failed).rejects.toThrow(/failed to save checkpoint \(run r\): EISDIR/)
+    // The intent only opened was written before the checkpoints; the one opened and completed in
+    // the same commit is written once, completed, after them: here, never.
+    expect(await store.getEffect('r', 'ahead')).toMatchObject({ status: 'pending', attempts: 1 })
+    expect(await store.getEffect('r', 'done')).toBeUndefined()
+    expect((await readdir(join(directory, 'runs', 'r', 'checkpoints'))).filter((name) => name.endsWith('.tmp'))).toEqual([])
+
+    await rm(join(directory, 'runs', 'r', 'checkpoints', checkpointFileName(3, 'c3')), { recursive: true })
+    const reopened = open(directory)
+    // The first checkpoint of the failed step was renamed into place before the failure, in order.
+    expect((await reopened.listCheckpoints({ runId: 'r' })).map((cp) => cp.id)).toEqual(['c2', 'c1'])
+    expect((await reopened.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toEqual(conversation(4))
+    await reopened.write({
+      runId: 'r',
+      checkpoints: [{ runId: 'r', kind: 'agent', phase: 'four', payload: { messages: conversation(8) } }],
+      intents: [intent('done')],
+      completions: [{ runId: 'r', callId: 'done', status: 'succeeded', output: 'ok' }],
+    })
+    expect(await reopened.getEffect('r', 'done')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'ok' })
+    expect((await reopened.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toEqual(conversation(8))
   })
 
   it("cuts a crashed save's leftover list tail on the next append and never reads it", async () => {

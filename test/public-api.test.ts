@@ -55,11 +55,11 @@ const API: Record<string, { values: string[]; types: string[] }> = {
   },
   sqlite: {
     values: [
-      'SQLITE_MIGRATIONS', 'SqliteEngine', 'SqliteStore', 'SqliteWriter', 'migrateSqlite',
+      'SQLITE_MIGRATIONS', 'SqliteEngine', 'SqliteStore', 'migrateSqlite',
     ],
     types: [
-      'CommitWriter', 'SqliteConnectionOptions', 'SqliteDatabase', 'SqliteEngineOptions', 'SqliteMigration', 'SqliteStatement', 'SqliteStoreOptions',
-      'SqliteTransaction', 'WriterStats',
+      'SqliteConnectionOptions', 'SqliteDatabase', 'SqliteEngineOptions', 'SqliteMigration', 'SqliteStatement', 'SqliteStoreOptions',
+      'SqliteTransaction',
     ],
   },
   postgres: {

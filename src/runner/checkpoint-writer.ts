@@ -61,7 +61,7 @@ export class CheckpointWriter {
   /**
    * How long the last background write held the loop up, and when it ended
    * (`performance.now()`). A write the loop went on beside (it staged checkpoints meanwhile: a
-   * writer thread, a server) held nothing up, nor did one the loop waited for anyway (a commit,
+   * server, a file store's syncs) held nothing up, nor did one the loop waited for anyway (a commit,
    * a full queue).
    */
   #lastWriteMs = 0

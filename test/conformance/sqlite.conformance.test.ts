@@ -8,15 +8,6 @@ import { SqliteStore } from '../../src/sqlite.js'
 
 const dbPath = (location: string) => join(location, 'cairn.db')
 
-/** The same suite with commits on the store's writer thread. */
-await runStoreConformance({
-  name: 'sqlite (writer thread)',
-  open: (location) => new SqliteStore({ path: dbPath(location), writerThread: true, onWarning: () => {} }),
-  childModule: fileURLToPath(new URL('../fixtures/open-sqlite.ts', import.meta.url)),
-  multiProcess: true,
-  corrupt: corruptSqlite,
-})
-
 await runStoreConformance({
   name: 'sqlite',
   open: (location) => new SqliteStore({ path: dbPath(location), onWarning: () => {} }),

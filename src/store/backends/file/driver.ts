@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { closeSync, constants, fstatSync, openSync, readSync, realpathSync } from 'node:fs'
-import { mkdir, open, readdir, realpath, rename, rm } from 'node:fs/promises'
+import { closeSync, constants, fstatSync, fsync, openSync, readSync, realpathSync, writeSync } from 'node:fs'
+import { mkdir, open, readdir, realpath } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 import { assertJsonText } from '../../../core/codec.js'
@@ -13,24 +13,11 @@ import { processIsGone } from '../../../core/process-alive.js'
  */
 
 /**
- * Replace `path` with `text` atomically: write a temp file in the same directory (its name starts
- * with `.`, so no scan mistakes it for data, and names the process writing it, see
- * {@link isTempOfDeadWriter}), fsync it, rename it over the target, fsync the directory. A crash
- * leaves the old file or the new one, never a torn one.
+ * A temp file's name beside `path`: it starts with `.`, so no scan mistakes it for data, and
+ * names the process writing it (see {@link isTempOfDeadWriter}).
  */
-export async function writeFileAtomic(path: string, text: string): Promise<void> {
-  const directory = dirname(path)
-  await assertRealDirectory(directory)
-  const temp = join(directory, `.${basename(path)}.${process.pid}-${HOST_TAG}-${randomBytes(6).toString('hex')}.tmp`)
-  try {
-    await writeNewFileSynced(temp, text)
-    await rename(temp, path)
-  } catch (err) {
-    // Best effort: the write already failed and that error is the one to report.
-    await rm(temp, { force: true }).catch(() => undefined)
-    throw err
-  }
-  await syncDirectory(directory)
+export function tempPathFor(path: string): string {
+  return join(dirname(path), `.${basename(path)}.${process.pid}-${HOST_TAG}-${randomBytes(6).toString('hex')}.tmp`)
 }
 
 /** Whether a directory entry is a temp file of {@link writeFileAtomic}. */
@@ -132,9 +119,11 @@ export async function assertRealDirectory(directory: string): Promise<void> {
     if (isNotFound(err)) return
     throw err
   }
-  if (real !== directory) {
-    throw new StoreError(`${directory} leads to ${real} through a symbolic link; the file store writes only inside its own directory: replace the link with the directory it should be`)
-  }
+  if (real !== directory) throw symbolicLinkOnTheWay(directory, real)
+}
+
+function symbolicLinkOnTheWay(directory: string, real: string): StoreError {
+  return new StoreError(`${directory} leads to ${real} through a symbolic link; the file store writes only inside its own directory: replace the link with the directory it should be`)
 }
 
 /** `path` with every symbolic link resolved, also when its last parts do not exist yet. */
@@ -284,6 +273,44 @@ function readRegularSync(path: string, maxBytes: number): Buffer | string {
   } finally {
     closeSync(fd)
   }
+}
+
+/** Write all of `bytes` at `position` (default: the current offset) of an open file. */
+export function writeAllSync(fd: number, bytes: Buffer, position?: number): void {
+  let at = 0
+  while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at, position === undefined ? null : position + at)
+}
+
+/** fsync an open file on the I/O thread pool (several go in parallel). */
+export function fsyncAsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())))
+}
+
+/** {@link assertRealDirectory}, synchronously (one `realpath(3)` call). */
+export function assertRealDirectorySync(directory: string): void {
+  let real: string
+  try {
+    real = realpathSync.native(directory)
+  } catch (err) {
+    if (isNotFound(err)) return
+    throw err
+  }
+  if (real !== directory) throw symbolicLinkOnTheWay(directory, real)
+}
+
+/** {@link openForWrite}, synchronously: an open file descriptor. */
+export function openForWriteSync(path: string, flags: number): number {
+  let fd: number
+  try {
+    fd = openSync(path, flags | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0), 0o644)
+  } catch (err) {
+    throw notRegular(path, err)
+  }
+  if (!fstatSync(fd).isFile()) {
+    closeSync(fd)
+    throw new StoreError(`${path} is not a regular file (a FIFO, device or directory); the file store writes only the regular files it made`)
+  }
+  return fd
 }
 
 /** Open a file to write without following a symbolic link, and only if it is a regular file. */

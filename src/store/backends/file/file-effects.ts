@@ -2,13 +2,21 @@ import { rm } from 'node:fs/promises'
 import { basename, join } from 'node:path'
 import type { EffectCompletionRow, EffectRow } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
-import { ensureDirectory, listDirectory, syncDirectory, writeFileAtomic } from './driver.js'
+import { ensureDirectory, listDirectory, syncDirectory } from './driver.js'
+import { FileBatch, writeFileAtomic } from './file-batch.js'
 import { isEffectFileName } from './file-names.js'
 import { effectRow, nextEffectOrder, readEffectFile, type StoredEffect } from './file-rows.js'
 
 /**
+ * The effect files a commit changes, by path, as they will be written: a later change in the
+ * same commit sees an earlier one.
+ */
+export type EffectEdits = Map<string, StoredEffect>
+
+/**
  * The effect journal of a file store: one JSON file per (run, call) under the run's `effects/`.
- * The writing methods expect the caller to hold the run's lock.
+ * The writing methods expect the caller to hold the run's lock. Given `edits`, they write
+ * nothing and record the change there (see {@link FileEffects.publish}); without, they write it.
  */
 export class FileEffects {
   readonly #dir: DirectoryState
@@ -18,34 +26,28 @@ export class FileEffects {
   }
 
   /** Create the intent, or count one more attempt on the existing one. */
-  async recordIntent(row: EffectRow): Promise<EffectRow> {
+  async recordIntent(row: EffectRow, edits?: EffectEdits): Promise<EffectRow> {
     const path = this.#dir.layout.effectFile(row.runId, row.callId)
-    const existing = await this.#read(path, row.runId, row.callId)
-    if (existing) {
-      existing.attempts++
-      await writeFileAtomic(path, JSON.stringify(existing))
-      return effectRow(existing)
-    }
-    await ensureDirectory(this.#dir.layout.effectsDir(row.runId))
-    const stored: StoredEffect = { ...row, order: nextEffectOrder() }
-    await writeFileAtomic(path, JSON.stringify(stored))
+    const existing = await this.#current(path, row.runId, row.callId, edits)
+    const stored: StoredEffect = existing ? { ...existing, attempts: existing.attempts + 1 } : { ...row, order: nextEffectOrder() }
+    await this.#change(row.runId, path, stored, edits)
     return effectRow(stored)
   }
 
   /** Mark a pending effect started (its callback is about to run). */
-  async start(runId: string, callId: string): Promise<EffectRow | undefined> {
+  async start(runId: string, callId: string, edits?: EffectEdits): Promise<EffectRow | undefined> {
     const path = this.#dir.layout.effectFile(runId, callId)
-    const existing = await this.#read(path, runId, callId)
+    const existing = await this.#current(path, runId, callId, edits)
     if (!existing || existing.status !== 'pending') return existing && effectRow(existing)
     const updated: StoredEffect = { ...existing, status: 'started' }
-    await writeFileAtomic(path, JSON.stringify(updated))
+    await this.#change(runId, path, updated, edits)
     return effectRow(updated)
   }
 
   /** Write the outcome only while the effect is pending or started: the first outcome wins. */
-  async complete(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
+  async complete(completion: EffectCompletionRow, edits?: EffectEdits): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
     const path = this.#dir.layout.effectFile(completion.runId, completion.callId)
-    const existing = await this.#read(path, completion.runId, completion.callId)
+    const existing = await this.#current(path, completion.runId, completion.callId, edits)
     if (!existing) return { recorded: false, row: undefined }
     if (existing.status !== 'pending' && existing.status !== 'started') return { recorded: false, row: effectRow(existing) }
     const updated: StoredEffect = {
@@ -55,8 +57,22 @@ export class FileEffects {
       outputHash: completion.outputHash,
       completedAt: completion.completedAt,
     }
-    await writeFileAtomic(path, JSON.stringify(updated))
+    await this.#change(completion.runId, path, updated, edits)
     return { recorded: true, row: effectRow(updated) }
+  }
+
+  /** Write the effect files of a run's `edits` together, with one round of syncs. */
+  async publish(runId: string, edits: EffectEdits): Promise<void> {
+    if (edits.size === 0) return
+    await ensureDirectory(this.#dir.layout.effectsDir(runId))
+    const batch = new FileBatch()
+    try {
+      for (const [path, stored] of edits) batch.replace(path, JSON.stringify(stored))
+    } catch (err) {
+      batch.discard()
+      throw err
+    }
+    await batch.publish()
   }
 
   async get(runId: string, callId: string): Promise<EffectRow | undefined> {
@@ -93,6 +109,15 @@ export class FileEffects {
     }
     if (deleted > 0) await syncDirectory(dir)
     return deleted
+  }
+
+  async #current(path: string, runId: string, callId: string, edits: EffectEdits | undefined): Promise<StoredEffect | undefined> {
+    return edits?.get(path) ?? (await this.#read(path, runId, callId))
+  }
+
+  async #change(runId: string, path: string, stored: StoredEffect, edits: EffectEdits | undefined): Promise<void> {
+    if (edits) edits.set(path, stored)
+    else await this.publish(runId, new Map([[path, stored]]))
   }
 
   async #read(path: string, runId: string, callId: string): Promise<StoredEffect | undefined> {

@@ -10,10 +10,11 @@ import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatc
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
-import { FileEffects } from './file-effects.js'
+import { type EffectEdits, FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
 import { FileWrites } from './file-writes.js'
-import { appendLines, ensureDirectory, readIfExists, readLines, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
+import { appendLines, ensureDirectory, readIfExists, readLines, resolveRoot, syncDirectory } from './driver.js'
+import { FileBatch, writeFileAtomic } from './file-batch.js'
 import { type AppendPlan, FileLists } from './file-lists.js'
 import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'
@@ -153,10 +154,12 @@ export class FileEngine implements StorageEngine {
   }
 
   /**
-   * Files cannot change together atomically, so a commit is written in an order that keeps every
-   * prefix consistent: effect intents and starts, list lines, then each checkpoint file, then
-   * completions, then the run patch. A crash part-way leaves the first checkpoints of the batch,
-   * each whole. A fence is checked first, under the run's lock (a claim skips a locked run).
+   * Files cannot change together atomically, so a commit is written in steps that keep every
+   * prefix consistent, each synced before the next starts: effect intents and starts; list lines
+   * and the checkpoint files (renamed into place in seq order once all are synced); the run's
+   * last seq; completions; the run patch. A step costs one round of syncs however many files it
+   * writes (see `FileBatch`). A crash part-way leaves the first checkpoints of the batch, each
+   * whole. A fence is checked first, under the run's lock (a claim skips a locked run).
    */
   async commit(request: CommitRequest): Promise<CommitResult> {
     const { rows, appends, run, effects, runPatch, fence } = request
@@ -184,10 +187,10 @@ export class FileEngine implements StorageEngine {
           for (const file of files) index.delete(file.id)
           return { ok: false, reason: 'list_conflict' }
         }
-        for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent)
-        for (const callId of effects?.starts ?? []) await this.#effects.start(run.runId, callId)
+        const { opening, closing } = await this.#effectEdits(run.runId, effects)
+        await this.#effects.publish(run.runId, opening)
         await this.#writeCommit({ state, rows, run, files, plans })
-        for (const completion of effects?.completions ?? []) await this.#effects.complete(completion)
+        await this.#effects.publish(run.runId, closing)
         if (runPatch && state.row) {
           const updated = applyRunPatch(state.row, runPatch)
           await this.#writeRunFile(updated, false)
@@ -379,6 +382,26 @@ export class FileEngine implements StorageEngine {
     })
   }
 
+  /**
+   * A commit's effect files: those it opens (intents, starts) are written before its
+   * checkpoints, those it completes after them. An effect opened and completed in the same commit
+   * (a caller that did not write its intent ahead) is written once, completed, after the
+   * checkpoints: a crash before then leaves no entry, as on a backend whose commit is one
+   * transaction.
+   */
+  async #effectEdits(runId: string, effects: CommitRequest['effects']): Promise<{ opening: EffectEdits; closing: EffectEdits }> {
+    const edits: EffectEdits = new Map()
+    for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent, edits)
+    for (const callId of effects?.starts ?? []) await this.#effects.start(runId, callId, edits)
+    const opened = new Map(edits)
+    for (const completion of effects?.completions ?? []) await this.#effects.complete(completion, edits)
+    const opening: EffectEdits = new Map()
+    const closing: EffectEdits = new Map()
+    // A completion replaces the effect's edit: what it left alone is as it was opened.
+    for (const [path, stored] of edits) (opened.get(path) === stored ? opening : closing).set(path, stored)
+    return { opening, closing }
+  }
+
   async #writeRunFile(row: RunRow, create: boolean): Promise<void> {
     if (create) {
       await ensureDirectory(this.#layout.checkpointsDir(row.runId))
@@ -395,15 +418,21 @@ export class FileEngine implements StorageEngine {
       await this.#writeRunFile(created, true)
       state.row = created
     }
-    await this.#lists.apply(run.runId, plans)
-    // Only now that every line they reference is durable may the checkpoints appear.
-    if (rows.length === 0) return
-    await ensureDirectory(this.#layout.checkpointsDir(run.runId))
-    for (const [i, row] of rows.entries()) {
-      const file = files[i]!
-      await writeFileAtomic(join(this.#layout.checkpointsDir(run.runId), file.name), JSON.stringify(row))
-      state.checkpoints.push(file)
+    // The list lines and checkpoint files are synced together; only then are the checkpoints
+    // renamed into place, so none appears before every line it references is durable.
+    const batch = new FileBatch()
+    try {
+      const listsWritten = await this.#lists.stage(batch, run.runId, plans)
+      if (rows.length > 0) await ensureDirectory(this.#layout.checkpointsDir(run.runId))
+      for (const [i, row] of rows.entries()) batch.replace(join(this.#layout.checkpointsDir(run.runId), files[i]!.name), JSON.stringify(row))
+      await batch.publish()
+      listsWritten()
+    } catch (err) {
+      batch.discard()
+      throw err
     }
+    if (rows.length === 0) return
+    state.checkpoints.push(...files)
     const last = rows[rows.length - 1]!
     // The progress digest (or signature) of the new last seq lands in the same write as the last seq.
     const seal = run.seal === undefined ? {} : { seal: run.seal }

@@ -14,7 +14,8 @@ import {
 } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased, type LeaseEntry } from '../../leases/lease-table.js'
 import type { DirectoryState, RunState } from './directory-state.js'
-import { readJsonFile, writeFileAtomic } from './driver.js'
+import { readJsonFile } from './driver.js'
+import { writeFileAtomic } from './file-batch.js'
 
 /** What the leases need of their engine: a write under a run's lock, and run.json. */
 export interface FileRunAccess {

@@ -2,7 +2,8 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { ListAppend, ListRef } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
-import { appendLines, ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile, writeFileAtomic } from './driver.js'
+import { ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile } from './driver.js'
+import { type FileBatch, writeFileAtomic } from './file-batch.js'
 import { parseListFileName } from './file-names.js'
 
 /** How one list append will be written. */
@@ -11,7 +12,6 @@ export interface AppendPlan {
   path: string
   /** Cut the file to this many bytes first: the tail a crashed save left. */
   truncateTo: number | undefined
-  created: boolean
 }
 
 /**
@@ -36,28 +36,31 @@ export class FileLists {
       const known = this.#dir.lists.get(listKey(runId, append.listId))
       if (known) {
         if (known.lines !== append.expectedLength) return undefined
-        plans.push({ append, path, truncateTo: undefined, created: false })
+        plans.push({ append, path, truncateTo: undefined })
         continue
       }
       const bytes = await readIfExists(path)
       const scan = scanLines(bytes ?? Buffer.alloc(0), append.expectedLength)
       if (scan.lines < append.expectedLength) return undefined
-      plans.push({ append, path, truncateTo: scan.size > scan.end ? scan.end : undefined, created: bytes === undefined })
+      plans.push({ append, path, truncateTo: scan.size > scan.end ? scan.end : undefined })
     }
     return plans
   }
 
-  /** Write planned appends and make them durable (file and, for new files, directory fsync). */
-  async apply(runId: string, plans: readonly AppendPlan[]): Promise<void> {
-    if (plans.length === 0) return
-    const dir = this.#dir.layout.listsDir(runId)
-    await ensureDirectory(dir)
-    for (const { append, path, truncateTo } of plans) {
-      if (truncateTo !== undefined) await truncateFile(path, truncateTo)
-      const bytes = await appendLines(path, append.items)
-      this.#dir.lists.set(listKey(runId, append.listId), { lines: append.expectedLength + append.items.length, bytes })
+  /**
+   * Stage planned appends in `batch`, which makes them durable (file and, for new files,
+   * directory fsync) when published; call the returned function once it is, to remember the
+   * lists' new lengths.
+   */
+  async stage(batch: FileBatch, runId: string, plans: readonly AppendPlan[]): Promise<() => void> {
+    if (plans.length === 0) return () => undefined
+    await ensureDirectory(this.#dir.layout.listsDir(runId))
+    const sizes = plans.map(({ append, path, truncateTo }) => batch.append(path, append.items, truncateTo))
+    return () => {
+      for (const [i, { append }] of plans.entries()) {
+        this.#dir.lists.set(listKey(runId, append.listId), { lines: append.expectedLength + append.items.length, bytes: sizes[i]! })
+      }
     }
-    if (plans.some((plan) => plan.created)) await syncDirectory(dir)
   }
 
   /** The first `n` complete lines of each referenced list, reading each file once. */

@@ -3,7 +3,8 @@ import { join } from 'node:path'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
 import type { PendingWriteRow } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
-import { ensureDirectory, readIfExists, syncDirectory, writeFileAtomic } from './driver.js'
+import { ensureDirectory, readIfExists, syncDirectory } from './driver.js'
+import { writeFileAtomic } from './file-batch.js'
 import { idToName } from './file-names.js'
 
 /**

@@ -2,7 +2,6 @@
  * The slice of better-sqlite3 the SQLite backend uses, declared here so Cairn does not depend on
  * the driver's types, and how every connection of the backend is set up.
  */
-import { statSync } from 'node:fs'
 
 /**
  * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
@@ -62,11 +61,6 @@ const WAL_AUTOCHECKPOINT_PAGES = 256
  * cut back after every checkpoint has to grow again, and a sync of a file that grew costs more.
  */
 const JOURNAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
-/** A WAL longer than this when a connection goes quiet is folded into the database and truncated (see {@link WalRest}). */
-export const WAL_REST_BYTES = 256 * 1024
-/** How long a connection goes without a commit before its log is folded in. */
-export const WAL_IDLE_MS = 1000
-
 /** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
 export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
   const { synchronous = 'full', busyTimeoutMs = 5000 } = options
@@ -105,69 +99,4 @@ const PAUSE = new Int32Array(new SharedArrayBuffer(4))
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY')
-}
-
-/**
- * Folds a connection's WAL into the database and truncates it when the connection comes to rest,
- * so a store at rest leaves no large log beside the database: when a commit ends a run (in that
- * commit's call: a process that exits right after its run leaves no log behind), and once no
- * commit came for {@link WAL_IDLE_MS} (a LangGraph thread, a paused run: they have no end; a
- * process that exits before leaves the log to the next connection, and closing the store folds
- * it too).
- */
-export class WalRest {
-  readonly #db: SqliteDatabase
-  #idle: NodeJS.Timeout | undefined
-
-  constructor(db: SqliteDatabase) {
-    this.#db = db
-  }
-
-  /** After a commit; `ended`: it ended a run. */
-  afterCommit(ended: boolean): void {
-    if (ended) this.#rest()
-    // Re-armed, not replaced: a commit costs one timer update.
-    if (this.#idle) this.#idle.refresh()
-    else this.#idle = setTimeout(() => this.#rest(), WAL_IDLE_MS).unref()
-  }
-
-  /** Before the connection closes. */
-  stop(): void {
-    clearTimeout(this.#idle)
-    this.#idle = undefined
-  }
-
-  #rest(): void {
-    if (this.#db.open === false || this.#db.inTransaction === true) return
-    try {
-      truncateWal(this.#db)
-    } catch {
-      // Housekeeping only: whatever stopped it (a full disk, a lock) the next write meets and
-      // reports, and the log is folded in by a later checkpoint.
-    }
-  }
-}
-
-/**
- * Fold the WAL into the database and truncate it, when it is longer than {@link WAL_REST_BYTES}.
- * It never waits: while another connection reads an older snapshot, the log is copied as far as
- * it can be and left for a later checkpoint.
- */
-export function truncateWal(db: SqliteDatabase): void {
-  const path = db.name
-  if (!path || path === ':memory:') return
-  let size: number
-  try {
-    size = statSync(`${path}-wal`).size
-  } catch {
-    return
-  }
-  if (size <= WAL_REST_BYTES) return
-  const busyTimeoutMs = db.pragma('busy_timeout', { simple: true }) as number
-  db.pragma('busy_timeout = 0')
-  try {
-    db.pragma('wal_checkpoint(TRUNCATE)')
-  } finally {
-    db.pragma(`busy_timeout = ${busyTimeoutMs}`)
-  }
 }

@@ -1,13 +1,10 @@
-/**
- * What the SQLite engine runs inside a write transaction: shared by the engine's own connection and by its writer thread (see `sqlite-writer.ts`), so a
- * commit means the same thing on either.
- */
+/** What the SQLite engine runs inside a write transaction. */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
-import type { SqliteDatabase, SqliteStatement, WalRest } from './driver.js'
+import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { storedBody } from '../../encoding/compact-body.js'
 import { storedMetadata } from '../../encoding/compact-metadata.js'
 import { storedDigestColumn, storedLists, storedName, storedParent } from './compact-columns.js'
@@ -141,17 +138,13 @@ class DuplicateCheckpointId extends Error {}
  * Run `commit` (a `db.transaction` of {@link commitInTransaction}) with `BEGIN IMMEDIATE`: a
  * checkpoint id already taken rolls the whole commit back and is reported as `duplicate_id`.
  */
-export function commitImmediate(rest: WalRest, commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
-  let result: CommitResult
+export function commitImmediate(commit: { immediate(request: CommitRequest): CommitResult }, request: CommitRequest): CommitResult {
   try {
-    result = commit.immediate(request)
+    return commit.immediate(request)
   } catch (err) {
     if (err instanceof DuplicateCheckpointId) return { ok: false, reason: 'duplicate_id' }
     throw err
   }
-  // A run that just ended leaves the log folded into the database, not beside it; any other commit re-arms the idle fold.
-  if (result.ok) rest.afterCommit(request.rows.some((row) => row.terminal))
-  return result
 }
 
 /** Apply a run patch (inside the caller's transaction); its digest is computed from the row read under the same lock. */

@@ -2,7 +2,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
-import { configureConnection, WalRest, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
+import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
@@ -10,16 +10,10 @@ import { bodyOf, storedBody } from '../../encoding/compact-body.js'
 import { metadataOf } from '../../encoding/compact-metadata.js'
 import { digestOf, listsOf, nameOf, storedDigestColumn, storedLists } from './compact-columns.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
-import type { CommitWriter } from './sqlite-writer.js'
 
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
 export interface SqliteEngineOptions extends SqliteConnectionOptions {
   database: SqliteDatabase
-  /**
-   * Where commits run: by default on `database` itself; a {@link SqliteWriter} runs them on a
-   * worker thread with its own connection to the same file.
-   */
-  writer?: CommitWriter
 }
 
 /**
@@ -36,8 +30,6 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
  */
 export class SqliteEngine implements StorageEngine {
   readonly #db: SqliteDatabase
-  readonly #writer: CommitWriter | undefined
-  readonly #walRest: WalRest
   readonly #synchronous: 'full' | 'normal' | undefined
   readonly #statements: Statements
   /** Statements of list queries, by SQL text (one per filter shape). */
@@ -52,8 +44,6 @@ export class SqliteEngine implements StorageEngine {
   constructor(options: SqliteEngineOptions) {
     const db = options.database
     this.#db = db
-    this.#writer = options.writer
-    this.#walRest = new WalRest(db)
     this.#synchronous = options.synchronous
     configureConnection(db, options)
     migrateSqlite(db)
@@ -114,8 +104,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async commit(request: CommitRequest): Promise<CommitResult> {
-    // A run patch computes the row's digest under the write lock, in this thread (a function does not cross to the writer).
-    return this.#writer && request.runPatch?.digestOf === undefined ? this.#writer.commit(request) : commitImmediate(this.#walRest, this.#commit, request)
+    return commitImmediate(this.#commit, request)
   }
 
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
@@ -213,12 +202,7 @@ export class SqliteEngine implements StorageEngine {
 
   /** Closing the last connection checkpoints the WAL into the database file. */
   async close(): Promise<void> {
-    try {
-      await this.#writer?.close()
-    } finally {
-      this.#walRest.stop()
-      this.#db.close()
-    }
+    this.#db.close()
   }
 
   /**

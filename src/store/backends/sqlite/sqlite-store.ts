@@ -6,7 +6,6 @@ import { CairnError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
-import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
 import { SqliteEventLog } from '../../event-log/sqlite-event-log.js'
 
 // better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
@@ -19,16 +18,8 @@ const Database = createRequire(import.meta.url)('better-sqlite3') as typeof Bett
  * closes on `close()`.
  */
 export type SqliteStoreOptions = EngineStoreOptions &
-  SqliteConnectionOptions & {
-    /**
-     * Commit on a worker thread with its own connection to the file (default `false`: commit on
-     * the store's one connection). Writing and syncing then never block the event loop, which
-     * helps a process that drives many runs at once, and `async` durability; each commit the
-     * loop waits for (`sync` durability) costs a round trip to the thread (bench:runner shows
-     * both). Not for `:memory:`; a store over an open `database` always commits on it.
-     */
-    writerThread?: boolean
-  } & ({ path: string; database?: never } | { database: SqliteDatabase; path?: never })
+  SqliteConnectionOptions &
+  ({ path: string; database?: never } | { database: SqliteDatabase; path?: never })
 
 /**
  * The embedded default {@link CheckpointStore}: one SQLite file (better-sqlite3, WAL mode).
@@ -47,22 +38,14 @@ export type SqliteStoreOptions = EngineStoreOptions &
  * ```
  */
 export class SqliteStore extends EngineStore {
-  readonly #writer: SqliteWriter | undefined
-
   constructor(options: SqliteStoreOptions) {
-    const { engine, writer, database } = openEngine(options)
+    const { engine, database } = openEngine(options)
     super(engine, options)
-    this.#writer = writer
     this.useEventLog(new SqliteEventLog(database))
-  }
-
-  /** Commits made on the writer thread and the time they took; undefined without one. */
-  get writerStats(): Readonly<WriterStats> | undefined {
-    return this.#writer?.stats
   }
 }
 
-function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; database: SqliteDatabase; writer?: SqliteWriter } {
+function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; database: SqliteDatabase } {
   const connection = {
     ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
     ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
@@ -74,26 +57,19 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; databa
     throw new CairnError('invalid_argument', 'SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
   }
   const onDisk = path !== ':memory:' && !path.startsWith('file:')
-  if (options.writerThread === true && !onDisk) {
-    throw new CairnError('invalid_argument', `writerThread needs a database file; ${path} is not one (drop writerThread, or give a file path)`)
-  }
-  const writer = options.writerThread === true ? new SqliteWriter(path, connection) : undefined
   let opened: SqliteDatabase | undefined
   const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
     if (onDisk) mkdirSync(dirname(path), { recursive: true })
     const database: SqliteDatabase = new Database(path, nativeBinding())
     opened = database
     try {
-      return new SqliteEngine({ database, ...connection, ...(writer ? { writer } : {}) })
+      return new SqliteEngine({ database, ...connection })
     } catch (err) {
       database.close()
       throw err
     }
   })
-  if (!writer) return { engine, database: opened! }
-  // The file exists and is migrated now: the thread may open it.
-  writer.start()
-  return { engine, writer, database: opened! }
+  return { engine, database: opened! }
 }
 
 /** Where better-sqlite3's addon is (found once); null: not where its build puts it. */
