@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, MemoryStore } from '../src/index.js'
+import { decodeValue } from '../src/core/codec.js'
 import { freezeDeep, isDeepFrozen } from '../src/core/freeze.js'
 import { conversation } from '../src/testing.js'
 import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
-import { CheckedOutputs } from '../src/store/encoding/shared-outputs.js'
 
 let listIds = 0
 const newListId = () => `list-${++listIds}`
@@ -93,31 +93,28 @@ describe('payload list encoding', () => {
     expect((await store.load(id)).payload).toEqual({ messages })
   })
 
-  it('stores a value the conversation already holds once, as an item ref, and loads it back equal', async () => {
+  it('stores a value the conversation also holds in the body itself: a record reads its own body and lists alone', async () => {
     const messages = conversation(10).map(freezeDeep)
     const last = messages[9]!
-    const payload = { messages, pending: last, finalText: last.content[0]!.text, other: { text: 'y'.repeat(500) } }
+    const payload = { messages, pending: last, finalText: last.content[0]!.text }
     const encoded = encodePayload(payload, undefined, newListId)
     const body = JSON.parse(encoded.body) as Record<string, unknown>
-    expect(body.pending).toEqual({ '~': 'item', i: 0, n: 9 })
-    expect(body.finalText).toEqual({ '~': 'item', i: 0, n: 9, p: ['content', 0, 'text'] })
-    expect(body.other).toEqual({ text: 'y'.repeat(500) })
-    expect(encoded.body.length).toBeLessThan(700)
+    expect(body.messages).toEqual({ '~': 'list', i: 0 })
+    expect(body.pending).toEqual(JSON.parse(JSON.stringify(last)))
+    expect(body.finalText).toBe(last.content[0]!.text)
 
     const store = new MemoryStore()
-    const id = await store.save({ runId: 'refs', kind: 'k', phase: 'p', payload })
+    const id = await store.save({ runId: 'inline', kind: 'k', phase: 'p', payload })
     expect((await store.load(id)).payload).toEqual(JSON.parse(JSON.stringify(payload)))
   })
 
-  it('refuses an item ref that points past its list or at a text that is not there', () => {
+  it('refuses a list ref to a list the record does not have, and a ref of any other kind', () => {
     const items = conversation(2).map((message) => JSON.stringify(message))
     const refs = [{ id: 'l', n: 2, h: chainHash('', items) }]
-    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], outputs: new CheckedOutputs(), runId: 'r', checkpointId: 'c' })
-    expect(decode({ '~': 'item', i: 0, n: 1, p: ['content', 0, 'text'] })).toMatchObject({ x: conversation(2)[1]!.content[0]!.text })
-    expect(() => decode({ '~': 'item', i: 0, n: 2 })).toThrow(CheckpointCorruptionError)
-    expect(() => decode({ '~': 'item', i: 0, n: -1 })).toThrow(/item -1 of list #0/)
-    expect(() => decode({ '~': 'item', i: 3, n: 0 })).toThrow(/list #3, which it does not have/)
-    expect(() => decode({ '~': 'item', i: 0, n: 0, p: ['content', 5, 'text'] })).toThrow(/a text inside item 0 of list #0 that is not there/)
+    const decode = (ref: unknown) => decodeValue(decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], runId: 'r', checkpointId: 'c' }), { runId: 'r', checkpointId: 'c', what: 'payload' })
+    expect(decode(1)).toMatchObject({ messages: conversation(2), x: 1 })
+    expect(() => decode({ '~': 'list', i: 3 })).toThrow(/list #3, which it does not have/)
+    expect(() => decode({ '~': 'item', i: 0, n: 1 })).toThrow(CheckpointCorruptionError)
   })
 
   it('extends a list by what was appended, re-serializes items that are not frozen, and starts a new list when the head changes', () => {

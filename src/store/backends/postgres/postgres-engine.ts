@@ -251,8 +251,8 @@ export class PostgresEngine implements StorageEngine {
     return (await this.#query(this.#sql.listEffects, [runId])).rows.map(effectRow)
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
-    return (await this.#query(this.#sql.deleteEffects, [runId, keep])).rowCount ?? 0
+  async deleteEffects(runId: string): Promise<number> {
+    return (await this.#query(this.#sql.deleteEffects, [runId])).rowCount ?? 0
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {

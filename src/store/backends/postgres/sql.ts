@@ -204,7 +204,7 @@ export function postgresStatements(schema: string) {
     putKeyCheck: `INSERT INTO ${s}.key_checks (key_id, value) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING`,
     /** Ties on `started_at` keep insertion order (`ord`), as the memory engine does. */
     listEffects: `SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord`,
-    deleteEffects: `DELETE FROM ${s}.effects WHERE run_id = $1 AND NOT (call_id = ANY($2::text[]))`,
+    deleteEffects: `DELETE FROM ${s}.effects WHERE run_id = $1`,
     rewriteCheckpoint: `UPDATE ${s}.checkpoints SET body = $1, lists = $2, digest = $3 WHERE id = $4 AND run_id = $5`,
     rewriteItem: `UPDATE ${s}.list_items SET item = $1 WHERE run_id = $2 AND list_id = $3 AND idx = $4`,
     rewriteEffect: `UPDATE ${s}.effects SET input_hash = $1, output = $2, output_hash = $3 WHERE run_id = $4 AND call_id = $5`,

@@ -94,8 +94,6 @@ export const SQL = {
   /** Ties on `started_at` keep insertion order, as the memory engine does. */
   listEffects: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE run_id = ? ORDER BY started_at, rowid`,
   deleteEffects: `DELETE FROM effects WHERE run_id = ?`,
-  /** The run's effects but those whose call ids are in the JSON array given. */
-  deleteEffectsExcept: `DELETE FROM effects WHERE run_id = ? AND call_id NOT IN (SELECT value FROM json_each(?))`,
 
   /** A regular write (idx >= 0) keeps the first value stored; a special one (idx < 0) the newest. */
   putWrite: `INSERT INTO pending_writes (run_id, checkpoint_id, task_id, idx, channel, task_path, value, created_at)

@@ -178,8 +178,7 @@ export class SqliteEngine implements StorageEngine {
     return (this.#statements.listEffects.all(runId) as unknown[][]).map(rawEffectRow)
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
-    if (keep.length > 0) return this.#write(() => this.#statements.deleteEffectsExcept.run(runId, JSON.stringify(keep)).changes)
+  async deleteEffects(runId: string): Promise<number> {
     return this.#write(() => this.#statements.deleteEffects.run(runId).changes)
   }
 
