@@ -3,7 +3,7 @@ import { CheckpointCorruptionError, MemoryStore } from '../src/index.js'
 import { decodeValue } from '../src/core/codec.js'
 import { freezeDeep, isDeepFrozen } from '../src/core/freeze.js'
 import { conversation } from '../src/testing.js'
-import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
+import { cacheFromRefs, chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
 
 let listIds = 0
 const newListId = () => `list-${++listIds}`
@@ -36,7 +36,7 @@ describe('payload list encoding', () => {
     const kept = first.lists.get('/messages')!
     // Appending two items reuses the first save's arrays instead of copying six.
     const appended = encodePayload({ messages: messages.slice(0, 8) }, first.lists, newListId)
-    expect(appended.lists.get('/messages')!.items).toBe(kept.items)
+    expect(appended.lists.get('/messages')!.sources).toBe(kept.sources)
     expect(appended.appends).toEqual([{ listId: kept.id, expectedLength: 6, items: json.slice(6, 8) }])
     expect(appended.refs[0]).toEqual({ id: kept.id, n: 8, h: chainHash('', json) })
     // A save from the first list again (the append above was not kept): the arrays it would share
@@ -46,12 +46,28 @@ describe('payload list encoding', () => {
     const otherJson = JSON.stringify(other)
     expect(branch.appends).toEqual([{ listId: kept.id, expectedLength: 6, items: [otherJson] }])
     expect(branch.refs[0]).toEqual({ id: kept.id, n: 7, h: chainHash('', [...json.slice(0, 6), otherJson]) })
-    expect(branch.lists.get('/messages')!.items).not.toBe(kept.items)
+    expect(branch.lists.get('/messages')!.sources).not.toBe(kept.sources)
     // And the first list is still what it was: six items.
     expect(kept.n).toBe(6)
     const again = encodePayload({ messages: messages.slice(0, 6) }, first.lists, newListId)
     expect(again.appends).toEqual([])
     expect(again.refs[0]).toEqual(first.refs[0])
+  })
+
+  it('a writer that knows a list by its ref alone (a fresh process) extends it once the chain hash of its head matches, and starts a new one otherwise', () => {
+    const messages = conversation(8).map((message) => JSON.parse(JSON.stringify(message)) as (typeof message))
+    const json = messages.map((message) => JSON.stringify(message))
+    const first = encodePayload({ messages: messages.slice(0, 6) }, undefined, newListId)
+    const fromRefs = cacheFromRefs(JSON.parse(first.body), first.refs)
+    expect(fromRefs.get('/messages')).toMatchObject({ id: first.refs[0]!.id, n: 6, h: first.refs[0]!.h, sources: [] })
+    const extended = encodePayload({ messages }, fromRefs, newListId)
+    expect(extended.appends).toEqual([{ listId: first.refs[0]!.id, expectedLength: 6, items: json.slice(6) }])
+    expect(extended.refs[0]).toEqual({ id: first.refs[0]!.id, n: 8, h: chainHash('', json) })
+    const edited = [{ ...messages[0]!, content: [{ text: 'edited' }] }, ...messages.slice(1)]
+    const restarted = encodePayload({ messages: edited }, fromRefs, newListId)
+    expect(restarted.refs[0]!.id).not.toBe(first.refs[0]!.id)
+    expect(restarted.appends[0]).toMatchObject({ expectedLength: 0 })
+    expect(restarted.appends[0]!.items).toHaveLength(8)
   })
 
   it('marks only plain trees as deeply frozen: a Date inside stays re-serialized', async () => {

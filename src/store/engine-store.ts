@@ -31,7 +31,7 @@ import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-row
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
-import { ListCacheLru, type WriterState } from './encoding/list-cache.js'
+import { WriterStates, type WriterState } from './encoding/list-cache.js'
 import { RunLeases } from './leases/run-leases.js'
 import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
@@ -49,8 +49,6 @@ import { pruneEvents } from './event-log/prune-events.js'
 export interface EngineStoreOptions {
   /** Schema registry used to upgrade records on load. Defaults to `defaultSchemas`. */
   schemas?: SchemaRegistry
-  /** Memory the writer may keep of recently saved lists, to append without reading back. Default 64 MiB. */
-  listCacheBytes?: number
   /**
    * Where warnings go: a corrupt record skipped by a listing that asked for it
    * (`unreadable: 'skip'`). Defaults to `process.emitWarning`.
@@ -76,7 +74,7 @@ const MAX_SAVE_ATTEMPTS = 12
 export class EngineStore implements CheckpointStore {
   readonly #engine: StorageEngine
   readonly #schemas: SchemaRegistry
-  readonly #cache: ListCacheLru
+  readonly #cache = new WriterStates()
   readonly #runLocks = new Map<string, Promise<unknown>>()
   #closed = false
   #leases: RunLeases | undefined
@@ -93,7 +91,6 @@ export class EngineStore implements CheckpointStore {
     this.#encrypted = options.encrypt === true
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
-    this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
   }
@@ -237,7 +234,7 @@ export class EngineStore implements CheckpointStore {
         const request: CommitRequest = { rows, appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
-          if (next) this.#cache.set(runId, next)
+          if (next) this.#cache.set(runId, next, rows[rows.length - 1]!.terminal)
           return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
         }
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)

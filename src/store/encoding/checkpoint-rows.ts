@@ -6,7 +6,7 @@ import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
-import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
+import { cacheFromRefs, decodePayload, type ListCache } from './payload-lists.js'
 
 /** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
 export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
@@ -70,17 +70,10 @@ export function checkRow(row: CheckpointRow): ListRef[] {
   return refs
 }
 
-/** The writer cache for a stored checkpoint, after verifying its lists. */
-export function listCacheOf(stored: StoredCheckpoint): ListCache {
-  const { row, refs, items } = stored
-  const written = refs.map((ref, k) => {
-    const listItems = items[k] ?? []
-    if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) {
-      throw corrupt({ runId: row.runId, checkpointId: row.id }, `has list ${ref.id} whose items are missing or altered`)
-    }
-    return listItems
-  })
-  return cacheFromStored(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), refs, written)
+/** The writer cache for a checkpoint row {@link checkRow} has checked: its lists as its refs name them. */
+export function listCacheOf(row: CheckpointRow, refs: readonly ListRef[]): ListCache {
+  if (refs.length === 0) return new Map()
+  return cacheFromRefs(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), refs)
 }
 
 /** Decode a stored checkpoint into the record callers see, upgrading it through `schemas`. */

@@ -19,25 +19,23 @@ import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } 
  */
 export const LIST_MIN_BYTES = 1024
 
-/** A list as the writer last saved it at one place of a payload. */
+/**
+ * A list as the writer last saved it at one place of a payload: its ref, and the values its
+ * leading items were made from, never a copy of the items themselves.
+ */
 export interface CachedList {
   id: string
-  /**
-   * The list's items: the first `n` of this array. A save that only appends to the list pushes
-   * onto the same array instead of copying it (a long conversation is not copied at every save);
-   * entries past `n` belong to a later save, or to one that was not kept.
-   */
-  items: string[]
   /** How many items the list holds. */
   n: number
   /** Chain hash of the list's items. */
   h: string
-  /** Total characters of the list's items. */
+  /** Total characters of the list's items (0 when not known: a list read back from its ref). */
   bytes: number
   /**
    * The values the items were made from, for as long as they are deeply frozen: the first
-   * `frozen` entries of this array (shared with later saves like `items`). The next save reuses
-   * an item's JSON when it finds the very same value there.
+   * `frozen` entries of this array (an array later saves may push onto; entries past `frozen`
+   * belong to a later save, or to one that was not kept). The next save that finds the very same
+   * values there extends the list without serializing or hashing them again.
    */
   sources: unknown[]
   frozen: number
@@ -115,15 +113,15 @@ export function unmatchedList(ref: ListRef, returned: number): string {
 }
 
 /**
- * Rebuild a writer cache from a stored body and its lists' items, so a fresh process extends
- * the lists of the latest checkpoint instead of starting new ones.
+ * The writer cache of a stored checkpoint, from its body and list refs alone: a fresh process
+ * extends the lists of the latest checkpoint instead of starting new ones, once the first save
+ * finds the refs' chain hashes at the head of its arrays.
  */
-export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: readonly (readonly string[])[]): ListCache {
+export function cacheFromRefs(body: unknown, refs: readonly ListRef[]): ListCache {
   const cache: ListCache = new Map()
   walkRefs(body, '', (i, path) => {
     const ref = refs[i]
-    const listItems = items[i]
-    if (ref && listItems) cache.set(path, { id: ref.id, items: [...listItems], n: listItems.length, h: ref.h, bytes: listItems.reduce((sum, item) => sum + item.length, 0), sources: [], frozen: 0 })
+    if (ref) cache.set(path, { id: ref.id, n: ref.n, h: ref.h, bytes: 0, sources: [], frozen: 0 })
   })
   return cache
 }
@@ -135,44 +133,41 @@ export function chainHash(from: string, items: readonly string[]): string {
   return h
 }
 
-/** The items of an array about to become a list, and how many of them extend the previous list unchanged. */
+/** An array about to become a list: the JSON of its items from `start` on, the earlier ones being the previous list's. */
 interface SplitArray {
-  array: unknown[]
-  /** The JSON of each item: the first `n` entries (an array the previous list may share). */
+  /** The JSON of items `start`, `start + 1`… of the array. */
   items: string[]
+  /** How many leading items are the previous list's whole (the same frozen values), or 0. */
+  start: number
   n: number
   bytes: number
-  /** Leading items known to equal the previous list's (the same frozen values): 0 when unknown. */
-  reused: number
   /** Values of the leading deeply frozen items: the first `frozen` entries. */
   sources: unknown[]
   frozen: number
 }
 
-/** The list an array is stored as: the cached one extended when the array starts with its items, else a new one. */
+/**
+ * The list an array is stored as: the cached one extended when the array starts with its items
+ * (the same frozen values, or items whose chain hash is the list's), else a new one.
+ */
 function extendOrStart(cached: CachedList | undefined, split: SplitArray, newListId: () => string, appends: ListAppend[]): CachedList {
-  const { items, n, bytes, sources, frozen } = split
-  if (cached && (split.reused === cached.n || startsWith(items, n, cached.items, cached.n))) {
-    const added = items.slice(cached.n, n)
+  const { items, start, n, bytes, sources, frozen } = split
+  let from: string | undefined
+  if (cached && start === cached.n && start > 0) from = cached.h
+  else if (cached && start === 0 && n >= cached.n && chainHash('', items.slice(0, cached.n)) === cached.h) from = cached.h
+  if (cached && from !== undefined) {
+    const added = items.slice(cached.n - start)
     if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.n, items: added })
-    return { id: cached.id, items, n, h: chainHash(cached.h, added), bytes, sources, frozen }
+    return { id: cached.id, n, h: chainHash(from, added), bytes, sources, frozen }
   }
   const id = newListId()
-  const stored = items.slice(0, n)
-  appends.push({ listId: id, expectedLength: 0, items: stored })
-  return { id, items, n, h: chainHash('', stored), bytes, sources, frozen }
-}
-
-/** Whether the first `n` of `items` start with the first `m` of `prefix`. */
-function startsWith(items: readonly string[], n: number, prefix: readonly string[], m: number): boolean {
-  if (m > n) return false
-  for (let i = 0; i < m; i++) if (items[i] !== prefix[i]) return false
-  return true
+  appends.push({ listId: id, expectedLength: 0, items })
+  return { id, n, h: chainHash('', items), bytes, sources, frozen }
 }
 
 /**
- * JSON of each item of `array`. Leading items that are the very same deeply frozen values the
- * previous list was made from take their JSON from it without a look at the rest of the list, so
+ * JSON of each item of `array`. When its leading items are the very same deeply frozen values the
+ * whole previous list was made from, only the items after them are serialized (and later hashed):
  * a save of a long conversation costs what was appended.
  */
 function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object>, previous: CachedList | undefined): SplitArray {
@@ -182,15 +177,13 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
     const limit = Math.min(previous.frozen, previous.n, array.length)
     while (reused < limit && array[reused] === known[reused]) reused++
   }
-  // All of the previous list is kept, and no other save pushed onto its arrays: push onto them.
-  const whole = previous !== undefined && reused === previous.n
-  const items = whole && previous.items.length === previous.n ? previous.items : (previous?.items.slice(0, reused) ?? [])
-  const sources = whole && previous.sources.length === reused ? previous.sources : (previous?.sources.slice(0, reused) ?? [])
-  let bytes = 0
-  if (whole) bytes = previous.bytes
-  else for (let i = 0; i < reused; i++) bytes += items[i]!.length
+  // All of the previous list is kept: its items need no JSON, and its sources array is pushed onto when no other save did.
+  const start = previous !== undefined && reused === previous.n && previous.bytes > 0 ? reused : 0
+  const sources = start > 0 && previous!.sources.length === start ? previous!.sources : (previous?.sources.slice(0, start) ?? [])
+  const items: string[] = []
+  let bytes = start > 0 ? previous!.bytes : 0
   let frozenRun = true
-  for (let i = reused; i < array.length; i++) {
+  for (let i = start; i < array.length; i++) {
     const value = array[i]
     const item = i in array ? itemJson(value, () => `${codecPathOf(where)}[${i}]`, ancestors) : UNDEFINED_JSON
     items.push(item)
@@ -198,7 +191,7 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
     if (frozenRun && isDeepFrozen(value)) sources.push(value)
     else frozenRun = false
   }
-  return { array, items, n: items.length, bytes, reused, sources, frozen: sources.length }
+  return { items, start, n: array.length, bytes, sources, frozen: sources.length }
 }
 
 const frozenJson = new WeakMap<object, string>()
@@ -219,15 +212,16 @@ function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>,
   if ((!isArray && !isPlainObject(value)) || ancestors.has(value as object) || Object.getOwnPropertySymbols(value).length > 0) {
     return typeof value !== 'object' && isPassThrough(value) ? (value as JsonValue) : encodeNested(value, codecPathOf(where), ancestors)
   }
-  // Too short to hold a list: plain JSON is its own encoding, kept as it is.
-  if (isShortPassThrough(value, { maxChars: LIST_MIN_BYTES, depth: ancestors.size })) return value as JsonValue
+  // Far too short to hold a list (the check counts less than the JSON's length: keys and quotes
+  // are left out): plain JSON is its own encoding, kept as it is.
+  if (isShortPassThrough(value, { maxChars: LIST_MIN_BYTES / 4, depth: ancestors.size })) return value as JsonValue
   const object = value as Record<string, unknown>
   ancestors.add(object)
   try {
     if (isArray) {
       const listPath = listPathOf(where)
       const list = splitArray(value as unknown[], where, ancestors, split.previous(listPath))
-      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.slice(0, list.n).join(',')}]`) as JsonValue[])
+      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
     }
     const out: JsonObject = {}
     let escaped = false
