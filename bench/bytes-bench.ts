@@ -7,10 +7,13 @@
  *   npm run bench:bytes -- 500                # one n
  *
  * SQLite: db + wal + shm with the writer open, and after it closed (checkpointed WAL), and a
- * dbstat breakdown. Postgres: `pg_total_relation_size` summed over the schema's tables (heap,
+ * dbstat breakdown; and what a generic compression step would leave of the record texts (bodies,
+ * list items, effect outputs): `node:zlib` deflate-raw of each text on its own, no dictionary. Postgres: `pg_total_relation_size` summed over the schema's tables (heap,
  * TOAST, indexes) in database `test` (override with BYTES_PG_URL), and per table.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
+import { deflateRawSync } from 'node:zlib'
+import Database from 'better-sqlite3'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
@@ -34,6 +37,8 @@ interface Row {
   bytesOpen: number
   bytesClosed: number
   breakdown: Record<string, number>
+  /** SQLite: the record texts' characters, and their bytes deflated one by one. */
+  texts?: { raw: number; deflated: number }
 }
 
 async function main(): Promise<void> {
@@ -56,7 +61,7 @@ async function measureSqlite(n: number, durability: 'async' | 'sync'): Promise<R
     const bytesOpen = await sqliteBytes(path)
     await store.close()
     const bytesClosed = await sqliteBytes(path)
-    return { store: `sqlite-${durability}`, n, checkpoints, messagesJson, bytesOpen, bytesClosed, breakdown: sqliteBreakdown(path) ?? {} }
+    return { store: `sqlite-${durability}`, n, checkpoints, messagesJson, bytesOpen, bytesClosed, breakdown: sqliteBreakdown(path) ?? {}, texts: deflatedTexts(path) }
   } finally {
     await rm(dir, { recursive: true, force: true })
   }
@@ -109,9 +114,38 @@ async function runWorkload(store: CheckpointStore, n: number, durability: 'async
   return { messagesJson: Buffer.byteLength(JSON.stringify(messages)), checkpoints }
 }
 
+/** The record texts of a SQLite store (bodies, list items, effect outputs): characters, and bytes after deflate-raw of each. */
+function deflatedTexts(path: string): { raw: number; deflated: number } {
+  const db = new Database(path, { readonly: true })
+  try {
+    const texts = db.prepare('SELECT body FROM checkpoints UNION ALL SELECT item FROM list_items UNION ALL SELECT output FROM effects WHERE output IS NOT NULL').pluck().all() as string[]
+    let raw = 0
+    let deflated = 0
+    for (const text of texts) {
+      const bytes = Buffer.byteLength(text)
+      raw += bytes
+      deflated += Math.min(bytes, deflateRawSync(text).length)
+    }
+    return { raw, deflated }
+  } finally {
+    db.close()
+  }
+}
+
 function printTable(rows: readonly Row[]): void {
-  const header = ['store', 'n', 'checkpoints', 'messages JSON', 'stored (open)', 'stored (closed)', 'ratio (closed / messages)']
-  const lines = rows.map((r) => [r.store, String(r.n), String(r.checkpoints), mib(r.messagesJson), mib(r.bytesOpen), mib(r.bytesClosed), (r.bytesClosed / r.messagesJson).toFixed(2)])
+  const header = ['store', 'n', 'checkpoints', 'messages JSON', 'stored (open)', 'stored (closed)', 'bytes / cycle', 'ratio (closed / messages)', 'record texts', 'deflated']
+  const lines = rows.map((r) => [
+    r.store,
+    String(r.n),
+    String(r.checkpoints),
+    mib(r.messagesJson),
+    mib(r.bytesOpen),
+    mib(r.bytesClosed),
+    String(Math.round(r.bytesClosed / r.n)),
+    (r.bytesClosed / r.messagesJson).toFixed(2),
+    r.texts ? mib(r.texts.raw) : '-',
+    r.texts ? `${mib(r.texts.deflated)} (${((100 * r.texts.deflated) / r.texts.raw).toFixed(0)} %)` : '-',
+  ])
   const widths = header.map((h, k) => Math.max(h.length, ...lines.map((line) => line[k]!.length)))
   const format = (cells: string[]) => cells.map((cell, k) => cell.padEnd(widths[k]!)).join('  ')
   console.log(format(header))

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, MemoryStore } from '../src/index.js'
+import { decodeValue } from '../src/core/codec.js'
 import { freezeDeep, isDeepFrozen } from '../src/core/freeze.js'
 import { conversation } from '../src/testing.js'
-import { chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
-import { CheckedOutputs } from '../src/store/encoding/shared-outputs.js'
+import { cacheFromRefs, chainHash, decodePayload, encodePayload, type ListCache } from '../src/store/encoding/payload-lists.js'
 
 let listIds = 0
 const newListId = () => `list-${++listIds}`
@@ -36,7 +36,7 @@ describe('payload list encoding', () => {
     const kept = first.lists.get('/messages')!
     // Appending two items reuses the first save's arrays instead of copying six.
     const appended = encodePayload({ messages: messages.slice(0, 8) }, first.lists, newListId)
-    expect(appended.lists.get('/messages')!.items).toBe(kept.items)
+    expect(appended.lists.get('/messages')!.sources).toBe(kept.sources)
     expect(appended.appends).toEqual([{ listId: kept.id, expectedLength: 6, items: json.slice(6, 8) }])
     expect(appended.refs[0]).toEqual({ id: kept.id, n: 8, h: chainHash('', json) })
     // A save from the first list again (the append above was not kept): the arrays it would share
@@ -46,12 +46,28 @@ describe('payload list encoding', () => {
     const otherJson = JSON.stringify(other)
     expect(branch.appends).toEqual([{ listId: kept.id, expectedLength: 6, items: [otherJson] }])
     expect(branch.refs[0]).toEqual({ id: kept.id, n: 7, h: chainHash('', [...json.slice(0, 6), otherJson]) })
-    expect(branch.lists.get('/messages')!.items).not.toBe(kept.items)
+    expect(branch.lists.get('/messages')!.sources).not.toBe(kept.sources)
     // And the first list is still what it was: six items.
     expect(kept.n).toBe(6)
     const again = encodePayload({ messages: messages.slice(0, 6) }, first.lists, newListId)
     expect(again.appends).toEqual([])
     expect(again.refs[0]).toEqual(first.refs[0])
+  })
+
+  it('a writer that knows a list by its ref alone (a fresh process) extends it once the chain hash of its head matches, and starts a new one otherwise', () => {
+    const messages = conversation(8).map((message) => JSON.parse(JSON.stringify(message)) as (typeof message))
+    const json = messages.map((message) => JSON.stringify(message))
+    const first = encodePayload({ messages: messages.slice(0, 6) }, undefined, newListId)
+    const fromRefs = cacheFromRefs(JSON.parse(first.body), first.refs)
+    expect(fromRefs.get('/messages')).toMatchObject({ id: first.refs[0]!.id, n: 6, h: first.refs[0]!.h, sources: [] })
+    const extended = encodePayload({ messages }, fromRefs, newListId)
+    expect(extended.appends).toEqual([{ listId: first.refs[0]!.id, expectedLength: 6, items: json.slice(6) }])
+    expect(extended.refs[0]).toEqual({ id: first.refs[0]!.id, n: 8, h: chainHash('', json) })
+    const edited = [{ ...messages[0]!, content: [{ text: 'edited' }] }, ...messages.slice(1)]
+    const restarted = encodePayload({ messages: edited }, fromRefs, newListId)
+    expect(restarted.refs[0]!.id).not.toBe(first.refs[0]!.id)
+    expect(restarted.appends[0]).toMatchObject({ expectedLength: 0 })
+    expect(restarted.appends[0]!.items).toHaveLength(8)
   })
 
   it('marks only plain trees as deeply frozen: a Date inside stays re-serialized', async () => {
@@ -93,31 +109,28 @@ describe('payload list encoding', () => {
     expect((await store.load(id)).payload).toEqual({ messages })
   })
 
-  it('stores a value the conversation already holds once, as an item ref, and loads it back equal', async () => {
+  it('stores a value the conversation also holds in the body itself: a record reads its own body and lists alone', async () => {
     const messages = conversation(10).map(freezeDeep)
     const last = messages[9]!
-    const payload = { messages, pending: last, finalText: last.content[0]!.text, other: { text: 'y'.repeat(500) } }
+    const payload = { messages, pending: last, finalText: last.content[0]!.text }
     const encoded = encodePayload(payload, undefined, newListId)
     const body = JSON.parse(encoded.body) as Record<string, unknown>
-    expect(body.pending).toEqual({ '~': 'item', i: 0, n: 9 })
-    expect(body.finalText).toEqual({ '~': 'item', i: 0, n: 9, p: ['content', 0, 'text'] })
-    expect(body.other).toEqual({ text: 'y'.repeat(500) })
-    expect(encoded.body.length).toBeLessThan(700)
+    expect(body.messages).toEqual({ '~': 'list', i: 0 })
+    expect(body.pending).toEqual(JSON.parse(JSON.stringify(last)))
+    expect(body.finalText).toBe(last.content[0]!.text)
 
     const store = new MemoryStore()
-    const id = await store.save({ runId: 'refs', kind: 'k', phase: 'p', payload })
+    const id = await store.save({ runId: 'inline', kind: 'k', phase: 'p', payload })
     expect((await store.load(id)).payload).toEqual(JSON.parse(JSON.stringify(payload)))
   })
 
-  it('refuses an item ref that points past its list or at a text that is not there', () => {
+  it('refuses a list ref to a list the record does not have, and a ref of any other kind', () => {
     const items = conversation(2).map((message) => JSON.stringify(message))
     const refs = [{ id: 'l', n: 2, h: chainHash('', items) }]
-    const decode = (ref: unknown) => decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], outputs: new CheckedOutputs(), runId: 'r', checkpointId: 'c' })
-    expect(decode({ '~': 'item', i: 0, n: 1, p: ['content', 0, 'text'] })).toMatchObject({ x: conversation(2)[1]!.content[0]!.text })
-    expect(() => decode({ '~': 'item', i: 0, n: 2 })).toThrow(CheckpointCorruptionError)
-    expect(() => decode({ '~': 'item', i: 0, n: -1 })).toThrow(/item -1 of list #0/)
-    expect(() => decode({ '~': 'item', i: 3, n: 0 })).toThrow(/list #3, which it does not have/)
-    expect(() => decode({ '~': 'item', i: 0, n: 0, p: ['content', 5, 'text'] })).toThrow(/a text inside item 0 of list #0 that is not there/)
+    const decode = (ref: unknown) => decodeValue(decodePayload({ body: { messages: { '~': 'list', i: 0 }, x: ref }, refs, items: [items], runId: 'r', checkpointId: 'c' }), { runId: 'r', checkpointId: 'c', what: 'payload' })
+    expect(decode(1)).toMatchObject({ messages: conversation(2), x: 1 })
+    expect(() => decode({ '~': 'list', i: 3 })).toThrow(/list #3, which it does not have/)
+    expect(() => decode({ '~': 'item', i: 0, n: 1 })).toThrow(CheckpointCorruptionError)
   })
 
   it('extends a list by what was appended, re-serializes items that are not frozen, and starts a new list when the head changes', () => {

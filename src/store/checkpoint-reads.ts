@@ -118,7 +118,7 @@ export class CheckpointReads {
     })
   }
 
-  /** Where a writer that holds nothing of the run in memory goes on from: the run's seq, newest checkpoint and its lists. */
+  /** Where a writer that holds nothing of the run in memory goes on from: the run's seq, newest checkpoint and its list refs (no list is read). */
   async writerState(runId: string): Promise<WriterState> {
     // No rollback check here: a save after `delete` of the newest checkpoints (a workflow run
     // continued from an earlier checkpoint it names) is the caller's explicit choice; a resume
@@ -126,7 +126,7 @@ export class CheckpointReads {
     const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
     if (run) checkRunRow(run)
     const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
-    const lists: ListCache = latest ? listCacheOf(await this.#call(runId, 'read latest checkpoint', () => readStoredCheckpoint(latest, this.#engine))) : new Map<string, CachedList>()
+    const lists: ListCache = latest ? listCacheOf(latest, checkRow(latest)) : new Map<string, CachedList>()
     return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
   }
 

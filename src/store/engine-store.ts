@@ -31,8 +31,7 @@ import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-row
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
-import { ListCacheLru, type WriterState } from './encoding/list-cache.js'
-import { SharedOutputs } from './encoding/shared-outputs.js'
+import { WriterStates, type WriterState } from './encoding/list-cache.js'
 import { RunLeases } from './leases/run-leases.js'
 import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
@@ -50,8 +49,6 @@ import { pruneEvents } from './event-log/prune-events.js'
 export interface EngineStoreOptions {
   /** Schema registry used to upgrade records on load. Defaults to `defaultSchemas`. */
   schemas?: SchemaRegistry
-  /** Memory the writer may keep of recently saved lists, to append without reading back. Default 64 MiB. */
-  listCacheBytes?: number
   /**
    * Where warnings go: a corrupt record skipped by a listing that asked for it
    * (`unreadable: 'skip'`). Defaults to `process.emitWarning`.
@@ -77,8 +74,7 @@ const MAX_SAVE_ATTEMPTS = 12
 export class EngineStore implements CheckpointStore {
   readonly #engine: StorageEngine
   readonly #schemas: SchemaRegistry
-  readonly #cache: ListCacheLru
-  readonly #shared = new SharedOutputs()
+  readonly #cache = new WriterStates()
   readonly #runLocks = new Map<string, Promise<unknown>>()
   #closed = false
   #leases: RunLeases | undefined
@@ -95,7 +91,6 @@ export class EngineStore implements CheckpointStore {
     this.#encrypted = options.encrypt === true
     this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
-    this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
   }
@@ -207,10 +202,7 @@ export class EngineStore implements CheckpointStore {
         const run = newRunRow(runId, null, Date.now(), 0)
         const request: CommitRequest = { rows: [], appends: [], run, fence, ...parts }
         const result = await this.#withRunLock(runId, () => this.#call(runId, 'write under a lease', () => this.#engine.commit(request)))
-        if (result.ok) {
-          this.#shared.remember(runId, parts.effects?.completions ?? [])
-          return { cancelRequested: result.cancelRequested === true }
-        }
+        if (result.ok) return { cancelRequested: result.cancelRequested === true }
         if (result.reason === 'fenced') throw new LeaseLostError(fence)
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
         throw new StoreError(`run ${runId}: an effects-only write was refused (${result.reason})`, { runId })
@@ -236,15 +228,13 @@ export class EngineStore implements CheckpointStore {
     return this.#withRunLock(runId, async () => {
       for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt++) {
         // An effects-only write (an effect start, an outcome, a run change) encodes nothing.
-        const share = inputs.length === 0 ? undefined : this.#shared.sharer(runId, effects.completions)
-        const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas, share)
+        const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
         const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
         const request: CommitRequest = { rows, appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
-          if (next) this.#cache.set(runId, next)
-          this.#shared.remember(runId, effects.completions)
+          if (next) this.#cache.set(runId, next, rows[rows.length - 1]!.terminal)
           return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
         }
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
@@ -311,7 +301,6 @@ export class EngineStore implements CheckpointStore {
     assertId(runId, 'runId')
     return this.#withRunLock(runId, async () => {
       this.#cache.delete(runId)
-      this.#shared.forget(runId)
       const deleted = await this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
       const events = (await this.#events?.deleteRun(runId)) ?? 0
       return deleted || events > 0
@@ -331,7 +320,6 @@ export class EngineStore implements CheckpointStore {
   async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
     const row = completionRow(completion, completion.runId)
     const result = await this.#call(completion.runId, `complete effect ${completion.callId}`, () => this.#engine.completeEffect(row))
-    if (result.row?.output) this.#shared.remember(completion.runId, [{ callId: row.callId, output: result.row.output }])
     if (!result.row) {
       throw new CheckpointError(
         'invalid_argument',
@@ -415,7 +403,6 @@ export class EngineStore implements CheckpointStore {
       trusted: this.#trusted.bind(this),
       withRunLock: this.#withRunLock.bind(this),
       forgetLists: (runId) => this.#cache.delete(runId),
-      forgetOutputs: (runId) => this.#shared.forget(runId),
     }
   }
 

@@ -1,8 +1,5 @@
 import { FINISHED_STATUSES, type PruneResult } from './checkpoint-store.js'
 import type { StorageEngine } from './engine/storage-engine.js'
-import { retainedListLengths } from './engine/list-retention.js'
-import { readFound } from './encoding/load-many.js'
-import { sharedRefs } from './encoding/shared-outputs.js'
 
 /**
  * Remove what a resume of `runId` cannot need: checkpoints beyond the `keepLast` newest (and,
@@ -23,20 +20,6 @@ export async function pruneRun(
     .map((cp) => cp.id)
   const checkpointsDeleted = doomed.length > 0 ? await engine.deleteCheckpoints(runId, doomed) : 0
   const finished = FINISHED_STATUSES.includes(run.status) && (olderThan === undefined || run.updatedAt < olderThan)
-  const effectsDeleted = finished ? await engine.deleteEffects(runId, await sharedCallIds(engine, runId)) : 0
+  const effectsDeleted = finished ? await engine.deleteEffects(runId) : 0
   return { checkpointsDeleted, effectsDeleted }
-}
-
-/**
- * The call ids of effects whose outputs the remaining checkpoints' list items hold by ref (a
- * tool result stored once, see `shared-outputs.ts`): their rows stay when the journal goes.
- */
-async function sharedCallIds(engine: StorageEngine, runId: string): Promise<string[]> {
-  const rows = await readFound(engine, await engine.listCheckpoints({ runId }))
-  const longest = retainedListLengths(rows)
-  // A row whose refs cannot be read: keep every effect rather than lose a shared output.
-  if (longest === undefined) return (await engine.listEffects(runId)).map((effect) => effect.callId)
-  if (longest.size === 0) return []
-  const items = await engine.readLists(runId, [...longest].map(([id, n]) => ({ id, n, h: '' })))
-  return [...sharedRefs(items.flat())]
 }

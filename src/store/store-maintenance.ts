@@ -16,8 +16,6 @@ export interface MaintenanceContext {
   withRunLock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
   /** Drop the writer's cached lists of the run: the next write reads them back. */
   forgetLists: (runId: string) => void
-  /** Drop the outputs the writer shares from the run's journal. */
-  forgetOutputs: (runId: string) => void
 }
 
 /** `store.prune`: in each run (or the one given), remove the checkpoints older than its newest `keepLast` and `olderThan`, and finished runs' old effects. */
@@ -32,7 +30,6 @@ export async function pruneRuns(context: MaintenanceContext, options: PruneOptio
     assertId(runId, 'runId')
     const result = await context.withRunLock(runId, async () => {
       context.forgetLists(runId)
-      context.forgetOutputs(runId)
       return context.call(runId, 'prune', () => pruneRun(context.engine, { runId, keepLast, olderThan }))
     })
     total.checkpointsDeleted += result.checkpointsDeleted

@@ -1,11 +1,8 @@
-import { copyFile, mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Agent, Runner, tool, type ContentBlock, type Message, type RuntimeSnapshot } from '../../src/index.js'
-import { RUNNER_SCHEMA_VERSION } from '../../src/runner/phases.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 
@@ -20,16 +17,6 @@ async function tempDb(): Promise<string> {
   return join(dir, 'cairn.db')
 }
 
-/** The schema versions of the rows as stored, read with the driver, not through Cairn. */
-function storedVersions(path: string): number[] {
-  const db = new Database(path, { readonly: true })
-  try {
-    return (db.prepare('SELECT DISTINCT schema_version AS v FROM checkpoints ORDER BY v').all() as { v: number }[]).map((row) => row.v)
-  } finally {
-    db.close()
-  }
-}
-
 const approve = tool({
   name: 'approve',
   description: 'Ask a human.',
@@ -40,30 +27,6 @@ const approve = tool({
 const prices = { inputPerMillion: 2, outputPerMillion: 10, cacheReadPerMillion: 0.5, cacheWritePerMillion: 2.5 }
 
 describe('the message model and run accounting', () => {
-  it('loads and resumes a runner checkpoint written by schema version 1, upgrading its usage', async () => {
-    // runner-v1.db was written by the code before usage details existed (see make-runner-v1.ts).
-    const path = await tempDb()
-    await copyFile(fileURLToPath(new URL('../fixtures/checkpoints/runner-v1.db', import.meta.url)), path)
-    expect(storedVersions(path)).toEqual([1])
-    const store = new SqliteStore({ path })
-    const paused = await new Runner({ store }).resume(new Agent({ name: 'v1-agent', model: new ScriptedModel([], { modelId: 'scripted:v1' }), tools: [approve], systemPrompt: 'Be careful.' }), { runId: 'v1-run' })
-    expect(paused.state).toBe('paused')
-    expect(paused.usage).toEqual({ inputTokens: 100, outputTokens: 20, totalTokens: 120, cacheReadInputTokens: 0, cacheWriteInputTokens: 0, reasoningTokens: 0 })
-    const model = new ScriptedModel([[], { content: [{ text: 'Deployed.' }], usage: { inputTokens: 10, outputTokens: 5, totalTokens: 15, cacheReadInputTokens: 4 } }], {
-      modelId: 'scripted:v1',
-      select: 'conversation',
-    })
-    const agent = new Agent({ name: 'v1-agent', model, tools: [approve], systemPrompt: 'Be careful.' })
-    const result = await new Runner({ store, durability: 'sync' }).resume(agent, { runId: 'v1-run', responses: { 'call-1:approval': 'yes' } })
-    expect(result.state).toBe('completed')
-    expect(result.result?.toString()).toBe('Deployed.')
-    expect(model.calls).toHaveLength(1)
-    // 100 + 10 input tokens: the first call's usage survived the upgrade and the resume added to it.
-    expect(result.usage).toEqual({ inputTokens: 110, outputTokens: 25, totalTokens: 135, cacheReadInputTokens: 4, cacheWriteInputTokens: 0, reasoningTokens: 0 })
-    await store.close()
-    expect(storedVersions(path)).toEqual([1, RUNNER_SCHEMA_VERSION])
-  })
-
   it('sums usage and cost across a resume in a fresh runner and reports them in the result', async () => {
     const path = await tempDb()
     const turns = [

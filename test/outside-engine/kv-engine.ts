@@ -164,8 +164,8 @@ export class KvEngine implements StorageEngine {
       .sort((a, b) => a.startedAt - b.startedAt)
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
-    const rows = this.#db.scan<EffectRow>(key.effects(runId)).filter(([, row]) => !keep.includes(row.callId))
+  async deleteEffects(runId: string): Promise<number> {
+    const rows = this.#db.scan<EffectRow>(key.effects(runId))
     for (const [k] of rows) this.#db.delete(k)
     return rows.length
   }

@@ -19,9 +19,9 @@ export interface EncodedBatch {
  * Encode checkpoints of one run for one commit. Each record's lists extend the previous
  * record's, and appends to the same list are merged, so the engine sees one append per list.
  * Seqs follow the run's latest (or are checked against it when given); a record's parent
- * defaults to the record before it. `share` makes an item as stored (see `shared-outputs.ts`).
+ * defaults to the record before it.
  */
-export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: WriterState, schemas: SchemaRegistry, share?: (item: string) => string): EncodedBatch {
+export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: WriterState, schemas: SchemaRegistry): EncodedBatch {
   const rows: CheckpointRow[] = []
   const appends: ListAppend[] = []
   let { lastSeq, lastId, lists } = state
@@ -36,7 +36,7 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
       ids.add(input.id)
     }
     // Refuses an unserializable payload before anything is written.
-    const encoded = encodePayload(input.payload, lists, newShortId, share)
+    const encoded = encodePayload(input.payload, lists, newShortId)
     const row: CheckpointRow = {
       id: input.id ?? newId(),
       runId: input.runId,

@@ -6,8 +6,7 @@ import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
-import { cacheFromStored, chainHash, decodePayload, type ListCache } from './payload-lists.js'
-import { readSharedOutputs, resolveShared, type CheckedOutputs } from './shared-outputs.js'
+import { cacheFromRefs, decodePayload, type ListCache } from './payload-lists.js'
 
 /** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
 export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
@@ -39,18 +38,14 @@ export function checkpointDigest(row: Omit<CheckpointRow, 'digest'>): string {
 export interface StoredCheckpoint {
   row: CheckpointRow
   refs: ListRef[]
-  /** As stored: an item may refer to an effect's output (see `shared-outputs.ts`). */
   items: string[][]
-  /** Checked outputs of the effects the items refer to, by call id. */
-  outputs: CheckedOutputs
 }
 
-/** Check a row's shape and digest and fetch its lists' items; any flaw is a corruption error. */
+/** Check a row's shape and digest and fetch its lists' items (its own rows, nothing else); any flaw is a corruption error. */
 export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEngine): Promise<StoredCheckpoint> {
   const refs = checkRow(row)
   const items = refs.length === 0 ? [] : await engine.readLists(row.runId, refs)
-  const outputs = await readSharedOutputs(engine, row.runId, items.flat())
-  return { row, refs, items, outputs }
+  return { row, refs, items }
 }
 
 /** Check a row's shape and digest and return its list refs; any flaw is a corruption error. */
@@ -75,25 +70,18 @@ export function checkRow(row: CheckpointRow): ListRef[] {
   return refs
 }
 
-/** The writer cache for a stored checkpoint, after verifying its lists. */
-export function listCacheOf(stored: StoredCheckpoint): ListCache {
-  const { row, refs, items } = stored
-  const written = refs.map((ref, k) => {
-    const listItems = items[k] ?? []
-    if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) {
-      throw corrupt({ runId: row.runId, checkpointId: row.id }, `has list ${ref.id} whose items are missing or altered`)
-    }
-    return resolveShared(listItems, stored.outputs, { runId: row.runId, checkpointId: row.id, listId: ref.id })
-  })
-  return cacheFromStored(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), refs, written)
+/** The writer cache for a checkpoint row {@link checkRow} has checked: its lists as its refs name them. */
+export function listCacheOf(row: CheckpointRow, refs: readonly ListRef[]): ListCache {
+  if (refs.length === 0) return new Map()
+  return cacheFromRefs(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), refs)
 }
 
 /** Decode a stored checkpoint into the record callers see, upgrading it through `schemas`. */
 export function toRecord(stored: StoredCheckpoint, schemas: SchemaRegistry): CheckpointRecord {
-  const { row, refs, items, outputs } = stored
+  const { row, refs, items } = stored
   const context = { runId: row.runId, checkpointId: row.id }
   const body = parseJson(row.body, { ...context, what: 'checkpoint body' })
-  const tree = decodePayload({ body, refs, items, outputs, ...context })
+  const tree = decodePayload({ body, refs, items, ...context })
   const payload = decodeValue(tree, { ...context, what: 'payload' })
   const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
   return { ...decodeCheckedHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }

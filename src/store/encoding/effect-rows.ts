@@ -1,4 +1,4 @@
-import { decodeValue, parseJson, serialize, TAG, type JsonValue } from '../../core/codec.js'
+import { decodeValue, parseJson, serialize, type JsonValue } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
 import { digestMatches, matchesEncodedHash, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
@@ -62,22 +62,6 @@ export function decodeEffectRow(row: EffectRow): EffectRecord {
   // Callers see the SHA-256 alone, of either form (see TEXT_HASH).
   const outputHash = plain.outputHash?.startsWith(TEXT_HASH) === true ? plain.outputHash.slice(TEXT_HASH.length) : plain.outputHash
   return { ...plain, output, outputHash }
-}
-
-/**
- * Every check of {@link decodeEffectRow} on a row that holds an output, without making the
- * record: returns the output's JSON parsed (its encoded form, tagged values not decoded), the
- * caller's own to change. A flaw is the same {@link CheckpointCorruptionError}.
- */
-export function checkedOutputJson(row: EffectRow & { output: string }): unknown {
-  const { outputHash } = checkDigests(row)
-  return readOutput({ runId: row.runId, callId: row.callId, outputHash }, row.output, (parsed) => {
-    // Decoding checks the tagged values and the limits, and changes an object only where a tag
-    // is: a text with no "~" string and no \u escape (a key "~" can be written no other way) holds none.
-    const mayHoldTag = row.output.includes(`"${TAG}"`) || row.output.includes('\\u')
-    decodeValue(mayHoldTag ? JSON.parse(row.output) : parsed, outputContext(row))
-    return parsed
-  })
 }
 
 /** The row's shape and digests checked; its input and output hashes split from their digests. */

@@ -1,50 +1,37 @@
 import type { ListCache } from './payload-lists.js'
 
-/** What a writer remembers of a run between saves. */
+/** What a writer remembers of a run between saves: its seq, newest checkpoint and list refs. */
 export interface WriterState {
   lastSeq: number
   lastId: string | null
   lists: ListCache
 }
 
-/**
- * Least-recently-used writer state per run, bounded by the bytes of the list items it holds.
- * A run that falls out is re-read from the store on its next save.
- */
-export class ListCacheLru {
-  readonly #maxBytes: number
-  readonly #entries = new Map<string, { state: WriterState; bytes: number }>()
-  #bytes = 0
+/** How many runs a store remembers where their writes left off. */
+const KEPT_RUNS = 1024
 
-  constructor(maxBytes: number) {
-    this.#maxBytes = maxBytes
-  }
+/**
+ * Where the latest writes of recent runs left off, for the next save of each to extend its lists
+ * without reading the store. It holds refs and the caller's own frozen values, never a copy of a
+ * list's items: a run that falls out, or ends, is read back from its newest row's refs (one
+ * read, no list) on its next save.
+ */
+export class WriterStates {
+  readonly #states = new Map<string, WriterState>()
 
   get(runId: string): WriterState | undefined {
-    const entry = this.#entries.get(runId)
-    if (!entry) return undefined
-    this.#entries.delete(runId)
-    this.#entries.set(runId, entry)
-    return entry.state
+    return this.#states.get(runId)
   }
 
-  set(runId: string, state: WriterState): void {
-    this.delete(runId)
-    let bytes = 0
-    for (const list of state.lists.values()) bytes += list.bytes
-    this.#entries.set(runId, { state, bytes })
-    this.#bytes += bytes
-    for (const [key, entry] of this.#entries) {
-      if (this.#bytes <= this.#maxBytes || key === runId) break
-      this.#entries.delete(key)
-      this.#bytes -= entry.bytes
-    }
+  /** Keep the run's state after a commit; a run whose newest record is terminal is forgotten. */
+  set(runId: string, state: WriterState, terminal: boolean): void {
+    this.#states.delete(runId)
+    if (terminal) return
+    this.#states.set(runId, state)
+    if (this.#states.size > KEPT_RUNS) this.#states.delete(this.#states.keys().next().value!)
   }
 
   delete(runId: string): void {
-    const entry = this.#entries.get(runId)
-    if (!entry) return
-    this.#entries.delete(runId)
-    this.#bytes -= entry.bytes
+    this.#states.delete(runId)
   }
 }

@@ -6,19 +6,14 @@ import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord } from '../checkpoint-store.js'
 import type { StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
-import { parseItems, replaceRefs, unmatchedList, type ListView } from './payload-lists.js'
+import { parseItems, replaceRefs, unmatchedList } from './payload-lists.js'
 import { checkRow, decodeCheckedRecord, toRecord } from './checkpoint-rows.js'
-import { CheckedOutputs, readSharedOutputs, resolveSharedItem, resolveSharedParsed } from './shared-outputs.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
   items: string[]
   /** `hashes[k]`: the chain hash of the first k items, computed as far as a ref needs. */
   hashes: string[]
-  /** Checked outputs of the effects the run's items refer to. */
-  outputs: CheckedOutputs
-  /** Items as written (effect refs resolved), each made once when a ref into it asks. */
-  written: (string | undefined)[]
   /** Each item decoded once and deeply frozen: the records share them. */
   decoded?: unknown[]
 }
@@ -44,23 +39,17 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
       // A migration may change the payload in place: this record gets items of its own.
       const shared = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!)
       const items = refs.map((ref, k) => shared[k]!.items.slice(0, ref.n))
-      return toRecord({ row, refs, items, outputs: shared[0]?.outputs ?? new CheckedOutputs() }, schemas)
+      return toRecord({ row, refs, items }, schemas)
     }
     // Most records of a run hold no list (runner phases between snapshots): their body is the
-    // whole payload, decoded in one walk, which refuses a list or item ref there as a bad tag.
+    // whole payload, decoded in one walk, which refuses a list ref there as a bad tag.
     // Past the check above, the row is at its kind's current version (or its kind has none): no upgrade applies.
     if (refs.length === 0) return decodeCheckedRecord(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }))
     const context = { runId: row.runId, checkpointId: row.id }
     const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
-    const views = refs.map((ref): ListView => {
+    const views = refs.map((ref) => {
       const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
-      const decoded = () => decodedItems(list, { ...context, listId: ref.id })
-      return {
-        length: ref.n,
-        whole: () => ({ [SPLICE]: decoded().slice(0, ref.n) }),
-        item: (n) => ({ [SPLICE]: decoded()[n] }),
-        stored: (n) => parseJson(writtenItem(list, n, { ...context, listId: ref.id }), { ...context, what: `item ${n} of list ${ref.id}` }),
-      }
+      return () => ({ [SPLICE]: decodedItems(list, { ...context, listId: ref.id }).slice(0, ref.n) })
     })
     const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
     return decodeCheckedRecord(row, splice(decodeValue(spliced, { ...context, what: 'payload' })))
@@ -123,8 +112,7 @@ async function readSharedLists(checked: readonly { row: CheckpointRow; refs: Lis
     const refs = [...ofRun].map(([id, n]) => ({ id, n, h: '' }))
     if (refs.length === 0) continue
     const items = await engine.readLists(runId, refs)
-    const outputs = await readSharedOutputs(engine, runId, items.flat())
-    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''], outputs, written: [] }))
+    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''] }))
   }
   return lists
 }
@@ -138,13 +126,8 @@ function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => 
   throw corrupt(unmatchedList(ref, Math.min(list.items.length, ref.n)))
 }
 
-function writtenItem(list: SharedList, n: number, where: { runId: string; checkpointId: string; listId: string }): string {
-  list.written[n] ??= resolveSharedItem(list.items[n]!, n, list.outputs, where)
-  return list.written[n]
-}
-
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= resolveSharedParsed(list.items, parseItems(list.items, where), list.outputs, where).map((item, k) => freezeTree(decodeValue(item, { runId: where.runId, checkpointId: where.checkpointId, what: `item ${k} of list ${where.listId}` })))
+  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeTree(decodeValue(item, { runId: where.runId, checkpointId: where.checkpointId, what: `item ${k} of list ${where.listId}` })))
   return list.decoded
 }
 

@@ -4,7 +4,6 @@ import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import { limits } from '../../core/limits.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
-import { resolveSharedParsed, type CheckedOutputs } from './shared-outputs.js'
 import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
 
 /**
@@ -21,36 +20,22 @@ import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } 
 export const LIST_MIN_BYTES = 1024
 
 /**
- * A value outside the lists that is already one of their items is stored once, as an item ref
- * `{"~":"item","i":k,"n":j}` (item j of list ref k), and a string of at least this many
- * characters found inside such an item as `{"~":"item","i":k,"n":j,"p":[...path]}`. A runner
- * snapshot holds the model's last response both in the conversation and as the pending
- * response, and its text again as the text so far: with item refs each is stored once.
+ * A list as the writer last saved it at one place of a payload: its ref, and the values its
+ * leading items were made from, never a copy of the items themselves.
  */
-export const ITEM_REF_MIN_CHARS = 256
-
-/** How many of a list's last items are searched for a value to refer to. */
-const ITEM_SEARCH_DEPTH = 16
-
-/** A list as the writer last saved it at one place of a payload. */
 export interface CachedList {
   id: string
-  /**
-   * The list's items: the first `n` of this array. A save that only appends to the list pushes
-   * onto the same array instead of copying it (a long conversation is not copied at every save);
-   * entries past `n` belong to a later save, or to one that was not kept.
-   */
-  items: string[]
   /** How many items the list holds. */
   n: number
   /** Chain hash of the list's items. */
   h: string
-  /** Total characters of the list's items. */
+  /** Total characters of the list's items (0 when not known: a list read back from its ref). */
   bytes: number
   /**
    * The values the items were made from, for as long as they are deeply frozen: the first
-   * `frozen` entries of this array (shared with later saves like `items`). The next save reuses
-   * an item's JSON when it finds the very same value there.
+   * `frozen` entries of this array (an array later saves may push onto; entries past `frozen`
+   * belong to a later save, or to one that was not kept). The next save that finds the very same
+   * values there extends the list without serializing or hashing them again.
    */
   sources: unknown[]
   frozen: number
@@ -74,24 +59,19 @@ export interface EncodedPayload {
  * (`freezeDeep`) is serialized once and its JSON reused on every later save, so a save costs
  * what changed, not the whole conversation.
  */
-export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string, share: (item: string) => string = same): EncodedPayload {
-  // A payload whose whole JSON is shorter than a list can be holds no list, hence no item ref
-  // either (those refer to lists of the same payload): its body is its plain encoding.
+export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string): EncodedPayload {
+  // A payload whose whole JSON is shorter than a list can be holds no list: its body is its plain encoding.
   const short = shortPlainJson(value, LIST_MIN_BYTES)
   if (short !== undefined) return { body: short, refs: [], appends: [], lists: new Map() }
   const out: EncodedPayload = { body: '', refs: [], appends: [], lists: new Map() }
-  const sources: unknown[][] = []
   const split: Splitter = {
     previous: (listPath) => previous?.get(listPath),
     toRef: (split, listPath) => {
-      const list = extendOrStart(previous?.get(listPath), split, { newListId, share }, out.appends)
+      const list = extendOrStart(previous?.get(listPath), split, newListId, out.appends)
       out.lists.set(listPath, list)
       out.refs.push({ id: list.id, n: list.n, h: list.h })
-      sources.push(split.array)
       return { [TAG]: 'list', i: out.refs.length - 1 }
     },
-    findItem: (target) => findItem(sources, target),
-    mayReferTo: (object) => sources.length > 0 && isDeepFrozen(object),
   }
   const root = splitValue(value, PAYLOAD_ROOT, new Set(), split)
   out.body = stringifyEncoded(root, 'payload')
@@ -102,51 +82,28 @@ export function encodePayload(value: unknown, previous: ListCache | undefined, n
  * Rebuild the payload tree from a body and the items of its lists. Verifies every list's item
  * count and chain hash; a mismatch is a {@link CheckpointCorruptionError}.
  */
-export function decodePayload(params: {
-  body: unknown
-  refs: readonly ListRef[]
-  items: readonly (readonly string[])[]
-  /** Checked outputs of the effects the items refer to (`readSharedOutputs`). */
-  outputs: CheckedOutputs
-  runId: string
-  checkpointId: string
-}): unknown {
+export function decodePayload(params: { body: unknown; refs: readonly ListRef[]; items: readonly (readonly string[])[]; runId: string; checkpointId: string }): unknown {
   const { refs, items, runId, checkpointId } = params
   const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: ${problem}`, { runId, checkpointId })
-  const lists = refs.map((ref, k): ListView => {
+  const lists = refs.map((ref, k) => {
     const listItems = items[k] ?? []
     if (listItems.length !== ref.n || chainHash('', listItems) !== ref.h) throw corrupt(unmatchedList(ref, listItems.length))
-    const where = { runId, checkpointId, listId: ref.id }
-    const parsed = resolveSharedParsed(listItems, parseItems(listItems, where), params.outputs, where)
-    return { length: parsed.length, whole: () => parsed, item: (n) => parsed[n], stored: (n) => parsed[n] }
+    const parsed = parseItems(listItems, { runId, checkpointId, listId: ref.id })
+    return () => parsed
   })
   return replaceRefs(params.body, lists, corrupt)
 }
 
-/** How a body's refs reach one of its lists: its length, the whole list, an item, and an item as stored (parsed JSON). */
-export interface ListView {
-  length: number
-  whole(): unknown
-  item(n: number): unknown
-  stored(n: number): unknown
-}
-
 /**
- * Replace every list and item ref of a parsed body by what `lists` (one view per list ref)
- * gives for it; a ref to a list, an item or a text the record does not have is a corruption error.
+ * Replace every list ref of a parsed body by what `lists` (one per list ref) gives for it; a ref
+ * to a list the record does not have is a corruption error.
  */
-export function replaceRefs(body: unknown, lists: readonly ListView[], corrupt: (problem: string) => Error): unknown {
+export function replaceRefs(body: unknown, lists: readonly (() => unknown)[], corrupt: (problem: string) => Error): unknown {
   return visitRefs(body, (ref) => {
-    const i = refIndex(ref, 'i')
+    const i = refIndex(ref)
     const list = lists[i]
     if (list === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
-    if (ref[TAG] === 'list') return list.whole()
-    const n = refIndex(ref, 'n')
-    if (n < 0 || n >= list.length) throw corrupt(`its body refers to item ${n} of list #${i}, which holds ${list.length}`)
-    if (ref.p === undefined) return list.item(n)
-    const found = Array.isArray(ref.p) ? at(list.stored(n), ref.p) : undefined
-    if (typeof found !== 'string') throw corrupt(`its body refers to a text inside item ${n} of list #${i} that is not there`)
-    return found
+    return list()
   })
 }
 
@@ -156,15 +113,15 @@ export function unmatchedList(ref: ListRef, returned: number): string {
 }
 
 /**
- * Rebuild a writer cache from a stored body and its lists' items, so a fresh process extends
- * the lists of the latest checkpoint instead of starting new ones.
+ * The writer cache of a stored checkpoint, from its body and list refs alone: a fresh process
+ * extends the lists of the latest checkpoint instead of starting new ones, once the first save
+ * finds the refs' chain hashes at the head of its arrays.
  */
-export function cacheFromStored(body: unknown, refs: readonly ListRef[], items: readonly (readonly string[])[]): ListCache {
+export function cacheFromRefs(body: unknown, refs: readonly ListRef[]): ListCache {
   const cache: ListCache = new Map()
   walkRefs(body, '', (i, path) => {
     const ref = refs[i]
-    const listItems = items[i]
-    if (ref && listItems) cache.set(path, { id: ref.id, items: [...listItems], n: listItems.length, h: ref.h, bytes: listItems.reduce((sum, item) => sum + item.length, 0), sources: [], frozen: 0 })
+    if (ref) cache.set(path, { id: ref.id, n: ref.n, h: ref.h, bytes: 0, sources: [], frozen: 0 })
   })
   return cache
 }
@@ -176,51 +133,41 @@ export function chainHash(from: string, items: readonly string[]): string {
   return h
 }
 
-/** The items of an array about to become a list, and how many of them extend the previous list unchanged. */
+/** An array about to become a list: the JSON of its items from `start` on, the earlier ones being the previous list's. */
 interface SplitArray {
-  array: unknown[]
-  /** The JSON of each item: the first `n` entries (an array the previous list may share). */
+  /** The JSON of items `start`, `start + 1`… of the array. */
   items: string[]
+  /** How many leading items are the previous list's whole (the same frozen values), or 0. */
+  start: number
   n: number
   bytes: number
-  /** Leading items known to equal the previous list's (the same frozen values): 0 when unknown. */
-  reused: number
   /** Values of the leading deeply frozen items: the first `frozen` entries. */
   sources: unknown[]
   frozen: number
 }
 
 /**
- * Items are compared as written and stored as `share` makes them (an effect's output in one
- * replaced by a ref to it, see `shared-outputs.ts`); the chain hash covers them as stored.
+ * The list an array is stored as: the cached one extended when the array starts with its items
+ * (the same frozen values, or items whose chain hash is the list's), else a new one.
  */
-function extendOrStart(cached: CachedList | undefined, split: SplitArray, make: { newListId: () => string; share: (item: string) => string }, appends: ListAppend[]): CachedList {
-  const { items, n, bytes, sources, frozen } = split
-  if (cached && (split.reused === cached.n || startsWith(items, n, cached.items, cached.n))) {
-    const added = items.slice(cached.n, n).map(make.share)
+function extendOrStart(cached: CachedList | undefined, split: SplitArray, newListId: () => string, appends: ListAppend[]): CachedList {
+  const { items, start, n, bytes, sources, frozen } = split
+  let from: string | undefined
+  if (cached && start === cached.n && start > 0) from = cached.h
+  else if (cached && start === 0 && n >= cached.n && chainHash('', items.slice(0, cached.n)) === cached.h) from = cached.h
+  if (cached && from !== undefined) {
+    const added = items.slice(cached.n - start)
     if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.n, items: added })
-    return { id: cached.id, items, n, h: chainHash(cached.h, added), bytes, sources, frozen }
+    return { id: cached.id, n, h: chainHash(from, added), bytes, sources, frozen }
   }
-  const id = make.newListId()
-  const stored = items.slice(0, n).map(make.share)
-  appends.push({ listId: id, expectedLength: 0, items: stored })
-  return { id, items, n, h: chainHash('', stored), bytes, sources, frozen }
-}
-
-function same(item: string): string {
-  return item
-}
-
-/** Whether the first `n` of `items` start with the first `m` of `prefix`. */
-function startsWith(items: readonly string[], n: number, prefix: readonly string[], m: number): boolean {
-  if (m > n) return false
-  for (let i = 0; i < m; i++) if (items[i] !== prefix[i]) return false
-  return true
+  const id = newListId()
+  appends.push({ listId: id, expectedLength: 0, items })
+  return { id, n, h: chainHash('', items), bytes, sources, frozen }
 }
 
 /**
- * JSON of each item of `array`. Leading items that are the very same deeply frozen values the
- * previous list was made from take their JSON from it without a look at the rest of the list, so
+ * JSON of each item of `array`. When its leading items are the very same deeply frozen values the
+ * whole previous list was made from, only the items after them are serialized (and later hashed):
  * a save of a long conversation costs what was appended.
  */
 function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object>, previous: CachedList | undefined): SplitArray {
@@ -230,15 +177,13 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
     const limit = Math.min(previous.frozen, previous.n, array.length)
     while (reused < limit && array[reused] === known[reused]) reused++
   }
-  // All of the previous list is kept, and no other save pushed onto its arrays: push onto them.
-  const whole = previous !== undefined && reused === previous.n
-  const items = whole && previous.items.length === previous.n ? previous.items : (previous?.items.slice(0, reused) ?? [])
-  const sources = whole && previous.sources.length === reused ? previous.sources : (previous?.sources.slice(0, reused) ?? [])
-  let bytes = 0
-  if (whole) bytes = previous.bytes
-  else for (let i = 0; i < reused; i++) bytes += items[i]!.length
+  // All of the previous list is kept: its items need no JSON, and its sources array is pushed onto when no other save did.
+  const start = previous !== undefined && reused === previous.n && previous.bytes > 0 ? reused : 0
+  const sources = start > 0 && previous!.sources.length === start ? previous!.sources : (previous?.sources.slice(0, start) ?? [])
+  const items: string[] = []
+  let bytes = start > 0 ? previous!.bytes : 0
   let frozenRun = true
-  for (let i = reused; i < array.length; i++) {
+  for (let i = start; i < array.length; i++) {
     const value = array[i]
     const item = i in array ? itemJson(value, () => `${codecPathOf(where)}[${i}]`, ancestors) : UNDEFINED_JSON
     items.push(item)
@@ -246,49 +191,37 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
     if (frozenRun && isDeepFrozen(value)) sources.push(value)
     else frozenRun = false
   }
-  return { array, items, n: items.length, bytes, reused, sources, frozen: sources.length }
+  return { items, start, n: array.length, bytes, sources, frozen: sources.length }
 }
 
 const frozenJson = new WeakMap<object, string>()
-/** The long strings inside a frozen item's encoded JSON, with their paths in it. */
-const frozenStrings = new WeakMap<object, Map<string, (string | number)[]>>()
 
 interface Splitter {
   /** The list the last save made at `listPath`. */
   previous: (listPath: string) => CachedList | undefined
   /** Turn an array into a list and return its ref. */
   toRef: (list: SplitArray, listPath: string) => JsonObject
-  /** An item ref for `target` if a list made so far holds it (or, for a string, holds it inside an item). */
-  findItem: (target: object | string) => JsonObject | undefined
-  /** Whether `object` could be replaced by an item ref: deeply frozen, once some list was made. */
-  mayReferTo: (object: object) => boolean
 }
 
 /**
  * Encode `value` like the codec, but turn every plain array (outside other lists) whose items'
- * JSON adds up to at least {@link LIST_MIN_BYTES} into a list ref, and a frozen object or long
- * string that a list already holds into an item ref.
+ * JSON adds up to at least {@link LIST_MIN_BYTES} into a list ref.
  */
 function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>, split: Splitter): JsonValue {
-  if (typeof value === 'string' && value.length >= ITEM_REF_MIN_CHARS) return split.findItem(value) ?? value
   const isArray = Array.isArray(value) && Object.getPrototypeOf(value) === Array.prototype
   if ((!isArray && !isPlainObject(value)) || ancestors.has(value as object) || Object.getOwnPropertySymbols(value).length > 0) {
     return typeof value !== 'object' && isPassThrough(value) ? (value as JsonValue) : encodeNested(value, codecPathOf(where), ancestors)
   }
-  if (isDeepFrozen(value)) {
-    const ref = split.findItem(value as object)
-    if (ref) return ref
-  }
-  // Too short to hold a list or a long string, and holding no object an item ref could stand
-  // for: plain JSON is its own encoding, kept as it is.
-  if (isShortPassThrough(value, { maxChars: ITEM_REF_MIN_CHARS, depth: ancestors.size, refuse: split.mayReferTo })) return value as JsonValue
+  // Far too short to hold a list (the check counts less than the JSON's length: keys and quotes
+  // are left out): plain JSON is its own encoding, kept as it is.
+  if (isShortPassThrough(value, { maxChars: LIST_MIN_BYTES / 4, depth: ancestors.size })) return value as JsonValue
   const object = value as Record<string, unknown>
   ancestors.add(object)
   try {
     if (isArray) {
       const listPath = listPathOf(where)
       const list = splitArray(value as unknown[], where, ancestors, split.previous(listPath))
-      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.slice(0, list.n).join(',')}]`) as JsonValue[])
+      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
     }
     const out: JsonObject = {}
     let escaped = false
@@ -306,61 +239,6 @@ function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>,
   }
 }
 
-/**
- * Search the last {@link ITEM_SEARCH_DEPTH} items of each list made so far for `target`: the
- * same frozen object, or a frozen item holding an equal long string. Recent items are where a
- * repeated value is found (the model's last response); the bound keeps a save's cost flat.
- */
-function findItem(sources: readonly unknown[][], target: object | string): JsonObject | undefined {
-  for (let i = 0; i < sources.length; i++) {
-    const array = sources[i]!
-    for (let n = array.length - 1; n >= 0 && n >= array.length - ITEM_SEARCH_DEPTH; n--) {
-      const item = array[n]
-      if (typeof target === 'object') {
-        if (item === target) return { [TAG]: 'item', i, n }
-        continue
-      }
-      const path = isDeepFrozen(item) ? stringsOf(item as object).get(target) : undefined
-      if (path) return { [TAG]: 'item', i, n, p: path }
-    }
-  }
-  return undefined
-}
-
-/** The long strings in a frozen item's encoded JSON, found once and kept. */
-function stringsOf(item: object): Map<string, (string | number)[]> {
-  let strings = frozenStrings.get(item)
-  if (strings === undefined) {
-    strings = new Map()
-    const json = frozenJson.get(item)
-    // A plain-JSON item was stored as it is: its strings sit at the same paths in the object.
-    if (json !== undefined) collectStrings(isPassThrough(item) ? item : (JSON.parse(json) as unknown), [], strings)
-    frozenStrings.set(item, strings)
-  }
-  return strings
-}
-
-function collectStrings(node: unknown, path: (string | number)[], into: Map<string, (string | number)[]>): void {
-  if (typeof node === 'string') {
-    if (node.length >= ITEM_REF_MIN_CHARS && !into.has(node)) into.set(node, path)
-  } else if (Array.isArray(node)) {
-    node.forEach((child, k) => collectStrings(child, [...path, k], into))
-  } else if (typeof node === 'object' && node !== null) {
-    for (const key of Object.keys(node)) collectStrings((node as Record<string, unknown>)[key], [...path, key], into)
-  }
-}
-
-/** The value at `path` inside a parsed item, or undefined. */
-function at(node: unknown, path: readonly unknown[]): unknown {
-  let current = node
-  for (const key of path) {
-    if (typeof current !== 'object' || current === null || (typeof key !== 'string' && typeof key !== 'number')) return undefined
-    if (!Object.prototype.hasOwnProperty.call(current, key)) return undefined
-    current = (current as Record<string | number, unknown>)[key]
-  }
-  return current
-}
-
 const UNDEFINED_JSON = JSON.stringify({ [TAG]: 'undef' })
 
 function itemJson(item: unknown, codecPath: () => string, ancestors: Set<object>): string {
@@ -372,11 +250,11 @@ function itemJson(item: unknown, codecPath: () => string, ancestors: Set<object>
   return json
 }
 
-/** Replace each list or item ref in a parsed body with what `resolve` returns; the same walk as `splitValue`. */
+/** Replace each list ref in a parsed body with what `resolve` returns; the same walk as `splitValue`. */
 function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
   const obj = node as Record<string, unknown>
-  if (obj[TAG] === 'list' || obj[TAG] === 'item') return resolve(obj)
+  if (obj[TAG] === 'list') return resolve(obj)
   const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
   const keys = Object.keys(fields)
   for (let k = 0; k < keys.length; k++) {
@@ -393,13 +271,13 @@ function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unk
 function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) => void): void {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return
   const obj = node as Record<string, unknown>
-  if (obj[TAG] === 'list') return onRef(refIndex(obj, 'i'), path)
+  if (obj[TAG] === 'list') return onRef(refIndex(obj), path)
   const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
   for (const key of Object.keys(fields)) walkRefs(fields[key], `${path}/${key}`, onRef)
 }
 
-function refIndex(ref: Record<string, unknown>, key: 'i' | 'n'): number {
-  const i = ref[key]
+function refIndex(ref: Record<string, unknown>): number {
+  const i = ref.i
   return typeof i === 'number' && Number.isInteger(i) && i >= 0 ? i : -1
 }
 

@@ -90,8 +90,8 @@ export interface StorageEngine {
   getEffect(runId: string, callId: string): Promise<EffectRow | undefined>
   /** In `startedAt` order. */
   listEffects(runId: string): Promise<EffectRow[]>
-  /** Delete a run's effects but those whose call ids are in `keep`; returns how many were deleted. */
-  deleteEffects(runId: string, keep?: readonly string[]): Promise<number>
+  /** Delete a run's effects; returns how many were deleted. */
+  deleteEffects(runId: string): Promise<number>
 
   /**
    * Store pending writes of one checkpoint, in one atomic step: a row whose key

@@ -225,8 +225,8 @@ export class SealedEngine implements StorageEngine {
     return (await this.#inner.listEffects(runId)).map((row) => this.openEffect(row))
   }
 
-  deleteEffects(runId: string, keep?: readonly string[]): Promise<number> {
-    return this.#inner.deleteEffects(runId, keep)
+  deleteEffects(runId: string): Promise<number> {
+    return this.#inner.deleteEffects(runId)
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {

@@ -1,5 +1,5 @@
 import { rm } from 'node:fs/promises'
-import { basename, join } from 'node:path'
+import { join } from 'node:path'
 import type { EffectCompletionRow, EffectRow } from '../../engine/rows.js'
 import type { DirectoryState } from './directory-state.js'
 import { ensureDirectory, listDirectory, syncDirectory } from './driver.js'
@@ -99,11 +99,10 @@ export class FileEffects {
     await writeFileAtomic(path, JSON.stringify({ ...existing, inputHash: effect.inputHash, output: effect.output, outputHash: effect.outputHash }))
   }
 
-  async deleteAll(runId: string, keep: readonly string[] = []): Promise<number> {
+  async deleteAll(runId: string): Promise<number> {
     const dir = this.#dir.layout.effectsDir(runId)
-    const kept = new Set(keep.map((callId) => basename(this.#dir.layout.effectFile(runId, callId))))
     let deleted = 0
-    for (const name of (await listDirectory(dir)).filter((name) => isEffectFileName(name) && !kept.has(name))) {
+    for (const name of (await listDirectory(dir)).filter(isEffectFileName)) {
       await rm(join(dir, name), { force: true })
       deleted++
     }

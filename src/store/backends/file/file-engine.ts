@@ -310,10 +310,10 @@ export class FileEngine implements StorageEngine {
     return this.#effects.list(runId)
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
+  async deleteEffects(runId: string): Promise<number> {
     this.#layout.effectsDir(runId)
     await this.#beginWrite()
-    return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId, keep))
+    return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId))
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {

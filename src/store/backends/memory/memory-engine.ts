@@ -247,10 +247,10 @@ export class MemoryEngine implements StorageEngine {
       .map((row) => ({ ...row }))
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
+  async deleteEffects(runId: string): Promise<number> {
     let deleted = 0
     for (const [key, row] of [...this.#effects]) {
-      if (row.runId === runId && !keep.includes(row.callId)) {
+      if (row.runId === runId) {
         this.#effects.delete(key)
         deleted++
       }

@@ -11,21 +11,31 @@ export interface PostgresMigration {
 }
 
 /**
- * The Postgres schema, oldest step first. Never edit a released step: append a new one.
+ * The Postgres schema, oldest step first. Never edit a released step: append a new one, and a
+ * fixture of the format it replaces (`test/fixtures/`), read by a test after the migration.
  *
+ * Version 1 is the one format Cairn writes: every column holds its value as the engine row
+ * carries it, nothing encoded in a form of its own.
  * - Ids are `COLLATE "C"`: byte order, the order the other engines sort ids in, whatever the
  *   database's collation (and cheaper to compare).
  * - Times the engine rows carry as Unix milliseconds are `double precision` (a JavaScript number,
  *   exactly); seqs are `bigint`.
  * - `runs` also carries the columns of the worker layer, which fences every write of a run on
  *   them: `owner` (the worker holding the lease), `lease_expires_at`, `lease_epoch` (raised on
- *   every claim), `queue` and `priority`. The store itself leaves them at their defaults.
+ *   every claim), `queue`, `priority`, `recoveries` (executions that ended without finishing the
+ *   run) and `cancel_requested`; the partial index holds only claimable runs, in claim order.
+ *   `seal` is a keyed store's signature of the run's progress, `digest` a digest of its fields.
+ * - The listing across runs, newest first by (created_at, seq, id), walks an index of
+ *   created_at alone (ties, rare, are sorted as they come: an incremental sort).
+ * - `pending_writes`: what the tasks of a graph step wrote for a checkpoint before its next one;
+ *   `key_checks`: per signing key id, an HMAC of a fixed label under the key, so that a wrong
+ *   secret is told apart from a record that was tampered with.
  * - Large bodies and items are TOASTed (compressed, out of line) by Postgres itself.
  */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
     version: 1,
-    name: 'runs, checkpoints, list items and effects',
+    name: 'runs, checkpoints, list items, effects, pending writes and key checks',
     statements: (s) => [
       `CREATE TABLE ${s}.runs (
         run_id text COLLATE "C" NOT NULL,
@@ -38,17 +48,22 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         created_at double precision NOT NULL,
         updated_at double precision NOT NULL,
         metadata text NOT NULL,
+        seal text,
+        digest text,
         owner text,
         lease_expires_at timestamptz,
         lease_epoch bigint NOT NULL DEFAULT 0,
         queue text,
         priority integer,
+        recoveries integer NOT NULL DEFAULT 0,
+        cancel_requested boolean NOT NULL DEFAULT false,
         CONSTRAINT runs_pkey PRIMARY KEY (run_id)
       )`,
       `CREATE INDEX runs_created_at ON ${s}.runs (created_at, run_id)`,
       `CREATE INDEX runs_status ON ${s}.runs (status, created_at, run_id)`,
       `CREATE INDEX runs_workflow ON ${s}.runs (workflow_name, created_at, run_id) WHERE workflow_name IS NOT NULL`,
       `CREATE INDEX runs_thread ON ${s}.runs (thread_id, created_at, run_id) WHERE thread_id IS NOT NULL`,
+      `CREATE INDEX runs_claim ON ${s}.runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running')`,
 
       `CREATE TABLE ${s}.checkpoints (
         id text COLLATE "C" NOT NULL,
@@ -69,7 +84,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         CONSTRAINT checkpoints_run_seq UNIQUE (run_id, seq)
       )`,
       `CREATE INDEX checkpoints_workflow ON ${s}.checkpoints (workflow_name, created_at, seq, id) WHERE workflow_name IS NOT NULL`,
-      `CREATE INDEX checkpoints_created_at ON ${s}.checkpoints (created_at, seq, id)`,
+      `CREATE INDEX checkpoints_created_at ON ${s}.checkpoints (created_at)`,
 
       `CREATE TABLE ${s}.list_items (
         run_id text COLLATE "C" NOT NULL,
@@ -94,25 +109,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         ord bigint GENERATED ALWAYS AS IDENTITY,
         CONSTRAINT effects_pkey PRIMARY KEY (run_id, call_id)
       )`,
-    ],
-  },
-  {
-    version: 2,
-    name: 'claiming, recoveries and cancel requests for workers',
-    // `recoveries` counts executions of a run that ended without finishing it (a lapsed lease, a
-    // failed release); `cancel_requested` is seen by the holder at its next fenced write. The
-    // partial index holds only claimable runs, in claim order (priority, then age).
-    statements: (s) => [
-      `ALTER TABLE ${s}.runs ADD COLUMN recoveries integer NOT NULL DEFAULT 0, ADD COLUMN cancel_requested boolean NOT NULL DEFAULT false`,
-      `CREATE INDEX runs_claim ON ${s}.runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running')`,
-    ],
-  },
-  {
-    version: 3,
-    name: 'pending writes of checkpoints',
-    // What the tasks of a graph step wrote for a checkpoint before its next one: one row per
-    // (checkpoint, task, index), read by checkpoint through the primary key.
-    statements: (s) => [
+
       `CREATE TABLE ${s}.pending_writes (
         run_id text COLLATE "C" NOT NULL,
         checkpoint_id text COLLATE "C" NOT NULL,
@@ -124,56 +121,9 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         created_at double precision NOT NULL,
         CONSTRAINT pending_writes_pkey PRIMARY KEY (run_id, checkpoint_id, task_id, idx)
       )`,
+
+      `CREATE TABLE ${s}.key_checks (key_id text NOT NULL PRIMARY KEY, value text NOT NULL)`,
     ],
-  },
-  {
-    version: 4,
-    name: 'run progress signatures of keyed stores',
-    // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
-    statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN seal text`],
-  },
-  {
-    version: 5,
-    name: 'run rows carry a digest of their fields',
-    // Rows written before it have none: they are read as they are and get one at their next
-    // change of a field it covers (the progress digest, in `seal`, at their next commit).
-    statements: (s) => [`ALTER TABLE ${s}.runs ADD COLUMN digest text`],
-  },
-  {
-    version: 6,
-    name: 'compact digests of checkpoints and effects',
-    // No table changes: from here on rows carry 128-bit digests (32 hex characters) where they
-    // carried 256-bit ones, which a Cairn that knows only up to version 5 cannot verify. The step
-    // makes such a Cairn refuse the schema up front instead of calling each new row corrupt.
-    // Rows written before keep their full digests and still verify.
-    statements: () => [],
-  },
-  {
-    version: 7,
-    name: 'parent ids of checkpoints stored once, compact metadata, a slimmer index of checkpoint times',
-    // From here on a checkpoint whose parent is the run's previous checkpoint stores '' as its
-    // parent_id, resolved on read (see headerColumns in sql.ts), and the runner's usual metadata
-    // in a few characters (see compact-metadata.ts), which a Cairn that knows only up to version
-    // 6 would read as a broken parent and broken metadata. Rows written before read as they are. The listing across runs, newest first by (created_at, seq, id), walks an
-    // index of created_at alone (ties, rare, are sorted as they come: an incremental sort), a
-    // third of the size of one that repeats seq and the id in every entry.
-    statements: (s) => [`DROP INDEX ${s}.checkpoints_created_at`, `CREATE INDEX checkpoints_created_at ON ${s}.checkpoints (created_at)`],
-  },
-  {
-    version: 8,
-    name: 'compact checkpoint bodies',
-    // No table changes: from here on a checkpoint body may store the keys the runner repeats in
-    // every phase record and snapshot as two-character codes (see compact-body.ts), which a
-    // Cairn that knows only up to version 7 would read as a broken body. Rows written before
-    // read as they are.
-    statements: () => [],
-  },
-  {
-    version: 9,
-    name: 'key check values',
-    // One row per signing key id: an HMAC of a fixed label under the key, so that a wrong secret
-    // given for a key id is told apart from a record that was tampered with.
-    statements: (s) => [`CREATE TABLE ${s}.key_checks (key_id text NOT NULL PRIMARY KEY, value text NOT NULL)`],
   },
 ]
 

@@ -7,8 +7,6 @@ import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } fro
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
-import { storedBody } from '../../encoding/compact-body.js'
-import { storedMetadata } from '../../encoding/compact-metadata.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 
@@ -61,11 +59,7 @@ db: PostgresQueryable,
   const last = rows[rows.length - 1]
   if (last) {
     const updatedAt = Math.max(...rows.map((row) => row.createdAt))
-    const columns = CHECKPOINT_PARAMS.map((key) => {
-      if (key === 'parentId') return storedParents(rows)
-      const stored = STORED_FORMS[key]
-      return stored ? rows.map(stored) : rows.map((row) => row[key])
-    })
+    const columns = CHECKPOINT_PARAMS.map((key) => rows.map((row) => row[key]))
     await db.query(sql.finishCommit, [run.runId, last.seq, updatedAt, run.seal ?? null, ...columns])
   }
   // Effects commit with the checkpoints: in one statement per kind when their call ids are
@@ -83,23 +77,6 @@ db: PostgresQueryable,
   }
   if (runPatch) await patchRunInTransaction(db, { sql, schema }, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
-}
-
-/**
- * The stored `parent_id` of each row: `''` for a row whose parent is the row before it in the
- * commit (`finishCommit` does the same for the first row against the run's stored checkpoints).
- */
-/** Checkpoint columns kept in a compact stored form (see `compact-metadata.ts`, `compact-body.ts`). */
-const STORED_FORMS: Partial<Record<(typeof CHECKPOINT_PARAMS)[number], (row: CommitRequest['rows'][number]) => string>> = {
-  metadata: (row) => storedMetadata(row.metadata),
-  body: (row) => storedBody(row.body),
-}
-
-function storedParents(rows: CommitRequest['rows']): (string | null)[] {
-  return rows.map((row, k) => {
-    const before = rows[k - 1]
-    return before !== undefined && before.runId === row.runId && row.parentId === before.id ? '' : row.parentId
-  })
 }
 
 /**

@@ -3,8 +3,6 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
-import { bodyOf, storedBody } from '../../encoding/compact-body.js'
-import { metadataOf } from '../../encoding/compact-metadata.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
 import { commitInTransaction, completionParams, patchRunInTransaction } from './postgres-commit.js'
@@ -208,7 +206,6 @@ export class PostgresEngine implements StorageEngine {
     const sql = this.#sql
     return this.#transaction(async (db) => {
       await db.query(sql.lockRun, [runId])
-      await db.query(sql.adoptParents, [runId, [...checkpointIds]])
       const deleted = (await db.query(sql.deleteCheckpoints, [runId, [...checkpointIds]])).rowCount ?? 0
       await db.query(sql.deleteCheckpointWrites, [runId, [...checkpointIds]])
       // Drop the list items no remaining checkpoint needs; keep everything if a row is unreadable.
@@ -254,8 +251,8 @@ export class PostgresEngine implements StorageEngine {
     return (await this.#query(this.#sql.listEffects, [runId])).rows.map(effectRow)
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
-    return (await this.#query(this.#sql.deleteEffects, [runId, keep])).rowCount ?? 0
+  async deleteEffects(runId: string): Promise<number> {
+    return (await this.#query(this.#sql.deleteEffects, [runId])).rowCount ?? 0
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
@@ -273,7 +270,7 @@ export class PostgresEngine implements StorageEngine {
   async rewrite(request: RewriteRequest): Promise<void> {
     const { runId } = request
     await this.#transaction(async (db) => {
-      for (const row of request.checkpoints) await db.query(this.#sql.rewriteCheckpoint, [storedBody(row.body), row.lists, row.digest, row.id, runId])
+      for (const row of request.checkpoints) await db.query(this.#sql.rewriteCheckpoint, [row.body, row.lists, row.digest, row.id, runId])
       for (const row of request.items) await db.query(this.#sql.rewriteItem, [row.item, runId, row.listId, row.idx])
       for (const row of request.effects) await db.query(this.#sql.rewriteEffect, [row.inputHash, row.output, row.outputHash, runId, row.callId])
     })
@@ -336,20 +333,17 @@ function runRow(row: Record<string, unknown>): RunRow {
 }
 
 /**
- * A checkpoint row as `pg` made it, its numeric fields made numbers and compact metadata decoded
- * (see `compact-metadata.ts`) in place: the object is the engine's own, and a run's history reads
+ * A checkpoint row as `pg` made it, its numeric fields made numbers in place: the object is the engine's own, and a run's history reads
  * thousands of them: no copy of each.
  */
 function headerRow(row: Record<string, unknown>): CheckpointHeaderRow {
   row.seq = Number(row.seq)
   row.schemaVersion = Number(row.schemaVersion)
   row.createdAt = Number(row.createdAt)
-  row.metadata = metadataOf(row.metadata)
   return row as unknown as CheckpointHeaderRow
 }
 
 function checkpointRow(row: Record<string, unknown>): CheckpointRow {
-  row.body = bodyOf(row.body)
   return headerRow(row) as CheckpointRow
 }
 

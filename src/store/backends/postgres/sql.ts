@@ -36,26 +36,10 @@ export function quoteIdent(name: string): string {
 const RUN_COLUMNS = `run_id AS "runId", status, name, thread_id AS "threadId", workflow_name AS "workflowName",
   config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata, seal, digest`
 
-/**
- * The columns of a checkpoint header in the schema `s`. From schema version 7 a stored `parent_id`
- * of `''` is the run's previous checkpoint (the one with the next lower seq, found through
- * `checkpoints_run_seq`): ids are never empty, and a deletion first writes the id out in the row
- * after it (`adoptParents`). Rows written before keep their parent ids and read as they are.
- *
- * `window`: the statement reads every checkpoint of one run in this seq order (`ASC` or `DESC`),
- * so the previous checkpoint is the row before in that order, a window function's look at the
- * next row; the index is only searched for the run's oldest row read.
- */
-function headerColumns(s: string, window?: 'ASC' | 'DESC'): string {
-  const search = `(SELECT p.id FROM ${s}.checkpoints p WHERE p.run_id = checkpoints.run_id AND p.seq < checkpoints.seq ORDER BY p.seq DESC LIMIT 1)`
-  const previous = window === undefined ? search : `coalesce(${window === 'ASC' ? 'lag' : 'lead'}(id) OVER (ORDER BY seq ${window}), ${search})`
-  return `id, run_id AS "runId", CASE WHEN parent_id = '' THEN ${previous} ELSE parent_id END AS "parentId",
-  seq, kind, phase, schema_version AS "schemaVersion", created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
-}
+const HEADER_COLUMNS = `id, run_id AS "runId", parent_id AS "parentId", seq, kind, phase, schema_version AS "schemaVersion",
+  created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
 
-function checkpointColumns(s: string, window?: 'ASC' | 'DESC'): string {
-  return `${headerColumns(s, window)}, body, lists, digest`
-}
+const CHECKPOINT_COLUMNS = `${HEADER_COLUMNS}, body, lists, digest`
 
 const EFFECT_COLUMNS = `run_id AS "runId", call_id AS "callId", name, input_hash AS "inputHash", idempotency_key AS "idempotencyKey",
   status, output, output_hash AS "outputHash", attempts, started_at AS "startedAt", completed_at AS "completedAt"`
@@ -153,32 +137,29 @@ export function postgresStatements(schema: string) {
      */
     finishCommit: `WITH run AS (
         UPDATE ${s}.runs SET last_seq = $2, updated_at = greatest(updated_at, $3), seal = $4 WHERE run_id = $1
-      ), previous AS (
-        SELECT c.id FROM ${s}.checkpoints c WHERE c.run_id = $1 AND c.seq < ($8::bigint[])[1] ORDER BY c.seq DESC LIMIT 1
       )
       INSERT INTO ${s}.checkpoints
         (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
-      SELECT u.id, u.run_id, CASE WHEN u.n = 1 AND u.run_id = $1 AND u.parent_id = (SELECT id FROM previous) THEN '' ELSE u.parent_id END,
-        u.seq, u.kind, u.phase, u.schema_version, u.created_at, u.workflow_name, u.terminal, u.metadata, u.body, u.lists, u.digest
+      SELECT u.id, u.run_id, u.parent_id, u.seq, u.kind, u.phase, u.schema_version, u.created_at, u.workflow_name, u.terminal, u.metadata, u.body, u.lists, u.digest
       FROM unnest(${CHECKPOINT_PARAMS.map((key, i) => `$${i + 5}::${CHECKPOINT_TYPES[key]}[]`).join(', ')})
-        WITH ORDINALITY AS u(id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest, n)`,
+        AS u(id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)`,
     /** A run's digest after a statement changed a field it covers (in the same transaction). */
     setDigest: `UPDATE ${s}.runs SET digest = $2 WHERE run_id = $1`,
     /** The run, locked for a patch whose digest is computed from it. */
     lockRunForPatch: `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     runLastSeq: `SELECT last_seq AS "lastSeq" FROM ${s}.runs WHERE run_id = $1`,
 
-    getCheckpoint: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE id = $1`,
-    getCheckpoints: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
-    runCheckpoints: `SELECT ${checkpointColumns(s, 'ASC')} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
-    latestOfRun: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
+    getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = $1`,
+    getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
+    runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
+    latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
     /**
      * The run's row and its newest checkpoint, each as the JSON text of a row with the columns
      * above (null when there is none), in one statement: one round trip, one snapshot.
      */
     runAndLatest: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
-      (SELECT row_to_json(c)::text FROM (SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1) c) AS latest`,
-    latestOfWorkflow: `SELECT ${checkpointColumns(s)} FROM ${s}.checkpoints WHERE workflow_name = $1
+      (SELECT row_to_json(c)::text FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1) c) AS latest`,
+    latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
     /** Every ref's items in one statement (one snapshot): `ref` is the ref's 1-based position. */
     readLists: `SELECT r.ref AS ref, i.item FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS r(list_id, n, ref)
@@ -186,13 +167,6 @@ export function postgresStatements(schema: string) {
       ORDER BY r.ref, i.idx`,
 
     lockRun: `SELECT 1 FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
-    /**
-     * Before the checkpoints `$2` of run `$1` are deleted: the checkpoint after each, if it is kept
-     * and stores its parent as `''` (the deleted one), gets the id written out.
-     */
-    adoptParents: `UPDATE ${s}.checkpoints n SET parent_id = d.id FROM ${s}.checkpoints d
-      WHERE d.run_id = $1 AND d.id = ANY($2::text[]) AND n.run_id = $1 AND n.parent_id = '' AND NOT (n.id = ANY($2::text[]))
-        AND n.seq = (SELECT min(x.seq) FROM ${s}.checkpoints x WHERE x.run_id = $1 AND x.seq > d.seq)`,
     deleteCheckpoints: `DELETE FROM ${s}.checkpoints WHERE run_id = $1 AND id = ANY($2::text[])`,
     listRefsOfRun: `SELECT lists FROM ${s}.checkpoints WHERE run_id = $1`,
     /** Cut each list of the run to the length still needed (`$2`/`$3`); lists not named go whole. */
@@ -230,7 +204,7 @@ export function postgresStatements(schema: string) {
     putKeyCheck: `INSERT INTO ${s}.key_checks (key_id, value) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING`,
     /** Ties on `started_at` keep insertion order (`ord`), as the memory engine does. */
     listEffects: `SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord`,
-    deleteEffects: `DELETE FROM ${s}.effects WHERE run_id = $1 AND NOT (call_id = ANY($2::text[]))`,
+    deleteEffects: `DELETE FROM ${s}.effects WHERE run_id = $1`,
     rewriteCheckpoint: `UPDATE ${s}.checkpoints SET body = $1, lists = $2, digest = $3 WHERE id = $4 AND run_id = $5`,
     rewriteItem: `UPDATE ${s}.list_items SET item = $1 WHERE run_id = $2 AND list_id = $3 AND idx = $4`,
     rewriteEffect: `UPDATE ${s}.effects SET input_hash = $1, output = $2, output_hash = $3 WHERE run_id = $4 AND call_id = $5`,
@@ -433,9 +407,7 @@ export function listCheckpointsSql(schema: string, query: ListCheckpointsQuery, 
   }
   const order = byRun ? 'seq DESC' : 'created_at DESC, seq DESC, id DESC'
   const limit = param(query.limit ?? null)
-  // Every row of one run (no other filter) comes in seq order without gaps: parents by window (see headerColumns).
-  const window = byRun && query.workflowName === undefined ? 'DESC' : undefined
-  const columns = whole ? checkpointColumns(s, window) : headerColumns(s, window)
+  const columns = whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS
   return { text: `SELECT ${columns} FROM ${s}.checkpoints${whereClause(where)} ORDER BY ${order} LIMIT ${limit}`, values }
 }
 

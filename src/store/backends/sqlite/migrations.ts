@@ -10,18 +10,29 @@ export interface SqliteMigration {
 }
 
 /**
- * The SQLite schema, oldest step first. Never edit a released step: append a new one.
+ * The SQLite schema, oldest step first. Never edit a released step: append a new one, and a
+ * fixture of the format it replaces (`test/fixtures/`), read by a test after the migration.
  *
- * Sizes matter (storage must stay linear and small): each checkpoint is one row of the
- * `checkpoints` table plus the items it appends to `list_items`. `list_items` is a rowid table
- * rather than `WITHOUT ROWID`: a `WITHOUT ROWID` (index b-tree) page keeps only about a quarter
- * of a page inline, so a 1-5 KB message would spill into an overflow page of its own (2-4x its
- * size on disk); a rowid table keeps items up to nearly a whole page inline.
+ * Version 1 is the one format Cairn writes: every column holds its value as the engine row
+ * carries it (text, integers, `terminal` as 0/1), nothing encoded in a form of its own.
+ * `list_items` is a rowid table rather than `WITHOUT ROWID`: a `WITHOUT ROWID` (index b-tree)
+ * page keeps only about a quarter of a page inline, so a 1-5 KB message would spill into an
+ * overflow page of its own (2-4x its size on disk); a rowid table keeps items up to nearly a
+ * whole page inline.
+ *
+ * - `runs` carries the worker layer's lease columns too: `owner`, `lease_expires_at` (Unix ms),
+ *   `lease_epoch` (raised on every claim; every fenced write checks it), `queue` (null: never
+ *   enqueued, never claimed), `priority`, `recoveries` and `cancel_requested`; the partial index
+ *   holds only claimable runs, in claim order. `seal` is a keyed store's signature of the run's
+ *   progress (null without keys), `digest` a digest of the row's fields.
+ * - `pending_writes`: what the tasks of a graph step wrote for a checkpoint before its next one.
+ * - `key_checks`: per signing key id, an HMAC of a fixed label under the key, so that a wrong
+ *   secret given for a key id is told apart from a record that was tampered with.
  */
 export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
   {
     version: 1,
-    name: 'runs, checkpoints, list items and effects',
+    name: 'runs, checkpoints, list items, effects, pending writes and key checks',
     sql: `
       CREATE TABLE runs (
         run_id TEXT NOT NULL PRIMARY KEY,
@@ -33,9 +44,19 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
         last_seq INTEGER NOT NULL,
         created_at INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
-        metadata TEXT NOT NULL
+        metadata TEXT NOT NULL,
+        seal TEXT,
+        digest TEXT,
+        queue TEXT,
+        priority INTEGER NOT NULL DEFAULT 0,
+        owner TEXT,
+        lease_expires_at INTEGER,
+        lease_epoch INTEGER NOT NULL DEFAULT 0,
+        recoveries INTEGER NOT NULL DEFAULT 0,
+        cancel_requested INTEGER NOT NULL DEFAULT 0
       ) WITHOUT ROWID;
       CREATE INDEX runs_created_at ON runs (created_at);
+      CREATE INDEX runs_claim ON runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running');
 
       CREATE TABLE checkpoints (
         id TEXT NOT NULL PRIMARY KEY,
@@ -78,32 +99,7 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
         completed_at INTEGER,
         PRIMARY KEY (run_id, call_id)
       );
-    `,
-  },
-  {
-    version: 2,
-    name: 'leases, queues and fencing for workers',
-    // The lease columns of the worker layer: `owner`, `lease_expires_at` (Unix ms), `lease_epoch`
-    // (raised on every claim; every fenced write checks it), `queue` (null: never enqueued, never
-    // claimed), `priority`, `recoveries` and `cancel_requested`. The partial index holds only
-    // claimable runs, in claim order.
-    sql: `
-      ALTER TABLE runs ADD COLUMN queue TEXT;
-      ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
-      ALTER TABLE runs ADD COLUMN owner TEXT;
-      ALTER TABLE runs ADD COLUMN lease_expires_at INTEGER;
-      ALTER TABLE runs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
-      ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;
-      ALTER TABLE runs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0;
-      CREATE INDEX runs_claim ON runs (priority DESC, created_at, run_id) WHERE queue IS NOT NULL AND status IN ('queued', 'running');
-    `,
-  },
-  {
-    version: 3,
-    name: 'pending writes of checkpoints',
-    // What the tasks of a graph step wrote for a checkpoint before its next one: one row per
-    // (checkpoint, task, index), read by checkpoint through the primary key.
-    sql: `
+
       CREATE TABLE pending_writes (
         run_id TEXT NOT NULL,
         checkpoint_id TEXT NOT NULL,
@@ -115,55 +111,9 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
         created_at INTEGER NOT NULL,
         PRIMARY KEY (run_id, checkpoint_id, task_id, idx)
       );
+
+      CREATE TABLE key_checks (key_id TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
     `,
-  },
-  {
-    version: 4,
-    name: 'run progress signatures of keyed stores',
-    // Null in a store without keys; a keyed store signs each run's last seq and newest checkpoint here.
-    sql: `ALTER TABLE runs ADD COLUMN seal TEXT;`,
-  },
-  {
-    // Rows written before it have none: they are read as they are and get one at their next
-    // change of a field it covers (the progress digest, in `seal`, at their next commit).
-    version: 5,
-    name: 'run rows carry a digest of their fields',
-    sql: `ALTER TABLE runs ADD COLUMN digest TEXT;`,
-  },
-  {
-    version: 6,
-    name: 'compact digests of checkpoints and effects',
-    // No table changes: from here on rows carry 128-bit digests (32 hex characters) where they
-    // carried 256-bit ones, which a Cairn that knows only up to version 5 cannot verify. The step
-    // makes such a Cairn refuse the database up front instead of calling each new row corrupt.
-    // Rows written before keep their full digests and still verify.
-    sql: `-- compact digests: a format marker`,
-  },
-  {
-    version: 7,
-    name: 'compact checkpoint columns',
-    // No table changes: from here on a checkpoint row may store its parent as '' (the run's
-    // previous checkpoint), its kind and phase as one-byte codes, no lists as an empty blob, its
-    // digest as bytes and the runner's usual metadata in a few characters (see compact-columns.ts),
-    // which a Cairn that knows only up to version 6 would misread.
-    // Rows written before keep their text columns and read as they are.
-    sql: `-- compact checkpoint columns: a format marker`,
-  },
-  {
-    version: 8,
-    name: 'compact checkpoint bodies',
-    // No table changes: from here on a checkpoint body may store the keys the runner repeats in
-    // every phase record and snapshot as two-character codes (see compact-body.ts), which a
-    // Cairn that knows only up to version 7 would read as a broken body.
-    // Rows written before keep their text and read as they are.
-    sql: `-- compact checkpoint bodies: a format marker`,
-  },
-  {
-    version: 9,
-    name: 'key check values',
-    // One row per signing key id: an HMAC of a fixed label under the key, so that a wrong secret
-    // given for a key id is told apart from a record that was tampered with.
-    sql: `CREATE TABLE key_checks (key_id TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;`,
   },
 ]
 

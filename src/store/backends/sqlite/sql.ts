@@ -7,24 +7,10 @@
 const RUN_COLUMNS = `run_id AS runId, status, name, thread_id AS threadId, workflow_name AS workflowName,
   config_signature AS configSignature, last_seq AS lastSeq, created_at AS createdAt, updated_at AS updatedAt, metadata, seal, digest`
 
-/** A stored `parent_id` of `''` is the run's previous checkpoint (see `compact-columns.ts`), found through `checkpoints_run_seq`. */
-const PARENT_ID = `CASE WHEN parent_id = '' THEN (SELECT p.id FROM checkpoints AS p WHERE p.run_id = checkpoints.run_id AND p.seq < checkpoints.seq
-  ORDER BY p.seq DESC LIMIT 1) ELSE parent_id END`
-
-/** `kind`, `phase`, `lists`, `digest` and `metadata` may be in a compact form, decoded by the engine (see `compact-columns.ts`). */
-const headerColumns = (parent: string) => `id, run_id AS runId, ${parent} AS parentId, seq, kind, phase, schema_version AS schemaVersion,
+const HEADER_COLUMNS = `id, run_id AS runId, parent_id AS parentId, seq, kind, phase, schema_version AS schemaVersion,
   created_at AS createdAt, workflow_name AS workflowName, terminal, metadata`
 
-const HEADER_COLUMNS = headerColumns(PARENT_ID)
-
-/**
- * The columns of statements that read a run's checkpoints in seq order: `parent_id` as stored,
- * a `''` resolved by the engine from the row before in seq order (see `resolveParents`).
- */
-const RUN_HEADER_COLUMNS = headerColumns('parent_id')
-
 const CHECKPOINT_COLUMNS = `${HEADER_COLUMNS}, body, lists, digest`
-const RUN_CHECKPOINT_COLUMNS = `${RUN_HEADER_COLUMNS}, body, lists, digest`
 
 const EFFECT_COLUMNS = `run_id AS runId, call_id AS callId, name, input_hash AS inputHash, idempotency_key AS idempotencyKey,
   status, output, output_hash AS outputHash, attempts, started_at AS startedAt, completed_at AS completedAt`
@@ -68,30 +54,21 @@ export const SQL = {
   /** Items are numbered 0…n-1, so the length is one past the highest index (a PK range lookup). */
   listLength: `SELECT coalesce(max(idx) + 1, 0) FROM list_items WHERE run_id = ? AND list_id = ?`,
   insertItem: `INSERT INTO list_items (run_id, list_id, idx, item) VALUES (?, ?, ?, ?)`,
-  /** The id of the run's checkpoint before seq `?`: the parent a stored `parent_id` of `''` stands for. */
-  previousId: `SELECT id FROM checkpoints WHERE run_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1`,
   insertCheckpoint: `INSERT INTO checkpoints
       (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
   getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?`,
-  /** Parents as stored: see {@link RUN_HEADER_COLUMNS}. */
-  runCheckpoints: `SELECT ${RUN_CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq`,
+  runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq`,
   /** Many checkpoints in one statement: the ids as a JSON array, each looked up by primary key. */
   getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN (SELECT value FROM json_each(?))`,
   latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1`,
   latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE workflow_name = ?
     ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
   readList: `SELECT item FROM list_items WHERE run_id = ? AND list_id = ? AND idx < ? ORDER BY idx`,
-  /**
-   * Before checkpoint `:id` is deleted: the checkpoint after it, if it stores its parent as `''`
-   * (this one), gets the id written out, so that it still reads the same parent.
-   */
-  adoptParent: `UPDATE checkpoints SET parent_id = :id WHERE run_id = :runId AND parent_id = ''
-    AND seq = (SELECT min(n.seq) FROM checkpoints AS n WHERE n.run_id = :runId AND n.seq > (SELECT d.seq FROM checkpoints AS d WHERE d.id = :id AND d.run_id = :runId))`,
   deleteCheckpoint: `DELETE FROM checkpoints WHERE id = ? AND run_id = ?`,
-  /** Rows without lists (stored as '') are left out. */
-  listRefsOfRun: `SELECT lists FROM checkpoints WHERE run_id = ? AND lists <> ''`,
+  /** Rows without lists are left out. */
+  listRefsOfRun: `SELECT lists FROM checkpoints WHERE run_id = ? AND lists <> '[]'`,
   listIdsOfRun: `SELECT DISTINCT list_id FROM list_items WHERE run_id = ?`,
   truncateList: `DELETE FROM list_items WHERE run_id = ? AND list_id = ? AND idx >= ?`,
 
@@ -117,8 +94,6 @@ export const SQL = {
   /** Ties on `started_at` keep insertion order, as the memory engine does. */
   listEffects: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE run_id = ? ORDER BY started_at, rowid`,
   deleteEffects: `DELETE FROM effects WHERE run_id = ?`,
-  /** The run's effects but those whose call ids are in the JSON array given. */
-  deleteEffectsExcept: `DELETE FROM effects WHERE run_id = ? AND call_id NOT IN (SELECT value FROM json_each(?))`,
 
   /** A regular write (idx >= 0) keeps the first value stored; a special one (idx < 0) the newest. */
   putWrite: `INSERT INTO pending_writes (run_id, checkpoint_id, task_id, idx, channel, task_path, value, created_at)
@@ -211,8 +186,7 @@ export interface ListCheckpointsShape {
 }
 
 /**
- * `listCheckpoints`, headers only (or whole rows, `whole`): within one run newest seq first (with
- * parents as stored when no other filter applies, see {@link RUN_HEADER_COLUMNS});
+ * `listCheckpoints`, headers only (or whole rows, `whole`): within one run newest seq first;
  * across runs by (created_at, seq, id) descending. Named parameters `:runId`, `:workflowName`,
  * `:before`, `:limit` (-1 for none). As in `listRunsSql`, the cursor row must pass the filters.
  */
@@ -227,9 +201,7 @@ export function listCheckpointsSql(shape: ListCheckpointsShape, whole = false): 
     where.push(`${key} < (SELECT ${keyColumns} FROM checkpoints WHERE ${['id = :before', ...filters].join(' AND ')})`)
   }
   const order = shape.runId ? 'seq DESC' : 'created_at DESC, seq DESC, id DESC'
-  // Every row of one run, parents as stored (see RUN_HEADER_COLUMNS): the rows come in seq order, without gaps.
-  const byRun = shape.runId && !shape.workflowName
-  const columns = byRun ? (whole ? RUN_CHECKPOINT_COLUMNS : RUN_HEADER_COLUMNS) : whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS
+  const columns = whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS
   return `SELECT ${columns} FROM checkpoints${whereClause(where)} ORDER BY ${order} LIMIT :limit`
 }
 

@@ -5,15 +5,12 @@ import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
-import { storedBody } from '../../encoding/compact-body.js'
-import { storedMetadata } from '../../encoding/compact-metadata.js'
-import { storedDigestColumn, storedLists, storedName, storedParent } from './compact-columns.js'
 import { SQL } from './sql.js'
 
 export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 
 /** Statements whose result is a single column return that value (`pluck`). */
-const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun', 'previousId'] as const)
+const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
 
 /** Statements that read checkpoint or effect rows return each as an array of its columns (`raw`): quicker to build. */
 const RAW: ReadonlySet<keyof typeof SQL> = new Set(['getCheckpoint', 'runCheckpoints', 'getCheckpoints', 'latestOfRun', 'latestOfWorkflow', 'listEffects'] as const)
@@ -97,32 +94,25 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
 }
 
-/** Insert a commit's checkpoint rows in their compact stored form (see `compact-columns.ts`). */
+/** Insert a commit's checkpoint rows, each column as the row carries it. */
 function insertCheckpoints(s: Statements, rows: CommitRequest['rows']): void {
-  const first = rows[0]
-  // The parent a `''` stands for: the row stored just before, in this commit or before it.
-  let previous = first && first.parentId !== null ? (s.previousId.get(first.runId, first.seq) as string | undefined) : undefined
-  let previousRun = first?.runId
   for (const row of rows) {
-    const parent = row.runId === previousRun ? storedParent(row.parentId, previous) : row.parentId
     s.insertCheckpoint.run(
       row.id,
       row.runId,
-      parent,
+      row.parentId,
       row.seq,
-      storedName(row.kind),
-      storedName(row.phase),
+      row.kind,
+      row.phase,
       row.schemaVersion,
       row.createdAt,
       row.workflowName,
       row.terminal ? 1 : 0,
-      storedMetadata(row.metadata),
-      storedBody(row.body),
-      storedLists(row.lists),
-      storedDigestColumn(row.digest),
+      row.metadata,
+      row.body,
+      row.lists,
+      row.digest,
     )
-    previous = row.id
-    previousRun = row.runId
   }
 }
 

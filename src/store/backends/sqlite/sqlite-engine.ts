@@ -6,9 +6,6 @@ import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase,
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
-import { bodyOf, storedBody } from '../../encoding/compact-body.js'
-import { metadataOf } from '../../encoding/compact-metadata.js'
-import { digestOf, listsOf, nameOf, storedDigestColumn, storedLists } from './compact-columns.js'
 import { listCheckpointsSql, listRunsSql, type ListCheckpointsShape } from './sql.js'
 
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
@@ -117,7 +114,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
-    return this.#resolveParents((this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow), 1)
+    return (this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow)
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -126,14 +123,12 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    const rows = (this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]).map(headerRow)
-    return byRun(query) ? this.#resolveParents(rows, -1) : rows
+    return (this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]).map(headerRow)
   }
 
   async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
     const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
-    const rows = (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
-    return byRun(query) ? this.#resolveParents(rows, -1) : rows
+    return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
   }
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
@@ -172,8 +167,7 @@ export class SqliteEngine implements StorageEngine {
     return (this.#statements.listEffects.all(runId) as unknown[][]).map(rawEffectRow)
   }
 
-  async deleteEffects(runId: string, keep: readonly string[] = []): Promise<number> {
-    if (keep.length > 0) return this.#write(() => this.#statements.deleteEffectsExcept.run(runId, JSON.stringify(keep)).changes)
+  async deleteEffects(runId: string): Promise<number> {
     return this.#write(() => this.#statements.deleteEffects.run(runId).changes)
   }
 
@@ -194,7 +188,7 @@ export class SqliteEngine implements StorageEngine {
     const item = this.#listStatement('UPDATE list_items SET item = ? WHERE run_id = ? AND list_id = ? AND idx = ?')
     const effect = this.#listStatement('UPDATE effects SET input_hash = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?')
     this.#write(() => {
-      for (const row of request.checkpoints) checkpoint.run(storedBody(row.body), storedLists(row.lists), storedDigestColumn(row.digest), row.id, runId)
+      for (const row of request.checkpoints) checkpoint.run(row.body, row.lists, row.digest, row.id, runId)
       for (const row of request.items) item.run(row.item, runId, row.listId, row.idx)
       for (const row of request.effects) effect.run(row.inputHash, row.output, row.outputHash, runId, row.callId)
     })
@@ -205,26 +199,10 @@ export class SqliteEngine implements StorageEngine {
     this.#db.close()
   }
 
-  /**
-   * Resolve the parents stored as `''` (the run's previous checkpoint) of rows of one run that
-   * come in seq order, ascending (`1`) or descending (`-1`) and without gaps: the previous
-   * checkpoint is the row before in seq order, looked up only for the oldest row.
-   */
-  #resolveParents<T extends CheckpointHeaderRow>(rows: T[], order: 1 | -1): T[] {
-    for (let k = 0; k < rows.length; k++) {
-      const row = rows[k]!
-      if (row.parentId !== '') continue
-      const before = rows[k - order]
-      row.parentId = before !== undefined ? before.id : ((this.#statements.previousId.get(row.runId, row.seq) as string | undefined) ?? null)
-    }
-    return rows
-  }
-
   #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
     const s = this.#statements
     let deleted = 0
     for (const id of checkpointIds) {
-      s.adoptParent.run({ id, runId })
       deleted += s.deleteCheckpoint.run(id, runId).changes
       s.deleteCheckpointWrites.run(runId, id)
     }
@@ -265,11 +243,6 @@ function listShape(query: ListCheckpointsQuery): ListCheckpointsShape {
   return { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
 }
 
-/** A listing of every checkpoint of one run: its rows have their parents as stored (see `listCheckpointsSql`). */
-function byRun(query: ListCheckpointsQuery): boolean {
-  return query.runId !== undefined && query.workflowName === undefined
-}
-
 function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
   const params: Record<string, unknown> = { limit: query.limit ?? -1 }
   if (query.runId !== undefined) params.runId = query.runId
@@ -278,25 +251,13 @@ function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
   return params
 }
 
-/** A header as stored: `terminal` is 0 or 1, `kind` and `phase` maybe compact (see `compact-columns.ts`). */
-type StoredHeader = Omit<CheckpointHeaderRow, 'terminal' | 'kind' | 'phase' | 'metadata'> & { terminal: unknown; kind: unknown; phase: unknown; metadata: unknown }
+/** A header as stored: `terminal` is 0 or 1. */
+type StoredHeader = Omit<CheckpointHeaderRow, 'terminal'> & { terminal: unknown }
 
-/** Map the stored 0/1 to a boolean and decode compact names; any other value is passed on for EngineStore to reject. */
+/** Map the stored 0/1 to a boolean; any other value is passed on for EngineStore to reject. */
 function headerRow(row: StoredHeader): CheckpointHeaderRow {
-  const terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
-  return {
-    id: row.id,
-    runId: row.runId,
-    parentId: row.parentId,
-    seq: row.seq,
-    kind: nameOf(row.kind),
-    phase: nameOf(row.phase),
-    schemaVersion: row.schemaVersion,
-    createdAt: row.createdAt,
-    workflowName: row.workflowName,
-    terminal,
-    metadata: metadataOf(row.metadata),
-  } as CheckpointHeaderRow
+  row.terminal = row.terminal === 1 ? true : row.terminal === 0 ? false : row.terminal
+  return row as CheckpointHeaderRow
 }
 
 function checkpointRow(row: unknown): CheckpointRow | undefined {
@@ -307,7 +268,7 @@ function checkpointRow(row: unknown): CheckpointRow | undefined {
 function rawCheckpointRow(c: unknown[]): CheckpointRow {
   // Indexed reads, not a destructuring: a fresh process runs this before it is optimized, when a
   // destructuring walks the array's iterator (a run's history makes thousands of rows).
-  // As `headerRow`: 0/1 to a boolean, compact forms decoded, any other value passed on for EngineStore to reject.
+  // As `headerRow`: 0/1 to a boolean, any other value passed on for EngineStore to reject.
   const terminal = c[9]
   const flag = terminal === 1 ? true : terminal === 0 ? false : terminal
   return {
@@ -315,16 +276,16 @@ function rawCheckpointRow(c: unknown[]): CheckpointRow {
     runId: c[1],
     parentId: c[2],
     seq: c[3],
-    kind: nameOf(c[4]),
-    phase: nameOf(c[5]),
+    kind: c[4],
+    phase: c[5],
     schemaVersion: c[6],
     createdAt: c[7],
     workflowName: c[8],
     terminal: flag,
-    metadata: metadataOf(c[10]),
-    body: bodyOf(c[11]),
-    lists: listsOf(c[12]),
-    digest: digestOf(c[13]),
+    metadata: c[10],
+    body: c[11],
+    lists: c[12],
+    digest: c[13],
   } as CheckpointRow
 }
 
