@@ -41,6 +41,7 @@ const integration = [
   'test/sqlite-engine.test.ts',
   'test/sqlite-writer.test.ts',
   'test/store/**/*.test.ts',
+  'test/streams/browser.test.ts',
   'test/streams/crash.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',
