@@ -38,6 +38,7 @@ import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
 import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
+import { SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
 import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
@@ -84,6 +85,7 @@ export class EngineStore implements CheckpointStore {
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
   readonly #encrypted: boolean
+  readonly #ring: KeyRing | undefined
   readonly #keyed: boolean
   readonly #reads: CheckpointReads
 
@@ -93,7 +95,8 @@ export class EngineStore implements CheckpointStore {
     }
     this.#keyed = options.keys !== undefined
     this.#encrypted = options.encrypt === true
-    this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
+    this.#ring = options.keys === undefined ? undefined : toKeyRing(options.keys)
+    this.#engine = this.#ring === undefined ? engine : new SealedEngine(engine, { ring: this.#ring, encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     this.#cache = new ListCacheLru(options.listCacheBytes ?? 64 * 1024 * 1024)
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
@@ -173,8 +176,8 @@ export class EngineStore implements CheckpointStore {
 
   /**
    * The runs' event logs (durable run streams); undefined for a store over an engine without
-   * one, and for an encrypted store: the log holds the model's text as it streamed, which must
-   * not lie in the clear beside encrypted checkpoints.
+   * one. On an encrypted store every event is encrypted under the store's key ring, as its
+   * checkpoints are (see `SealedEventLog`).
    */
   get events(): RunEventLog | undefined {
     return this.#events
@@ -182,7 +185,7 @@ export class EngineStore implements CheckpointStore {
 
   /** Give the store its event log (each backend's store does, in its constructor); closed with the store. */
   protected useEventLog(log: RunEventLog): void {
-    if (!this.#encrypted) this.#events = log
+    this.#events = this.#encrypted && this.#ring !== undefined ? new SealedEventLog(log, this.#ring) : log
   }
 
   /**
