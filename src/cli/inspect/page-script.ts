@@ -52,6 +52,18 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     };
   }
 
+  // At most one call of fn a gap ms: a call made sooner runs once, when the gap has passed.
+  function spaced(fn, gap) {
+    var last = 0, waiting = null;
+    return function () {
+      if (waiting) return waiting;
+      var wait = last + gap - Date.now();
+      if (wait <= 0) { last = Date.now(); return fn(); }
+      waiting = new Promise(function (resolve) { setTimeout(resolve, wait); }).then(function () { waiting = null; last = Date.now(); return fn(); });
+      return waiting;
+    };
+  }
+
   function route() {
     view++;
     if (source) { source.close(); source = null; }
@@ -200,7 +212,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
         return Promise.all(work).then(function () { return live; });
       });
     }
-    var refresh = serial(poll);
+    var refresh = spaced(serial(poll), 1000);
     var mine = view;
     // While the run is live: its event stream when it runs and the store has one, else a poll a second.
     function follow(live) {
