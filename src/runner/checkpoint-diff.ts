@@ -49,7 +49,9 @@ export interface CheckpointDiff {
  * snapshot is compared through the newest snapshot at or before it.
  */
 export async function diffCheckpoints(store: StoreReader, fromId: string, toId: string): Promise<CheckpointDiff> {
-  const [from, to] = await Promise.all([sideOf(store, fromId), sideOf(store, toId)])
+  // Two checkpoints near each other stand on one runtime snapshot: it is read once.
+  const reader = loadingOnce(store)
+  const [from, to] = await Promise.all([sideOf(reader, fromId), sideOf(reader, toId)])
   const prefix = commonPrefix(from.messages, to.messages)
   const changes: ValueChange[] = []
   compare(from.value, to.value, '', changes)
@@ -115,6 +117,23 @@ async function runtimeAt(store: StoreReader, record: CheckpointRecord<Record<str
   } catch {
     return undefined
   }
+}
+
+/** `store`, whose `load` of one id is read from it once (for the duration of one diff). */
+function loadingOnce(store: StoreReader): StoreReader {
+  const loads = new Map<string, Promise<CheckpointRecord>>()
+  const load = (id: string) => {
+    const loading = loads.get(id) ?? store.load(id)
+    loads.set(id, loading)
+    return loading
+  }
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'load') return load
+      const value: unknown = Reflect.get(target, property, target)
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    },
+  })
 }
 
 function commonPrefix(a: readonly Message[], b: readonly Message[]): number {
