@@ -40,6 +40,7 @@ const integration = [
   'test/runner/runs.test.ts',
   'test/sqlite-engine.test.ts',
   'test/store/**/*.test.ts',
+  'test/streams/browser.test.ts',
   'test/streams/crash.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',

@@ -11,6 +11,10 @@
  *   npx tsx torture/harness.ts --random 200 --lanes 4 --seed 7 --keep-failed --json tally.json
  *   npx tsx torture/harness.ts --short --only tool:charge_card --tsx   # some named points, workers through tsx
  *   npx tsx torture/harness.ts --races 200 --race-cases zombie --race-backends postgres --lanes 2   # only these races, no crash scenarios
+ *   npx tsx torture/harness.ts --streams-only --streams 20 --stream-backends sqlite   # only stream kills (see stream-kills.ts)
+ *
+ * Stream kills (`--streams`, 40 in full, 4 with --short): the writer of a streamed answer is
+ * SIGKILLed mid-answer and resumed by another process while three readers follow with cursors.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
@@ -24,6 +28,7 @@ import type { TraceEntry } from './kill-switch.js'
 import { formatRaceTally, runRaces, type RaceTally } from './races.js'
 import { playScenario, type Scenario, type ScenarioReport } from './scenario.js'
 import { EffectLog } from './side-effects.js'
+import { formatStreamKillTally, runStreamKills, type StreamKillTally } from './stream-kills.js'
 
 type Durability = 'sync' | 'async'
 
@@ -294,6 +299,9 @@ async function main(): Promise<void> {
       races: { type: 'string' },
       'race-backends': { type: 'string' },
       'race-cases': { type: 'string' },
+      streams: { type: 'string' },
+      'streams-only': { type: 'boolean', default: false },
+      'stream-backends': { type: 'string' },
     },
   })
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed)
@@ -312,12 +320,26 @@ async function main(): Promise<void> {
   const raceCases = values['race-cases']?.split(',')
   // Asking for some races only plays those races: no crash scenarios.
   const racesOnly = raceBackends !== undefined || raceCases !== undefined
-  if (!racesOnly) console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
-  const tally = racesOnly ? undefined : await runTorture(options)
+  const streamsOnly = values['streams-only'] === true
+  if (!racesOnly && !streamsOnly) console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
+  const tally = racesOnly || streamsOnly ? undefined : await runTorture(options)
   if (tally) console.log(formatTally(tally))
+  const streamScenarios = values.streams === undefined ? (values.short ? 4 : 40) : Number(values.streams)
+  let streams: StreamKillTally | undefined
+  if (!racesOnly && streamScenarios > 0 && values.only === undefined) {
+    console.log(`\nstream kills: ${streamScenarios} scenarios, ${options.lanes} lanes, seed ${seed}`)
+    streams = await runStreamKills({
+      scenarios: streamScenarios,
+      lanes: options.lanes,
+      seed,
+      log: (line) => console.log(line),
+      ...(values['stream-backends'] === undefined ? {} : { backends: values['stream-backends'].split(',') }),
+    })
+    console.log(formatStreamKillTally(streams))
+  }
   const raceRepeats = values.races === undefined ? (values.short ? 1 : 20) : Number(values.races)
   let races: RaceTally | undefined
-  if (raceRepeats > 0 && values.only === undefined) {
+  if (raceRepeats > 0 && values.only === undefined && !streamsOnly) {
     const which = `${raceCases === undefined ? 'every case' : `the ${raceCases.join(', ')} cases`} ${raceRepeats} time(s) on ${raceBackends === undefined ? 'every backend available' : raceBackends.join(', ')}`
     console.log(`\nownership races: ${which}, ${options.lanes} lanes`)
     races = await runRaces({
@@ -329,9 +351,9 @@ async function main(): Promise<void> {
     })
     console.log(formatRaceTally(races))
   }
-  if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify({ ...tally, races }, null, 2)}\n`)
+  if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify({ ...tally, streams, races }, null, 2)}\n`)
   const raceProblems = races ? races.failures.length + races.duplicateExecutions + races.duplicateTerminals + races.doubleOwners + races.zombieWrites : 0
-  process.exitCode = (tally?.failures.length ?? 0) === 0 && raceProblems === 0 ? 0 : 1
+  process.exitCode = (tally?.failures.length ?? 0) === 0 && (streams?.failures.length ?? 0) === 0 && raceProblems === 0 ? 0 : 1
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main()

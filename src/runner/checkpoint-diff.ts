@@ -1,5 +1,5 @@
 import { textOf, toolUsesOf, type Message } from '../model/messages.js'
-import type { CheckpointRecord, EffectStatus, StoreReader } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, EffectRecord, EffectStatus, StoreReader } from '../store/checkpoint-store.js'
 import { snapshotAtOrBefore } from './fork-run.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
@@ -49,7 +49,9 @@ export interface CheckpointDiff {
  * snapshot is compared through the newest snapshot at or before it.
  */
 export async function diffCheckpoints(store: StoreReader, fromId: string, toId: string): Promise<CheckpointDiff> {
-  const [from, to] = await Promise.all([sideOf(store, fromId), sideOf(store, toId)])
+  // Two checkpoints near each other stand on one runtime snapshot: it is read once.
+  const reader = loadingOnce(store)
+  const [from, to] = await Promise.all([sideOf(reader, fromId), sideOf(reader, toId)])
   const prefix = commonPrefix(from.messages, to.messages)
   const changes: ValueChange[] = []
   compare(from.value, to.value, '', changes)
@@ -117,15 +119,33 @@ async function runtimeAt(store: StoreReader, record: CheckpointRecord<Record<str
   }
 }
 
+/** `store`, whose `load` of one id is read from it once (for the duration of one diff). */
+function loadingOnce(store: StoreReader): StoreReader {
+  const loads = new Map<string, Promise<CheckpointRecord>>()
+  const load = (id: string) => {
+    const loading = loads.get(id) ?? store.load(id)
+    loads.set(id, loading)
+    return loading
+  }
+  return new Proxy(store, {
+    get(target, property) {
+      if (property === 'load') return load
+      const value: unknown = Reflect.get(target, property, target)
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
+    },
+  })
+}
+
 function commonPrefix(a: readonly Message[], b: readonly Message[]): number {
   let i = 0
-  while (i < a.length && i < b.length && JSON.stringify(a[i]) === JSON.stringify(b[i])) i++
+  // The store hands out the shared items of a conversation once: the same object is the same message.
+  while (i < a.length && i < b.length && (a[i] === b[i] || JSON.stringify(a[i]) === JSON.stringify(b[i]))) i++
   return i
 }
 
 /** Record every path where `a` and `b` differ; arrays of equal length are compared item by item. */
 function compare(a: unknown, b: unknown, path: string, out: ValueChange[]): void {
-  if (JSON.stringify(a) === JSON.stringify(b)) return
+  if (a === b || JSON.stringify(a) === JSON.stringify(b)) return
   if (isObject(a) && isObject(b)) {
     for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) compare(a[key], b[key], path ? `${path}.${key}` : key, out)
     return
@@ -144,7 +164,10 @@ function compare(a: unknown, b: unknown, path: string, out: ValueChange[]): void
  * there and its source agree); other checkpoints fall back to the journal's times.
  */
 async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<EffectChange[]> {
-  const [before, after] = await Promise.all([statusAt(store, from), statusAt(store, to)])
+  // One read of the journal when both sides are of one run.
+  const journal = store.listEffects(from.side.runId)
+  const other = from.side.runId === to.side.runId ? journal : store.listEffects(to.side.runId)
+  const [before, after] = [statusAt(await journal, from), statusAt(await other, to)]
   const changes: EffectChange[] = []
   for (const callId of new Set([...before.keys(), ...after.keys()])) {
     const a = before.get(callId)
@@ -154,8 +177,7 @@ async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<
   return changes
 }
 
-async function statusAt(store: StoreReader, side: Side): Promise<Map<string, { name: string; status: EffectStatus }>> {
-  const effects = await store.listEffects(side.side.runId)
+function statusAt(effects: readonly EffectRecord[], side: Side): Map<string, { name: string; status: EffectStatus }> {
   if (side.runtime === undefined) {
     const at = side.side.createdAt
     return new Map(effects.filter((e) => e.startedAt <= at).map((e) => [e.callId, { name: e.name, status: e.completedAt !== null && e.completedAt <= at ? e.status : 'pending' }]))

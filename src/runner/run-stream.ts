@@ -37,7 +37,7 @@ export async function* followRun(store: StoreReader & Pick<RunStore, 'events'>, 
   if (!log) {
     throw new CairnError(
       'invalid_argument',
-      `run ${runId}: this store has no event log, so its runs cannot be streamed; use a Cairn store (MemoryStore, FileStore, SqliteStore, PostgresStore) opened without encrypt: true (an encrypted store keeps no event log, whose text would be in the clear)`,
+      `run ${runId}: this store has no event log, so its runs cannot be streamed; use a Cairn store (MemoryStore, FileStore, SqliteStore, PostgresStore), or give this store's events a RunEventLog`,
     )
   }
   const idleMs = options.idleTimeoutMs ?? 600_000

@@ -37,6 +37,7 @@ import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
 import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
+import { SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
 import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
@@ -80,6 +81,7 @@ export class EngineStore implements CheckpointStore {
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
   readonly #encrypted: boolean
+  readonly #ring: KeyRing | undefined
   readonly #keyed: boolean
   readonly #reads: CheckpointReads
 
@@ -89,7 +91,8 @@ export class EngineStore implements CheckpointStore {
     }
     this.#keyed = options.keys !== undefined
     this.#encrypted = options.encrypt === true
-    this.#engine = options.keys === undefined ? engine : new SealedEngine(engine, { ring: toKeyRing(options.keys), encrypt: options.encrypt === true })
+    this.#ring = options.keys === undefined ? undefined : toKeyRing(options.keys)
+    this.#engine = this.#ring === undefined ? engine : new SealedEngine(engine, { ring: this.#ring, encrypt: options.encrypt === true })
     this.#schemas = options.schemas ?? defaultSchemas
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
@@ -168,8 +171,8 @@ export class EngineStore implements CheckpointStore {
 
   /**
    * The runs' event logs (durable run streams); undefined for a store over an engine without
-   * one, and for an encrypted store: the log holds the model's text as it streamed, which must
-   * not lie in the clear beside encrypted checkpoints.
+   * one. On an encrypted store every event is encrypted under the store's key ring, as its
+   * checkpoints are (see `SealedEventLog`).
    */
   get events(): RunEventLog | undefined {
     return this.#events
@@ -177,7 +180,7 @@ export class EngineStore implements CheckpointStore {
 
   /** Give the store its event log (each backend's store does, in its constructor); closed with the store. */
   protected useEventLog(log: RunEventLog): void {
-    if (!this.#encrypted) this.#events = log
+    this.#events = this.#encrypted && this.#ring !== undefined ? new SealedEventLog(log, this.#ring) : log
   }
 
   /**

@@ -121,14 +121,3 @@ describe.each(backends)('run event log on %s', (_name, open) => {
     await store.close()
   })
 })
-
-describe('an encrypted store', () => {
-  it('keeps no event log, so no streamed text lies in the clear, and runner.events says why', async () => {
-    const store = new SqliteStore({ path: join(await tempDir(), 'sealed.db'), keys: [{ id: 'k1', secret: 'a'.repeat(64) }], encrypt: true })
-    expect(store.events).toBeUndefined()
-    const runner = new Runner({ store })
-    await runner.run(agent(), { input: 'Analyze Q4', runId: 'sealed' })
-    await expect(runner.events('sealed').next()).rejects.toThrow(/encrypt/)
-    await store.close()
-  })
-})

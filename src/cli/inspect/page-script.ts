@@ -1,14 +1,19 @@
 /**
  * The inspector page's script. A run's timeline arrives a page at a time: the newest checkpoints
  * first, older ones on request, and while the run is live only the checkpoints after the newest
- * one shown. Each view polls with one request at a time: the next starts a second after the
- * last one answered.
+ * one shown. A running run is followed through its durable event stream (SSE, from its newest
+ * event on): its events appear as they come, and each boundary they report fetches the new
+ * checkpoints, one request at a time. A paused run, or a store without an event log, is polled:
+ * the next request starts a second after the last one answered.
  */
 export const INSPECTOR_SCRIPT = String.raw`(function () {
   'use strict';
   var PAGE = 100;
   var app = document.getElementById('app');
   var view = 0;
+  var LIVE_ROWS = 60;
+  var QUIET_MS = 2000;
+  var source = null;
 
   function api(path, init) {
     init = Object.assign({ credentials: 'same-origin' }, init || {});
@@ -47,8 +52,21 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     };
   }
 
+  // At most one call of fn a gap ms: a call made sooner runs once, when the gap has passed.
+  function spaced(fn, gap) {
+    var last = 0, waiting = null;
+    return function () {
+      if (waiting) return waiting;
+      var wait = last + gap - Date.now();
+      if (wait <= 0) { last = Date.now(); return fn(); }
+      waiting = new Promise(function (resolve) { setTimeout(resolve, wait); }).then(function () { waiting = null; last = Date.now(); return fn(); });
+      return waiting;
+    };
+  }
+
   function route() {
     view++;
+    if (source) { source.close(); source = null; }
     setLive(false);
     var parts = location.hash.replace(/^#\/?/, '').split('/');
     if (parts[0] === 'thread' && parts[1] && window.cairnThreadView) return window.cairnThreadView(decodeURIComponent(parts[1]), { app: app, h: h, api: api, time: time, fail: fail });
@@ -91,9 +109,11 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     var question = h('div', { id: 'question' });
     var effects = h('div', { class: 'panel', id: 'effects' });
     var conversation = h('div', { class: 'panel', id: 'conversation' });
+    var liveList = h('ol', { id: 'live-list' });
+    var livePanel = h('div', { class: 'panel', id: 'live-events', hidden: 'hidden' }, h('h3', {}, 'Live events'), liveList);
     var statusLine = h('strong', { id: 'run-status' });
     var diffButton = h('button', { id: 'diff', class: 'primary', onclick: function () { if (state.selected.length === 2) showDiff(state.selected[0], state.selected[1], side); } }, 'Diff selected (0/2)');
-    app.replaceChildren(h('div', { class: 'layout' }, h('div', {}, h('div', { class: 'filters' }, statusLine, diffButton), question, older, chain, effects), h('div', {}, side, conversation)));
+    app.replaceChildren(h('div', { class: 'layout' }, h('div', {}, h('div', { class: 'filters' }, statusLine, diffButton), question, older, chain, effects), h('div', {}, livePanel, side, conversation)));
 
     chain.addEventListener('click', function (event) {
       var button = event.target.closest('button[data-action]');
@@ -190,10 +210,63 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
         var work = [];
         if (changed) work.push(loadRun());
         if (changed || (page.entries.length && Date.now() - state.journalAt > 5000)) work.push(loadJournal());
+        state.streams = page.streams;
         return Promise.all(work).then(function () { return live; });
       });
     }
-    every(1000, poll);
+    var refresh = spaced(serial(poll), 1000);
+    var mine = view;
+    // While the run is live: its event stream when it runs and the store has one, else a poll a second.
+    function follow(live) {
+      if (mine !== view || !live) return;
+      if (state.streams && state.status !== 'paused') return stream();
+      setTimeout(function () { if (mine === view) refresh().then(follow, fail); }, 1000);
+    }
+    function stream() {
+      var es = new EventSource(base + '/events?tail=1');
+      source = es;
+      var ended = false;
+      var quiet = null;
+      function stop() { clearTimeout(quiet); es.close(); if (source === es) source = null; }
+      // A run may write checkpoints it reports no event for (a workflow, a runner without an event
+      // log): after QUIET_MS without an event, the new checkpoints are asked for all the same.
+      function hush() {
+        clearTimeout(quiet);
+        quiet = setTimeout(function () {
+          if (mine !== view || source !== es) return;
+          refresh().then(function (live) { if (source !== es) return; if (live) hush(); else { stop(); follow(live); } }, fail);
+        }, QUIET_MS);
+      }
+      es.onopen = function () { hush(); refresh().catch(fail); };
+      es.onmessage = function (message) {
+        if (mine !== view) return stop();
+        hush();
+        var event = JSON.parse(message.data);
+        showEvent(event);
+        if (event.type !== 'text_delta' && event.type !== 'reasoning_delta') refresh().catch(fail);
+      };
+      es.addEventListener('end', function () { ended = true; stop(); refresh().then(follow, fail); });
+      // The browser reconnects by itself (with the last id); a stream it gave up on falls back to polls.
+      es.onerror = function () { if (!ended && es.readyState === EventSource.CLOSED && mine === view) { stop(); refresh().then(function (live) { if (live) { state.streams = false; follow(live); } }, fail); } };
+    }
+    function showEvent(event) {
+      livePanel.removeAttribute('hidden');
+      var last = liveList.lastElementChild;
+      var delta = event.type === 'text_delta' || event.type === 'reasoning_delta';
+      if (delta && last && last.getAttribute('data-type') === event.type && last.getAttribute('data-step') === String(event.step)) {
+        last.querySelector('.text').textContent += event.text;
+        return;
+      }
+      liveList.append(h('li', { 'data-type': event.type, 'data-step': event.step === undefined ? '' : String(event.step) }, h('span', { class: 'phase' }, event.type), ' ', h('span', { class: 'text' }, eventText(event))));
+      while (liveList.children.length > LIVE_ROWS) liveList.firstElementChild.remove();
+    }
+    function eventText(event) {
+      if (event.type === 'text_delta' || event.type === 'reasoning_delta') return event.text;
+      if (event.type === 'tool_call_started' || event.type === 'tool_call_finished' || event.type === 'tool_call_replayed') return event.name + (event.status ? ' (' + event.status + ')' : '');
+      if (event.type === 'run_finished') return event.state;
+      return event.step === undefined ? '' : 'step ' + event.step;
+    }
+    refresh().then(follow, fail);
   }
 
   function renderQuestion(data, panel, runId) {

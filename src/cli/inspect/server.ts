@@ -4,11 +4,13 @@ import { Hono, type Context as HonoContext } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunStatus } from '../../index.js'
 import { encodeValue } from '../../engine.js'
+import { runEventsResponse } from '../../http.js'
 import { findRuns } from '../read-commands.js'
 import { threadRunSummary } from '../thread-summary.js'
 import { answersOf, osUser, questionsOf } from '../run-answers.js'
 import type { AgentFactories } from '../write-commands.js'
 import { Answering } from './answers.js'
+import { EventTails } from './event-tails.js'
 import { guard, refuse } from './guard.js'
 import { INSPECTOR_PAGE, INSPECTOR_SCRIPT, INSPECTOR_STYLE } from './page.js'
 import { TimelinePages } from './timeline-pages.js'
@@ -90,7 +92,19 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
       ...(c.req.query('before') ? { before: c.req.query('before')! } : {}),
       ...(after === undefined ? {} : { after: seqOf(after) }),
     })
-    return c.json(encodeValue({ status: page.run.status, lastSeq: page.run.lastSeq, entries: page.entries, fromStart: page.fromStart, gap: page.gap }))
+    return c.json(encodeValue({ status: page.run.status, lastSeq: page.run.lastSeq, entries: page.entries, fromStart: page.fromStart, gap: page.gap, streams: store.events !== undefined }))
+  })
+  // The run's durable event stream (SSE), which a live view follows; with ?tail, from its newest event on.
+  const tails = store.events && new EventTails(store.events)
+  app.get('/api/runs/:runId/events', async (c) => {
+    const runId = c.req.param('runId')
+    if (!tails) return refuse(c, 404, 'this store keeps no event log; the page reads the timeline instead')
+    const req = c.req.raw
+    if (c.req.query('tail') === undefined || req.headers.get('last-event-id')) return runEventsResponse(req, { store, runId })
+    const url = new URL(req.url)
+    const newest = await tails.newest(runId)
+    if (newest !== undefined) url.searchParams.set('after', newest)
+    return runEventsResponse(new Request(url, { headers: req.headers, signal: req.signal }), { store, runId })
   })
   app.get('/api/runs/:runId/journal', async (c) => {
     const runId = c.req.param('runId')

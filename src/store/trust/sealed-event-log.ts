@@ -1,0 +1,71 @@
+import type { JsonObject } from '../../core/codec.js'
+import type { ReadEventsOptions, RunEventLog, StoredRunEvent, WaitForEventsOptions } from '../event-log/run-event-log.js'
+import type { KeyRing } from './key-ring.js'
+import { decrypt, encrypt, integrity, isCiphertext } from './seal.js'
+
+/**
+ * The event log of an encrypted store: each event is stored as `{ "sealed": "e1.<keyId>.…" }`,
+ * its JSON encrypted with AES-256-GCM under the ring's writing key and bound to its run (the
+ * associated data names the run), so the log holds no streamed text in the clear and an event
+ * moved into another run's log does not decrypt. Reads decrypt with any key of the ring; an
+ * event that is not sealed, or does not decrypt, is a `CheckpointIntegrityError`.
+ *
+ * What this does not add: the order of a run's events and their number are the backend's (as
+ * for any log), not signed; cursors and run ids stay in the clear. A key dropped from the ring
+ * makes the events sealed under it unreadable: `rekey` does not rewrite event logs, so keep a
+ * retired key until the runs streamed under it are pruned.
+ */
+export class SealedEventLog implements RunEventLog {
+  readonly #log: RunEventLog
+  readonly #ring: KeyRing
+
+  constructor(log: RunEventLog, ring: KeyRing) {
+    this.#log = log
+    this.#ring = ring
+  }
+
+  append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+    return this.#log.append(
+      runId,
+      events.map((event) => ({ sealed: encrypt(this.#ring, JSON.stringify(event), eventAad(runId)) })),
+    )
+  }
+
+  async read(runId: string, options?: ReadEventsOptions): Promise<StoredRunEvent[]> {
+    const stored = await this.#log.read(runId, options)
+    return stored.map(({ cursor, event }) => ({ cursor, event: this.#open(runId, cursor, event) }))
+  }
+
+  waitForMore(runId: string, after: string | undefined, options: WaitForEventsOptions): Promise<boolean> {
+    return this.#log.waitForMore(runId, after, options)
+  }
+
+  deleteRun(runId: string): Promise<number> {
+    return this.#log.deleteRun(runId)
+  }
+
+  close(): Promise<void> {
+    return this.#log.close()
+  }
+
+  #open(runId: string, cursor: string, event: JsonObject): JsonObject {
+    const context = { runId, what: `event ${cursor} of run ${runId}` }
+    const sealed = event.sealed
+    if (!isCiphertext(sealed) || Object.keys(event).length !== 1) {
+      throw integrity(context, 'is not encrypted, but this store encrypts its event logs: it was written by a store opened without encrypt: true, or edited; delete the run\'s events (store.prune) to stream it again')
+    }
+    const plain = decrypt(this.#ring, sealed, eventAad(runId), context)
+    try {
+      const parsed = JSON.parse(plain) as unknown
+      if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as JsonObject
+    } catch (err) {
+      throw integrity(context, 'decrypts to text that is not JSON', undefined, err)
+    }
+    throw integrity(context, 'decrypts to JSON that is not an event object')
+  }
+}
+
+/** The associated data of a run's events: binds each to its run, apart from every other record's. */
+function eventAad(runId: string): string {
+  return `cairn run event\n${runId}`
+}
