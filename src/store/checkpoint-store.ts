@@ -3,8 +3,18 @@ import type { Fence } from './engine/lease-engine.js'
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 
-/** Where a run stands; `queued` is a run enqueued for workers that none has started yet. */
-export type RunStatus = 'queued' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled'
+/**
+ * Where a run stands; `queued` is a run enqueued for workers that none has started yet;
+ * `paused` waits for an answer, `sleeping` for its wake time, `waiting` for an external event
+ * (or its timeout). A paused, sleeping or waiting run holds no lease and no process.
+ */
+export type RunStatus = 'queued' | 'running' | 'paused' | 'sleeping' | 'waiting' | 'completed' | 'failed' | 'cancelled'
+
+/** Every run status. */
+export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled']
+
+/** The statuses of a run that stopped to wait (an answer, a time, an event) and that `requeuePaused` queues again. */
+export const WAITING_STATUSES: readonly RunStatus[] = ['paused', 'sleeping', 'waiting']
 
 /** The statuses after which a run never runs again. */
 export const FINISHED_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled']

@@ -15,6 +15,7 @@ import {
 import { LeaseTable, unleased, type LeaseEntry } from '../../leases/lease-table.js'
 import type { DirectoryState, RunState } from './directory-state.js'
 import { readJsonFile, writeFileAtomic } from './driver.js'
+import { WAITING_STATUSES } from '../../checkpoint-store.js'
 
 /** What the leases need of their engine: a write under a run's lock, and run.json. */
 export interface FileRunAccess {
@@ -140,7 +141,7 @@ export class FileLeases implements LeaseEngine {
     const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
       if (state.error) throw state.error
       if (!state.row) return undefined
-      if (state.row.status !== 'paused') return { outcome: 'not_paused', status: state.row.status }
+      if (!WAITING_STATUSES.includes(state.row.status)) return { outcome: 'not_paused', status: state.row.status }
       const blocked = table.blocksRequeue(runId, now)
       if (blocked) return blocked
       const patch = { status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now), ...(digestOf ? { digestOf } : {}) }
