@@ -2,6 +2,7 @@ import type { JsonObject } from '../core/codec.js'
 import type { Fence } from './engine/lease-engine.js'
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
+import type { RunWaits } from './waits/run-waits.js'
 
 /**
  * Where a run stands; `queued` is a run enqueued for workers that none has started yet;
@@ -364,6 +365,12 @@ export interface RunStore extends StoreReader, StoreWriter {
    * Every built-in store has one; a run's events go with the run (`deleteRun`, `prune`).
    */
   readonly events?: RunEventLog | undefined
+  /**
+   * What runs wait for, when the store keeps it: timers, external events and schedules (what
+   * `ctx.sleep`, `ctx.waitForEvent` and `CairnClient.schedule` stand on). The memory, SQLite and
+   * Postgres stores have it.
+   */
+  readonly waits?: RunWaits | undefined
 }
 
 /** Removing and copying data, and closing the store: what an operator (or the CLI) does to a store. */

@@ -8,6 +8,7 @@ import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
 import { SqliteWriter, type WriterStats } from './sqlite-writer.js'
 import { SqliteEventLog } from '../../event-log/sqlite-event-log.js'
+import { SqliteRunWaits } from '../../waits/sqlite-run-waits.js'
 
 // better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
 // source for export names, a few milliseconds of every process start that opens a store.
@@ -54,6 +55,7 @@ export class SqliteStore extends EngineStore {
     super(engine, options)
     this.#writer = writer
     this.useEventLog(new SqliteEventLog(database))
+    this.useRunWaits(new SqliteRunWaits(database))
   }
 
   /** Commits made on the writer thread and the time they took; undefined without one. */
