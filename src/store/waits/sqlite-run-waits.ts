@@ -66,7 +66,7 @@ export class SqliteRunWaits implements RunWaits {
   }
 
   async listEvents(options: { name?: string; limit?: number } = {}): Promise<ExternalEventRow[]> {
-    return this.#run('list events', (s) => s.listEvents.all(options.name ?? null, options.limit ?? 100)) as ExternalEventRow[]
+    return this.#run('list events', (s) => s.listEvents.all({ name: options.name ?? null, limit: options.limit ?? 100 })) as ExternalEventRow[]
   }
 
   async setWait(wait: WaitRow): Promise<void> {
@@ -144,7 +144,7 @@ export class SqliteRunWaits implements RunWaits {
       takenBy: p(`SELECT ${EVENT_COLUMNS} FROM cairn_events WHERE taken_by = ?`),
       freeEvent: p(`SELECT ${EVENT_COLUMNS} FROM cairn_events WHERE name = ? AND match = ? AND taken_by IS NULL ORDER BY sent_at, event_id LIMIT 1`),
       take: p('UPDATE cairn_events SET taken_by = ? WHERE event_id = ? AND taken_by IS NULL'),
-      listEvents: p(`SELECT ${EVENT_COLUMNS} FROM cairn_events WHERE ?1 IS NULL OR name = ?1 ORDER BY sent_at DESC LIMIT ?2`),
+      listEvents: p(`SELECT ${EVENT_COLUMNS} FROM cairn_events WHERE :name IS NULL OR name = :name ORDER BY sent_at DESC LIMIT :limit`),
       setWait: p('INSERT INTO cairn_waits (run_id, wait_id, name, match) VALUES (?, ?, ?, ?) ON CONFLICT (run_id, wait_id) DO UPDATE SET name = excluded.name, match = excluded.match'),
       getWaits: p('SELECT run_id AS runId, wait_id AS waitId, name, match FROM cairn_waits WHERE run_id = ?'),
       clearWaits: p('DELETE FROM cairn_waits WHERE run_id = ?'),
