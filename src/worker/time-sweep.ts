@@ -1,4 +1,3 @@
-import type { JsonValue } from '../core/codec.js'
 import type { RunLeases } from '../store/leases/run-leases.js'
 import type { RunWaits } from '../store/waits/run-waits.js'
 import { JOB_KEY } from './job.js'
@@ -79,7 +78,7 @@ export async function fireSchedules(ctx: SweepContext): Promise<string[]> {
       const { created } = await ctx.leases.enqueue({
         runId,
         name: body.name,
-        metadata: { [JOB_KEY]: { name: body.name, input: body.input }, schedule: { id: row.id, tick: new Date(due.tick).toISOString() } as JsonValue },
+        metadata: { [JOB_KEY]: { name: body.name, input: body.input }, schedule: { id: row.id, tick: new Date(due.tick).toISOString() } },
         ...(body.queue === undefined ? {} : { queue: body.queue }),
       })
       if (created) scheduled.push(runId)

@@ -213,7 +213,6 @@ export class Worker {
   async #claimLoop(): Promise<void> {
     let backoffMs = 50
     while (this.#state === 'running') {
-      await this.#sweep()
       const free = this.#options.concurrency - this.#active.size
       if (free > 0) {
         const sentAt = Date.now()
@@ -241,6 +240,7 @@ export class Worker {
           continue
         }
       }
+      await this.#sweep()
       await this.#idle(this.#store.waits ? Math.min(this.#options.pollMs, this.#sweepMs) : this.#options.pollMs)
     }
   }

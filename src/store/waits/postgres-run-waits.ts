@@ -190,7 +190,7 @@ export class PostgresRunWaits implements RunWaits {
 }
 
 function eventOf(row: Record<string, unknown>): ExternalEventRow {
-  return { eventId: String(row.eventId), name: String(row.name), match: String(row.match), payload: String(row.payload), sentAt: Number(row.sentAt), takenBy: row.takenBy === null ? null : String(row.takenBy) }
+  return { eventId: String(row.eventId), name: String(row.name), match: String(row.match), payload: String(row.payload), sentAt: Number(row.sentAt), takenBy: typeof row.takenBy === 'string' ? row.takenBy : null }
 }
 
 function scheduleOf(row: Record<string, unknown>): ScheduleRow {
