@@ -1,12 +1,11 @@
 import { buildThreadTimelines, buildTimeline, formatThreadTimeline, summarizeThread, diffCheckpoints, exportRun, formatDiff, formatTimeline, summarizeRun, verifyRun, type RunRecord, type RunStatus, type VerifyReport } from '../index.js'
-import { RUN_STATUSES } from '../store/checkpoint-store.js'
 import { encodeValue } from '../engine.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'
 import { waitingFor } from './time-commands.js'
 
-const STATUSES: readonly RunStatus[] = RUN_STATUSES
+const STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled']
 
 /** `cairn runs`: runs, newest first. */
 export async function runsCommand(ctx: Context, options: { status?: string; name?: string; limit?: string }): Promise<void> {

@@ -1,7 +1,5 @@
-import { CairnClient, type JsonValue, type RunRecord, type StoreReader } from '../index.js'
-import { WAITING_STATUSES } from '../store/checkpoint-store.js'
-import type { WorkerStore } from '../worker/worker-store.js'
-import { pendingInterruptsOf } from '../worker/job.js'
+import { CairnClient, type Interrupt, type JsonValue, type RunRecord, type StoreReader, type WorkerStore } from '../index.js'
+import { WAITING_STATUSES } from '../engine.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'
@@ -51,7 +49,9 @@ export async function wakeCommand(ctx: Context, runId: string): Promise<void> {
  */
 export async function waitingFor(store: StoreReader, run: RunRecord): Promise<string> {
   if (!WAITING_STATUSES.includes(run.status)) return ''
-  const parts = (await pendingInterruptsOf(store, run.runId)).flatMap((interrupt) => {
+  const latest = await store.getLatest<Record<string, unknown>>({ runId: run.runId })
+  const pending = latest?.phase === 'run_paused' && Array.isArray(latest.payload.interrupts) ? (latest.payload.interrupts as Interrupt[]) : []
+  const parts = pending.flatMap((interrupt) => {
     if (interrupt.wakeAt !== undefined) return [`wakes ${time(interrupt.wakeAt)}`]
     const until = interrupt.expiresAt === undefined ? '' : ` until ${time(interrupt.expiresAt)}`
     if (interrupt.event) return [`event ${interrupt.event.name}${interrupt.event.match === '' ? '' : `[${interrupt.event.match}]`}${until}`]
