@@ -88,13 +88,13 @@ export async function fireSchedules(ctx: SweepContext): Promise<string[]> {
   return scheduled
 }
 
-/** Queue a stopped run again: `queued` now (or already), `held` or `running` (try later), `gone` (finished, deleted, or a Runner's own). */
-async function requeue(ctx: SweepContext, runId: string): Promise<'queued' | 'held' | 'running' | 'gone'> {
+/** Queue a stopped run again: `queued` now, `already` queued, `held` or `running` (try later), `gone` (finished, deleted, or a Runner's own). */
+async function requeue(ctx: SweepContext, runId: string): Promise<'queued' | 'already' | 'held' | 'running' | 'gone'> {
   try {
     const outcome = await ctx.leases.requeuePaused(runId, (run) => run.metadata)
     if (outcome.outcome === 'queued' || outcome.outcome === 'held') return outcome.outcome
     if (outcome.outcome === 'not_paused' && outcome.status === 'running') return 'running'
-    if (outcome.outcome === 'not_paused' && outcome.status === 'queued') return 'queued'
+    if (outcome.outcome === 'not_paused' && outcome.status === 'queued') return 'already'
     return 'gone'
   } catch (err) {
     if ((err as { code?: unknown }).code === 'run_not_found') return 'gone'
