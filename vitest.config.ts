@@ -9,6 +9,8 @@ import { defineConfig } from 'vitest/config'
  */
 const integration = [
   'test/cli/**/*.test.ts',
+  'test/time/cli-time.test.ts',
+  'test/time/processes.test.ts',
   'test/conformance/built-sqlite.conformance.test.ts',
   'test/conformance/file.conformance.test.ts',
   'test/conformance/keyed.conformance.test.ts',

@@ -34,7 +34,7 @@ export { ModelError, ModelLimitError, ModelStreamError, ResponseAssembler, type 
 // tools
 export { jsonSchemaOf, validateInput, type InferInput, type InputSchema, type StandardSchemaV1 } from './tools/input-schema.js'
 export { concurrentToolExecutor, sequentialToolExecutor, type RunToolCall, type ToolCallOutcome, type ToolExecutor } from './tools/tool-executor.js'
-export { errorResult, tool, type AgentState, type InterruptRequest, type Tool, type ToolContext, type ToolDefinition } from './tools/tool.js'
+export { errorResult, tool, type AgentState, type InterruptExpiry, type InterruptRequest, type Tool, type ToolContext, type ToolDefinition, type WaitForEventOptions } from './tools/tool.js'
 
 // agent
 export { Agent, type AgentOptions, type InvokeOptions } from './agent/agent.js'
@@ -80,7 +80,9 @@ export { buildTimeline, formatTimeline, type Timeline, type TimelineAnswer, type
 export { buildThreadTimelines, formatThreadTimeline, summarizeThread, type ThreadEntry, type ThreadState, type ThreadSummary, type ThreadTimeline } from './integrations/langgraph/thread-view.js'
 
 // worker
-export { CairnClient, type EnqueueOptions, type ResultOptions } from './worker/cairn-client.js'
+export { CairnClient, type EnqueueOptions, type ResultOptions, type SendOptions } from './worker/cairn-client.js'
+export type { ScheduleInfo, ScheduleOptions } from './worker/schedules.js'
+export type { RunWaits } from './store/waits/run-waits.js'
 export type { JobSpec, RunFailure, RunOutcome } from './worker/job.js'
 export type { WorkerEvent } from './worker/worker-events.js'
 export type { WorkerStore } from './worker/worker-store.js'

@@ -4,7 +4,7 @@ import { freezeDeep } from '../core/freeze.js'
 import { toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
 import type { Model, ProviderTokens } from '../model/model.js'
 import type { InputSchema } from '../tools/input-schema.js'
-import { tool as defineTool, type Tool } from '../tools/tool.js'
+import { tool as defineTool, type Tool, type ToolTimeHost } from '../tools/tool.js'
 import { concurrentToolExecutor, sequentialToolExecutor, type ToolExecutor } from '../tools/tool-executor.js'
 import { KeyValueState } from './agent-state.js'
 import type { Checkpoint } from './checkpoint.js'
@@ -50,6 +50,8 @@ export interface ManagedInvocation {
   executor?: (inner: ToolExecutor) => ToolExecutor
   /** The idempotency key of a tool call, stable across attempts. */
   idempotencyKey?: (toolUse: ToolUseBlock['toolUse']) => string
+  /** The runner's clock and events, for `ctx.sleep` and `ctx.waitForEvent`. */
+  time?: ToolTimeHost
   options?: InvokeOptions
 }
 
@@ -177,6 +179,7 @@ export class Agent {
     observer?: LoopObserver
     executor?: (inner: ToolExecutor) => ToolExecutor
     idempotencyKey?: (toolUse: ToolUseBlock['toolUse']) => string
+    time?: ToolTimeHost
   }): AsyncGenerator<AgentStreamEvent, AgentResult> {
     const { options } = params
     const controller = new AbortController()
@@ -194,6 +197,7 @@ export class Agent {
       }
       const invocation = this.#invocation(controller.signal, options)
       invocation.idempotencyKey = params.idempotencyKey
+      invocation.time = params.time
       const host = this.#host(params.observer, params.executor)
       const result = yield* runLoop(host, invocation, params.start)
       invocation.metrics.durationMs = Date.now() - started

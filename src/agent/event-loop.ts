@@ -3,7 +3,7 @@ import { CairnError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { addUsage, toolUsesOf, type Message, type ModelStopReason, type ToolResultBlock, type ToolUseBlock } from '../model/messages.js'
 import { ResponseAssembler, type Model, type ModelResponse, type ProviderTokens } from '../model/model.js'
-import type { AgentState, Tool } from '../tools/tool.js'
+import type { AgentState, Tool, ToolTimeHost } from '../tools/tool.js'
 import type { ToolExecutor } from '../tools/tool-executor.js'
 import { Checkpoint, type CheckpointPosition } from './checkpoint.js'
 import type { ConfigSignature } from './config-signature.js'
@@ -57,6 +57,8 @@ export interface Invocation {
   appData: JsonObject
   /** The idempotency key of a tool call (the runner scopes it to the run). */
   idempotencyKey?: ((toolUse: ToolUseBlock['toolUse']) => string) | undefined
+  /** The runner's clock and events, for `ctx.sleep` and `ctx.waitForEvent`. */
+  time?: ToolTimeHost | undefined
   /** Structured output requested for this invocation, and what the model gave. */
   structured: { tool: Tool; value?: unknown; captured: boolean; forced: boolean } | undefined
 }
@@ -183,6 +185,8 @@ async function* runTools(
       requestState: inv.requestState,
       agentState: host.state,
       responses: allResponses,
+      pending: host.interrupts.pending,
+      time: inv.time,
       metrics: inv.metrics,
       emit,
       idempotencyKey: inv.idempotencyKey,

@@ -1,7 +1,7 @@
 import type { JsonValue } from '../core/codec.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
-import type { InterruptRequest } from '../tools/tool.js'
-import { InvalidArgumentError } from '../core/errors.js'
+import type { InterruptExpiry, InterruptRequest, ToolContext, ToolTimeHost, WaitForEventOptions } from '../tools/tool.js'
+import { CairnError, InterruptExpiredError, InvalidArgumentError } from '../core/errors.js'
 
 /** A pause raised by a tool, waiting for a human's response. */
 export interface Interrupt {
@@ -11,6 +11,37 @@ export interface Interrupt {
   reason?: JsonValue
   /** The tool call that raised it. */
   toolUseId: string
+  /** A sleep (`ctx.sleep`): the run continues at this time (Unix ms), not before. */
+  wakeAt?: number
+  /** A wait for an external event (`ctx.waitForEvent`): its name and match. */
+  event?: { name: string; match: string }
+  /** A deadline (Unix ms): an event wait's timeout, or an interrupt's `expiresAt`. */
+  expiresAt?: number
+  /** What happens at `expiresAt` for an interrupt asked of a human. */
+  onExpiry?: InterruptExpiry
+}
+
+/** The name of the interrupts `ctx.sleep` raises (numbered in the call: `cairn.sleep.1`, …). */
+export const SLEEP_INTERRUPT = 'cairn.sleep'
+/** The name of the interrupts `ctx.waitForEvent` raises (`cairn.event.1`, …). */
+export const EVENT_INTERRUPT = 'cairn.event'
+
+/** Whether an interrupt waits for time or an event rather than for a human. */
+export function isTimed(interrupt: Interrupt): boolean {
+  return interrupt.wakeAt !== undefined || interrupt.event !== undefined
+}
+
+/** The status a run stopped at these interrupts is stored with: sleeping, waiting for an event, or paused for a human. */
+export function waitingStatusOf(interrupts: readonly Interrupt[]): 'sleeping' | 'waiting' | 'paused' {
+  if (interrupts.length > 0 && interrupts.every((i) => i.wakeAt !== undefined)) return 'sleeping'
+  if (interrupts.length > 0 && interrupts.every(isTimed)) return 'waiting'
+  return 'paused'
+}
+
+/** When the run should be looked at again: the earliest wake time or deadline of its interrupts. */
+export function nextTimeOf(interrupts: readonly Interrupt[]): number | undefined {
+  const times = interrupts.flatMap((i) => [i.wakeAt, i.expiresAt]).filter((t): t is number => t !== undefined)
+  return times.length === 0 ? undefined : Math.min(...times)
 }
 
 /** The agent's interrupt state: persisted in snapshots. */
@@ -46,12 +77,97 @@ export function interruptId(toolUse: ToolUseBlock['toolUse'], name: string): str
   return `${toolUse.toolUseId}:${name}`
 }
 
-/** Build `ctx.interrupt` for one tool call. */
-export function interruptFunction(toolUse: ToolUseBlock['toolUse'], responses: Record<string, JsonValue>) {
-  return <R = JsonValue>(request: InterruptRequest): R => {
+/** What building the waiting parts of one call's context takes. */
+export interface WaitScope {
+  toolUse: ToolUseBlock['toolUse']
+  /** Answers given so far, by interrupt id. */
+  responses: Record<string, JsonValue>
+  /** The interrupts the last execution stopped at (their wake times and deadlines stay as first set). */
+  pending: readonly Interrupt[]
+  /** The runner's clock and events; absent when the agent runs without a runner. */
+  time: ToolTimeHost | undefined
+}
+
+/** Build `ctx.interrupt`, `ctx.sleep`, `ctx.sleepUntil` and `ctx.waitForEvent` for one tool call. */
+export function waitFunctions(scope: WaitScope): Pick<ToolContext, 'interrupt' | 'sleep' | 'sleepUntil' | 'waitForEvent'> {
+  const { toolUse, responses, pending, time } = scope
+  const answered = (id: string) => Object.prototype.hasOwnProperty.call(responses, id)
+  const before = (id: string) => pending.find((interrupt) => interrupt.id === id)
+  const now = () => time?.now() ?? Date.now()
+  let sleeps = 0
+  let waits = 0
+  const interrupt = <R = JsonValue>(request: InterruptRequest): R => {
     if (typeof request?.name !== 'string' || request.name === '') throw new InvalidArgumentError('ctx.interrupt needs a name')
     const id = interruptId(toolUse, request.name)
-    if (Object.prototype.hasOwnProperty.call(responses, id)) return responses[id] as R
-    throw new InterruptSignal({ id, name: request.name, toolUseId: toolUse.toolUseId, ...(request.reason === undefined ? {} : { reason: request.reason }) })
+    if (answered(id)) return responses[id] as R
+    const expiresAt = before(id)?.expiresAt ?? timeOf(request.expiresAt, 'ctx.interrupt expiresAt')
+    if (expiresAt !== undefined && now() >= expiresAt) {
+      const policy = request.onExpiry ?? 'fail'
+      if (policy === 'fail') throw new InterruptExpiredError({ interruptId: id, expiresAt, message: `interrupt ${id} (${request.name}) was not answered by ${new Date(expiresAt).toISOString()}; the run fails, as its onExpiry says` })
+      if ('answer' in policy) return policy.answer as R
+      return interrupt<R>(policy.escalate)
+    }
+    throw new InterruptSignal({
+      id,
+      name: request.name,
+      toolUseId: toolUse.toolUseId,
+      ...(request.reason === undefined ? {} : { reason: request.reason }),
+      ...(expiresAt === undefined ? {} : { expiresAt, onExpiry: request.onExpiry ?? 'fail' }),
+    })
   }
+  const sleepUntil = async (at: Date | number): Promise<void> => {
+    const name = `${SLEEP_INTERRUPT}.${++sleeps}`
+    const id = interruptId(toolUse, name)
+    requireTime(time, 'ctx.sleep')
+    if (answered(id)) return
+    const wakeAt = before(id)?.wakeAt ?? timeOf(at, 'ctx.sleepUntil time')!
+    if (now() >= wakeAt) return
+    throw new InterruptSignal({ id, name, toolUseId: toolUse.toolUseId, wakeAt, reason: { sleepUntil: new Date(wakeAt).toISOString() } })
+  }
+  return {
+    interrupt,
+    sleepUntil,
+    sleep: (ms) => {
+      if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new InvalidArgumentError(`ctx.sleep needs a non-negative number of ms, got ${String(ms)}`)
+      return sleepUntil(now() + ms)
+    },
+    waitForEvent: async <T = JsonValue>(eventName: string, options: WaitForEventOptions = {}): Promise<T | undefined> => {
+      if (typeof eventName !== 'string' || eventName === '') throw new InvalidArgumentError('ctx.waitForEvent needs the name of the event')
+      const match = options.match ?? ''
+      if (typeof match !== 'string') throw new InvalidArgumentError(`ctx.waitForEvent('${eventName}') match must be a string, got ${typeof match}`)
+      const name = `${EVENT_INTERRUPT}.${++waits}`
+      const id = interruptId(toolUse, name)
+      const host = requireTime(time, 'ctx.waitForEvent')
+      const given = answered(id) ? (responses[id] as { payload?: JsonValue; timedOut?: boolean } | null) : undefined
+      if (given?.timedOut === true) return undefined
+      const taken = await host.takeEvent({ waitId: id, name: eventName, match })
+      if (taken) return taken.payload as T
+      const timeoutMs = options.timeoutMs
+      if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0)) {
+        throw new InvalidArgumentError(`ctx.waitForEvent('${eventName}') timeoutMs must be a non-negative number, got ${String(timeoutMs)}`)
+      }
+      const expiresAt = before(id)?.expiresAt ?? (timeoutMs === undefined ? undefined : now() + timeoutMs)
+      if (expiresAt !== undefined && now() >= expiresAt) return undefined
+      throw new InterruptSignal({
+        id,
+        name,
+        toolUseId: toolUse.toolUseId,
+        event: { name: eventName, match },
+        reason: { waitForEvent: eventName, ...(match === '' ? {} : { match }) },
+        ...(expiresAt === undefined ? {} : { expiresAt }),
+      })
+    },
+  }
+}
+
+function requireTime(time: ToolTimeHost | undefined, what: string): ToolTimeHost {
+  if (time) return time
+  throw new CairnError('time_unavailable', `${what} needs a durable runner: run the agent with a Runner or a Worker over a store that keeps waits (MemoryStore, SqliteStore, PostgresStore)`)
+}
+
+function timeOf(value: Date | number | undefined, what: string): number | undefined {
+  if (value === undefined) return undefined
+  const ms = value instanceof Date ? value.getTime() : value
+  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw new InvalidArgumentError(`${what} must be a Date or Unix ms, got ${String(value)}`)
+  return ms
 }

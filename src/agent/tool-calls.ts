@@ -1,11 +1,11 @@
 import type { JsonValue } from '../core/codec.js'
-import { CheckpointError } from '../core/errors.js'
+import { CheckpointError, InterruptExpiredError } from '../core/errors.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
-import { errorResult, type AgentState, type Tool } from '../tools/tool.js'
+import { errorResult, type AgentState, type Tool, type ToolTimeHost } from '../tools/tool.js'
 import type { ToolCallOutcome } from '../tools/tool-executor.js'
 import { boundToolResult, storableToolResult } from '../tools/result-limit.js'
 import { fireHook, type AgentHooks } from './hooks.js'
-import { interruptFunction, InterruptSignal } from './interrupts.js'
+import { InterruptSignal, waitFunctions, type Interrupt } from './interrupts.js'
 import type { AgentMetrics } from './result.js'
 import type { AgentStreamEvent } from './events.js'
 
@@ -17,6 +17,10 @@ export interface ToolCallScope {
   requestState: Record<string, unknown>
   agentState: AgentState
   responses: Record<string, JsonValue>
+  /** The interrupts the batch stopped at last time (their wake times and deadlines are kept). */
+  pending: readonly Interrupt[]
+  /** The runner's clock and events (absent without a runner). */
+  time?: ToolTimeHost | undefined
   metrics: AgentMetrics
   emit: (event: AgentStreamEvent) => void
   /** The idempotency key of a call (default: its tool-use id). */
@@ -49,13 +53,15 @@ export async function runToolCall(scope: ToolCallScope, toolUse: ToolUseBlock['t
         idempotencyKey: scope.idempotencyKey?.(toolUse) ?? toolUse.toolUseId,
         requestState: scope.requestState,
         agentState: scope.agentState,
-        interrupt: interruptFunction(toolUse, scope.responses),
+        ...waitFunctions({ toolUse, responses: scope.responses, pending: scope.pending, time: scope.time }),
       })
     } catch (err) {
       if (err instanceof InterruptSignal) return { type: 'interrupt', interrupt: err.interrupt }
       // A tool that put what no checkpoint can hold into agent state (a function, say) has a bug
       // the model cannot fix: the invocation fails rather than hand the model the error.
       if (err instanceof CheckpointError) throw err
+      // A deadline whose onExpiry fails the run.
+      if (err instanceof InterruptExpiredError) throw err
       result = scope.signal.aborted ? cancelledResult(toolUse.toolUseId) : errorResult(toolUse.toolUseId, `Error: ${(err as Error)?.message ?? String(err)}`)
     }
     result = storableToolResult(boundToolResult(result, toolUse.name), toolUse.name)

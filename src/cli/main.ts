@@ -11,6 +11,7 @@ import { makeContext, type Context } from './context.js'
 import { DEFAULT_STORE } from './open-store.js'
 import { makeOutput } from './output.js'
 import { diffCommand, effectsCommand, exportCommand, runsCommand, showCommand, verifyCommand } from './read-commands.js'
+import { schedulesCommand, sendCommand, wakeCommand } from './time-commands.js'
 import { forkCommand, importCommand, migrateCommand, pruneCommand, recoverCommand, rekeyCommand, resumeCommand } from './write-commands.js'
 
 interface GlobalOptions {
@@ -49,6 +50,9 @@ function buildProgram(): Command {
     .addOption(new Option('--encrypt', 'encrypt what is written (needs CAIRN_KEYS=id:base64,…, which also signs and verifies records)').env('CAIRN_ENCRYPT'))
     .showHelpAfterError()
   program.command('runs').description('runs, newest first').option('--status <status>', 'only runs in this status').option('--name <text>', 'only runs whose id or name contains this').option('--limit <n>', 'at most this many runs', '20').action(action(runsCommand))
+  program.command('send').description('send an event to the runs waiting for it (ctx.waitForEvent)').argument('<name>', 'event name').argument('[payload]', 'the payload, as JSON').option('--match <text>', 'only waits with this match (an order id, say)').option('--key <key>', 'idempotency key: sent again with it, the event is delivered once').action(action(sendCommand))
+  program.command('schedules').description('schedules that start runs on a cron').option('--pause <id>', 'pause this schedule').option('--resume <id>', 'resume this schedule').option('--delete <id>', 'delete this schedule').action(action(schedulesCommand))
+  program.command('wake').description('wake a sleeping run now').argument('<run>', 'run id').action(action(wakeCommand))
   program.command('show').description("a run's timeline, one line per checkpoint").argument('[run]', 'run id').option('--payload <checkpoint>', "print one checkpoint's full payload (its id, or N from the # column)").action(action(showCommand))
   program.command('diff').description('what changed between two checkpoints (of one run, or a run and its fork)').argument('<a>', 'checkpoint id, or RUN#N').argument('<b>', 'checkpoint id, or RUN#N').action(action(diffCommand))
   program.command('effects').description("a run's effect journal").argument('<run>', 'run id').action(action(effectsCommand))

@@ -4,8 +4,9 @@ import { threadRunSummary } from './thread-summary.js'
 import { CliError } from './cli-error.js'
 import type { Context } from './context.js'
 import { table, time } from './output.js'
+import { waitingFor } from './time-commands.js'
 
-const STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']
+const STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled']
 
 /** `cairn runs`: runs, newest first. */
 export async function runsCommand(ctx: Context, options: { status?: string; name?: string; limit?: string }): Promise<void> {
@@ -15,10 +16,12 @@ export async function runsCommand(ctx: Context, options: { status?: string; name
   }
   const store = await ctx.store()
   const runs = await findRuns(store, { limit, ...(options.status === undefined ? {} : { status: options.status as RunStatus }), ...(options.name === undefined ? {} : { search: options.name }) })
-  const summaries = await Promise.all(runs.map(async (run) => (await threadRunSummary(store, run)) ?? summarizeRun(store, run)))
+  const summaries = await Promise.all(
+    runs.map(async (run) => ({ ...((await threadRunSummary(store, run)) ?? (await summarizeRun(store, run))), waitingFor: await waitingFor(store, run) })),
+  )
   ctx.out.result(summaries, () => {
-    const rows = summaries.map((s) => [s.runId, s.name, s.status, s.steps, s.checkpoints, s.toolCalls, s.tokens, time(s.startedAt), time(s.updatedAt), s.owner])
-    for (const line of table(['RUN', 'NAME', 'STATUS', 'STEPS', 'CHECKPOINTS', 'TOOL CALLS', 'TOKENS', 'STARTED', 'UPDATED', 'OWNER'], rows)) ctx.out.line(line)
+    const rows = summaries.map((s) => [s.runId, s.name, s.status, s.steps, s.checkpoints, s.toolCalls, s.tokens, time(s.startedAt), time(s.updatedAt), s.owner, s.waitingFor])
+    for (const line of table(['RUN', 'NAME', 'STATUS', 'STEPS', 'CHECKPOINTS', 'TOOL CALLS', 'TOKENS', 'STARTED', 'UPDATED', 'OWNER', 'WAITING FOR'], rows)) ctx.out.line(line)
     if (summaries.length === 0) ctx.out.line('(no runs)')
   })
 }

@@ -44,6 +44,8 @@ export type CairnErrorCode =
   | 'encryption_change'
   | 'wrong_key'
   | 'stream_idle'
+  | 'interrupt_expired'
+  | 'time_unavailable'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {
@@ -298,6 +300,30 @@ export class RunNotPausedError extends CairnError {
     super('run_not_paused', params.message)
     this.runId = params.runId
     this.status = params.status
+  }
+}
+
+/**
+ * An answer came after its interrupt's deadline (`expiresAt`): what the interrupt's `onExpiry`
+ * says happened instead (a default answer, a failed run, an escalation), and the late answer is
+ * refused. Look at the run again (`cairn show RUN`, `client.result`) for what it waits for now.
+ * Branch on `err.code === 'interrupt_expired'`.
+ */
+export class InterruptExpiredError extends CairnError {
+  readonly runId: string | undefined
+  readonly interruptId: string
+  /** Unix milliseconds. */
+  readonly expiresAt: number
+
+  constructor(params: { runId?: string | undefined; interruptId: string; expiresAt: number; message?: string }) {
+    super(
+      'interrupt_expired',
+      params.message ??
+        `interrupt ${params.interruptId}${params.runId === undefined ? '' : ` of run ${params.runId}`} expired at ${new Date(params.expiresAt).toISOString()}; its answer comes too late and is refused: look at what the run waits for now`,
+    )
+    this.runId = params.runId
+    this.interruptId = params.interruptId
+    this.expiresAt = params.expiresAt
   }
 }
 

@@ -1,7 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import type { RunEvent } from '../observe/run-events.js'
 import { followRun } from '../runner/run-stream.js'
-import { FINISHED_STATUSES } from '../store/checkpoint-store.js'
+import { FINISHED_STATUSES, WAITING_STATUSES } from '../store/checkpoint-store.js'
 import { followOptions, sseStream, type RunStreamResponseOptions } from './sse-response.js'
 
 /**
@@ -31,7 +31,7 @@ import { followOptions, sseStream, type RunStreamResponseOptions } from './sse-r
  */
 export async function runUIMessageStreamResponse(req: Request, options: RunStreamResponseOptions): Promise<Response> {
   const run = await options.store.getRun(options.runId)
-  if (!run || FINISHED_STATUSES.includes(run.status) || run.status === 'paused') return new Response(null, { status: 204 })
+  if (!run || FINISHED_STATUSES.includes(run.status) || WAITING_STATUSES.includes(run.status)) return new Response(null, { status: 204 })
   return uiMessageStreamResponse(req, options)
 }
 

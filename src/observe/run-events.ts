@@ -67,7 +67,7 @@ export type RunEvent =
   | { type: 'tool_call_replayed'; runId: string; step: number; toolUseId: string; name: string; status: 'success' | 'error'; output?: JsonValue }
   | { type: 'tool_call_answered'; runId: string; step: number; toolUseId: string; name: string; answer: 'retry' | 'skip' }
   | { type: 'interrupt'; runId: string; step: number; interrupts: { id: string; name: string; reason: unknown }[] }
-  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'error'; error?: string; text?: string }
+  | { type: 'run_finished'; runId: string; state: 'completed' | 'failed' | 'cancelled' | 'paused' | 'sleeping' | 'waiting' | 'error'; error?: string; text?: string }
   | { type: 'events_truncated'; runId: string; step: number; maxBytes: number }
 
 /** A listener of {@link RunEvent}s. */

@@ -62,7 +62,7 @@ export function reportOutcome(emit: Emit, runId: string, step: number, outcome: 
     return
   }
   const { result } = outcome
-  if (result.state === 'paused') {
+  if (result.state === 'paused' || result.state === 'sleeping' || result.state === 'waiting') {
     emit({ type: 'interrupt', runId, step, interrupts: result.interrupts.map((i) => ({ id: i.id, name: i.name, reason: i.reason ?? null })) })
   }
   const text = result.state === 'completed' ? finalTextOf(result) : undefined

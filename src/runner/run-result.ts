@@ -4,8 +4,11 @@ import type { Interrupt } from '../agent/interrupts.js'
 import type { Usage } from '../model/messages.js'
 import type { CheckpointRecord } from '../store/checkpoint-store.js'
 
-/** How a managed run stands when `run` or `resume` returns. */
-export type RunState = 'completed' | 'failed' | 'cancelled' | 'paused'
+/**
+ * How a managed run stands when `run` or `resume` returns: `sleeping` (`ctx.sleep`) and
+ * `waiting` (`ctx.waitForEvent`) are stopped like `paused`, for a time or an event instead of a human.
+ */
+export type RunState = 'completed' | 'failed' | 'cancelled' | 'paused' | 'sleeping' | 'waiting'
 
 /** What `runner.run` and `runner.resume` return. */
 export interface RunResult {

@@ -1,16 +1,17 @@
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError, InvalidArgumentError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, InterruptExpiredError, CheckpointError, CheckpointNotFoundError, InvalidArgumentError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { newId } from '../core/ids.js'
 import type { Agent } from '../agent/agent.js'
-import type { Interrupt } from '../agent/interrupts.js'
+import { nextTimeOf, waitingStatusOf, type Interrupt } from '../agent/interrupts.js'
 import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
 import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import { loadRun } from '../store/delegating-store.js'
 import { assertId } from '../store/encoding/validate.js'
-import type { Tool } from '../tools/tool.js'
+import type { Tool, ToolTimeHost } from '../tools/tool.js'
+import { parseJson, type JsonValue as Json } from '../core/codec.js'
 import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
 import { EffectJournal, OUTCOME_UNKNOWN } from './effect-journal.js'
 import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
@@ -45,6 +46,11 @@ export interface RunnerOptions extends Partial<WriterOptions> {
    * defaults of {@link EventLogOptions}, when the store has an event log.
    */
   eventLog?: EventLogOptions | false
+  /**
+   * The clock of `ctx.sleep`, deadlines and event timeouts (Unix ms). Default `Date.now`; tests
+   * pass one they move by hand (give the workers the same one).
+   */
+  clock?: { now(): number }
 }
 
 /** How a second execution of a run that is already being executed behaves. */
@@ -119,6 +125,7 @@ export class Runner {
   readonly #listeners = new Map<string, RunEventListener>()
   readonly #leaseMs: number
   readonly #eventLog: EventLogOptions | false
+  readonly #clock: { now(): number }
 
   constructor(options: RunnerOptions) {
     if (!options?.store) throw new InvalidArgumentError('Runner needs a store: new Runner({ store })')
@@ -126,6 +133,7 @@ export class Runner {
     this.#onEvent = options.onEvent
     this.#leaseMs = options.leaseMs ?? 60_000
     this.#eventLog = options.eventLog ?? {}
+    this.#clock = options.clock ?? { now: () => Date.now() }
     if (typeof this.#leaseMs !== 'number' || !Number.isFinite(this.#leaseMs) || this.#leaseMs <= 0) {
       throw new InvalidArgumentError(`leaseMs must be a positive number of ms, got ${String(options.leaseMs)}`)
     }
@@ -218,7 +226,9 @@ export class Runner {
       if (unknown.length > 0) {
         throw new InvalidArgumentError(`run ${runId} has no pending interrupt ${unknown.join(', ')}; pending: ${pending.map((i) => i.id).join(', ')}`)
       }
-      if (Object.keys(responses).length === 0) return pausedResult(runId, threadId, pending, runtime)
+      this.#refuseLateAnswers(runId, pending, responses)
+      if (Object.keys(responses).length === 0 && !(await this.#due(runId, pending))) return pausedResult(runId, threadId, pending, runtime)
+      await this.store.waits?.clearRun(runId)
       start = { phase: 'tools', cycleIndex: runtime.agent.interrupts.cycleIndex, responses }
     } else if (Object.keys(responses).length > 0) {
       throw new RunNotPausedError({ runId, status: run?.status, message: `run ${runId} is not paused waiting for any response; resume it without responses` })
@@ -231,6 +241,58 @@ export class Runner {
     const effects = await this.store.listEffects(runId)
     const answers = answersOf(pending, responses, options.answeredBy)
     return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, answers, resumed: true, signal: options.signal, repaired, finalAnswer, ownership })
+  }
+
+  /** An answer to an interrupt past its deadline is refused (a sleep or an event wait may be answered early: a wake). */
+  #refuseLateAnswers(runId: string, pending: readonly Interrupt[], responses: Record<string, JsonValue>): void {
+    const now = this.#clock.now()
+    for (const interrupt of pending) {
+      if (!Object.hasOwn(responses, interrupt.id) || interrupt.event !== undefined || interrupt.expiresAt === undefined) continue
+      if (now >= interrupt.expiresAt) throw new InterruptExpiredError({ runId, interruptId: interrupt.id, expiresAt: interrupt.expiresAt })
+    }
+  }
+
+  /**
+   * Whether a stopped run may go on without answers: a sleep's wake time or a deadline has
+   * passed, or an event a wait matches is there (taken for it now; the tool gets it when it runs again).
+   */
+  async #due(runId: string, pending: readonly Interrupt[]): Promise<boolean> {
+    const now = this.#clock.now()
+    const time = this.#timeHost(runId)
+    for (const interrupt of pending) {
+      if (interrupt.wakeAt !== undefined && now >= interrupt.wakeAt) return true
+      if (interrupt.expiresAt !== undefined && now >= interrupt.expiresAt) return true
+      if (interrupt.event && time && (await time.takeEvent({ waitId: interrupt.id, ...interrupt.event }))) return true
+    }
+    return false
+  }
+
+  /** `ctx.sleep` and `ctx.waitForEvent` of the run's tools: this runner's clock and the store's events. */
+  #timeHost(runId: string): ToolTimeHost | undefined {
+    const waits = this.store.waits
+    if (!waits) return undefined
+    return {
+      now: () => this.#clock.now(),
+      takeEvent: async ({ waitId, name, match }) => {
+        const event = await waits.takeEvent({ name, match, takenBy: `${runId}/${waitId}` })
+        return event && { payload: parseJson(event.payload) as Json }
+      },
+    }
+  }
+
+  /**
+   * Before a run is stored stopped at `interrupts`: its waits for events, and a timer at the
+   * earliest wake time or deadline, so that a worker looks at it again then.
+   */
+  async #recordWaits(runId: string, interrupts: readonly Interrupt[]): Promise<void> {
+    const waits = this.store.waits
+    if (!waits) return
+    await waits.clearRun(runId)
+    for (const interrupt of interrupts) {
+      if (interrupt.event) await waits.setWait({ runId, waitId: interrupt.id, name: interrupt.event.name, match: interrupt.event.match })
+    }
+    const next = nextTimeOf(interrupts)
+    if (next !== undefined) await waits.setTimer(runId, next)
   }
 
   /** Take the run's lease (or use the caller's); `create`: insert the run when it does not exist. */
@@ -421,6 +483,7 @@ export class Runner {
         observer: session,
         executor: (inner) => observedTools(journal.wrap(inner), { emit, runId, step: () => runtime.step, answerOf: (id) => journal.answerOf(id) }),
         idempotencyKey: (use) => journal.keyOf(use),
+        ...(this.#timeHost(runId) ? { time: this.#timeHost(runId)! } : {}),
         options: { signal: params.signal ? AbortSignal.any([params.signal, ownership.signal]) : ownership.signal },
       })
       let next = await events.next()
@@ -434,8 +497,11 @@ export class Runner {
       if (result.stopReason === 'interrupt') {
         writer.stageCompletions(journal.pendingCompletions.splice(0))
         await session.runPaused(result.interrupts as unknown as JsonValue)
-        await writer.flush({ run: { status: 'paused' } })
-        return { ...base(runId, threadId, counts), state: 'paused', result, interrupts: result.interrupts }
+        // The timer and waits first: a run stored sleeping or waiting always has them.
+        await this.#recordWaits(runId, result.interrupts)
+        const state = waitingStatusOf(result.interrupts)
+        await writer.flush({ run: { status: state } })
+        return { ...base(runId, threadId, counts), state, result, interrupts: result.interrupts }
       }
       const state = result.stopReason === 'cancelled' ? 'cancelled' : 'completed'
       await this.#finish(session, writer, runtime, { state, result, error: undefined })
@@ -536,7 +602,7 @@ function answersOf(pending: readonly Interrupt[], responses: Record<string, Json
 }
 
 function pausedResult(runId: string, threadId: string, interrupts: RunResult['interrupts'], runtime: RuntimeSnapshot): RunResult {
-  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: 'paused', result: undefined, interrupts }
+  return { ...base(runId, threadId, { replayed: 0, llm: 0, tools: 0, commits: () => 0, runtime }), state: waitingStatusOf(interrupts), result: undefined, interrupts }
 }
 
 function leaseLostIn(err: unknown): LeaseLostError | undefined {

@@ -2,9 +2,20 @@ import type { JsonObject } from '../core/codec.js'
 import type { Fence } from './engine/lease-engine.js'
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
+import type { RunWaits } from './waits/run-waits.js'
 
-/** Where a run stands; `queued` is a run enqueued for workers that none has started yet. */
-export type RunStatus = 'queued' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled'
+/**
+ * Where a run stands; `queued` is a run enqueued for workers that none has started yet;
+ * `paused` waits for an answer, `sleeping` for its wake time, `waiting` for an external event
+ * (or its timeout). A paused, sleeping or waiting run holds no lease and no process.
+ */
+export type RunStatus = 'queued' | 'running' | 'paused' | 'sleeping' | 'waiting' | 'completed' | 'failed' | 'cancelled'
+
+/** Every run status. */
+export const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled']
+
+/** The statuses of a run that stopped to wait (an answer, a time, an event) and that `requeuePaused` queues again. */
+export const WAITING_STATUSES: readonly RunStatus[] = ['paused', 'sleeping', 'waiting']
 
 /** The statuses after which a run never runs again. */
 export const FINISHED_STATUSES: readonly RunStatus[] = ['completed', 'failed', 'cancelled']
@@ -354,6 +365,12 @@ export interface RunStore extends StoreReader, StoreWriter {
    * Every built-in store has one; a run's events go with the run (`deleteRun`, `prune`).
    */
   readonly events?: RunEventLog | undefined
+  /**
+   * What runs wait for, when the store keeps it: timers, external events and schedules (what
+   * `ctx.sleep`, `ctx.waitForEvent` and `CairnClient.schedule` stand on). The memory, SQLite and
+   * Postgres stores have it.
+   */
+  readonly waits?: RunWaits | undefined
 }
 
 /** Removing and copying data, and closing the store: what an operator (or the CLI) does to a store. */

@@ -25,6 +25,7 @@ import type {
 } from './checkpoint-store.js'
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
+import type { RunWaits } from './waits/run-waits.js'
 import { CheckpointError } from '../core/errors.js'
 
 /**
@@ -102,6 +103,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
   get events(): RunEventLog | undefined {
     return this.inner.events
+  }
+  get waits(): RunWaits | undefined {
+    return this.inner.waits
   }
 }
 

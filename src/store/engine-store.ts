@@ -44,6 +44,7 @@ import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-
 import { assertFence, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
+import type { RunWaits } from './waits/run-waits.js'
 import { pruneEvents } from './event-log/prune-events.js'
 
 /** Options every engine-backed store accepts. */
@@ -80,6 +81,7 @@ export class EngineStore implements CheckpointStore {
   #closed = false
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
+  #waits: RunWaits | undefined
   readonly #encrypted: boolean
   readonly #ring: KeyRing | undefined
   readonly #keyed: boolean
@@ -176,6 +178,16 @@ export class EngineStore implements CheckpointStore {
    */
   get events(): RunEventLog | undefined {
     return this.#events
+  }
+
+  /** Timers, external events and schedules (see {@link RunWaits}); undefined for a store without them. */
+  get waits(): RunWaits | undefined {
+    return this.#waits
+  }
+
+  /** Give the store what runs wait for (each backend's store does, in its constructor); closed with the store. */
+  protected useRunWaits(waits: RunWaits): void {
+    this.#waits = waits
   }
 
   /** Give the store its event log (each backend's store does, in its constructor); closed with the store. */
@@ -306,6 +318,7 @@ export class EngineStore implements CheckpointStore {
       this.#cache.delete(runId)
       const deleted = await this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
       const events = (await this.#events?.deleteRun(runId)) ?? 0
+      await this.#waits?.clearRun(runId)
       return deleted || events > 0
     })
   }
@@ -396,6 +409,7 @@ export class EngineStore implements CheckpointStore {
     this.#closed = true
     await Promise.allSettled([...this.#runLocks.values()])
     await this.#events?.close()
+    await this.#waits?.close()
     await this.#engine.close()
   }
 

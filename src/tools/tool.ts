@@ -13,6 +13,35 @@ export interface InterruptRequest {
   name: string
   /** Details for whoever answers. */
   reason?: JsonValue
+  /** A deadline (a `Date` or Unix ms): past it, `onExpiry` happens and a late answer is refused. */
+  expiresAt?: Date | number
+  /**
+   * What happens at `expiresAt`: `{ answer }` continues as if that were the answer; `'fail'`
+   * (the default) fails the run with `InterruptExpiredError`; `{ escalate }` raises a new
+   * interrupt (to someone else) in its place, with a deadline and policy of its own.
+   */
+  onExpiry?: InterruptExpiry
+}
+
+/** What happens when an interrupt's deadline passes (see {@link InterruptRequest.onExpiry}). */
+export type InterruptExpiry = 'fail' | { answer: JsonValue } | { escalate: InterruptRequest }
+
+/** What {@link ToolContext.waitForEvent} takes. */
+export interface WaitForEventOptions {
+  /** Only an event sent with this `match` (an order id, say). Default: one sent without a match. */
+  match?: string
+  /** Give up after this long: the call then returns `undefined`. Default: wait without a deadline. */
+  timeoutMs?: number
+}
+
+/**
+ * What durable time needs from the runner executing a tool: its clock and the store's events.
+ * @internal
+ */
+export interface ToolTimeHost {
+  now(): number
+  /** The event this wait took before, else a free one it takes now; undefined when none is there. */
+  takeEvent(request: { waitId: string; name: string; match: string }): Promise<{ payload: JsonValue } | undefined>
 }
 
 /** Key-value state of the agent, persisted in its snapshot. */
@@ -41,6 +70,23 @@ export interface ToolContext {
    * call returns the response. Do not catch the error it throws.
    */
   interrupt<R = JsonValue>(request: InterruptRequest): R
+  /**
+   * Sleep durably for `ms`: the run is stored `sleeping` with its wake time and its process, lease
+   * and connection are let go; a worker resumes it at (never before) the wake time, and this tool
+   * runs again from its start, this call returning at once. Code before the call runs again, as
+   * before an interrupt; code after it runs once. Needs a `Runner` (or a worker) over a store with
+   * `waits` (memory, SQLite, Postgres).
+   */
+  sleep(ms: number): Promise<void>
+  /** {@link ToolContext.sleep} until `time` (a `Date` or Unix ms). */
+  sleepUntil(time: Date | number): Promise<void>
+  /**
+   * Wait durably for an event sent with `client.send(name, payload, { match })` (or `cairn send`),
+   * and return its payload: an event sent before this call is kept and taken now; else the run is
+   * stored `waiting` and resumed when one arrives, this tool running again from its start. Each
+   * event is taken by one wait only. With `timeoutMs`, returns `undefined` once it passed.
+   */
+  waitForEvent<T = JsonValue>(name: string, options?: WaitForEventOptions): Promise<T | undefined>
 }
 
 /** How to define a tool. */

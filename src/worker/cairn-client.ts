@@ -1,10 +1,15 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { JsonObject, JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointNotFoundError, InvalidArgumentError, RunNotPausedError } from '../core/errors.js'
+import { serialize } from '../core/codec.js'
+import { CairnError, CheckpointNotFoundError, InterruptExpiredError, InvalidArgumentError, RunNotPausedError } from '../core/errors.js'
+import { newId } from '../core/ids.js'
+import type { RunWaits } from '../store/waits/run-waits.js'
+import { scheduleBodyOf, scheduleInfoOf, type ScheduleInfo, type ScheduleOptions } from './schedules.js'
+import { wakeReadyWaits } from './time-sweep.js'
 import type { ContentBlock } from '../model/messages.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import type { CancelOutcome } from '../store/engine/lease-engine.js'
-import { JOB_KEY, SETTLED_STATUSES, outcomeOf, withJob, type RunOutcome } from './job.js'
+import { JOB_KEY, SETTLED_STATUSES, outcomeOf, pendingInterruptsOf, withJob, type RunOutcome } from './job.js'
 import { requireLeases, type WorkerStore } from './worker-store.js'
 
 /** How long, past the lease of the worker holding a just-paused run, `respond` waits for it to be handed back. */
@@ -34,6 +39,14 @@ export interface ResultOptions {
   signal?: AbortSignal
 }
 
+/** What `CairnClient.send` takes. */
+export interface SendOptions {
+  /** Delivered only to a wait with this `match` (`ctx.waitForEvent(name, { match })`). Default: none. */
+  match?: string
+  /** Sending again with the same key delivers the event once. Default: a fresh key (every send is new). */
+  idempotencyKey?: string
+}
+
 /**
  * Enqueue runs for workers, wait for their results, cancel them. Any number of clients and
  * workers, on any machines, share one store (`PostgresStore`; `SqliteStore` on one machine).
@@ -49,9 +62,93 @@ export interface ResultOptions {
 export class CairnClient {
   readonly store: WorkerStore
 
-  constructor(options: { store: WorkerStore }) {
+  readonly #clock: { now(): number }
+
+  /** `clock`: the one of the workers (for deadlines and schedules); default `Date.now`. */
+  constructor(options: { store: WorkerStore; clock?: { now(): number } }) {
     requireLeases(options?.store)
     this.store = options.store
+    this.#clock = options.clock ?? { now: () => Date.now() }
+  }
+
+  /**
+   * Send an event to the runs that wait for it (`ctx.waitForEvent(name, { match })`). It is kept
+   * in the store until a wait takes it, so an event sent before the run gets to its wait is not
+   * lost; each event is taken by one wait. With an `idempotencyKey` sent before, nothing is sent
+   * again (`sent: false`). A run waiting for it is queued again at once (`woken`); workers resume it.
+   */
+  async send(name: string, payload: JsonValue, options: SendOptions = {}): Promise<{ eventId: string; sent: boolean; woken: string[] }> {
+    if (typeof name !== 'string' || name === '') throw new InvalidArgumentError('send needs the name of the event runs wait for')
+    const match = options.match ?? ''
+    if (typeof match !== 'string') throw new InvalidArgumentError(`send('${name}'): match must be a string, got ${typeof match}`)
+    const eventId = options.idempotencyKey ?? newId()
+    if (typeof eventId !== 'string' || eventId === '') throw new InvalidArgumentError(`send('${name}'): idempotencyKey must be a non-empty string`)
+    const waits = this.#waits('send')
+    const sent = await waits.sendEvent({ eventId, name, match, payload: serialize(payload, 'payload'), sentAt: this.#clock.now() })
+    const woken = await wakeReadyWaits({ waits, leases: requireLeases(this.store), now: () => this.#clock.now() })
+    return { eventId, sent, woken }
+  }
+
+  /**
+   * Start a run of an agent or workflow at every tick of a cron, exactly once per tick however
+   * many workers serve the store: the run id is `<id>@<tick>` (`nightly@2026-01-01T02:00:00.000Z`).
+   * Scheduling an id again replaces its cron, input and policy (its last tick stays). The first
+   * tick is the first one after now.
+   */
+  async schedule(options: ScheduleOptions): Promise<{ id: string; created: boolean }> {
+    const body = scheduleBodyOf(options)
+    const now = this.#clock.now()
+    const created = await this.#waits('schedule').putSchedule({ id: options.id, body: JSON.stringify(body), paused: false, lastTick: now, createdAt: now })
+    return { id: options.id, created }
+  }
+
+  /** Stop a schedule from starting runs (runs started stay); false when there was none. */
+  async unschedule(id: string): Promise<boolean> {
+    return this.#waits('unschedule').deleteSchedule(id)
+  }
+
+  /** Pause a schedule: no tick runs until `resumeSchedule` (ticks missed meanwhile follow its catchUp). */
+  async pauseSchedule(id: string): Promise<void> {
+    if (!(await this.#waits('pauseSchedule').setSchedulePaused(id, true))) throw new CheckpointNotFoundError(`there is no schedule ${id}; see client.schedules()`, { code: 'checkpoint_not_found' })
+  }
+
+  /** Resume a paused schedule. */
+  async resumeSchedule(id: string): Promise<void> {
+    if (!(await this.#waits('resumeSchedule').setSchedulePaused(id, false))) throw new CheckpointNotFoundError(`there is no schedule ${id}; see client.schedules()`, { code: 'checkpoint_not_found' })
+  }
+
+  /** The stored schedules, by id, with their next tick. */
+  async schedules(): Promise<ScheduleInfo[]> {
+    const now = this.#clock.now()
+    return (await this.#waits('schedules').listSchedules()).map((row) => scheduleInfoOf(row, now))
+  }
+
+  /**
+   * Wake a sleeping run now, before its wake time: its sleeps return at once and a worker resumes
+   * it. Throws {@link RunNotPausedError} when the run is not sleeping.
+   */
+  async wake(runId: string): Promise<void> {
+    const run = await this.store.getRun(runId)
+    if (!run) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    if (run.status !== 'sleeping') throw new RunNotPausedError({ runId, status: run.status, message: `run ${runId} is ${run.status}, not sleeping: only a sleeping run can be woken` })
+    const sleeps = (await pendingInterruptsOf(this.store, runId)).filter((interrupt) => interrupt.wakeAt !== undefined)
+    const wokeAt = new Date(this.#clock.now()).toISOString()
+    await this.respond(runId, Object.fromEntries(sleeps.map((interrupt) => [interrupt.id, { wokeAt }])))
+  }
+
+  /** An answer to an interrupt whose deadline passed is refused: its onExpiry has happened, or will. */
+  async #refuseLate(runId: string, responses: Record<string, JsonValue>): Promise<void> {
+    const now = this.#clock.now()
+    for (const interrupt of await pendingInterruptsOf(this.store, runId)) {
+      if (!Object.hasOwn(responses, interrupt.id) || interrupt.event !== undefined || interrupt.expiresAt === undefined) continue
+      if (now >= interrupt.expiresAt) throw new InterruptExpiredError({ runId, interruptId: interrupt.id, expiresAt: interrupt.expiresAt })
+    }
+  }
+
+  #waits(what: string): RunWaits {
+    const waits = this.store.waits
+    if (!waits) throw new CairnError('time_unavailable', `${what} needs a store that keeps waits, events and schedules: MemoryStore, SqliteStore or PostgresStore`)
+    return waits
   }
 
   /**
@@ -110,6 +207,7 @@ export class CairnClient {
       throw new InvalidArgumentError(`respond('${runId}') needs the answers by interrupt or request id`)
     }
     const leases = requireLeases(this.store)
+    await this.#refuseLate(runId, responses)
     let waitUntil: number | undefined
     for (let delayMs = 10; ; delayMs = Math.min(delayMs * 2, 250)) {
       const requeue = await leases.requeuePaused(runId, (run) => withJob(run, { responses }))

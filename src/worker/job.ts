@@ -115,6 +115,12 @@ async function pendingRequestsOf(store: StoreReader, workflowRunId: string): Pro
   return Object.values(readWorkflowCheckpoint(latest).pendingRequestInfoEvents)
 }
 
+/** What a stopped agent run waits for: the interrupts of its latest runner checkpoint, when it is `run_paused`. */
+export async function pendingInterruptsOf(store: StoreReader, runId: string): Promise<Interrupt[]> {
+  const latest = await store.getLatest<Record<string, unknown>>({ runId })
+  return latest?.kind === RUNNER_KIND ? interruptsOf(latest) : []
+}
+
 function interruptsOf(record: CheckpointRecord<Record<string, unknown>> | undefined): Interrupt[] {
   const interrupts = record?.phase === 'run_paused' ? record.payload.interrupts : undefined
   return Array.isArray(interrupts) ? (interrupts as Interrupt[]) : []

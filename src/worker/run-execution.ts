@@ -1,5 +1,5 @@
 import type { JsonValue } from '../core/codec.js'
-import { LeaseLostError, RecoveryLimitError } from '../core/errors.js'
+import { InterruptExpiredError, LeaseLostError, RecoveryLimitError } from '../core/errors.js'
 import type { Agent } from '../agent/agent.js'
 import type { ContentBlock } from '../model/messages.js'
 import { RUNNER_KIND } from '../runner/phases.js'
@@ -24,6 +24,8 @@ export interface ExecutionContext {
   workflows: ReadonlyMap<string, () => Workflow | Promise<Workflow>>
   maxRecoveryAttempts: number
   durability: 'sync' | 'async'
+  /** The clock of sleeps, deadlines and event timeouts. */
+  clock: { now(): number }
   emit: (event: WorkerEvent) => void
 }
 
@@ -147,13 +149,20 @@ export class RunExecution {
     const signal = this.#controller.signal
     const threadId = this.claimed.run.threadId ?? this.runId
     const lease = { fence: this.claimed.fence }
+    const runner = new Runner({ store: this.#store, durability: this.#ctx.durability, clock: this.#ctx.clock })
     if (await hasRunnerSnapshot(this.#view, this.runId)) {
-      const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
-      return runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses }) })
+      try {
+        return await runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses }) })
+      } catch (err) {
+        // The answers came after their deadline (respond() checks, but the deadline may pass before
+        // a worker gets the run): they are dropped, and the run goes on as its onExpiry says.
+        if (!(err instanceof InterruptExpiredError) || responses === undefined) throw err
+        this.#ctx.emit({ type: 'error', runId: this.runId, error: err })
+        return runner.resume(agent, { runId: this.runId, threadId, signal, lease })
+      }
     }
     // Never started, or stopped before its first runtime snapshot: start over. The runner adopts
     // the queued run (a run without a checkpoint), keeping its metadata, which holds the job.
-    const runner = new Runner({ store: this.#store, durability: this.#ctx.durability })
     return runner.run(agent, { runId: this.runId, input, threadId, signal, lease })
   }
 

@@ -5,6 +5,7 @@ import type { Agent } from '../agent/agent.js'
 import type { LeaseSubscription } from '../store/engine/lease-engine.js'
 import type { ClaimedLease, RunLeases } from '../store/leases/run-leases.js'
 import type { Workflow } from '../workflow/workflow.js'
+import { sweep } from './time-sweep.js'
 import { takeOverDeadLocalOwners } from './dead-owners.js'
 import { RunExecution, type ExecutionContext } from './run-execution.js'
 import type { WorkerEvent } from './worker-events.js'
@@ -41,6 +42,14 @@ export interface WorkerOptions {
   id?: string
   /** The runner's durability (see `Runner`). Default `async`. */
   durability?: 'sync' | 'async'
+  /**
+   * How often the worker looks for sleeping runs to wake, deadlines passed, events arrived and
+   * schedule ticks due (on a store with `waits`). Default 500 ms: a wake-up is at most this late
+   * (plus the claim), and never early.
+   */
+  sweepMs?: number
+  /** The clock of sleeps, deadlines, event timeouts and schedules. Default `Date.now`; tests pass their own. */
+  clock?: { now(): number }
   /** Claims, releases, lost leases and errors, as they happen. */
   onEvent?: (event: WorkerEvent) => void
 }
@@ -91,6 +100,8 @@ export class Worker {
   #subscription: LeaseSubscription | undefined
   #waiter: (() => void) | undefined
   #woken = false
+  readonly #sweepMs: number
+  #lastSweep = 0
 
   constructor(options: WorkerOptions) {
     this.#leases = requireLeases(options?.store)
@@ -114,6 +125,7 @@ export class Worker {
     }
     const both = [...agents.keys()].filter((name) => workflows.has(name))
     if (both.length > 0) throw new InvalidArgumentError(`'${both.join("', '")}' names both an agent and a workflow; runs are enqueued by name, so give each its own`)
+    this.#sweepMs = positive(options.sweepMs ?? 500, 'sweepMs')
     this.#queues = options.queues
     this.#queueLimits = options.queueLimits
     this.id = options.id ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`
@@ -126,6 +138,7 @@ export class Worker {
       workflows,
       maxRecoveryAttempts: this.#options.maxRecoveryAttempts,
       durability: this.#options.durability,
+      clock: options.clock ?? { now: () => Date.now() },
       emit: (event) => {
         try {
           onEvent?.(event)
@@ -184,6 +197,19 @@ export class Worker {
     this.#state = 'stopped'
   }
 
+  /** Wake due runs and fire due schedule ticks (see `sweep`), at most once every `sweepMs`. */
+  async #sweep(): Promise<void> {
+    const waits = this.#store.waits
+    if (!waits || Date.now() - this.#lastSweep < this.#sweepMs) return
+    this.#lastSweep = Date.now()
+    try {
+      const { woken, scheduled } = await sweep({ waits, leases: this.#leases, now: () => this.#context.clock.now() })
+      if (woken.length + scheduled.length > 0) this.#woken = true
+    } catch (err) {
+      this.#context.emit({ type: 'error', error: err as Error })
+    }
+  }
+
   async #claimLoop(): Promise<void> {
     let backoffMs = 50
     while (this.#state === 'running') {
@@ -214,7 +240,8 @@ export class Worker {
           continue
         }
       }
-      await this.#idle(this.#options.pollMs)
+      await this.#sweep()
+      await this.#idle(this.#store.waits ? Math.min(this.#options.pollMs, this.#sweepMs) : this.#options.pollMs)
     }
   }
 

@@ -94,7 +94,7 @@ describe('Worker', () => {
     const agents = { job: () => jobAgent({ effectsDir: dir, cycles: 4, toolDelayMs: 60 }) }
     const first = await startWorker({ store, agents, concurrency: 4, id: 'first' })
     for (let i = 0; i < 4; i++) await client.enqueue('job', { input: 'go', runId: `r${i}` })
-    await waitFor(async () => (await readdir(join(dir, 'applied'))).length >= 4, 'the first effects')
+    await waitFor(async () => (await readdir(join(dir, 'applied')).catch(() => [])).length >= 4, 'the first effects')
     await first.worker.stop({ timeoutMs: 30 })
     expect(first.worker.activeRuns).toEqual([])
     const handedBack = first.events.flatMap((e) => (e.type === 'released' && e.reason === 'suspended' ? [e.runId] : []))

@@ -77,7 +77,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
   function showRuns() {
     document.getElementById('where').textContent = 'runs';
     var status = h('select', { id: 'status' }, h('option', { value: '' }, 'any status'));
-    ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled'].forEach(function (s) { status.append(h('option', { value: s }, s)); });
+    ['queued', 'running', 'paused', 'sleeping', 'waiting', 'completed', 'failed', 'cancelled'].forEach(function (s) { status.append(h('option', { value: s }, s)); });
     var search = h('input', { id: 'search', placeholder: 'search by id or name' });
     var body = h('tbody', { id: 'runs' });
     var load = serial(function () {
@@ -87,7 +87,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
           var link = (r.thread ? '#/thread/' : '#/run/') + encodeURIComponent(r.runId);
           return h('tr', { class: 'run', 'data-run': r.runId, onclick: function () { location.hash = link; } },
             h('td', {}, h('a', { href: link }, r.runId)), h('td', {}, r.name || ''), h('td', {}, h('span', { class: 'status ' + r.status }, r.status)),
-            h('td', {}, r.steps), h('td', {}, r.checkpoints), h('td', {}, r.toolCalls), h('td', {}, r.tokens), h('td', {}, time(r.startedAt)), h('td', {}, time(r.updatedAt)), h('td', {}, r.forkedFrom ? 'fork of ' + r.forkedFrom : ''));
+            h('td', {}, r.steps), h('td', {}, r.checkpoints), h('td', {}, r.toolCalls), h('td', {}, r.tokens), h('td', {}, time(r.startedAt)), h('td', {}, time(r.updatedAt)), h('td', {}, r.waitingFor || (r.forkedFrom ? 'fork of ' + r.forkedFrom : '')));
         }));
         if (runs.length === 0) body.append(h('tr', {}, h('td', { colspan: 10, class: 'muted' }, 'no runs')));
       });
@@ -204,7 +204,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
         else if (page.entries.length) append(page.entries);
         if (page.entries.length) state.lastSeq = page.entries[page.entries.length - 1].seq;
         state.status = page.status;
-        var live = ['running', 'queued', 'paused'].indexOf(page.status) >= 0;
+        var live = ['running', 'queued', 'paused', 'sleeping', 'waiting'].indexOf(page.status) >= 0;
         setLive(live);
         header(page.status);
         var work = [];

@@ -15,6 +15,7 @@ import { guard, refuse } from './guard.js'
 import { INSPECTOR_PAGE, INSPECTOR_SCRIPT, INSPECTOR_STYLE } from './page.js'
 import { TimelinePages } from './timeline-pages.js'
 import { threadRoutes } from './thread-pages.js'
+import { waitingFor } from '../time-commands.js'
 
 /** A running inspector. */
 export interface Inspector {
@@ -78,7 +79,7 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   app.get('/api/runs', async (c) => {
     const status = c.req.query('status') || undefined
     const runs = await findRuns(store, { limit: count(c.req.query('limit'), 200), ...(status ? { status: status as RunStatus } : {}), ...(c.req.query('q') ? { search: c.req.query('q')! } : {}) })
-    return c.json(await Promise.all(runs.map(async (run) => (await threadRunSummary(store, run)) ?? summarizeRun(store, run))))
+    return c.json(await Promise.all(runs.map(async (run) => ({ ...((await threadRunSummary(store, run)) ?? (await summarizeRun(store, run))), waitingFor: await waitingFor(store, run) }))))
   })
   app.get('/api/runs/:runId', async (c) => {
     const run = await store.getRun(c.req.param('runId'))

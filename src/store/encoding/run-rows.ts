@@ -1,6 +1,6 @@
 import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
-import type { RunRecord, UpdateRunInput } from '../checkpoint-store.js'
+import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../checkpoint-store.js'
 import type { RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { isSignature } from '../trust/seal.js'
@@ -93,7 +93,7 @@ function progressProblem(row: RunRow): string | undefined {
     : 'has a malformed progress digest'
 }
 
-const STATUSES: readonly string[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']
+const STATUSES: readonly string[] = RUN_STATUSES
 
 function runProblem(row: RunRow): string | undefined {
   if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`

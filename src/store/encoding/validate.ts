@@ -1,8 +1,7 @@
 import { CheckpointError } from '../../core/errors.js'
-import type { CheckpointInput, RunStatus } from '../checkpoint-store.js'
+import { RUN_STATUSES, type CheckpointInput, type RunStatus } from '../checkpoint-store.js'
 
 const ID_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/
-const RUN_STATUSES: readonly RunStatus[] = ['queued', 'running', 'paused', 'completed', 'failed', 'cancelled']
 
 /**
  * Ids (run, checkpoint, cursor) are 1–200 characters of letters, digits and `_ . : @ -`, not

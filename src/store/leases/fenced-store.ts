@@ -23,6 +23,7 @@ import type { Fence } from '../engine/lease-engine.js'
 import { loadMany, loadRun } from '../delegating-store.js'
 import { toRunPatch } from '../encoding/run-rows.js'
 import type { RunEventLog } from '../event-log/run-event-log.js'
+import type { RunWaits } from '../waits/run-waits.js'
 import { assertCheckpointInput, assertId } from '../encoding/validate.js'
 
 /** What a {@link FencedStore} calls when its lease is lost or a cancel of its run was requested. */
@@ -66,6 +67,11 @@ export class FencedStore implements RunStore {
    * The store's event logs. Appends stop with the view's other writes: once a write was refused
    * (or the view sealed), an append throws {@link LeaseLostError} without reaching the log.
    */
+  /** What runs wait for (timers, events, schedules): shared by every view, not fenced. */
+  get waits(): RunWaits | undefined {
+    return this.#store.waits
+  }
+
   get events(): RunEventLog | undefined {
     const log = this.#store.events
     if (!log) return undefined

@@ -16,6 +16,7 @@ import { LeaseTable, unleased, type LeaseEntry } from '../../leases/lease-table.
 import type { DirectoryState, RunState } from './directory-state.js'
 import { readJsonFile } from './driver.js'
 import { writeFileAtomic } from './file-batch.js'
+import { WAITING_STATUSES } from '../../checkpoint-store.js'
 
 /** What the leases need of their engine: a write under a run's lock, and run.json. */
 export interface FileRunAccess {
@@ -141,7 +142,7 @@ export class FileLeases implements LeaseEngine {
     const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
       if (state.error) throw state.error
       if (!state.row) return undefined
-      if (state.row.status !== 'paused') return { outcome: 'not_paused', status: state.row.status }
+      if (!WAITING_STATUSES.includes(state.row.status)) return { outcome: 'not_paused', status: state.row.status }
       const blocked = table.blocksRequeue(runId, now)
       if (blocked) return blocked
       const patch = { status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now), ...(digestOf ? { digestOf } : {}) }

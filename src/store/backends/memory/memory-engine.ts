@@ -1,4 +1,4 @@
-import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
+import { WAITING_STATUSES, type ListCheckpointsQuery, type ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
@@ -54,7 +54,7 @@ export class MemoryEngine implements StorageEngine {
     requeuePaused: async ({ runId, metadata, now, digestOf }) => {
       const run = this.#runs.get(runId)
       if (!run) return undefined
-      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
       const blocked = this.#leases.blocksRequeue(runId, now)
       if (blocked) return blocked
       const updated = metadata({ ...run })

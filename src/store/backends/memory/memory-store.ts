@@ -1,6 +1,7 @@
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import { MemoryEngine } from './memory-engine.js'
 import { MemoryEventLog } from '../../event-log/memory-event-log.js'
+import { MemoryRunWaits } from '../../waits/memory-run-waits.js'
 
 /**
  * A {@link CheckpointStore} in process memory, for tests and development. Everything is encoded
@@ -17,5 +18,6 @@ export class MemoryStore extends EngineStore {
   constructor(options: EngineStoreOptions = {}) {
     super(new MemoryEngine(), options)
     this.useEventLog(new MemoryEventLog())
+    this.useRunWaits(new MemoryRunWaits())
   }
 }

@@ -21,6 +21,7 @@ import type {
 import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './driver.js'
 import { PostgresListener } from './postgres-listener.js'
 import { RUN_PARAMS, leaseStatements, postgresStatements, releaseSql, type LeaseStatements } from './sql.js'
+import { WAITING_STATUSES } from '../../checkpoint-store.js'
 
 /** What the leases need of their engine. */
 export interface PostgresLeaseAccess {
@@ -157,7 +158,7 @@ export class PostgresLeases implements LeaseEngine {
       const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
       if (!row) return undefined
       const run = runRowOf(row)
-      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
       if (row.queue === null) return { outcome: 'not_enqueued' }
       if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
       await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])

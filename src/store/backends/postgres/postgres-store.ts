@@ -4,6 +4,7 @@ import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
 import { PostgresEngine } from './postgres-engine.js'
 import { PostgresEventLog } from '../../event-log/postgres-event-log.js'
+import { PostgresRunWaits } from '../../waits/postgres-run-waits.js'
 
 /**
  * Where a {@link PostgresStore} connects: a `connectionString`, for which the store creates (and
@@ -62,6 +63,7 @@ export class PostgresStore extends EngineStore {
     this.#engine = engine
     const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.useEventLog(new PostgresEventLog({ pool, schema: engine.schema, ready: () => engine.ready(), warn }))
+    this.useRunWaits(new PostgresRunWaits({ pool, schema: engine.schema, ready: () => engine.ready() }))
   }
 
   /** The schema the store's tables live in. */

@@ -301,7 +301,7 @@ export function leaseStatements(schema: string) {
     requeuePaused: `WITH requeued AS (
         UPDATE ${s}.runs SET status = 'queued', metadata = $2, updated_at = greatest(updated_at, $3),
           lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
-        WHERE run_id = $1 AND status = 'paused' RETURNING queue
+        WHERE run_id = $1 AND status IN ('paused', 'sleeping', 'waiting') RETURNING queue
       )
       SELECT pg_notify($4, queue) FROM requeued`,
     wake: `SELECT pg_notify($1, $2)`,

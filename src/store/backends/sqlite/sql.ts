@@ -147,7 +147,7 @@ export const LEASE_SQL = {
   /** Queue a paused run again with new metadata; a lapsed holder is fenced out by a raised epoch. */
   requeuePaused: `UPDATE runs SET status = 'queued', metadata = :metadata, updated_at = max(updated_at, :now),
       lease_epoch = lease_epoch + (owner IS NOT NULL), owner = NULL, lease_expires_at = NULL
-    WHERE run_id = :runId AND status = 'paused'`,
+    WHERE run_id = :runId AND status IN ('paused', 'sleeping', 'waiting')`,
   getLease: `SELECT ${LEASE_COLUMNS}, status FROM runs WHERE run_id = ?`,
   /** A run's digest after a lease statement changed a field it covers (in the same transaction). */
   setDigest: `UPDATE runs SET digest = :digest WHERE run_id = :runId`,

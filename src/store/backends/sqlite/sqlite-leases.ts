@@ -16,6 +16,7 @@ import type {
 } from '../../engine/lease-engine.js'
 import type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './driver.js'
 import { LEASE_SQL, SQL } from './sql.js'
+import { WAITING_STATUSES } from '../../checkpoint-store.js'
 
 /**
  * The lease protocol on SQLite, for workers in several processes on one machine sharing a
@@ -145,7 +146,7 @@ export class SqliteLeases implements LeaseEngine {
       const run = this.#getRun.get(runId) as RunRow | undefined
       const lease = this.#s.getLease.get(runId) as StoredLease | undefined
       if (!run || !lease) return undefined
-      if (run.status !== 'paused') return { outcome: 'not_paused', status: run.status }
+      if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
       if (lease.queue === null) return { outcome: 'not_enqueued' }
       if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
         return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }

@@ -7,6 +7,7 @@ import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
 import { SqliteEventLog } from '../../event-log/sqlite-event-log.js'
+import { SqliteRunWaits } from '../../waits/sqlite-run-waits.js'
 
 // better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
 // source for export names, a few milliseconds of every process start that opens a store.
@@ -42,6 +43,7 @@ export class SqliteStore extends EngineStore {
     const { engine, database } = openEngine(options)
     super(engine, options)
     this.useEventLog(new SqliteEventLog(database))
+    this.useRunWaits(new SqliteRunWaits(database))
   }
 }
 
