@@ -6,6 +6,7 @@ import { pruneRun } from './prune.js'
 import { assertId } from './encoding/validate.js'
 import { checkEncryptionOptions, checkRunForRekey, encryptionState, rekeyRun, resealRun, type EncryptionCount, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
+import type { RunLog } from './run-log.js'
 
 /** What the store's maintenance operations (prune, rekey) need of its internals. */
 export interface MaintenanceContext {
@@ -18,6 +19,8 @@ export interface MaintenanceContext {
   forgetLists: (runId: string) => void
   /** Drop the outputs the writer shares from the run's journal. */
   forgetOutputs: (runId: string) => void
+  /** The runs' logs: a prune marks the effects it deletes there first. */
+  log: RunLog
 }
 
 /** `store.prune`: in each run (or the one given), remove the checkpoints older than its newest `keepLast` and `olderThan`, and finished runs' old effects. */
@@ -33,7 +36,7 @@ export async function pruneRuns(context: MaintenanceContext, options: PruneOptio
     const result = await context.withRunLock(runId, async () => {
       context.forgetLists(runId)
       context.forgetOutputs(runId)
-      return context.call(runId, 'prune', () => pruneRun(context.engine, { runId, keepLast, olderThan }))
+      return context.call(runId, 'prune', () => pruneRun(context.engine, { runId, keepLast, olderThan, markPruned: () => context.log.append(runId, [['pruned']]) }))
     })
     total.checkpointsDeleted += result.checkpointsDeleted
     total.effectsDeleted += result.effectsDeleted
