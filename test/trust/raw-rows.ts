@@ -36,6 +36,7 @@ export interface RawBackend {
   items(runId: string): Promise<{ listId: string; idx: number; item: string }[]>
   updateItem(runId: string, listId: string, idx: number, item: string): Promise<void>
   updateEffect(runId: string, callId: string, fields: { status: string; output: string | null; outputHash: string | null }): Promise<void>
+  deleteEffect(runId: string, callId: string): Promise<void>
   /** A run row's progress fields as stored. */
   runRow(runId: string): Promise<RawRun>
   /** Overwrite fields of a run row (named as `RunRow` names them; nothing else of the row changes). */
@@ -136,6 +137,7 @@ export async function sqliteBackend(): Promise<RawBackend> {
       void edit((db) =>
         db.prepare('UPDATE effects SET status = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?').run(fields.status, fields.output, fields.outputHash, runId, callId),
       ),
+    deleteEffect: async (runId, callId) => void edit((db) => db.prepare('DELETE FROM effects WHERE run_id = ? AND call_id = ?').run(runId, callId)),
     fields: async (runId) =>
       edit((db) =>
         sqlFields(
@@ -207,6 +209,7 @@ export async function fileBackend(): Promise<RawBackend> {
       const path = effectFile(runId, callId)
       await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), ...fields }))
     },
+    deleteEffect: async (runId, callId) => unlink(effectFile(runId, callId)),
     fields: async (runId) => {
       const out: RawField[] = []
       for (const row of await (async () => {
@@ -287,6 +290,7 @@ export async function postgresBackend(): Promise<RawBackend> {
         runId,
         callId,
       ])),
+    deleteEffect: async (runId, callId) => void (await target.sql(q('DELETE FROM $S.effects WHERE run_id = $1 AND call_id = $2'), [runId, callId])),
     fields: async (runId) =>
       sqlFields(
         await target.sql(q(`SELECT id, ${CHECKPOINT_COLUMNS.join(', ')} FROM $S.checkpoints WHERE run_id = $1`), [runId]),
