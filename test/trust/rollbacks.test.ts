@@ -211,15 +211,14 @@ for (const [backendName, make] of BACKENDS) {
         const attacked = await make()
         const charges: string[] = []
         await pausedJob(attacked, options, 'cancelled', charges)
-        const store = attacked.open(options)
-        const client = new CairnClient({ store })
-        await client.respond('cancelled', { 'confirm-1:approval': 'yes' })
+        await withStore(attacked, (store) => new CairnClient({ store }).respond('cancelled', { 'confirm-1:approval': 'yes' }))
         // The answered run waits in the queue: the copy an attacker keeps, then the cancel.
         const queued = await attacked.runRow('cancelled')
         expect(queued.status).toBe('queued')
-        expect(await client.cancel('cancelled')).toMatchObject({ outcome: 'cancelled' })
+        expect(await withStore(attacked, (store) => new CairnClient({ store }).cancel('cancelled'))).toMatchObject({ outcome: 'cancelled' })
         await attacked.putRunRow('cancelled', queued)
-        const { worker, events } = await startWorker(attacked.open(options), charges)
+        const store = attacked.open(options)
+        const { worker, events } = await startWorker(store, charges)
         try {
           await waitUntil(() => events.some((event) => event.type === 'released' && event.runId === 'cancelled'))
           const refused = events.find((event) => event.type === 'error' && event.runId === 'cancelled')
@@ -242,18 +241,25 @@ for (const [backendName, make] of BACKENDS) {
         const client = new CairnClient({ store })
         await client.respond('done', { 'confirm-1:approval': 'yes' })
         expect(await client.result('done', { timeoutMs: 20_000 })).toMatchObject({ status: 'completed' })
+        await worker.stop()
+        await store.close()
         expect(charges).toHaveLength(2)
         await attacked.putRunRow('done', paused)
+        const error = await withStore(attacked, (again) => rejection(new CairnClient({ store: again }).respond('done', { 'confirm-1:approval': 'yes' })))
+        expect(error).toBeInstanceOf(Expected)
+        expect(error).toMatchObject({ runId: 'done' })
+        expect(charges).toHaveLength(2)
+      })
+
+      /** `fn` on a handle of its own, closed after: a short-lived process. */
+      async function withStore<T>(attacked: Attacked, fn: (store: EngineStore) => Promise<T>): Promise<T> {
+        const store = attacked.open(options)
         try {
-          const error = await rejection(client.respond('done', { 'confirm-1:approval': 'yes' }))
-          expect(error).toBeInstanceOf(Expected)
-          expect(error).toMatchObject({ runId: 'done' })
-          expect(charges).toHaveLength(2)
+          return await fn(store)
         } finally {
-          await worker.stop()
           await store.close()
         }
-      })
+      }
     })
   }
 }
