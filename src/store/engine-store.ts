@@ -354,6 +354,8 @@ export class EngineStore implements CheckpointStore {
     const row = completionRow(completion, completion.runId)
     const result = await this.#call(completion.runId, `complete effect ${completion.callId}`, () => this.#engine.completeEffect(row))
     if (result.row?.output) this.#shared.remember(completion.runId, [{ callId: row.callId, output: result.row.output }])
+    // Recorded just after the outcome: a crash in between leaves the log behind, never ahead.
+    if (result.recorded) await this.#withRunLock(completion.runId, () => this.#log.append(completion.runId, [['finished', completion.callId]]))
     if (!result.row) {
       throw new CheckpointError(
         'invalid_argument',
@@ -366,7 +368,11 @@ export class EngineStore implements CheckpointStore {
 
   async getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
     assertId(runId, 'runId')
-    const row = await this.#call(runId, `read effect ${callId}`, () => this.#engine.getEffect(runId, callId))
+    const read = () => this.#call(runId, `read effect ${callId}`, async () => {
+      const row = await this.#engine.getEffect(runId, callId)
+      return row ? [row] : []
+    })
+    const [row] = await this.#trusted(() => this.#log.checkEffects(runId, read, callId))
     return row && decodeEffectRow(row)
   }
 

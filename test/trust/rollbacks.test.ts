@@ -139,12 +139,19 @@ async function startWorker(store: EngineStore, charges: string[]): Promise<{ wor
   return { worker, events }
 }
 
+/** Wait until a worker has handed `runId` back `times` times. */
+async function handedBack(events: readonly WorkerEvent[], runId: string, times: number): Promise<void> {
+  await waitUntil(() => events.filter((event) => event.type === 'released' && event.runId === runId).length >= times)
+}
+
 /** A worker's run paused on its confirmation after the first charge; the worker stopped. */
 async function pausedJob(attacked: Attacked, options: EngineStoreOptions, runId: string, charges: string[]): Promise<void> {
   const store = attacked.open(options)
-  const { worker } = await startWorker(store, charges)
+  const { worker, events } = await startWorker(store, charges)
   const client = new CairnClient({ store })
   await client.enqueue('pay', { input: 'charge the card', runId })
+  // Waited for by the worker's events, not by reading the run while the worker writes it.
+  await handedBack(events, runId, 1)
   expect(await client.result(runId, { timeoutMs: 20_000 })).toMatchObject({ status: 'paused' })
   await worker.stop()
   await store.close()
@@ -220,7 +227,7 @@ for (const [backendName, make] of BACKENDS) {
         const store = attacked.open(options)
         const { worker, events } = await startWorker(store, charges)
         try {
-          await waitUntil(() => events.some((event) => event.type === 'released' && event.runId === 'cancelled'))
+          await handedBack(events, 'cancelled', 1)
           const refused = events.find((event) => event.type === 'error' && event.runId === 'cancelled')
           expect(refused?.type === 'error' && refused.error).toBeInstanceOf(Expected)
           expect(refused?.type === 'error' && refused.error.message).toContain('run cancelled was rolled back: its row says queued, but its log records that the run was cancelled')
@@ -237,9 +244,10 @@ for (const [backendName, make] of BACKENDS) {
         await pausedJob(attacked, options, 'done', charges)
         const paused = await attacked.runRow('done')
         const store = attacked.open(options)
-        const { worker } = await startWorker(store, charges)
+        const { worker, events } = await startWorker(store, charges)
         const client = new CairnClient({ store })
         await client.respond('done', { 'confirm-1:approval': 'yes' })
+        await handedBack(events, 'done', 1)
         expect(await client.result('done', { timeoutMs: 20_000 })).toMatchObject({ status: 'completed' })
         await worker.stop()
         await store.close()

@@ -48,13 +48,15 @@ const SETTLED: readonly string[] = ['completed', 'cancelled']
  * `started` or finished, each one it says finished must be finished. An effect row put back from
  * `started` (or finished) to `pending`, or deleted, would have its call run again on resume; such
  * a journal is refused. Entries before the last `pruned` mark are checked only for the rows left
- * (a prune deletes a finished run's effects). `effects` must be read after `log`.
+ * (a prune deletes a finished run's effects). `effects` must be read after `log`; with `only`, they
+ * are that one call's row (or none) and only its entries are checked.
  */
-export function checkEffectsAgainstLog(runId: string, log: readonly RunLogEntry[], effects: readonly { callId: string; status: string }[]): void {
+export function checkEffectsAgainstLog(runId: string, log: readonly RunLogEntry[], effects: readonly { callId: string; status: string }[], only?: string): void {
   const status = new Map(effects.map((effect) => [effect.callId, effect.status]))
   const pruned = log.findLastIndex((entry) => entry[0] === 'pruned')
   log.forEach((entry, at) => {
     if (entry[0] !== 'started' && entry[0] !== 'finished') return
+    if (only !== undefined && entry[1] !== only) return
     const found = status.get(entry[1])
     if (found === undefined && at < pruned) return
     const ok = found === 'succeeded' || found === 'failed' || (entry[0] === 'started' && found === 'started')
