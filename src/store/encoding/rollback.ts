@@ -78,7 +78,7 @@ export function checkStatusAgainstLog(runId: string, log: readonly RunLogEntry[]
   const last = log.findLast((entry) => entry[0] === 'status')?.[1]
   if (last === undefined || !SETTLED.includes(last) || last === status) return
   throw new CheckpointCorruptionError(
-    `run ${runId} was rolled back: its row says ${status}, but its log records that the run was ${last} after that, so the row was put back from an older copy; nothing was run. Restore the run row from the backup it came from (or set its status with store.updateRun), and check the store with \`cairn verify\``,
+    `run ${runId} was rolled back: its row says ${status}, but its log records that the run was ${last} after that, so the row was put back from an older copy; nothing was run. Restore the run row from the backup it came from, or set its status with store.updateRun once you know where the run stands`,
     { runId },
   )
 }
