@@ -8,6 +8,8 @@ import { checkEffectsAgainstLog, checkStatusAgainstLog, parseRunLogEntry, type R
 
 /** Most attempts of a log append that meets a concurrent writer's. */
 const APPEND_ATTEMPTS = 5
+/** Most runs whose log length a store remembers; the oldest is forgotten first (and read again when needed). */
+const REMEMBERED_RUNS = 10_000
 
 /**
  * A run's log, an append-only list ({@link RUN_LOG_LIST}) of the run's state transitions that a
@@ -36,7 +38,7 @@ export class RunLog {
   /** The run's log entries, oldest first. */
   async read(runId: string): Promise<RunLogEntry[]> {
     const [items = []] = await this.#call(runId, 'read the run log', () => this.#engine.readLists(runId, [{ id: RUN_LOG_LIST, n: Number.MAX_SAFE_INTEGER, h: '' }]))
-    this.#lengths.set(runId, items.length)
+    this.#remember(runId, items.length)
     return items.map((item) => parseRunLogEntry(runId, item))
   }
 
@@ -49,7 +51,13 @@ export class RunLog {
 
   /** A commit carrying `append` succeeded. */
   committed(runId: string, append: ListAppend | undefined): void {
-    if (append) this.#lengths.set(runId, append.expectedLength + append.items.length)
+    if (append) this.#remember(runId, append.expectedLength + append.items.length)
+  }
+
+  #remember(runId: string, length: number): void {
+    this.#lengths.delete(runId)
+    this.#lengths.set(runId, length)
+    if (this.#lengths.size > REMEMBERED_RUNS) this.#lengths.delete(this.#lengths.keys().next().value!)
   }
 
   /** Forget the length known of a run's log (a commit met a conflict, or the run was deleted). */

@@ -156,7 +156,7 @@ export class RunLeases {
     if (outcome.outcome !== 'acquired') return outcome
     const { run, lease, created } = outcome
     // Before anything runs: a row put back over a cancel or a completion is refused (the lease is given back).
-    const refused = await this.#refusal(run.runId, run.status)
+    const refused = created ? undefined : await this.#refusal(run.runId, run.status)
     if (refused) {
       await this.#call(runId, 'release run', () => this.#engine.release({ fence: { runId, owner: request.owner, epoch: lease.epoch } }))
       throw refused
