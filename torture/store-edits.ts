@@ -78,7 +78,7 @@ async function open(backend: 'sqlite' | 'file', dir: string): Promise<Checkpoint
   return backend === 'sqlite' ? new SqliteStore({ path: join(dir, 'cairn.db'), ...warnings }) : new FileStore({ directory: dir, ...warnings })
 }
 
-/** A run with a growing conversation and three journaled tool calls, and a second run. */
+/** A run with a growing conversation and three journaled tool calls (two finished, one started), and a second run. */
 async function writeReference(store: CheckpointStore): Promise<void> {
   await store.createRun({ runId: RUN, name: 'agent', threadId: 'thread-1', configSignature: 'sig-1', metadata: { owner: 'me' } })
   const messages: { role: string; text: string }[] = []
@@ -88,6 +88,8 @@ async function writeReference(store: CheckpointStore): Promise<void> {
   }
   for (const callId of CALLS) {
     await store.recordEffectIntent({ runId: RUN, callId, name: 'send_email', inputHash: `hash-of-${callId}`, idempotencyKey: `${RUN}:${callId}` })
+    // Marked started before it runs, as a non-idempotent call is: call-3 started and recorded no outcome.
+    await store.startEffect(RUN, callId)
     const output = { toolUseId: callId, status: 'success', content: [{ text: `sent ${callId}` }] }
     if (callId !== 'call-3') await store.completeEffect({ runId: RUN, callId, status: 'succeeded', output })
   }
@@ -269,6 +271,15 @@ function rollbackEdits(): Edit[] {
       },
     })
   }
+  for (const callId of CALLS) {
+    list.push({
+      group: 'rollbacks',
+      name: `effect ${callId} deleted`,
+      sqlite: (db) => void db.prepare('DELETE FROM effects WHERE run_id = ? AND call_id = ?').run(RUN, callId),
+      file: async (dir) => rm(join(dir, 'runs', RUN, 'effects', `x${Buffer.from(callId).toString('hex')}.json`)),
+    })
+  }
+  list.push({ ...effectEdit('call-3', 'status started -> pending', (row) => ({ ...row, status: 'pending' })), group: 'rollbacks' })
   list.push({
     group: 'rollbacks',
     name: 'the newest checkpoint renumbered below the others',

@@ -110,13 +110,14 @@ export async function verifyCommand(ctx: Context, runId: string | undefined): Pr
   }
   progress.stop()
   // Signed records read without keys are not bad: they could not be checked.
-  const unchecked = (report: VerifyReport) => ctx.keys === undefined && report.firstBad?.code === 'checkpoint_integrity'
+  const unchecked = (report: VerifyReport) => ctx.keys === undefined && (report.firstBad ?? report.rolledBack)?.code === 'checkpoint_integrity'
   const bad = reports.filter((report) => !report.ok && !unchecked(report))
   const keyless = reports.filter(unchecked)
   ctx.out.result(reports, () => {
     for (const report of reports) {
       const label = report.ok ? 'ok  ' : unchecked(report) ? 'KEYS' : 'BAD '
-      ctx.out.line(report.ok ? `${label} ${report.runId}: ${report.checkpoints} checkpoints` : `${label} ${report.runId}: checkpoint ${report.firstBad!.checkpointId} (seq ${report.firstBad!.seq}): ${report.firstBad!.problem}`)
+      const problem = report.firstBad ? `checkpoint ${report.firstBad.checkpointId} (seq ${report.firstBad.seq}): ${report.firstBad.problem}` : report.rolledBack?.problem
+      ctx.out.line(report.ok ? `${label} ${report.runId}: ${report.checkpoints} checkpoints` : `${label} ${report.runId}: ${problem}`)
     }
     ctx.out.line(`${reports.length} runs verified, ${bad.length} with a bad record${keyless.length ? `, ${keyless.length} signed and not checked without keys (set CAIRN_KEYS)` : ''}`)
   })

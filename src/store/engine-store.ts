@@ -43,6 +43,7 @@ import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
 import { assertFence, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
+import { entriesOf, RunLog } from './run-log.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'
 import { pruneEvents } from './event-log/prune-events.js'
@@ -86,6 +87,7 @@ export class EngineStore implements CheckpointStore {
   readonly #ring: KeyRing | undefined
   readonly #keyed: boolean
   readonly #reads: CheckpointReads
+  readonly #log: RunLog
 
   constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
     if (options.encrypt === true && options.keys === undefined) {
@@ -98,6 +100,7 @@ export class EngineStore implements CheckpointStore {
     this.#schemas = options.schemas ?? defaultSchemas
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
+    this.#log = new RunLog(this.#engine, this.#call.bind(this))
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
@@ -146,6 +149,7 @@ export class EngineStore implements CheckpointStore {
     const rowPatch = toRunPatch(patch)
     const row = await this.#call(runId, 'update run', () => this.#engine.updateRun(runId, rowPatch))
     if (!row) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    if (rowPatch.status !== undefined) await this.#withRunLock(runId, () => this.#log.append(runId, [['status', rowPatch.status!]]))
     return decodeRunRow(row)
   }
 
@@ -167,7 +171,10 @@ export class EngineStore implements CheckpointStore {
   get leases(): RunLeases | undefined {
     const engine = this.#engine.leases
     if (!engine) return undefined
-    this.#leases ??= new RunLeases(engine, (runId) => this.getRun(runId), (runId, what, fn) => this.#call(runId, what, fn))
+    this.#leases ??= new RunLeases(engine, (runId) => this.getRun(runId), (runId, what, fn) => this.#call(runId, what, fn), {
+      append: (runId, entries) => this.#withRunLock(runId, () => this.#log.append(runId, entries)),
+      checkStatus: (runId, status) => this.#trusted(() => this.#log.checkStatus(runId, status)),
+    })
     return this.#leases
   }
 
@@ -215,8 +222,17 @@ export class EngineStore implements CheckpointStore {
       write: (batch) => this.#write(batch, fence),
       effects: async (runId, parts) => {
         const run = newRunRow(runId, null, Date.now(), 0)
-        const request: CommitRequest = { rows: [], appends: [], run, fence, ...parts }
-        const result = await this.#withRunLock(runId, () => this.#call(runId, 'write under a lease', () => this.#engine.commit(request)))
+        const result = await this.#withRunLock(runId, async () => {
+          for (let attempt = 1; ; attempt++) {
+            const log = await this.#log.appendFor(runId, entriesOf(parts))
+            const request: CommitRequest = { rows: [], appends: log ? [log] : [], run, fence, ...parts }
+            const outcome = await this.#call(runId, 'write under a lease', () => this.#engine.commit(request))
+            if (outcome.ok) this.#log.committed(runId, log)
+            else this.#log.forget(runId)
+            // Another writer appended to the run's log: read its length again.
+            if (outcome.ok || outcome.reason !== 'list_conflict' || attempt === MAX_SAVE_ATTEMPTS) return outcome
+          }
+        })
         if (result.ok) return { cancelRequested: result.cancelRequested === true }
         if (result.reason === 'fenced') throw new LeaseLostError(fence)
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
@@ -246,14 +262,18 @@ export class EngineStore implements CheckpointStore {
         const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
         const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
-        const request: CommitRequest = { rows, appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
+        // The run's log records the effect starts, outcomes and status change with them, in the same commit.
+        const log = await this.#log.appendFor(runId, entriesOf({ effects, runPatch }))
+        const request: CommitRequest = { rows, appends: log ? [...appends, log] : appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
+          this.#log.committed(runId, log)
           if (next) this.#cache.set(runId, next, rows[rows.length - 1]!.terminal)
           return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
         }
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
         this.#cache.delete(runId)
+        this.#log.forget(runId)
         if (result.reason === 'fenced') throw new LeaseLostError(fence!)
         const explicitSeq = inputs[0]?.seq !== undefined
         if (result.reason === 'duplicate_id') {
@@ -307,6 +327,7 @@ export class EngineStore implements CheckpointStore {
     if (!row) return false
     return this.#withRunLock(row.runId, async () => {
       this.#cache.delete(row.runId)
+      this.#log.forget(row.runId)
       const deleted = await this.#call(row.runId, 'delete checkpoint', () => this.#engine.deleteCheckpoints(row.runId, [checkpointId]))
       return deleted > 0
     })
@@ -316,6 +337,7 @@ export class EngineStore implements CheckpointStore {
     assertId(runId, 'runId')
     return this.#withRunLock(runId, async () => {
       this.#cache.delete(runId)
+      this.#log.forget(runId)
       const deleted = await this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
       const events = (await this.#events?.deleteRun(runId)) ?? 0
       await this.#waits?.clearRun(runId)
@@ -336,6 +358,8 @@ export class EngineStore implements CheckpointStore {
   async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
     const row = completionRow(completion, completion.runId)
     const result = await this.#call(completion.runId, `complete effect ${completion.callId}`, () => this.#engine.completeEffect(row))
+    // Recorded just after the outcome: a crash in between leaves the log behind, never ahead.
+    if (result.recorded) await this.#withRunLock(completion.runId, () => this.#log.append(completion.runId, [['finished', completion.callId]]))
     if (!result.row) {
       throw new CheckpointError(
         'invalid_argument',
@@ -348,13 +372,18 @@ export class EngineStore implements CheckpointStore {
 
   async getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
     assertId(runId, 'runId')
-    const row = await this.#call(runId, `read effect ${callId}`, () => this.#engine.getEffect(runId, callId))
+    const read = () => this.#call(runId, `read effect ${callId}`, async () => {
+      const row = await this.#engine.getEffect(runId, callId)
+      return row ? [row] : []
+    })
+    const [row] = await this.#trusted(() => this.#log.checkEffects(runId, read, callId))
     return row && decodeEffectRow(row)
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {
     assertId(runId, 'runId')
-    const rows = await this.#call(runId, 'list effects', () => this.#engine.listEffects(runId))
+    // Checked against the run's log: a row put back to pending or deleted is refused, never run again.
+    const rows = await this.#trusted(() => this.#log.checkEffects(runId, () => this.#call(runId, 'list effects', () => this.#engine.listEffects(runId))))
     return rows.map(decodeEffectRow)
   }
 
@@ -419,7 +448,11 @@ export class EngineStore implements CheckpointStore {
       call: this.#call.bind(this),
       trusted: this.#trusted.bind(this),
       withRunLock: this.#withRunLock.bind(this),
-      forgetLists: (runId) => this.#cache.delete(runId),
+      forgetLists: (runId) => {
+        this.#cache.delete(runId)
+        this.#log.forget(runId)
+      },
+      log: this.#log,
     }
   }
 

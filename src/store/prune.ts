@@ -8,9 +8,9 @@ import type { StorageEngine } from './engine/storage-engine.js'
  */
 export async function pruneRun(
   engine: StorageEngine,
-  params: { runId: string; keepLast: number; olderThan: number | undefined },
+  params: { runId: string; keepLast: number; olderThan: number | undefined; markPruned?: () => Promise<void> },
 ): Promise<PruneResult> {
-  const { runId, keepLast, olderThan } = params
+  const { runId, keepLast, olderThan, markPruned } = params
   const run = await engine.getRun(runId)
   if (!run) return { checkpointsDeleted: 0, effectsDeleted: 0 }
   const history = await engine.listCheckpoints({ runId })
@@ -20,6 +20,9 @@ export async function pruneRun(
     .map((cp) => cp.id)
   const checkpointsDeleted = doomed.length > 0 ? await engine.deleteCheckpoints(runId, doomed) : 0
   const finished = FINISHED_STATUSES.includes(run.status) && (olderThan === undefined || run.updatedAt < olderThan)
-  const effectsDeleted = finished ? await engine.deleteEffects(runId) : 0
+  if (!finished) return { checkpointsDeleted, effectsDeleted: 0 }
+  // Marked in the run's log first, so a check of the journal against the log expects the rows gone.
+  await markPruned?.()
+  const effectsDeleted = await engine.deleteEffects(runId)
   return { checkpointsDeleted, effectsDeleted }
 }

@@ -6,6 +6,7 @@ import { pruneRun } from './prune.js'
 import { assertId } from './encoding/validate.js'
 import { checkEncryptionOptions, checkRunForRekey, encryptionState, rekeyRun, resealRun, type EncryptionCount, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
+import type { RunLog } from './run-log.js'
 
 /** What the store's maintenance operations (prune, rekey) need of its internals. */
 export interface MaintenanceContext {
@@ -16,6 +17,8 @@ export interface MaintenanceContext {
   withRunLock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
   /** Drop the writer's cached lists of the run: the next write reads them back. */
   forgetLists: (runId: string) => void
+  /** The runs' logs: a prune marks the effects it deletes there first. */
+  log: RunLog
 }
 
 /** `store.prune`: in each run (or the one given), remove the checkpoints older than its newest `keepLast` and `olderThan`, and finished runs' old effects. */
@@ -30,7 +33,7 @@ export async function pruneRuns(context: MaintenanceContext, options: PruneOptio
     assertId(runId, 'runId')
     const result = await context.withRunLock(runId, async () => {
       context.forgetLists(runId)
-      return context.call(runId, 'prune', () => pruneRun(context.engine, { runId, keepLast, olderThan }))
+      return context.call(runId, 'prune', () => pruneRun(context.engine, { runId, keepLast, olderThan, markPruned: () => context.log.append(runId, [['pruned']]) }))
     })
     total.checkpointsDeleted += result.checkpointsDeleted
     total.effectsDeleted += result.effectsDeleted

@@ -13,6 +13,12 @@ export interface VerifyReport {
    * without the keys it was signed with).
    */
   firstBad: { checkpointId: string; seq: number; problem: string; code: string } | null
+  /**
+   * The run's effect journal checked against its log of transitions: an effect row put back to
+   * `pending` or deleted (a resume would run its call again), with the error's code; null when
+   * the journal is whole (or the store keeps no log).
+   */
+  rolledBack: { problem: string; code: string } | null
 }
 
 const CHUNK = 100
@@ -27,17 +33,29 @@ const REPORTED = new Set(['checkpoint_corrupt', 'checkpoint_integrity', 'schema_
 export async function verifyRun(store: StoreReader, runId: string, onProgress?: (read: number, total: number) => void): Promise<VerifyReport> {
   // Unchecked: each record is loaded (and so checked) below, and the first bad one reported.
   const infos = await allCheckpoints(store, runId, { verify: false })
+  const rolledBack = await journalRollback(store, runId)
   for (let at = 0; at < infos.length; at += CHUNK) {
     const chunk = infos.slice(at, at + CHUNK)
     try {
       await loadMany(store, chunk.map((info) => info.id))
     } catch {
       const bad = await firstBad(store, chunk)
-      if (bad) return { runId, checkpoints: infos.length, ok: false, firstBad: bad }
+      if (bad) return { runId, checkpoints: infos.length, ok: false, firstBad: bad, rolledBack }
     }
     onProgress?.(Math.min(at + CHUNK, infos.length), infos.length)
   }
-  return { runId, checkpoints: infos.length, ok: true, firstBad: null }
+  return { runId, checkpoints: infos.length, ok: rolledBack === null, firstBad: null, rolledBack }
+}
+
+/** What a read of the run's effects (checked against its log by the store) refuses, or null. */
+async function journalRollback(store: StoreReader, runId: string): Promise<VerifyReport['rolledBack']> {
+  try {
+    await store.listEffects(runId)
+    return null
+  } catch (err) {
+    if (!(err instanceof CairnError) || !REPORTED.has(err.code)) throw err
+    return { problem: err.message, code: err.code }
+  }
 }
 
 async function firstBad(store: StoreReader, chunk: readonly CheckpointInfo[]): Promise<VerifyReport['firstBad']> {

@@ -90,6 +90,11 @@ export class RunExecution {
     const { run, fence, lease } = this.claimed
     this.#ctx.emit({ type: 'claimed', runId: this.runId, owner: fence.owner, epoch: fence.epoch, recoveries: lease.recoveries })
     try {
+      // Its row was put back over a cancel or a completion (its log says so): nothing of it runs.
+      if (this.claimed.refused) {
+        await this.#failRun(this.claimed.refused)
+        return
+      }
       if (lease.recoveries > this.#ctx.maxRecoveryAttempts) {
         const last = jobOf(run)?.lastError
         await this.#failRun(new RecoveryLimitError({ runId: this.runId, recoveries: lease.recoveries, maxRecoveryAttempts: this.#ctx.maxRecoveryAttempts, lastError: last }))

@@ -32,10 +32,11 @@ export interface RawBackend {
   checkpoints(runId: string): Promise<RawCheckpoint[]>
   updateCheckpoint(runId: string, id: string, fields: Partial<Omit<RawCheckpoint, 'id' | 'seq'>>): Promise<void>
   deleteCheckpoint(runId: string, id: string): Promise<void>
-  /** Every list item of a run. */
+  /** Every item of the lists a run's checkpoints refer to (not the run's log of transitions). */
   items(runId: string): Promise<{ listId: string; idx: number; item: string }[]>
   updateItem(runId: string, listId: string, idx: number, item: string): Promise<void>
   updateEffect(runId: string, callId: string, fields: { status: string; output: string | null; outputHash: string | null }): Promise<void>
+  deleteEffect(runId: string, callId: string): Promise<void>
   /** A run row's progress fields as stored. */
   runRow(runId: string): Promise<RawRun>
   /** Overwrite fields of a run row (named as `RunRow` names them; nothing else of the row changes). */
@@ -129,13 +130,14 @@ export async function sqliteBackend(): Promise<RawBackend> {
       }),
     runColumns: async (runId) => edit((db) => camelRow(db.prepare('SELECT * FROM runs WHERE run_id = ?').get(runId) as Record<string, unknown>)),
     items: async (runId) =>
-      edit((db) => db.prepare('SELECT list_id AS listId, idx, item FROM list_items WHERE run_id = ? ORDER BY list_id, idx').all(runId) as { listId: string; idx: number; item: string }[]),
+      edit((db) => db.prepare("SELECT list_id AS listId, idx, item FROM list_items WHERE run_id = ? AND list_id <> 'run-log' ORDER BY list_id, idx").all(runId) as { listId: string; idx: number; item: string }[]),
     updateItem: async (runId, listId, idx, item) =>
       void edit((db) => db.prepare('UPDATE list_items SET item = ? WHERE run_id = ? AND list_id = ? AND idx = ?').run(item, runId, listId, idx)),
     updateEffect: async (runId, callId, fields) =>
       void edit((db) =>
         db.prepare('UPDATE effects SET status = ?, output = ?, output_hash = ? WHERE run_id = ? AND call_id = ?').run(fields.status, fields.output, fields.outputHash, runId, callId),
       ),
+    deleteEffect: async (runId, callId) => void edit((db) => db.prepare('DELETE FROM effects WHERE run_id = ? AND call_id = ?').run(runId, callId)),
     fields: async (runId) =>
       edit((db) =>
         sqlFields(
@@ -192,6 +194,7 @@ export async function fileBackend(): Promise<RawBackend> {
     items: async (runId) => {
       const out: { listId: string; idx: number; item: string }[] = []
       for (const name of (await readdir(join(runDir(runId), 'lists'))).sort()) {
+        if (name === 'run-log.jsonl') continue
         const lines = (await readFile(join(runDir(runId), 'lists', name), 'utf8')).split('\n').filter((line) => line !== '')
         lines.forEach((item, idx) => out.push({ listId: name.replace(/\.jsonl$/, ''), idx, item }))
       }
@@ -207,6 +210,7 @@ export async function fileBackend(): Promise<RawBackend> {
       const path = effectFile(runId, callId)
       await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), ...fields }))
     },
+    deleteEffect: async (runId, callId) => unlink(effectFile(runId, callId)),
     fields: async (runId) => {
       const out: RawField[] = []
       for (const row of await (async () => {
@@ -272,7 +276,7 @@ export async function postgresBackend(): Promise<RawBackend> {
     },
     runColumns: async (runId) => camelRow((await target.sql(q('SELECT * FROM $S.runs WHERE run_id = $1'), [runId]))[0] as Record<string, unknown>),
     items: async (runId) =>
-      (await target.sql(q('SELECT list_id AS "listId", idx, item FROM $S.list_items WHERE run_id = $1 ORDER BY list_id, idx'), [runId])) as unknown as {
+      (await target.sql(q(`SELECT list_id AS "listId", idx, item FROM $S.list_items WHERE run_id = $1 AND list_id <> 'run-log' ORDER BY list_id, idx`), [runId])) as unknown as {
         listId: string
         idx: number
         item: string
@@ -287,6 +291,7 @@ export async function postgresBackend(): Promise<RawBackend> {
         runId,
         callId,
       ])),
+    deleteEffect: async (runId, callId) => void (await target.sql(q('DELETE FROM $S.effects WHERE run_id = $1 AND call_id = $2'), [runId, callId])),
     fields: async (runId) =>
       sqlFields(
         await target.sql(q(`SELECT id, ${CHECKPOINT_COLUMNS.join(', ')} FROM $S.checkpoints WHERE run_id = $1`), [runId]),

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
@@ -17,6 +17,8 @@ afterEach(async () => {
 async function effectsDir(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'cairn-worker-'))
   cleanups.push(() => rm(dir, { recursive: true, force: true }))
+  // There before a worker builds its first agent, so a test may count the effects from the start.
+  await mkdir(join(dir, 'applied'))
   return dir
 }
 

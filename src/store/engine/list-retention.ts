@@ -1,8 +1,14 @@
 /**
+ * The id of the list every run keeps whole whatever its checkpoints refer to: the run's log of
+ * state transitions, the evidence its rows are checked against (see `RunLog`).
+ */
+export const RUN_LOG_LIST = 'run-log'
+
+/**
  * For the remaining checkpoints of a run, the number of items of each list they still need: the
  * list lengths an engine keeps in `deleteCheckpoints` (it parses the rows' `lists` JSON, so an
- * engine never has to). Returns `undefined` when a row's refs cannot be read, so the caller keeps
- * every item.
+ * engine never has to), and the whole of the run's log ({@link RUN_LOG_LIST}). Returns
+ * `undefined` when a row's refs cannot be read, so the caller keeps every item.
  *
  * @example
  * ```ts
@@ -11,7 +17,7 @@
  * ```
  */
 export function retainedListLengths(rows: Iterable<{ lists: string }>): Map<string, number> | undefined {
-  const lengths = new Map<string, number>()
+  const lengths = new Map<string, number>([[RUN_LOG_LIST, Number.MAX_SAFE_INTEGER]])
   for (const row of rows) {
     let refs: unknown
     try {

@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../core/codec.js'
-import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
+import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
 import type { CreateRunInput, RunRecord, RunStatus } from '../checkpoint-store.js'
 import type { RunRow } from '../engine/rows.js'
@@ -18,6 +18,7 @@ import type {
 import { decodeRunRow, digestAfterCheck, encodeMetadata, toRunPatch } from '../encoding/run-rows.js'
 import { runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { assertId, assertRunPatch } from '../encoding/validate.js'
+import type { RunLogEntry } from '../encoding/rollback.js'
 
 /** What `enqueue` takes. */
 export interface EnqueueRunInput {
@@ -37,6 +38,11 @@ export interface ClaimedLease {
   run: RunRecord
   fence: Fence
   lease: LeaseRow
+  /**
+   * Why the run must not be executed, when its row was put back from an older copy (its log
+   * says it was cancelled or completed since): the claimant fails it with this error instead.
+   */
+  refused?: CairnError
 }
 
 /** What `RunLeases.acquire` takes: `create` is the run to insert (with the lease) when the id is unknown. */
@@ -62,6 +68,13 @@ export const DEFAULT_QUEUE = 'default'
 /** Backend calls go through the store's wrapper (closed check, errors named after the run). */
 type Call = <T>(runId: string | undefined, what: string, fn: () => Promise<T>) => Promise<T>
 
+/** The runs' logs (see `RunLog`): status changes are recorded there, and run rows checked against them. */
+export interface RunLogAccess {
+  append(runId: string, entries: readonly RunLogEntry[]): Promise<void>
+  /** Throws when the run's log says its status was settled otherwise (a typed error naming the run). */
+  checkStatus(runId: string, status: string): Promise<void>
+}
+
 /**
  * The queue and lease protocol of a store (`store.leases`): the checked, decoded surface of the
  * backend's {@link LeaseEngine}. The worker layer (`CairnClient`, `Worker`) is built on it.
@@ -70,11 +83,13 @@ export class RunLeases {
   readonly #engine: LeaseEngine
   readonly #getRun: (runId: string) => Promise<RunRecord | undefined>
   readonly #call: Call
+  readonly #log: RunLogAccess
 
-  constructor(engine: LeaseEngine, getRun: (runId: string) => Promise<RunRecord | undefined>, call: Call) {
+  constructor(engine: LeaseEngine, getRun: (runId: string) => Promise<RunRecord | undefined>, call: Call, log: RunLogAccess) {
     this.#engine = engine
     this.#getRun = getRun
     this.#call = call
+    this.#log = log
   }
 
   /** Whether the backend can wake idle workers itself (else they poll). */
@@ -119,7 +134,12 @@ export class RunLeases {
     if (!Number.isSafeInteger(request.limit) || request.limit < 1) throw new CheckpointError('invalid_argument', `claim limit must be a positive integer, got ${request.limit}`)
     if (!Number.isFinite(request.leaseMs) || request.leaseMs <= 0) throw new CheckpointError('invalid_argument', `leaseMs must be positive, got ${request.leaseMs}`)
     const claimed = await this.#call(undefined, 'claim runs', () => this.#engine.claim(request))
-    return claimed.map(({ run, lease }) => ({ run: decodeRunRow(run), lease, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch } }))
+    return Promise.all(
+      claimed.map(async ({ run, lease }) => {
+        const refused = await this.#refusal(run.runId, run.status)
+        return { run: decodeRunRow(run), lease, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch }, ...(refused ? { refused } : {}) }
+      }),
+    )
   }
 
   /**
@@ -135,6 +155,12 @@ export class RunLeases {
     const outcome = await this.#call(runId, 'acquire run lease', () => this.#engine.acquire(request))
     if (outcome.outcome !== 'acquired') return outcome
     const { run, lease, created } = outcome
+    // Before anything runs: a row put back over a cancel or a completion is refused (the lease is given back).
+    const refused = created ? undefined : await this.#refusal(run.runId, run.status)
+    if (refused) {
+      await this.#call(runId, 'release run', () => this.#engine.release({ fence: { runId, owner: request.owner, epoch: lease.epoch } }))
+      throw refused
+    }
     return { outcome: 'acquired', run: decodeRunRow(run), lease, created, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch } }
   }
 
@@ -150,6 +176,7 @@ export class RunLeases {
       this.#engine.release({ fence, ...(patch ? { patch } : {}), failed: options.failed === true }),
     )
     if (!released) throw new LeaseLostError({ ...fence, message: `worker ${fence.owner} could not release run ${fence.runId}: it no longer holds it (epoch ${fence.epoch})` })
+    if (patch?.status !== undefined) await this.#log.append(fence.runId, [['status', patch.status]])
   }
 
   /** Cancel a run now, or ask its holder to (see {@link LeaseEngine.cancel}). */
@@ -157,6 +184,7 @@ export class RunLeases {
     assertId(runId, 'runId')
     const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId, digestAfterCheck))
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    if (outcome.outcome === 'cancelled') await this.#log.append(runId, [['status', 'cancelled']])
     return outcome
   }
 
@@ -169,10 +197,14 @@ export class RunLeases {
    */
   async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
     assertId(runId, 'runId')
+    // A paused row put back over a completion or a cancel is refused before it is queued.
+    const run = await this.#getRun(runId)
+    if (run) await this.#log.checkStatus(runId, run.status)
     const outcome = await this.#call(runId, 'queue paused run again', () =>
       this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck }),
     )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    if (outcome.outcome === 'queued') await this.#log.append(runId, [['status', 'queued']])
     return outcome
   }
 
@@ -180,6 +212,17 @@ export class RunLeases {
   async getLease(runId: string): Promise<LeaseRow | undefined> {
     assertId(runId, 'runId')
     return this.#call(runId, 'read lease', () => this.#engine.getLease(runId))
+  }
+
+  /** The error of a run row its log refuses (see `RunLogAccess.checkStatus`), or undefined when it passes. */
+  async #refusal(runId: string, status: string): Promise<CairnError | undefined> {
+    try {
+      await this.#log.checkStatus(runId, status)
+      return undefined
+    } catch (err) {
+      if (err instanceof CairnError && (err.code === 'checkpoint_corrupt' || err.code === 'checkpoint_integrity')) return err
+      throw err
+    }
   }
 
   /** See {@link LeaseEngine.subscribe}; undefined when the backend cannot notify. */

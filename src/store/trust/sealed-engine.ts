@@ -3,6 +3,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js
 import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
+import { RUN_LOG_LIST } from '../engine/list-retention.js'
 import { readFound, readRunRows } from '../encoding/load-many.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, keyCheckValue, sign, verify, type SealContext } from './seal.js'
@@ -372,6 +373,8 @@ export class SealedEngine implements StorageEngine {
   }
 
   #sealAppend(runId: string, append: ListAppend): ListAppend {
+    // The run's log holds call ids and statuses, nothing secret, and is checked without a key.
+    if (append.listId === RUN_LOG_LIST) return append
     return { ...append, items: append.items.map((item, k) => this.sealItem(runId, append.listId, append.expectedLength + k, item)) }
   }
 
