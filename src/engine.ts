@@ -71,4 +71,5 @@ export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } fro
 export { MAX_DEPTH_CEILING } from './core/limits.js'
 export { RUN_DOCUMENT_FORMAT } from './store/portable-run.js'
 export { describeCheckpoints, runtimeOf, type TimelineContext } from './runner/timeline.js'
+export { expandPhases, loadPhase, storedIdOf, type PhaseLog, type PhaseLogEntry } from './runner/phase-log.js'
 export { MemoryEventLog } from './store/event-log/memory-event-log.js'
