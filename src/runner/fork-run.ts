@@ -69,7 +69,7 @@ export async function forkRun(store: CheckpointStore, options: ForkRunOptions): 
     checkpoints: [
       {
         runId: run.runId,
-        parentId: source.id,
+        parentId: storedIdOf(source.id),
         kind: RUNNER_KIND,
         phase: source.phase,
         schemaVersion: source.schemaVersion,
@@ -107,11 +107,11 @@ export async function snapshotAtOrBefore(store: StoreReader, source: CheckpointR
     if (page.length < 64 || !last) break
     before = last.id
   }
-  const later = (await store.listCheckpoints({ runId: source.runId, limit: 10_000 })).reverse().find((info) => info.seq > source.seq && info.metadata.snapshot === true)
+  const later = (await store.listCheckpoints({ runId: source.runId, limit: 10_000 })).reverse().find((info) => info.seq >= source.seq && info.id !== source.id && info.metadata.snapshot === true)
   const hint = later ? `; the nearest checkpoint that can be forked is ${later.id} (${later.phase})` : ''
   throw new CheckpointError('missing_checkpoint', `checkpoint ${source.id} of run ${source.runId} has no runtime snapshot at or before it to fork from (older checkpoints were pruned)${hint}`, {
     runId: source.runId,
-    checkpointId: source.id,
+    checkpointId: stored,
   })
 }
 

@@ -120,7 +120,7 @@ export async function loadPhase<P = unknown>(store: Pick<StoreReader, 'load'>, c
   if (!found) {
     throw new CheckpointNotFoundError(`checkpoint ${checkpointId} is not in the phase log of checkpoint ${stored} of run ${record.runId}; list the run's phases with \`cairn show ${record.runId}\``, {
       runId: record.runId,
-      checkpointId,
+      checkpointId: stored,
     })
   }
   return found

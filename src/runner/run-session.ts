@@ -204,6 +204,8 @@ export class RunSession implements LoopObserver {
       kind: RUNNER_KIND,
       phase,
       schemaVersion: RUNNER_SCHEMA_VERSION,
+      // When the phase happened, like its phase log's entries (an async write comes later).
+      createdAt: Date.now(),
       metadata: { step: options.step ?? this.runtime.step, snapshot },
       // Object.assign, not a spread: on Node 20 a key added after a spread costs about a microsecond.
       payload: snapshot ? Object.assign({}, options.payload, { runtime: snapshotOf(this.runtime) }) : options.payload,
