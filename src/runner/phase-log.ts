@@ -128,7 +128,7 @@ export async function loadPhase<P = unknown>(store: Pick<StoreReader, 'load'>, c
 
 function logOf(metadata: JsonObject | undefined): PhaseLog {
   const log = metadata?.[PHASE_LOG_KEY]
-  return typeof log === 'object' && log !== null && !Array.isArray(log) ? (log as PhaseLog) : {}
+  return typeof log === 'object' && log !== null && !Array.isArray(log) ? log : {}
 }
 
 /** A phase log that is not one (an entry without its phase, step, time, writer or payload) is a corrupt checkpoint. */
@@ -154,8 +154,12 @@ function assertLog(record: CheckpointInfo, entries: readonly unknown[]): void {
 export function writerOf(record: CheckpointRecord<Record<string, unknown>>): string | undefined {
   if (typeof record.metadata.writer === 'string') return record.metadata.writer
   const lease = record.metadata.lease as JsonObject | undefined
-  if (lease && typeof lease.owner === 'string') return `lease ${lease.owner} epoch ${String(lease.epoch)}`
+  if (lease && typeof lease.owner === 'string') return `lease ${lease.owner} epoch ${scalar(lease.epoch)}`
   const owner = record.payload.owner as JsonObject | undefined
-  if (record.phase === 'run_started' && owner && typeof owner.pid === 'number') return `pid ${owner.pid} on ${String(owner.host)}`
+  if (record.phase === 'run_started' && owner && typeof owner.pid === 'number') return `pid ${owner.pid} on ${scalar(owner.host)}`
   return undefined
+}
+
+function scalar(value: unknown): string {
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : JSON.stringify(value)
 }
