@@ -144,5 +144,5 @@ async function summarizeThreadRun(store: Store, run: RunRecord) {
   if (!thread) return undefined
   const name = `thread ${thread.threadId}${thread.checkpointNs === '' ? '' : ` ns ${thread.checkpointNs}`}`
   const status = thread.state === 'pending' ? `next: ${thread.next.join(',')}` : thread.state
-  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph' }
+  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, stored: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph' }
 }
