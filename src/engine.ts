@@ -71,6 +71,7 @@ export { defaultSchemas, SchemaRegistry, type Migration, type UpgradeInput } fro
 export { MAX_DEPTH_CEILING } from './core/limits.js'
 export { RUN_DOCUMENT_FORMAT } from './store/portable-run.js'
 export { describeCheckpoints, runtimeOf, type TimelineContext } from './runner/timeline.js'
+export { expandPhases, loadPhase, storedIdOf, type PhaseLog, type PhaseLogEntry } from './runner/phase-log.js'
 export { MemoryEventLog } from './store/event-log/memory-event-log.js'
 export { MemoryRunWaits } from './store/waits/memory-run-waits.js'
 export type { ExternalEventRow, RunWaits, ScheduleRow, TakeEventRequest, TimerRow, WaitRow } from './store/waits/run-waits.js'

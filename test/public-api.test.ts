@@ -74,18 +74,19 @@ const API: Record<string, { values: string[]; types: string[] }> = {
   engine: {
     values: [
       'CLAIMABLE_STATUSES', 'DEFAULT_QUEUE', 'DelegatingRunStore', 'DelegatingStore', 'EngineStore', 'FINISHED_STATUSES', 'FencedStore',
-      'FileEngine', 'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'MemoryEventLog', 'MemoryRunWaits', 'RUN_DIGEST_FIELDS', 'RUN_DOCUMENT_FORMAT', 'RunLeases',
-      'SchemaRegistry', 'WAITING_STATUSES', 'applyRunPatch', 'canonicalJson', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst', 'decodeValue', 'defaultSchemas',
-      'describeCheckpoints', 'encodeValue', 'firstNotPending', 'idTimestamp', 'importPeer', 'newId', 'page', 'requirePeer', 'retainedListLengths',
-      'runDigest', 'runProgressDigest', 'runtimeOf', 'sha256', 'statusMatches', 'unleased',
+      'FileEngine', 'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'MemoryEventLog', 'MemoryRunWaits', 'RUN_DIGEST_FIELDS', 'RUN_DOCUMENT_FORMAT',
+      'RunLeases', 'SchemaRegistry', 'WAITING_STATUSES', 'applyRunPatch', 'canonicalJson', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst',
+      'decodeValue', 'defaultSchemas', 'describeCheckpoints', 'encodeValue', 'expandPhases', 'firstNotPending', 'idTimestamp', 'importPeer',
+      'loadPhase', 'newId', 'page', 'requirePeer', 'retainedListLengths', 'runDigest', 'runProgressDigest', 'runtimeOf', 'sha256', 'statusMatches',
+      'storedIdOf', 'unleased',
     ],
     types: [
       'AcquireOutcome', 'AcquireRequest', 'CancelOutcome', 'CheckpointHeaderRow', 'CheckpointRow', 'ClaimRequest', 'ClaimedRun', 'CommitRequest',
       'CommitResult', 'DecodeContext', 'EffectCompletionRow', 'EffectRow', 'EffectStatus', 'EngineStoreOptions', 'EnqueueJob', 'ExternalEventRow', 'Fence', 'FenceHooks',
       'HeartbeatRequest', 'HeartbeatRow', 'LeaseEngine', 'LeaseEntry', 'LeaseRow', 'LeaseSubscription', 'ListAppend', 'ListCheckpointsQuery',
-      'ListRef', 'ListRunsQuery', 'Migration', 'OptionalPeer', 'PeerRequest', 'PendingWriteRow', 'ReleaseRequest', 'RequeueOutcome',
-      'RequeueRequest', 'RewriteRequest', 'RunDigestField', 'RunDigestOf', 'RunPatch', 'RunRow', 'RunStatus', 'RunWaits', 'ScheduleRow', 'StorageEngine',
-      'TakeEventRequest', 'TimelineContext', 'TimerRow', 'UpgradeInput', 'WaitRow',
+      'ListRef', 'ListRunsQuery', 'Migration', 'OptionalPeer', 'PeerRequest', 'PendingWriteRow', 'PhaseLog', 'PhaseLogEntry', 'ReleaseRequest',
+      'RequeueOutcome', 'RequeueRequest', 'RewriteRequest', 'RunDigestField', 'RunDigestOf', 'RunPatch', 'RunRow', 'RunStatus', 'RunWaits',
+      'ScheduleRow', 'StorageEngine', 'TakeEventRequest', 'TimelineContext', 'TimerRow', 'UpgradeInput', 'WaitRow',
     ],
   },
   testing: {

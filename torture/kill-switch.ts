@@ -1,6 +1,7 @@
 import { writeSync } from 'node:fs'
 import { type AcquireRunInput, type CheckpointInput, type CheckpointStore, type CreateRunInput, type EffectCompletion, type EffectCompletionResult, type EffectRecord, type RunRecord, type UpdateRunInput, type WriteBatch } from '../src/index.js'
 import { DelegatingStore, type RunLeases } from '../src/engine.js'
+import { phasesOf } from '../src/runner/phase-log.js'
 
 /** Which run a kill point was reached in: the planner's own run or the researcher's child run. */
 export type Role = 'parent' | 'child'
@@ -65,7 +66,7 @@ export function report(value: unknown): void {
 /**
  * A thin wrapper around the real store that delegates every method, reaching kill points around
  * the writes the runner makes: `after-create-run`, `before-write:<phase>` / `after-write:<phase>`
- * for every checkpoint phase a batch holds (and `intents` / `completions` for the effect entries
+ * for every checkpoint phase a batch holds (the light phases of a phase log included) (and `intents` / `completions` for the effect entries
  * it carries), `after-start-effect`, `after-complete-effect` and `after-update-run`.
  */
 export class KillingStore extends DelegatingStore {
@@ -128,7 +129,8 @@ export class KillingStore extends DelegatingStore {
 
   async #around<T>(batch: WriteBatch, write: () => Promise<T>): Promise<T> {
     const parts = unique([
-      ...(batch.checkpoints ?? []).map((c) => c.phase),
+      // Every phase a checkpoint stands for: the light ones in its phase log too.
+      ...(batch.checkpoints ?? []).flatMap((c) => phasesOf(c, '').map((p) => p.phase)),
       ...((batch.intents ?? []).length > 0 ? ['intents'] : []),
       ...((batch.completions ?? []).length > 0 ? ['completions'] : []),
     ])

@@ -1,4 +1,5 @@
 import { CairnError, type CheckpointRecord, type CheckpointStore, type RunRecord } from '../index.js'
+import { expandPhases, loadPhase } from '../engine.js'
 import { CliError } from './cli-error.js'
 import { openStore, type OpenOptions, type OpenStore } from './open-store.js'
 import type { Output } from './output.js'
@@ -42,7 +43,7 @@ export function makeContext(storeUrl: string, out: Output, trust: Omit<OpenOptio
     async checkpoint(ref, runId) {
       const checkpointId = await resolveCheckpointRef(ctx, ref, runId)
       try {
-        return await (await ctx.store()).load(checkpointId)
+        return await loadPhase(await ctx.store(), checkpointId)
       } catch (err) {
         if (err instanceof CairnError && err.code === 'checkpoint_not_found') {
           throw new CliError(`checkpoint ${checkpointId} is not in ${storeUrl}; see a run's checkpoints, with their ids and numbers, with \`cairn show RUN\``, { cause: err })
@@ -67,7 +68,8 @@ async function resolveCheckpointRef(ctx: Context, ref: string, runId: string | u
   await ctx.run(run)
   const headers = await (await ctx.store()).listCheckpoints({ runId: run })
   if (!ref.includes('#') && headers.some((header) => header.id === ref)) return ref
-  const oldestFirst = [...headers].sort((a, b) => a.seq - b.seq)
+  // Numbered as `cairn show` numbers them: every phase, the light ones in phase logs too.
+  const oldestFirst = [...headers].sort((a, b) => a.seq - b.seq).flatMap((header) => expandPhases(header))
   const found = oldestFirst[n - 1]
   if (n < 1 || !found) throw new CliError(`run ${run} has no checkpoint #${n}: it has ${oldestFirst.length}, numbered 1 to ${oldestFirst.length} by \`cairn show ${run}\``)
   return found.id

@@ -10,5 +10,5 @@ export async function threadRunSummary(store: StoreReader, run: RunRecord) {
   if (!thread) return undefined
   const name = `thread ${thread.threadId}${thread.checkpointNs === '' ? '' : ` ns ${thread.checkpointNs}`}`
   const status = thread.state === 'pending' ? `next: ${thread.next.join(',')}` : thread.state
-  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph', thread: true as const }
+  return { runId: run.runId, name, status, steps: thread.step === null ? 0 : thread.step + 1, checkpoints: thread.checkpoints, stored: thread.checkpoints, toolCalls: null, tokens: null, startedAt: run.createdAt, updatedAt: thread.updatedAt, owner: 'langgraph', thread: true as const }
 }

@@ -1,6 +1,7 @@
 import { textOf, toolUsesOf, type Message } from '../model/messages.js'
 import type { CheckpointRecord, EffectRecord, EffectStatus, StoreReader } from '../store/checkpoint-store.js'
 import { snapshotAtOrBefore } from './fork-run.js'
+import { loadPhase } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
 /** One side of a diff. */
@@ -98,7 +99,7 @@ interface Side {
 }
 
 async function sideOf(store: StoreReader, checkpointId: string): Promise<Side> {
-  const record = await store.load<Record<string, unknown>>(checkpointId)
+  const record = await loadPhase<Record<string, unknown>>(store, checkpointId)
   const side = { checkpointId: record.id, runId: record.runId, phase: record.phase, seq: record.seq, createdAt: record.createdAt, runtimeFrom: null as string | null }
   if (record.kind !== RUNNER_KIND) {
     return { side, messages: [], value: { phase: record.phase, metadata: record.metadata, payload: record.payload }, runtime: undefined }

@@ -2,6 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreError } from '../core/errors.js'
 import type { CheckpointInput, EffectCompletion, EffectIntent, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import type { Fence } from '../store/engine/lease-engine.js'
+import { withLogAfter, withLogBefore, type PhaseLogEntry } from './phase-log.js'
+import { RUNNER_KIND, RUNNER_SCHEMA_VERSION } from './phases.js'
 
 /** What a durable commit carries besides the staged records: effect entries and a change to the run. */
 export interface CommitExtras {
@@ -51,6 +53,8 @@ export class CheckpointWriter {
   readonly #runId: string
   readonly #options: WriterOptions
   #queue: CheckpointInput[] = []
+  /** Light phases noted since the last staged checkpoint: the next one carries them. */
+  #light: PhaseLogEntry[] = []
   #completions: EffectCompletion[] = []
   #intents: EffectIntent[] = []
   #chain: Promise<void> = Promise.resolve()
@@ -91,9 +95,21 @@ export class CheckpointWriter {
     this.#fence = hooks.fence
   }
 
-  /** Queue a checkpoint. In async mode it is written soon; a full queue makes this wait. */
-  async stage(record: CheckpointInput): Promise<void> {
+  /**
+   * Note a light phase (no runtime snapshot): it is not a stored checkpoint of its own but an
+   * entry of the phase log of the next checkpoint staged, or, when a commit comes first, of the
+   * last one staged (or, with none waiting, of one written for it), so it is durable no later
+   * than it would be as a checkpoint of its own.
+   */
+  note(entry: PhaseLogEntry): void {
     this.#throwIfFailed()
+    this.#light.push(entry)
+  }
+
+  /** Queue a checkpoint. In async mode it is written soon; a full queue makes this wait. */
+  async stage(staged: CheckpointInput): Promise<void> {
+    this.#throwIfFailed()
+    const record = withLogBefore(staged, this.#light.splice(0))
     if (this.#options.coalesceRuntimeState && this.#options.durability === 'async' && hasRuntime(record)) {
       // Only the newest snapshot is kept: an older one queued is dropped when this one comes.
       const older = this.#queue[this.#runtimeAt]
@@ -145,6 +161,7 @@ export class CheckpointWriter {
   /** Write everything staged, with `extra` effect entries, in one durable commit, and wait for it. */
   async commit(extra: CommitExtras = {}): Promise<void> {
     this.#throwIfFailed()
+    this.#settleLight()
     const done = this.#enqueue(extra)
     await done
     this.#throwIfFailed()
@@ -157,6 +174,32 @@ export class CheckpointWriter {
     if (outcome === 'timeout') {
       throw new StoreError(`run ${this.#runId}: checkpoints could not be flushed within ${this.#options.flushTimeoutMs} ms`, { runId: this.#runId })
     }
+  }
+
+  /**
+   * Light phases noted since the last staged checkpoint go with this commit: in the `after` log of
+   * the last checkpoint waiting to be written, or, with none waiting, in a checkpoint of their
+   * own (the newest one's phase and payload, the others in its `before` log).
+   */
+  #settleLight(): void {
+    if (this.#light.length === 0) return
+    const entries = this.#light.splice(0)
+    const last = this.#queue.length - 1
+    if (last >= 0) {
+      this.#queue[last] = withLogAfter(this.#queue[last]!, entries)
+      return
+    }
+    const own = entries.pop()!
+    const record: CheckpointInput = {
+      runId: this.#runId,
+      kind: RUNNER_KIND,
+      phase: own.phase,
+      schemaVersion: RUNNER_SCHEMA_VERSION,
+      createdAt: own.at,
+      metadata: { step: own.step, snapshot: false },
+      payload: own.payload,
+    }
+    this.#queue.push(withLogBefore(record, entries))
   }
 
   #kick(): void {

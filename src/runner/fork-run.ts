@@ -2,6 +2,7 @@ import type { JsonObject } from '../core/codec.js'
 import { CheckpointError } from '../core/errors.js'
 import { toolUsesOf } from '../model/messages.js'
 import type { CheckpointRecord, CheckpointStore, EffectRecord, StoreReader } from '../store/checkpoint-store.js'
+import { expandPhases, loadPhase, PHASE_LOG_KEY, storedIdOf } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
 /** What {@link forkRun} takes. */
@@ -44,7 +45,7 @@ export interface ForkRunResult {
  * ```
  */
 export async function forkRun(store: CheckpointStore, options: ForkRunOptions): Promise<ForkRunResult> {
-  const source = await store.load<Record<string, unknown>>(options.checkpointId)
+  const source = await loadPhase<Record<string, unknown>>(store, options.checkpointId)
   if (source.kind !== RUNNER_KIND) {
     const checkpoint = await store.fork(options)
     return { runId: checkpoint.runId, checkpoint, snapshotFrom: undefined, effectsCopied: 0 }
@@ -68,12 +69,12 @@ export async function forkRun(store: CheckpointStore, options: ForkRunOptions): 
     checkpoints: [
       {
         runId: run.runId,
-        parentId: source.id,
+        parentId: storedIdOf(source.id),
         kind: RUNNER_KIND,
         phase: source.phase,
         schemaVersion: source.schemaVersion,
         terminal,
-        metadata: { ...source.metadata, forkedFrom, ...(terminal ? {} : { snapshot: true, snapshotFrom: snapshot.id }) },
+        metadata: { ...ownMetadata(source.metadata), forkedFrom, ...(terminal ? {} : { snapshot: true, snapshotFrom: snapshot.id }) },
         payload: terminal ? source.payload : { ...source.payload, runtime },
       },
     ],
@@ -86,7 +87,15 @@ export async function forkRun(store: CheckpointStore, options: ForkRunOptions): 
 /** The newest checkpoint at or before `source` in its run that holds a runtime snapshot. */
 export async function snapshotAtOrBefore(store: StoreReader, source: CheckpointRecord<Record<string, unknown>>): Promise<CheckpointRecord<Record<string, unknown>>> {
   if (hasRuntime(source)) return source
-  let before = source.id
+  // A light phase: the stored checkpoint that carries it comes first when the phase came after
+  // it (its `after` log), else the ones stored before it.
+  const stored = storedIdOf(source.id)
+  if (stored !== source.id) {
+    const carrier = await store.load<Record<string, unknown>>(stored)
+    const order = expandPhases(carrier).map((phase) => phase.id)
+    if (hasRuntime(carrier) && order.indexOf(source.id) > order.indexOf(stored)) return carrier
+  }
+  let before = stored
   for (;;) {
     const page = await store.listCheckpoints({ runId: source.runId, limit: 64, before })
     const found = page.find((info) => info.kind === RUNNER_KIND && info.metadata.snapshot === true)
@@ -98,12 +107,18 @@ export async function snapshotAtOrBefore(store: StoreReader, source: CheckpointR
     if (page.length < 64 || !last) break
     before = last.id
   }
-  const later = (await store.listCheckpoints({ runId: source.runId, limit: 10_000 })).reverse().find((info) => info.seq > source.seq && info.metadata.snapshot === true)
+  const later = (await store.listCheckpoints({ runId: source.runId, limit: 10_000 })).reverse().find((info) => info.seq >= source.seq && info.id !== source.id && info.metadata.snapshot === true)
   const hint = later ? `; the nearest checkpoint that can be forked is ${later.id} (${later.phase})` : ''
   throw new CheckpointError('missing_checkpoint', `checkpoint ${source.id} of run ${source.runId} has no runtime snapshot at or before it to fork from (older checkpoints were pruned)${hint}`, {
     runId: source.runId,
-    checkpointId: source.id,
+    checkpointId: stored,
   })
+}
+
+/** A checkpoint's metadata without what only its own run's history means (its phase log). */
+function ownMetadata(metadata: JsonObject): JsonObject {
+  const { [PHASE_LOG_KEY]: _log, storedIn: _storedIn, ...own } = metadata
+  return own
 }
 
 function hasRuntime(record: CheckpointRecord<Record<string, unknown>>): boolean {

@@ -109,6 +109,11 @@ export interface RunnerCheckpoint {
   phase: RunnerPhase
   step: number
   payload: Record<string, unknown>
-  /** When it was written, in Unix milliseconds. */
+  /** When it was written, in Unix milliseconds (a light phase: when it was recorded). */
   timestampMs: number
+  /**
+   * Which process wrote it (`pid 42 on host`), or under which worker lease (`lease w1 epoch 3`),
+   * when known: the writer of the run's last `run_started` for a checkpoint that does not say.
+   */
+  writer: string | null
 }

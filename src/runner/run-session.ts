@@ -24,10 +24,13 @@ export class RunSession implements LoopObserver {
   readonly #journal: EffectJournal
   readonly #sync: boolean
   readonly #emit: Emit
+  /** The process writing, as the phase log names it. */
+  readonly #by: string
   /** A tool batch ended since the last sync commit. */
   #batchUncommitted = false
 
-  constructor(params: { agent: Agent; runId: string; writer: CheckpointWriter; journal: EffectJournal; runtime: RuntimeSnapshot; sync: boolean; emit?: Emit }) {
+  constructor(params: { agent: Agent; runId: string; writer: CheckpointWriter; journal: EffectJournal; runtime: RuntimeSnapshot; sync: boolean; emit?: Emit; by: string }) {
+    this.#by = params.by
     this.#emit = params.emit ?? (() => {})
     this.#agent = params.agent
     this.runId = params.runId
@@ -40,13 +43,10 @@ export class RunSession implements LoopObserver {
   async stepStarted(cycleIndex: number): Promise<void> {
     this.runtime.step = cycleIndex
     this.runtime.next = 'model'
-    // Sync: no snapshot of its own. Its commit makes the batch's outcomes durable, and the model
-    // response's snapshot before them (tools next) with those outcomes is a resume point that
-    // runs nothing again: a resume from it replays the batch from the journal. Async: a snapshot,
-    // which a later one in the same write replaces.
-    const payload = { state: this.runtime.state, message_count: this.#agent.messages.length }
-    if (this.#sync) await this.#recordPhase('step_started', { payload: { ...payload, runtime: null } })
-    else await this.#recordPhase('step_started', { payload, snapshot: true })
+    // A light phase: the runtime it would hold is the previous stored checkpoint's (a new run's
+    // `run_started`, or the `post_tool_batch` before it under async durability) or is replayed from
+    // the journal on resume (sync: the model response's snapshot, tools next, with the outcomes).
+    this.#notePhase('step_started', { state: this.runtime.state, message_count: this.#agent.messages.length })
     // Sync: the last tool batch's outcomes and records are durable before the model sees them.
     if (this.#sync && this.#batchUncommitted) await this.#writer.commit()
     this.#batchUncommitted = false
@@ -54,7 +54,7 @@ export class RunSession implements LoopObserver {
 
   async beforeModel(): Promise<void> {
     this.#emit({ type: 'model_call_started', runId: this.runId, step: this.runtime.step, model: this.runtime.requested_model })
-    await this.#recordPhase('pre_llm', { payload: { model: this.runtime.requested_model, provider: this.runtime.provider_adapter, message_count: this.#agent.messages.length } })
+    this.#notePhase('pre_llm', { model: this.runtime.requested_model, provider: this.runtime.provider_adapter, message_count: this.#agent.messages.length })
   }
 
   async afterModel(_cycleIndex: number, response: ModelResponse): Promise<void> {
@@ -90,9 +90,9 @@ export class RunSession implements LoopObserver {
 
   async beforeTools(cycleIndex: number, toolUses: ToolUseBlock['toolUse'][]): Promise<void> {
     this.runtime.step = cycleIndex
-    await this.#recordPhase('pre_tool_batch', { payload: { tool_call_count: toolUses.length } })
+    this.#notePhase('pre_tool_batch', { tool_call_count: toolUses.length })
     const subagents = toolUses.filter((use) => this.#agent.tools.get(use.name)?.subagent === true)
-    if (subagents.length > 0) await this.#recordPhase('pre_subagent_batch', { payload: { subagent_call_count: subagents.length, tool_call_ids: subagents.map((u) => u.toolUseId) } })
+    if (subagents.length > 0) this.#notePhase('pre_subagent_batch', { subagent_call_count: subagents.length, tool_call_ids: subagents.map((u) => u.toolUseId) })
     const intents = this.#journal.intentsFor(toolUses)
     const allIdempotent = toolUses.every((use) => this.#agent.tools.get(use.name)?.idempotent === true)
     if (!this.#sync && allIdempotent) {
@@ -101,7 +101,8 @@ export class RunSession implements LoopObserver {
       // same keys, which is what an unknown outcome of an idempotent call gets anyway.
       this.#writer.stageIntents(intents)
     } else {
-      // Write-ahead: the intents, with everything staged so far, are durable before any tool starts.
+      // Write-ahead: the intents, with everything staged so far (and the light phases before the
+      // tools, in the phase log), are durable before any tool starts.
       await this.#writer.commit({ intents })
     }
     this.#journal.noteIntents(intents)
@@ -134,15 +135,16 @@ export class RunSession implements LoopObserver {
       const result = results.find((r) => r.toolUseId === id)
       this.noteSubagent({ tool_call_id: id, child_run_id: this.#journal.keyOf(use).replace(/[^A-Za-z0-9_.:@-]/g, '_'), agent_name: use.name, step: cycleIndex, state: result?.status === 'success' ? 'completed' : 'failed' })
     }
-    if (subagentIds.length > 0) await this.#recordPhase('post_subagent_batch', { payload: { subagent_call_count: subagentIds.length, tool_call_ids: subagentIds } })
+    if (subagentIds.length > 0) this.#notePhase('post_subagent_batch', { subagent_call_count: subagentIds.length, tool_call_ids: subagentIds }, cycleIndex)
     this.#writer.stageCompletions(this.#journal.pendingCompletions.splice(0))
     const failures = results.filter((result) => result.status === 'error').length
-    // The runtime now resumes at the next step; the record belongs to this one. It carries no
-    // snapshot: the next step's `step_started` (staged next, in the same commit) holds the same
-    // runtime. Should the run stop here, the post_llm snapshot before it resumes the batch, and
-    // the journal replays every call whose outcome it holds.
+    // The runtime now resumes at the next step; the record belongs to this one. Async: it holds
+    // the runtime snapshot a resume continues from (the model next), which a later one in the
+    // same write replaces. Sync: none; the next step's commit makes the batch's outcomes durable,
+    // and the model response's snapshot before them (tools next) with those outcomes is a resume
+    // point that runs nothing again: a resume from it replays the batch from the journal.
     rt.step = cycleIndex + 1
-    await this.#recordPhase('post_tool_batch', { payload: { tool_calls_total: rt.tool_calls, tool_failures: failures }, step: cycleIndex })
+    await this.#recordPhase('post_tool_batch', { payload: { tool_calls_total: rt.tool_calls, tool_failures: failures }, step: cycleIndex, snapshot: !this.#sync })
     this.#batchUncommitted = true
   }
 
@@ -154,7 +156,10 @@ export class RunSession implements LoopObserver {
     const payload: JsonObject = { agent_name: this.#agent.name, resumed: params.resumed, owner: params.owner }
     // The answers a resume of a paused run was given, and by whom: the timeline's record of them.
     if (params.answers) payload.answers = params.answers
-    await this.#recordPhase('run_started', { payload, snapshot: !params.resumed })
+    // A new run's is stored (it holds the input); a resume's is a light phase (it continues from
+    // the snapshot it was restored from).
+    if (params.resumed) this.#notePhase('run_started', payload)
+    else await this.#recordPhase('run_started', { payload, snapshot: true })
   }
 
   /** A resumed run's tool calls without results were answered as interrupted (see `repairDanglingToolUses`). */
@@ -178,7 +183,15 @@ export class RunSession implements LoopObserver {
   }
 
   /**
-   * Every runner checkpoint is written here: the phase's payload, staged with the writer (which
+   * A light phase (no runtime snapshot): noted with the writer, it rides in the phase log of the
+   * stored checkpoint that commits it (see `phase-log.ts`), not in a stored checkpoint of its own.
+   */
+  #notePhase(phase: RunnerPhase, payload: JsonObject, step = this.runtime.step): void {
+    this.#writer.note({ phase, step, at: Date.now(), by: this.#by, payload })
+  }
+
+  /**
+   * Every stored runner checkpoint is written here: the phase's payload, staged with the writer (which
    * commits it with the next durability point). With `snapshot`, it carries the full runtime
    * snapshot a resume continues from; `terminal` marks a finished run's last checkpoint; `step`
    * defaults to the runtime's current step.
@@ -191,6 +204,8 @@ export class RunSession implements LoopObserver {
       kind: RUNNER_KIND,
       phase,
       schemaVersion: RUNNER_SCHEMA_VERSION,
+      // When the phase happened, like its phase log's entries (an async write comes later).
+      createdAt: Date.now(),
       metadata: { step: options.step ?? this.runtime.step, snapshot },
       // Object.assign, not a spread: on Node 20 a key added after a spread costs about a microsecond.
       payload: snapshot ? Object.assign({}, options.payload, { runtime: snapshotOf(this.runtime) }) : options.payload,

@@ -1,6 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
 import type { RunRecord, RunStatus, StoreReader } from '../store/checkpoint-store.js'
+import { expandPhases } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
 /** One run in a listing: what `cairn runs` prints and the inspector's run list shows. */
@@ -10,7 +11,10 @@ export interface RunSummary {
   status: RunStatus
   /** Model-loop steps (runner runs) or super steps (workflows) reached. */
   steps: number
+  /** Checkpoints in the run's history, every phase (what `cairn show` lists). */
   checkpoints: number
+  /** How many of them are stored checkpoints; the others are light phases in their phase logs. */
+  stored: number
   /** Null when the contents cannot be read: a signed store opened without its keys. */
   toolCalls: number | null
   /** Input plus output tokens of every model call (runner runs); null as `toolCalls`. */
@@ -35,7 +39,7 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
     if (err instanceof CairnError && err.code === 'checkpoint_integrity') return undefined
     throw err
   })
-  const { checkpoints, steps, newestSnapshot } = listed ?? (await countCheckpoints(store, run.runId, false))
+  const { checkpoints, stored, steps, newestSnapshot } = listed ?? (await countCheckpoints(store, run.runId, false))
   const { toolCalls, tokens } =
     listed === undefined
       ? { toolCalls: null, tokens: null }
@@ -50,6 +54,7 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
     status: run.status,
     steps,
     checkpoints,
+    stored,
     toolCalls,
     tokens,
     startedAt: run.createdAt,
@@ -60,15 +65,18 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
 }
 
 /** A run's checkpoints counted page by page, with its step count and newest runtime snapshot. */
-async function countCheckpoints(store: StoreReader, runId: string, verify: boolean): Promise<{ checkpoints: number; steps: number; newestSnapshot: string | undefined }> {
+async function countCheckpoints(store: StoreReader, runId: string, verify: boolean): Promise<{ checkpoints: number; stored: number; steps: number; newestSnapshot: string | undefined }> {
   let checkpoints = 0
+  let stored = 0
   let newestSnapshot: string | undefined
   let steps = 0
   let before: string | undefined
   for (;;) {
     const page = await store.listCheckpoints({ runId, limit: 500, verify, ...(before === undefined ? {} : { before }) })
-    checkpoints += page.length
-    for (const info of page) {
+    stored += page.length
+    const phases = page.flatMap((info) => expandPhases(info))
+    checkpoints += phases.length
+    for (const info of phases) {
       if (newestSnapshot === undefined && info.kind === RUNNER_KIND && info.metadata.snapshot === true) newestSnapshot = info.id
       if (typeof info.metadata.step === 'number') steps = Math.max(steps, info.metadata.step + 1)
       if (typeof info.metadata.iterationCount === 'number') steps = Math.max(steps, info.metadata.iterationCount)
@@ -76,7 +84,7 @@ async function countCheckpoints(store: StoreReader, runId: string, verify: boole
     if (page.length < 500) break
     before = page[page.length - 1]?.id
   }
-  return { checkpoints, steps, newestSnapshot }
+  return { checkpoints, stored, steps, newestSnapshot }
 }
 
 /** Tool calls and tokens, from the newest runtime snapshot (or the effect journal). */

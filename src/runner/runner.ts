@@ -1,3 +1,4 @@
+import { hostname } from 'node:os'
 import type { JsonObject, JsonValue } from '../core/codec.js'
 import { CairnError, CheckpointCorruptionError, InterruptExpiredError, CheckpointError, CheckpointNotFoundError, InvalidArgumentError, isStoreOutage, LeaseLostError, RunBusyError, RunNotPausedError, StoreError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
@@ -14,6 +15,7 @@ import type { Tool, ToolTimeHost } from '../tools/tool.js'
 import { parseJson, type JsonValue as Json } from '../core/codec.js'
 import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
 import { EffectJournal, OUTCOME_UNKNOWN } from './effect-journal.js'
+import { expandAll, phasesOf, writerOf } from './phase-log.js'
 import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
 import { loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
@@ -362,10 +364,15 @@ export class Runner {
     return followRun(this.store, runId, options)
   }
 
-  /** The run's runner checkpoints, oldest first: its audit log. */
+  /**
+   * The run's runner checkpoints, oldest first: its audit log. Every phase is one entry, the
+   * light phases kept in a stored checkpoint's phase log included (their ids are `<stored id>#<n>`,
+   * `loadPhase` reads one), each with when it was recorded.
+   */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
-    const records = await loadRun<Record<string, unknown>>(this.store, runId, { kind: RUNNER_KIND })
+    const records = expandAll(await loadRun<Record<string, unknown>>(this.store, runId, { kind: RUNNER_KIND }))
+    let writer: string | null = null
     return records.map((record) => ({
       checkpointId: record.id,
       runId: record.runId,
@@ -375,6 +382,7 @@ export class Runner {
       step: typeof record.metadata.step === 'number' ? record.metadata.step : 0,
       payload: record.payload,
       timestampMs: record.createdAt,
+      writer: (writer = writerOf(record) ?? (record.phase === 'run_started' ? null : writer)),
     }))
   }
 
@@ -450,7 +458,9 @@ export class Runner {
     const writer = new CheckpointWriter(this.store, runId, this.#writer, {
       fence: ownership.fence,
       onCommit: (records, ids) => {
-        records.forEach((record, i) => emit({ type: 'phase_committed', runId, checkpointId: ids[i] ?? '', phase: record.phase, step: typeof record.metadata?.step === 'number' ? record.metadata.step : 0 }))
+        records.forEach((record, i) => {
+          for (const phase of phasesOf(record, ids[i] ?? '')) emit({ type: 'phase_committed', runId, ...phase })
+        })
       },
     })
     const journal = new EffectJournal({
@@ -463,7 +473,8 @@ export class Runner {
       interruptedCalls: agent.pendingInterrupts.filter((i) => i.name !== OUTCOME_UNKNOWN).map((i) => i.toolUseId),
       responses: params.responses,
     })
-    const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync', emit })
+    const by = `pid ${process.pid} on ${hostname()}`
+    const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync', emit, by })
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
       if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })

@@ -3,6 +3,7 @@ import { CheckpointNotFoundError } from '../core/errors.js'
 import { textOf, toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
 import type { CheckpointRecord, EffectRecord, RunRecord, StoreReader } from '../store/checkpoint-store.js'
 import { loadRun } from '../store/delegating-store.js'
+import { expandAll, writerOf } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot, type ToolExecutionRecord } from './phases.js'
 
 /** One tool call as the timeline shows it. */
@@ -79,7 +80,7 @@ export interface Timeline {
 export async function buildTimeline(store: StoreReader, runId: string): Promise<Timeline> {
   const run = await store.getRun(runId)
   if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; list the runs with \`cairn runs\``, { runId, code: 'run_not_found' })
-  const records = await loadRun<Record<string, unknown>>(store, runId)
+  const records = expandAll(await loadRun<Record<string, unknown>>(store, runId))
   const effects = await store.listEffects(runId)
   const runtime = records.map((record) => runtimeOf(record)).findLast((snapshot) => snapshot !== undefined)
   const entries = describeCheckpoints(records, {
@@ -286,14 +287,6 @@ function answersOf(record: CheckpointRecord<Record<string, unknown>>, appliedBy:
     at: record.createdAt,
     appliedBy,
   }))
-}
-
-function writerOf(record: CheckpointRecord<Record<string, unknown>>): string | undefined {
-  const lease = record.metadata.lease as JsonObject | undefined
-  if (lease && typeof lease.owner === 'string') return `lease ${lease.owner} epoch ${str(lease.epoch)}`
-  const owner = record.payload.owner as JsonObject | undefined
-  if (record.phase === 'run_started' && owner && typeof owner.pid === 'number') return `pid ${owner.pid} on ${str(owner.host)}`
-  return undefined
 }
 
 function indexRuntime(runtime: RuntimeSnapshot | undefined): RuntimeIndex {

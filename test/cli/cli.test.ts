@@ -55,7 +55,7 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary on a %s
     const s = store()
     if (!s) return
     const runs = await cairnJson<RunSummary[]>(s.url, ['runs'])
-    expect(runs.find((r) => r.runId === 'research-demo')).toMatchObject({ name: 'researcher', status: 'completed', steps: 5, checkpoints: 27, toolCalls: 8 })
+    expect(runs.find((r) => r.runId === 'research-demo')).toMatchObject({ name: 'researcher', status: 'completed', steps: 5, checkpoints: 27, stored: 12, toolCalls: 8 })
     const table = await cairn(s.url, ['runs', '--status', 'completed'])
     expect(table.stdout).toMatch(/^RUN\s+NAME\s+STATUS\s+STEPS\s+CHECKPOINTS\s+TOOL CALLS\s+TOKENS\s+STARTED\s+UPDATED\s+OWNER/)
     expect(table.stdout).toMatch(/research-demo\s+researcher\s+completed\s+5\s+27\s+8/)
@@ -186,7 +186,8 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary on a %s
     if (!s) return
     const pruned = await cairnJson<{ checkpointsDeleted: number }>(s.url, ['prune', '--run', 'notes-fork-2', '--keep-last', '2'])
     expect(pruned.checkpointsDeleted).toBeGreaterThan(0)
-    expect(await timeline(s.url, 'notes-fork-2')).toHaveLength(2)
+    // Two stored checkpoints, each with the light phases of its phase log.
+    expect((await timeline(s.url, 'notes-fork-2')).filter((entry) => !entry.checkpointId.includes('~'))).toHaveLength(2)
   })
 
   test('verify passes on intact runs, then names the first tampered record and exits 1', async () => {
@@ -194,12 +195,13 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary on a %s
     if (!s) return
     const ok = await cairn(s.url, ['verify'])
     expect(ok.code, ok.stdout + ok.stderr).toBe(0)
-    expect(ok.stdout).toMatch(/ok {3}research-demo: 27 checkpoints/)
-    const victim = (await timeline(s.url, 'research-demo'))[9]!
+    // Verify checks the stored checkpoints: the 27 phases of the run are 12 of them.
+    expect(ok.stdout).toMatch(/ok {3}research-demo: 12 checkpoints/)
+    const victim = (await timeline(s.url, 'research-demo')).filter((entry) => !entry.checkpointId.includes('~'))[4]!
     await s.tamper(victim.checkpointId)
     const bad = await cairn(s.url, ['verify', 'research-demo'])
     expect(bad.code).toBe(1)
-    expect(bad.stdout).toContain(`BAD  research-demo: checkpoint ${victim.checkpointId} (seq 10)`)
+    expect(bad.stdout).toContain(`BAD  research-demo: checkpoint ${victim.checkpointId} (seq ${victim.seq})`)
     expect(bad.stdout).toContain('does not match its digest')
   })
 })

@@ -3,7 +3,7 @@ import { serve, type ServerType } from '@hono/node-server'
 import { Hono, type Context as HonoContext } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunStatus } from '../../index.js'
-import { encodeValue } from '../../engine.js'
+import { encodeValue, loadPhase } from '../../engine.js'
 import { runEventsResponse } from '../../http.js'
 import { findRuns } from '../read-commands.js'
 import { threadRunSummary } from '../thread-summary.js'
@@ -113,7 +113,7 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
     const messages = runtime?.messages ?? []
     return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: messages.slice(-CONVERSATION_MESSAGES), messageCount: messages.length }))
   })
-  app.get('/api/checkpoints/:id', async (c) => c.json(encodeValue(await store.load(c.req.param('id')))))
+  app.get('/api/checkpoints/:id', async (c) => c.json(encodeValue(await loadPhase(store, c.req.param('id')))))
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
   const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => refuse(c, 413, `a request body holds at most ${MAX_BODY_BYTES} bytes`) })
   app.post('/api/fork', limit, async (c) => {

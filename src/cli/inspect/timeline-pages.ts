@@ -1,4 +1,4 @@
-import { describeCheckpoints, runtimeOf } from '../../engine.js'
+import { describeCheckpoints, expandPhases, runtimeOf, storedIdOf } from '../../engine.js'
 import { CheckpointNotFoundError, type CheckpointInfo, type CheckpointRecord, type RunRecord, type RuntimeSnapshot, type StoreReader, type TimelineEntry } from '../../index.js'
 
 /** Which part of a run's timeline to read: the newest `limit` checkpoints, those before one, or those after a seq. */
@@ -42,7 +42,8 @@ export class TimelinePages {
     const run = await this.#store.getRun(runId)
     if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; pick one from the list of runs`, { runId, code: 'run_not_found' })
     const { headers, fromStart, gap } = await this.#headers(runId, query)
-    const records = await this.#load(headers)
+    // Every phase of the page's stored checkpoints: the light ones kept in their phase logs too.
+    const records = (await this.#load(headers)).flatMap((record) => expandPhases(record))
     const runtime = await this.#runtime(runId, records)
     const attempts = await this.#attempts(runId, runtime, records)
     const entries = describeCheckpoints(records, { runtime, attempts, startedAt: fromStart ? (records[0]?.createdAt ?? run.createdAt) : run.createdAt, fromStart })
@@ -57,7 +58,9 @@ export class TimelinePages {
   /** The page's headers, oldest first. */
   async #headers(runId: string, query: PageQuery): Promise<{ headers: CheckpointInfo[]; fromStart: boolean; gap: boolean }> {
     if (query.after === undefined) {
-      const listed = await this.#store.listCheckpoints({ runId, limit: query.limit + 1, ...(query.before === undefined ? {} : { before: query.before }) })
+      // A page before a light phase ends before the stored checkpoint that carries it (the page
+      // that holds the phase holds that checkpoint).
+      const listed = await this.#store.listCheckpoints({ runId, limit: query.limit + 1, ...(query.before === undefined ? {} : { before: storedIdOf(query.before) }) })
       return { headers: listed.slice(0, query.limit).reverse(), fromStart: listed.length <= query.limit, gap: false }
     }
     const newer: CheckpointInfo[] = []

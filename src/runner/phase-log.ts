@@ -1,0 +1,165 @@
+import type { JsonObject } from '../core/codec.js'
+import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
+import type { CheckpointInfo, CheckpointInput, CheckpointRecord, StoreReader } from '../store/checkpoint-store.js'
+import type { RunnerPhase } from './phases.js'
+
+/**
+ * One light phase of a runner run (`step_started`, `pre_llm`, `pre_tool_batch`, …) as its phase
+ * log keeps it: the phase, the step, its light payload, when it was recorded (Unix ms) and which
+ * process recorded it. Light phases carry no runtime snapshot, so they are not stored as rows of
+ * their own: they ride in the `phaseLog` metadata of the stored checkpoint that commits them.
+ */
+export interface PhaseLogEntry {
+  phase: RunnerPhase
+  step: number
+  at: number
+  by: string
+  payload: JsonObject
+}
+
+/**
+ * A stored runner checkpoint's phase log (its metadata key `phaseLog`): `before`, the light
+ * phases recorded since the run's previous stored checkpoint, oldest first; `after`, light phases
+ * recorded after the checkpoint's own phase and made durable with it (a write-ahead commit before
+ * tools run commits the `pre_tool_batch` that follows the model response's checkpoint).
+ */
+export interface PhaseLog {
+  before?: PhaseLogEntry[]
+  after?: PhaseLogEntry[]
+}
+
+/** The metadata key a runner checkpoint keeps its phase log under. */
+export const PHASE_LOG_KEY = 'phaseLog'
+
+/**
+ * Separates a stored checkpoint's id from a light phase's position in its log: `<id>~<n>`. A
+ * stored id never holds it (see `assertId`), and URLs keep it as it is.
+ */
+const SEPARATOR = '~'
+
+/** `entries` as the `before` log of `record` (a checkpoint about to be staged). */
+export function withLogBefore(record: CheckpointInput, entries: readonly PhaseLogEntry[]): CheckpointInput {
+  if (entries.length === 0) return record
+  const log = { ...logOf(record.metadata), before: [...(logOf(record.metadata).before ?? []), ...entries] }
+  return { ...record, metadata: Object.assign({}, record.metadata, { [PHASE_LOG_KEY]: log as unknown as JsonObject }) }
+}
+
+/** `entries` appended to the `after` log of `record` (a staged checkpoint not yet written). */
+export function withLogAfter(record: CheckpointInput, entries: readonly PhaseLogEntry[]): CheckpointInput {
+  if (entries.length === 0) return record
+  const log = { ...logOf(record.metadata), after: [...(logOf(record.metadata).after ?? []), ...entries] }
+  return { ...record, metadata: Object.assign({}, record.metadata, { [PHASE_LOG_KEY]: log as unknown as JsonObject }) }
+}
+
+/**
+ * Every phase a stored runner checkpoint stands for, in the order they happened: its `before`
+ * log, itself, its `after` log. A light phase comes back as a record of its own, whose id is
+ * `<stored id>~<n>`, whose `createdAt` is when it was recorded, and whose metadata holds its
+ * `step`, `writer` and `storedIn` (the id of the stored checkpoint that carries it). Any other
+ * record comes back alone, unchanged.
+ */
+export function expandPhases<R extends CheckpointInfo>(record: R): R[] {
+  const log = logOf(record.metadata)
+  const before = log.before ?? []
+  const after = log.after ?? []
+  if (!Array.isArray(before) || !Array.isArray(after)) assertLog(record, [null])
+  if (before.length === 0 && after.length === 0) return [record]
+  assertLog(record, [...before, ...after])
+  const light = (entry: PhaseLogEntry, n: number): R => {
+    const id = `${record.id}${SEPARATOR}${n}`
+    const info: CheckpointInfo = {
+      id,
+      checkpointId: id,
+      runId: record.runId,
+      parentId: record.parentId,
+      seq: record.seq,
+      kind: record.kind,
+      phase: entry.phase,
+      schemaVersion: record.schemaVersion,
+      createdAt: entry.at,
+      workflowName: record.workflowName,
+      terminal: false,
+      metadata: { step: entry.step, snapshot: false, writer: entry.by, storedIn: record.id },
+    }
+    // A header (a listing) stays a header; a record gets the light payload.
+    return ('payload' in record ? { ...info, payload: entry.payload } : info) as R
+  }
+  return [...before.map((entry, n) => light(entry, n)), record, ...after.map((entry, n) => light(entry, before.length + n))]
+}
+
+/** `expandPhases` over many records, in order. */
+export function expandAll<R extends CheckpointInfo>(records: readonly R[]): R[] {
+  return records.flatMap((record) => expandPhases(record))
+}
+
+/** The phases a staged checkpoint stands for (its log and itself), in order: what a commit makes durable. */
+export function phasesOf(record: CheckpointInput, id: string): { checkpointId: string; phase: string; step: number }[] {
+  const log = logOf(record.metadata)
+  const before = log.before ?? []
+  const own = { checkpointId: id, phase: record.phase, step: typeof record.metadata?.step === 'number' ? record.metadata.step : 0 }
+  const light = (entry: PhaseLogEntry, n: number) => ({ checkpointId: `${id}${SEPARATOR}${n}`, phase: entry.phase, step: entry.step })
+  return [...before.map((entry, n) => light(entry, n)), own, ...(log.after ?? []).map((entry, n) => light(entry, before.length + n))]
+}
+
+/** The id of the stored checkpoint that holds `checkpointId` (itself, for a stored one). */
+export function storedIdOf(checkpointId: string): string {
+  const at = checkpointId.indexOf(SEPARATOR)
+  return at < 0 ? checkpointId : checkpointId.slice(0, at)
+}
+
+/**
+ * Load any checkpoint a history lists: a stored one (`store.load`), or a light phase kept in a
+ * stored checkpoint's phase log (`<stored id>~<n>`). Throws `CheckpointNotFoundError` when the
+ * stored checkpoint has no such phase.
+ */
+export async function loadPhase<P = unknown>(store: Pick<StoreReader, 'load'>, checkpointId: string): Promise<CheckpointRecord<P>> {
+  const stored = storedIdOf(checkpointId)
+  const record = await store.load<P>(stored)
+  if (stored === checkpointId) return record
+  const found = expandPhases<CheckpointRecord<P>>(record).find((phase) => phase.id === checkpointId)
+  if (!found) {
+    throw new CheckpointNotFoundError(`checkpoint ${checkpointId} is not in the phase log of checkpoint ${stored} of run ${record.runId}; list the run's phases with \`cairn show ${record.runId}\``, {
+      runId: record.runId,
+      checkpointId: stored,
+    })
+  }
+  return found
+}
+
+function logOf(metadata: JsonObject | undefined): PhaseLog {
+  const log = metadata?.[PHASE_LOG_KEY]
+  return typeof log === 'object' && log !== null && !Array.isArray(log) ? log : {}
+}
+
+/** A phase log that is not one (an entry without its phase, step, time, writer or payload) is a corrupt checkpoint. */
+function assertLog(record: CheckpointInfo, entries: readonly unknown[]): void {
+  for (const entry of entries) {
+    const e = entry as Partial<PhaseLogEntry> | null
+    const ok =
+      typeof e === 'object' && e !== null && typeof e.phase === 'string' && Number.isInteger(e.step) && typeof e.at === 'number' && typeof e.by === 'string' && typeof e.payload === 'object' && e.payload !== null && !Array.isArray(e.payload)
+    if (!ok) {
+      throw new CheckpointCorruptionError(`checkpoint ${record.id} of run ${record.runId} has a malformed phase log entry (each needs phase, step, at, by and a payload object)`, {
+        runId: record.runId,
+        checkpointId: record.id,
+      })
+    }
+  }
+}
+
+/**
+ * Who wrote a runner checkpoint, as far as it says: a light phase names its process; a stored
+ * one written under a worker's lease names the lease; a `run_started` names its process.
+ * `undefined` when it says nothing (the writer of the last `run_started` before it, then).
+ */
+export function writerOf(record: CheckpointRecord<Record<string, unknown>>): string | undefined {
+  if (typeof record.metadata.writer === 'string') return record.metadata.writer
+  const lease = record.metadata.lease as JsonObject | undefined
+  if (lease && typeof lease.owner === 'string') return `lease ${lease.owner} epoch ${scalar(lease.epoch)}`
+  const owner = record.payload.owner as JsonObject | undefined
+  if (record.phase === 'run_started' && owner && typeof owner.pid === 'number') return `pid ${owner.pid} on ${scalar(owner.host)}`
+  return undefined
+}
+
+function scalar(value: unknown): string {
+  return typeof value === 'string' || typeof value === 'number' ? String(value) : JSON.stringify(value)
+}
