@@ -150,7 +150,10 @@ describe('FileStore', () => {
     })
     expect((await store.listEffects('r')).map((effect) => effect.callId)).toEqual(callIds)
     expect(await store.getEffect('r', 'never')).toBeUndefined()
-    const files = await filesUnder(directory)
+    // Every effect file is inside the run's effects directory; the others are the run's record and its log.
+    const all = await filesUnder(directory)
+    expect(all.filter((file) => !file.includes('effects'))).toEqual([join('runs', 'r', 'run.json'), join('runs', 'r', 'lists', 'run-log.jsonl')])
+    const files = all.filter((file) => file.includes('effects'))
     expect(files.every((file) => file === join('runs', 'r', 'effects', file.split('/').pop() ?? ''))).toBe(true)
     expect(files).toHaveLength(callIds.length)
 
@@ -160,7 +163,7 @@ describe('FileStore', () => {
     expect(await reopened.prune({ runId: 'r' })).toEqual({ checkpointsDeleted: 0, effectsDeleted: 0 })
   })
 
-  it('writes a commit in steps: intents before the checkpoints, outcomes after; a failed checkpoint step leaves no checkpoint of it and no temp file', async () => {
+  it('writes a commit in steps: the journal before the checkpoints; a failed checkpoint step leaves no checkpoint of it and no temp file, and the run log never ahead of the journal', async () => {
     const directory = await tempDir()
     const store = open(directory)
     await store.save({ runId: 'r', id: 'c1', kind: 'agent', phase: 'one', payload: { messages: conversation(2) } })
@@ -177,10 +180,10 @@ describe('FileStore', () => {
       completions: [{ runId: 'r', callId: 'done', status: 'succeeded', output: 'ok' }],
     })
     await expect(failed).rejects.toThrow(/failed to save checkpoint \(run r\): EISDIR/)
-    // The intent only opened was written before the checkpoints; the one opened and completed in
-    // the same commit is written once, completed, after them: here, never.
+    // The journal is written before the checkpoints, outcomes included: the effect opened and
+    // completed in the same commit is there once, completed, so a resume would take its outcome.
     expect(await store.getEffect('r', 'ahead')).toMatchObject({ status: 'pending', attempts: 1 })
-    expect(await store.getEffect('r', 'done')).toBeUndefined()
+    expect(await store.getEffect('r', 'done')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'ok' })
     expect((await readdir(join(directory, 'runs', 'r', 'checkpoints'))).filter((name) => name.endsWith('.tmp'))).toEqual([])
 
     await rm(join(directory, 'runs', 'r', 'checkpoints', checkpointFileName(3, 'c3')), { recursive: true })
@@ -191,9 +194,9 @@ describe('FileStore', () => {
     await reopened.write({
       runId: 'r',
       checkpoints: [{ runId: 'r', kind: 'agent', phase: 'four', payload: { messages: conversation(8) } }],
-      intents: [intent('done')],
-      completions: [{ runId: 'r', callId: 'done', status: 'succeeded', output: 'ok' }],
+      completions: [{ runId: 'r', callId: 'ahead', status: 'succeeded', output: 'late' }],
     })
+    expect(await reopened.getEffect('r', 'ahead')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'late' })
     expect(await reopened.getEffect('r', 'done')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'ok' })
     expect((await reopened.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toEqual(conversation(8))
   })

@@ -187,10 +187,11 @@ export class FileEngine implements StorageEngine {
           for (const file of files) index.delete(file.id)
           return { ok: false, reason: 'list_conflict' }
         }
-        const { opening, closing } = await this.#effectEdits(run.runId, effects)
-        await this.#effects.publish(run.runId, opening)
+        // The journal first, outcomes included: a checkpoint step that fails after it leaves the
+        // journal ahead of the checkpoints (a resume takes the recorded outcomes, runs nothing
+        // twice) and the run's lists, its log among them, never ahead of the journal.
+        await this.#effects.publish(run.runId, await this.#effectEdits(run.runId, effects))
         await this.#writeCommit({ state, rows, run, files, plans })
-        await this.#effects.publish(run.runId, closing)
         if (runPatch && state.row) {
           const updated = applyRunPatch(state.row, runPatch)
           await this.#writeRunFile(updated, false)
@@ -389,18 +390,15 @@ export class FileEngine implements StorageEngine {
    * checkpoints: a crash before then leaves no entry, as on a backend whose commit is one
    * transaction.
    */
-  async #effectEdits(runId: string, effects: CommitRequest['effects']): Promise<{ opening: EffectEdits; closing: EffectEdits }> {
+  async #effectEdits(runId: string, effects: CommitRequest['effects']): Promise<EffectEdits> {
     const edits: EffectEdits = new Map()
     for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent, edits)
     for (const callId of effects?.starts ?? []) await this.#effects.start(runId, callId, edits)
-    const opened = new Map(edits)
+    // A completion replaces its effect's edit, so an effect opened and completed here is written once.
     for (const completion of effects?.completions ?? []) await this.#effects.complete(completion, edits)
-    const opening: EffectEdits = new Map()
-    const closing: EffectEdits = new Map()
-    // A completion replaces the effect's edit: what it left alone is as it was opened.
-    for (const [path, stored] of edits) (opened.get(path) === stored ? opening : closing).set(path, stored)
-    return { opening, closing }
+    return edits
   }
+
 
   async #writeRunFile(row: RunRow, create: boolean): Promise<void> {
     if (create) {
