@@ -17,6 +17,8 @@ import type {
   ListCheckpointsQuery,
   ListRunsQuery,
   LoadRunQuery,
+  LoadTailsQuery,
+  CheckpointTail,
   PendingWriteRecord,
   PruneOptions,
   PruneResult,
@@ -307,6 +309,10 @@ export class EngineStore implements CheckpointStore {
 
   loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     return this.#reads.loadMany(checkpointIds)
+  }
+
+  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+    return this.#reads.loadTails(checkpointIds, query)
   }
 
   loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
