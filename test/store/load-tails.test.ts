@@ -32,16 +32,16 @@ describe.each(BACKENDS)('loadTails on %s', (_name, makeBackend) => {
       const store = backend.open(options)
       try {
         const [, second, third, fourth] = await growingRun(store, 'tails')
-        const tails = await store.loadTails!<{ n: number; log: unknown[] }>([third!, fourth!], { after: second! })
+        const tails = await store.loadTails<{ n: number; log: unknown[] }>([third!, fourth!], { after: second! })
         expect(tails.map((tail) => tail.record.payload.n)).toEqual([30, 40])
         expect(tails[0]!.record.payload.log).toEqual(items(30).slice(20))
         expect(tails[1]!.record.payload.log).toEqual(items(40).slice(20))
         expect(tails.map((tail) => tail.lists)).toEqual([[{ path: ['log'], skipped: 20, length: 30 }], [{ path: ['log'], skipped: 20, length: 40 }]])
         // After itself: no item at all; a record older than the base is read whole.
-        const [self] = await store.loadTails!<{ log: unknown[] }>([fourth!], { after: fourth! })
+        const [self] = await store.loadTails<{ log: unknown[] }>([fourth!], { after: fourth! })
         expect(self!.record.payload.log).toEqual([])
         expect(self!.lists).toEqual([{ path: ['log'], skipped: 40, length: 40 }])
-        const [older] = await store.loadTails!<{ log: unknown[] }>([second!], { after: fourth! })
+        const [older] = await store.loadTails<{ log: unknown[] }>([second!], { after: fourth! })
         expect(older!.record.payload.log).toEqual(items(20))
       } finally {
         await store.close()
@@ -58,7 +58,7 @@ describe.each(BACKENDS)('loadTails on %s', (_name, makeBackend) => {
         await backend.updateItem('edited', stored[0]!.listId, 25, JSON.stringify(item(99)))
         const fresh = backend.open(options)
         try {
-          await expect(fresh.loadTails!([fourth!], { after: second! })).rejects.toBeInstanceOf(Refused)
+          await expect(fresh.loadTails([fourth!], { after: second! })).rejects.toBeInstanceOf(Refused)
         } finally {
           await fresh.close()
         }
