@@ -109,9 +109,8 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   })
   app.get('/api/runs/:runId/journal', async (c) => {
     const runId = c.req.param('runId')
-    const [effects, runtime] = await Promise.all([store.listEffects(runId), pages.runtime(runId)])
-    const messages = runtime?.messages ?? []
-    return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: messages.slice(-CONVERSATION_MESSAGES), messageCount: messages.length }))
+    const [effects, conversation] = await Promise.all([store.listEffects(runId), pages.conversation(runId, CONVERSATION_MESSAGES)])
+    return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: conversation.messages, messageCount: conversation.count }))
   })
   app.get('/api/checkpoints/:id', async (c) => c.json(encodeValue(await loadPhase(store, c.req.param('id')))))
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
