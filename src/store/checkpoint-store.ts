@@ -338,6 +338,11 @@ export interface StoreReader {
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
+  /**
+   * The effects of some calls of one run (those recorded), in the order given, with the checks of
+   * `getEffect` made once for all of them. Optional; without it, callers read them one by one.
+   */
+  getEffects?(runId: string, callIds: readonly string[]): Promise<EffectRecord[]>
   listEffects(runId: string): Promise<EffectRecord[]>
   /**
    * The pending writes of some checkpoints of one run, in one read: grouped by checkpoint in the

@@ -90,6 +90,10 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
     return this.inner.getEffect(runId, callId)
   }
+  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    if (this.inner.getEffects) return this.inner.getEffects(runId, callIds)
+    return (await Promise.all(callIds.map((callId) => this.inner.getEffect(runId, callId)))).filter((effect) => effect !== undefined)
+  }
   listEffects(runId: string): Promise<EffectRecord[]> {
     return this.inner.listEffects(runId)
   }

@@ -386,6 +386,14 @@ export class EngineStore implements CheckpointStore {
     return row && decodeEffectRow(row)
   }
 
+  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    assertId(runId, 'runId')
+    for (const callId of callIds) assertId(callId, 'callId')
+    const read = () => this.#call(runId, `read ${callIds.length} effects`, async () => (await Promise.all(callIds.map((callId) => this.#engine.getEffect(runId, callId)))).filter((row) => row !== undefined))
+    const rows = await this.#trusted(() => this.#log.checkEffects(runId, read, new Set(callIds)))
+    return rows.map(decodeEffectRow)
+  }
+
   async listEffects(runId: string): Promise<EffectRecord[]> {
     assertId(runId, 'runId')
     // Checked against the run's log: a row put back to pending or deleted is refused, never run again.

@@ -169,11 +169,12 @@ export class TimelinePages {
     return (await loadWhole(this.#store, ids)).map((record) => ({ record, lists: [] }))
   }
 
-  /** Attempts of the calls the page's tool batches made, read one effect at a time. */
+  /** Attempts of the calls the page's tool batches made, read together (the run's log checked once). */
   async #attempts(runId: string, runtime: RuntimeSnapshot | undefined, records: readonly CheckpointRecord[]): Promise<Map<string, number>> {
     const steps = new Set(records.filter((record) => record.phase === 'post_tool_batch').map((record) => record.metadata.step))
     const calls = (runtime?.tool_executions ?? []).filter((execution) => steps.has(execution.step)).map((execution) => execution.tool_call_id)
-    const effects = await Promise.all(calls.map((callId) => this.#store.getEffect(runId, callId)))
+    if (calls.length === 0) return new Map()
+    const effects = this.#store.getEffects ? await this.#store.getEffects(runId, calls) : await Promise.all(calls.map((callId) => this.#store.getEffect(runId, callId)))
     return new Map(effects.flatMap((effect) => (effect ? [[effect.callId, effect.attempts] as const] : [])))
   }
 }
