@@ -34,7 +34,7 @@ const backends = [
   {
     name: 'SQLite (several processes on one file)',
     skip: undefined as string | undefined,
-    open: (dir: string) => ({ store: new SqliteStore({ path: join(dir, 'cairn.db') }), backend: { kind: 'sqlite' as const, path: join(dir, 'cairn.db') } }),
+    open: (dir: string) => ({ store: new SqliteStore({ path: join(dir, 'cairn.db') }) as EngineStore, backend: { kind: 'sqlite' as const, path: join(dir, 'cairn.db') } }),
   },
   {
     name: 'Postgres (several processes)',
