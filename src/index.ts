@@ -17,7 +17,7 @@ export { configureLimits, DEFAULT_LIMITS, limits, type CairnLimits } from './cor
 // store
 export { FileStore, type FileStoreOptions } from './store/backends/file/file-store.js'
 export { MemoryStore } from './store/backends/memory/memory-store.js'
-export type { CheckpointInfo, CheckpointInput, CheckpointRecord, CheckpointStore, CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent, EffectRecord, EffectStatus, ForkOptions, LatestQuery, ListCheckpointsQuery, ListRunsQuery, LoadRunQuery, PendingWrite, PendingWriteRecord, PruneOptions, PruneResult, PutPendingWritesInput, RunRecord, RunStatus, RunStore, StoreAdmin, StoreReader, StoreWriter, UpdateRunInput, WriteBatch } from './store/checkpoint-store.js'
+export type { CheckpointInfo, CheckpointInput, CheckpointRecord, CheckpointStore, CheckpointTail, CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent, EffectRecord, EffectStatus, ForkOptions, LatestQuery, ListCheckpointsQuery, ListRunsQuery, ListTail, LoadRunQuery, LoadTailsQuery, PendingWrite, PendingWriteRecord, PruneOptions, PruneResult, PutPendingWritesInput, RunRecord, RunStatus, RunStore, StoreAdmin, StoreReader, StoreWriter, UpdateRunInput, WriteBatch } from './store/checkpoint-store.js'
 export type { EngineStoreOptions } from './store/engine-store.js'
 export type { CancelOutcome, ClaimRequest, Fence, LeaseRow, RequeueOutcome } from './store/engine/lease-engine.js'
 export type { FencedStore, FenceHooks } from './store/leases/fenced-store.js'

@@ -1,6 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
 import type { RunRecord, RunStatus, StoreReader } from '../store/checkpoint-store.js'
+import { loadTails } from '../store/delegating-store.js'
 import { expandPhases } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
@@ -28,25 +29,19 @@ export interface RunSummary {
 }
 
 /**
- * Count a run's checkpoints and read its newest runtime snapshot (one load) to summarize it. On a
- * signed store opened without its keys, ids, counts and times are listed and the contents
- * (tool calls, tokens) are null.
+ * Count a run's checkpoints from their headers and read the counters of its newest runtime
+ * snapshot (none of its conversation) to summarize it. On a signed store opened without its
+ * keys, ids, counts and times are listed and the contents (tool calls, tokens) are null.
  */
 export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<RunSummary> {
-  // Headers are checked against their records; a signed store opened without its keys cannot
-  // check them, so it is listed unchecked and its contents are left out.
-  const listed = await countCheckpoints(store, run.runId, true).catch((err: unknown) => {
-    if (err instanceof CairnError && err.code === 'checkpoint_integrity') return undefined
+  // Counts come from the headers alone; the contents from the newest snapshot, read without its
+  // lists' items. A signed store opened without its keys cannot check that record, so its
+  // contents are left out.
+  const { checkpoints, stored, steps, newestSnapshot } = await countCheckpoints(store, run.runId)
+  const { toolCalls, tokens } = await contentCounts(store, run.runId, newestSnapshot).catch((err: unknown) => {
+    if (err instanceof CairnError && err.code === 'checkpoint_integrity') return { toolCalls: null, tokens: null }
     throw err
   })
-  const { checkpoints, stored, steps, newestSnapshot } = listed ?? (await countCheckpoints(store, run.runId, false))
-  const { toolCalls, tokens } =
-    listed === undefined
-      ? { toolCalls: null, tokens: null }
-      : await contentCounts(store, run.runId, newestSnapshot).catch((err: unknown) => {
-          if (err instanceof CairnError && err.code === 'checkpoint_integrity') return { toolCalls: null, tokens: null }
-          throw err
-        })
   const forked = run.metadata.forkedFrom as JsonObject | undefined
   return {
     runId: run.runId,
@@ -64,15 +59,15 @@ export async function summarizeRun(store: StoreReader, run: RunRecord): Promise<
   }
 }
 
-/** A run's checkpoints counted page by page, with its step count and newest runtime snapshot. */
-async function countCheckpoints(store: StoreReader, runId: string, verify: boolean): Promise<{ checkpoints: number; stored: number; steps: number; newestSnapshot: string | undefined }> {
+/** A run's checkpoints counted page by page from their headers, with its step count and newest runtime snapshot. */
+async function countCheckpoints(store: StoreReader, runId: string): Promise<{ checkpoints: number; stored: number; steps: number; newestSnapshot: string | undefined }> {
   let checkpoints = 0
   let stored = 0
   let newestSnapshot: string | undefined
   let steps = 0
   let before: string | undefined
   for (;;) {
-    const page = await store.listCheckpoints({ runId, limit: 500, verify, ...(before === undefined ? {} : { before }) })
+    const page = await store.listCheckpoints({ runId, limit: 500, verify: false, ...(before === undefined ? {} : { before }) })
     stored += page.length
     const phases = page.flatMap((info) => expandPhases(info))
     checkpoints += phases.length
@@ -90,7 +85,9 @@ async function countCheckpoints(store: StoreReader, runId: string, verify: boole
 /** Tool calls and tokens, from the newest runtime snapshot (or the effect journal). */
 async function contentCounts(store: StoreReader, runId: string, newestSnapshot: string | undefined): Promise<{ toolCalls: number; tokens: number }> {
   if (newestSnapshot === undefined) return { toolCalls: (await store.listEffects(runId)).length, tokens: 0 }
-  const runtime = ((await store.load<Record<string, unknown>>(newestSnapshot)).payload.runtime ?? undefined) as RuntimeSnapshot | undefined
+  // Its counters only: no item of its lists (the conversation) is read.
+  const [tail] = await loadTails<Record<string, unknown>>(store, [newestSnapshot], { after: newestSnapshot })
+  const runtime = (tail?.record.payload.runtime ?? undefined) as RuntimeSnapshot | undefined
   return { toolCalls: runtime?.tool_calls ?? 0, tokens: (runtime?.usage.inputTokens ?? 0) + (runtime?.usage.outputTokens ?? 0) }
 }
 

@@ -104,6 +104,13 @@ export interface TimelineContext {
    * run). Later, positions are the checkpoints' `seq` and `execution` counts from 0 at the page.
    */
   fromStart?: boolean
+  /**
+   * Where `runtime.messages` begins in the run's conversation, when it holds only the newer
+   * messages (a page read with `loadTails`): each step's answer is then found from the message
+   * count its `step_started` or `pre_llm` phase recorded. Without it, the messages are the whole
+   * conversation and the n-th answer is step n's.
+   */
+  messagesFrom?: number
 }
 
 /**
@@ -112,7 +119,7 @@ export interface TimelineContext {
  */
 export function describeCheckpoints(records: readonly CheckpointRecord<Record<string, unknown>>[], context: TimelineContext): TimelineEntry[] {
   const fromStart = context.fromStart !== false
-  const index = indexRuntime(context.runtime)
+  const index = indexRuntime(context.runtime, context.messagesFrom === undefined ? undefined : { from: context.messagesFrom, records })
   const entries: TimelineEntry[] = []
   const history: History = { seen: 0, lastSnapshot: 0, batchesBegun: new Set() }
   let execution = 0
@@ -184,6 +191,7 @@ export function runtimeOf(record: CheckpointRecord): RuntimeSnapshot | undefined
 /** The newest runtime snapshot, indexed once: a timeline's cost follows its length, not its square. */
 interface RuntimeIndex {
   runtime: RuntimeSnapshot | undefined
+  /** Each step's answer, by step. */
   assistants: Message[]
   executions: Map<number, ToolExecutionRecord[]>
 }
@@ -289,14 +297,28 @@ function answersOf(record: CheckpointRecord<Record<string, unknown>>, appliedBy:
   }))
 }
 
-function indexRuntime(runtime: RuntimeSnapshot | undefined): RuntimeIndex {
+function indexRuntime(runtime: RuntimeSnapshot | undefined, tail: { from: number; records: readonly CheckpointRecord<Record<string, unknown>>[] } | undefined): RuntimeIndex {
   const executions = new Map<number, ToolExecutionRecord[]>()
   for (const execution of runtime?.tool_executions ?? []) {
     const list = executions.get(execution.step)
     if (list) list.push(execution)
     else executions.set(execution.step, [execution])
   }
-  return { runtime, assistants: (runtime?.messages ?? []).filter((message) => message.role === 'assistant'), executions }
+  const messages = runtime?.messages ?? []
+  if (!tail) return { runtime, assistants: messages.filter((message) => message.role === 'assistant'), executions }
+  // A tail of the conversation: a step's answer is the first assistant message from where the step began.
+  const assistants: Message[] = []
+  for (const record of tail.records) {
+    const count = record.payload.message_count
+    if ((record.phase !== 'step_started' && record.phase !== 'pre_llm') || typeof count !== 'number' || typeof record.metadata.step !== 'number') continue
+    if (count < tail.from) continue
+    for (let k = count - tail.from; k < messages.length; k++) {
+      if (messages[k]!.role !== 'assistant') continue
+      assistants[record.metadata.step] = messages[k]!
+      break
+    }
+  }
+  return { runtime, assistants, executions }
 }
 
 function callsOfStep(index: RuntimeIndex, step: number): ToolUseBlock['toolUse'][] {

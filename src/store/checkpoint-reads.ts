@@ -1,10 +1,10 @@
 import { CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError } from '../core/errors.js'
 import type { SchemaRegistry } from '../core/schema.js'
-import type { CheckpointInfo, CheckpointRecord, LatestQuery, ListCheckpointsQuery, LoadRunQuery } from './checkpoint-store.js'
+import type { CheckpointInfo, CheckpointRecord, CheckpointTail, LatestQuery, ListCheckpointsQuery, LoadRunQuery, LoadTailsQuery } from './checkpoint-store.js'
 import type { StorageEngine } from './engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, RunRow } from './engine/rows.js'
 import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
-import { decodeMany, readFound, readRows, readRunRows } from './encoding/load-many.js'
+import { decodeMany, decodeTails, readFound, readRows, readRunRows } from './encoding/load-many.js'
 import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { checkRunRow } from './encoding/run-rows.js'
 import { assertId } from './encoding/validate.js'
@@ -60,6 +60,17 @@ export class CheckpointReads {
     return this.#trusted(async () => {
       const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
       return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    })
+  }
+
+  async loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+    const given: unknown = checkpointIds
+    if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadTails needs an array of checkpoint ids')
+    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
+    assertId(query?.after, 'after')
+    return this.#trusted(async () => {
+      const [base, ...rows] = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, [query.after, ...checkpointIds]))
+      return (await this.#call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base!, this.#engine, this.#schemas))) as CheckpointTail<P>[]
     })
   }
 

@@ -146,6 +146,28 @@ export interface ListCheckpointsQuery {
   unreadable?: 'throw' | 'skip'
 }
 
+/** What {@link StoreReader.loadTails} reads after. */
+export interface LoadTailsQuery {
+  /** A checkpoint of the same run: the lists it holds are read from its end on. */
+  after: string
+}
+
+/** A record whose list-stored arrays hold only their newer items. */
+export interface CheckpointTail<P = unknown> {
+  record: CheckpointRecord<P>
+  /** Every array of the payload stored as a list: where it is, the leading items left out, and its whole length. */
+  lists: ListTail[]
+}
+
+/** One list-stored array of a {@link CheckpointTail}. */
+export interface ListTail {
+  /** Keys from the payload's root (`['runtime', 'messages']`). */
+  path: string[]
+  /** Leading items not read: the array holds items `skipped` to `length - 1`. */
+  skipped: number
+  length: number
+}
+
 /**
  * Where a side effect stands: `pending` (intent recorded), `started` (its callback was about to
  * run: without an outcome this is an unknown outcome), `succeeded` or `failed`.
@@ -305,9 +327,22 @@ export interface StoreReader {
    * with `loadMany`. Optional; without it, callers list the run's checkpoints and load them.
    */
   loadRun?<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]>
+  /**
+   * `loadMany` that reads only what was added after checkpoint `after` of the same run: each
+   * array stored as a list that `after` also holds comes back with only the items past those of
+   * `after` (checked from `after`'s chain hash on), and {@link CheckpointTail.lists} says how
+   * many were left out. A page of a long run costs its own items, not the conversation's.
+   * Optional; without it, callers load whole records (see `loadTails` of `cairn-agents/engine`).
+   */
+  loadTails?<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]>
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
+  /**
+   * The effects of some calls of one run (those recorded), in the order given, with the checks of
+   * `getEffect` made once for all of them. Optional; without it, callers read them one by one.
+   */
+  getEffects?(runId: string, callIds: readonly string[]): Promise<EffectRecord[]>
   listEffects(runId: string): Promise<EffectRecord[]>
   /**
    * The pending writes of some checkpoints of one run, in one read: grouped by checkpoint in the

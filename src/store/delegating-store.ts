@@ -12,6 +12,8 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   LoadRunQuery,
+  LoadTailsQuery,
+  CheckpointTail,
   ListRunsQuery,
   PendingWriteRecord,
   PruneOptions,
@@ -64,6 +66,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     return loadMany<P>(this.inner, checkpointIds)
   }
+  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+    return loadTails<P>(this.inner, checkpointIds, query)
+  }
   loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]> {
     return loadRun<P>(this.inner, runId, query)
   }
@@ -84,6 +89,10 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
     return this.inner.getEffect(runId, callId)
+  }
+  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    if (this.inner.getEffects) return this.inner.getEffects(runId, callIds)
+    return (await Promise.all(callIds.map((callId) => this.inner.getEffect(runId, callId)))).filter((effect) => effect !== undefined)
   }
   listEffects(runId: string): Promise<EffectRecord[]> {
     return this.inner.listEffects(runId)
@@ -134,6 +143,15 @@ export class DelegatingStore extends DelegatingRunStore<CheckpointStore> impleme
 /** `store.loadMany` when the store has it, else its records loaded one by one. */
 export function loadMany<P = unknown>(store: StoreReader, checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
   return store.loadMany ? store.loadMany<P>(checkpointIds) : Promise.all(checkpointIds.map((id) => store.load<P>(id)))
+}
+
+/**
+ * `store.loadTails` when the store has it; else the records loaded whole (their arrays hold every
+ * item, and no list is named as cut).
+ */
+export async function loadTails<P = unknown>(store: StoreReader, checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+  if (store.loadTails) return store.loadTails<P>(checkpointIds, query)
+  return (await loadMany<P>(store, checkpointIds)).map((record) => ({ record, lists: [] }))
 }
 
 /**

@@ -17,6 +17,8 @@ import type {
   ListCheckpointsQuery,
   ListRunsQuery,
   LoadRunQuery,
+  LoadTailsQuery,
+  CheckpointTail,
   PendingWriteRecord,
   PruneOptions,
   PruneResult,
@@ -309,6 +311,10 @@ export class EngineStore implements CheckpointStore {
     return this.#reads.loadMany(checkpointIds)
   }
 
+  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+    return this.#reads.loadTails(checkpointIds, query)
+  }
+
   loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
     return this.#reads.loadRun(runId, query)
   }
@@ -378,6 +384,14 @@ export class EngineStore implements CheckpointStore {
     })
     const [row] = await this.#trusted(() => this.#log.checkEffects(runId, read, callId))
     return row && decodeEffectRow(row)
+  }
+
+  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    assertId(runId, 'runId')
+    for (const callId of callIds) assertId(callId, 'callId')
+    const read = () => this.#call(runId, `read ${callIds.length} effects`, async () => (await Promise.all(callIds.map((callId) => this.#engine.getEffect(runId, callId)))).filter((row) => row !== undefined))
+    const rows = await this.#trusted(() => this.#log.checkEffects(runId, read, new Set(callIds)))
+    return rows.map(decodeEffectRow)
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {

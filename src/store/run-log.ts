@@ -84,7 +84,7 @@ export class RunLog {
   }
 
   /** Refuse the run's effects when its log says one of them went further than its row (see `checkEffectsAgainstLog`). */
-  async checkEffects<T extends { callId: string; status: string }>(runId: string, readEffects: () => Promise<T[]>, only?: string): Promise<T[]> {
+  async checkEffects<T extends { callId: string; status: string }>(runId: string, readEffects: () => Promise<T[]>, only?: string | ReadonlySet<string>): Promise<T[]> {
     // The log first: every entry in it was committed with its effect's change, so effects read after it are at least that far.
     const log = await this.read(runId)
     const effects = await readEffects()

@@ -4,7 +4,10 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TimelinePages } from '../../src/cli/inspect/timeline-pages.js'
 import { Agent, buildTimeline, Runner, tool, type TimelineEntry } from '../../src/index.js'
-import { SqliteStore } from '../../src/sqlite.js'
+import Database from 'better-sqlite3'
+import { EngineStore } from '../../src/engine.js'
+import { RUN_LOG_LIST } from '../../src/store/engine/list-retention.js'
+import { SqliteEngine, SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 
 const CYCLES = 12
@@ -117,5 +120,59 @@ describe('the inspector reads a run a page at a time', () => {
     const rest = await pages.page('live', { limit: 500, after: seen.at(-1)!.seq })
     const final = (await buildTimeline(store, 'live')).entries
     expect([...seen, ...rest.entries].map((entry) => [entry.checkpointId, entry.phase, entry.toolCalls])).toEqual(final.map((entry) => [entry.checkpointId, entry.phase, entry.toolCalls]))
+  })
+})
+
+/** A SQLite engine that counts the checkpoint list items it hands out (messages, tool executions; not the run's log of transitions, which effect reads check whole). */
+function countingEngine(engine: SqliteEngine): { engine: SqliteEngine; items: () => number } {
+  let items = 0
+  const counted = new Proxy(engine, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target) as unknown
+      if (typeof value !== 'function') return value
+      if (property !== 'readLists' && property !== 'readListRanges') return (value as (...args: unknown[]) => unknown).bind(target)
+      return async (...args: unknown[]) => {
+        const lists = await (value as (...a: unknown[]) => Promise<string[][]>).apply(target, args)
+        const ids = (args[1] as { id: string }[]).map((ref) => ref.id)
+        items += lists.reduce((sum, list, k) => sum + (ids[k] === RUN_LOG_LIST ? 0 : list.length), 0)
+        return lists
+      }
+    },
+  })
+  return { engine: counted, items: () => items }
+}
+
+describe('a page of a long run reads a bounded number of list items', () => {
+  it('the newest page, an older page and the conversation read the items of their own steps, not the run', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-bounded-'))
+    const path = join(dir, 'bounded.db')
+    try {
+      const writer = new SqliteStore({ path })
+      const turns = Array.from({ length: 601 }, (_, cycle) => (cycle < 600 ? [{ text: `turn ${cycle}` }, { toolUse: { toolUseId: `call-${cycle}`, name: 'lookup', input: { n: cycle } } }] : [{ text: 'all looked up' }]))
+      const run = await new Runner({ store: writer, durability: 'async' }).run(new Agent({ name: 'looker', model: new ScriptedModel(turns), tools: [lookupTool()] }), { input: 'Look them up.', runId: 'long' })
+      expect(run.state).toBe('completed')
+      const timeline = await buildTimeline(writer, 'long')
+      const whole = timeline.entries
+      await writer.close()
+      const counting = countingEngine(new SqliteEngine({ database: new Database(path) }))
+      const store = new EngineStore(counting.engine)
+      try {
+        const pages = new TimelinePages(store)
+        const newest = await pages.page('long', { limit: 20 })
+        expect(newest.entries.map(shown)).toEqual(lastStored(whole, 20).map(shown))
+        const older = await pages.page('long', { limit: 20, before: newest.entries[0]!.checkpointId })
+        expect(older.entries.some((entry) => entry.toolCalls.length > 0)).toBe(true)
+        const conversation = await pages.conversation('long', 40)
+        expect(conversation.count).toBe(timeline.runtime!.messages.length)
+        expect(conversation.messages).toEqual(timeline.runtime!.messages.slice(-40))
+        // 1,202 messages and 600 tool executions are stored: reading the lists whole for a page
+        // would hand out 1,800 items at least.
+        expect(counting.items()).toBeLessThan(600)
+      } finally {
+        await store.close()
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })

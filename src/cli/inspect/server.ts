@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { serve, type ServerType } from '@hono/node-server'
 import { Hono, type Context as HonoContext } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
-import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunStatus } from '../../index.js'
+import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunRecord, type RunStatus } from '../../index.js'
 import { encodeValue, loadPhase } from '../../engine.js'
 import { runEventsResponse } from '../../http.js'
 import { findRuns } from '../read-commands.js'
@@ -71,6 +71,7 @@ export async function startInspector(store: CheckpointStore, options: InspectorO
 export function inspectorApp(store: CheckpointStore, token: string, answering = new Answering({ store, onError: () => {} })): Hono {
   const app = new Hono()
   const pages = new TimelinePages(store)
+  const summaries = new RunSummaries(store)
   app.use('*', guard(token, CSP))
   app.get('/', (c) => c.html(INSPECTOR_PAGE))
   app.get('/inspector.js', (c) => c.body(INSPECTOR_SCRIPT, 200, { 'content-type': 'text/javascript; charset=utf-8' }))
@@ -79,7 +80,7 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   app.get('/api/runs', async (c) => {
     const status = c.req.query('status') || undefined
     const runs = await findRuns(store, { limit: count(c.req.query('limit'), 200), ...(status ? { status: status as RunStatus } : {}), ...(c.req.query('q') ? { search: c.req.query('q')! } : {}) })
-    return c.json(await Promise.all(runs.map(async (run) => ({ ...((await threadRunSummary(store, run)) ?? (await summarizeRun(store, run))), waitingFor: await waitingFor(store, run) }))))
+    return c.json(await Promise.all(runs.map(async (run) => ({ ...(await summaries.of(run)), waitingFor: await waitingFor(store, run) }))))
   })
   app.get('/api/runs/:runId', async (c) => {
     const run = await store.getRun(c.req.param('runId'))
@@ -109,9 +110,8 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   })
   app.get('/api/runs/:runId/journal', async (c) => {
     const runId = c.req.param('runId')
-    const [effects, runtime] = await Promise.all([store.listEffects(runId), pages.runtime(runId)])
-    const messages = runtime?.messages ?? []
-    return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: messages.slice(-CONVERSATION_MESSAGES), messageCount: messages.length }))
+    const [effects, conversation] = await Promise.all([store.listEffects(runId), pages.conversation(runId, CONVERSATION_MESSAGES)])
+    return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: conversation.messages, messageCount: conversation.count }))
   })
   app.get('/api/checkpoints/:id', async (c) => c.json(encodeValue(await loadPhase(store, c.req.param('id')))))
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
@@ -135,6 +135,38 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   app.notFound((c) => refuse(c, 404, `no such page or API: ${c.req.path}`))
   app.onError((err, c) => errorResponse(err, c))
   return app
+}
+
+/** Most run summaries kept between polls of the run list; the oldest is dropped first. */
+const KEPT_SUMMARIES = 1000
+
+/**
+ * The run list's rows, kept between polls: a run whose row has not moved (same last seq, status
+ * and update time) is not read again, so the list polled every few seconds costs the runs that
+ * changed, not every run's checkpoints each time.
+ */
+class RunSummaries {
+  readonly #store: CheckpointStore
+  readonly #kept = new Map<string, { key: string; summary: Promise<object> }>()
+
+  constructor(store: CheckpointStore) {
+    this.#store = store
+  }
+
+  of(run: RunRecord): Promise<object> {
+    const key = `${run.lastSeq}/${run.status}/${run.updatedAt}`
+    const kept = this.#kept.get(run.runId)
+    if (kept?.key === key) return kept.summary
+    const summary = (async () => (await threadRunSummary(this.#store, run)) ?? (await summarizeRun(this.#store, run)))()
+    this.#kept.delete(run.runId)
+    this.#kept.set(run.runId, { key, summary })
+    // A failed read is not kept: the next poll reads again.
+    void summary.catch(() => {
+      if (this.#kept.get(run.runId)?.summary === summary) this.#kept.delete(run.runId)
+    })
+    if (this.#kept.size > KEPT_SUMMARIES) this.#kept.delete(this.#kept.keys().next().value!)
+    return summary
+  }
 }
 
 /** The request body: a JSON object, else a 400 naming the problem. */

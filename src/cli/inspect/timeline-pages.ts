@@ -1,5 +1,5 @@
 import { describeCheckpoints, expandPhases, runtimeOf, storedIdOf } from '../../engine.js'
-import { CheckpointNotFoundError, type CheckpointInfo, type CheckpointRecord, type RunRecord, type RuntimeSnapshot, type StoreReader, type TimelineEntry } from '../../index.js'
+import { CheckpointNotFoundError, type CheckpointInfo, type CheckpointRecord, type CheckpointTail, type Message, type RunRecord, type RuntimeSnapshot, type StoreReader, type TimelineEntry } from '../../index.js'
 
 /** Which part of a run's timeline to read: the newest `limit` checkpoints, those before one, or those after a seq. */
 export interface PageQuery {
@@ -20,19 +20,30 @@ export interface TimelinePage {
   gap: boolean
 }
 
-/** Pages read from the store at most, to find the newest runtime snapshot: beyond, a page goes without tool details. */
+/** Header pages read from the store at most, to find a runtime snapshot: beyond, a page goes without tool details. */
 const SNAPSHOT_SEARCH_PAGES = 20
 const HEADER_PAGE = 200
+/** Steps the conversation panel reaches back at least (each step adds a message or more). */
+const CONVERSATION_STEPS = 40
+
+/** A stored checkpoint that holds a runtime snapshot, as its header names it. */
+interface SnapshotHeader {
+  id: string
+  seq: number
+  step: number
+}
 
 /**
  * Reads a run's timeline a page at a time: a page costs its own checkpoints, the effects of its
- * calls and (once per new snapshot) the newest runtime snapshot, never the whole run. The newest
- * snapshot of each run is kept between requests, so a view that polls a finished run reads it
- * once.
+ * calls and the messages and tool executions of its own steps (read with `loadTails` from the
+ * runtime snapshot before the page to the one that describes it), never the whole run. The
+ * snapshots a page passes are kept by seq, so the next page (older checkpoints) finds its own
+ * without reading headers again.
  */
 export class TimelinePages {
   readonly #store: StoreReader
-  readonly #snapshots = new Map<string, { seq: number; runtime: RuntimeSnapshot | undefined }>()
+  /** Snapshot headers seen, per run, by seq. */
+  readonly #snapshots = new Map<string, Map<number, SnapshotHeader>>()
 
   constructor(store: StoreReader) {
     this.#store = store
@@ -42,17 +53,42 @@ export class TimelinePages {
     const run = await this.#store.getRun(runId)
     if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; pick one from the list of runs`, { runId, code: 'run_not_found' })
     const { headers, fromStart, gap } = await this.#headers(runId, query)
+    this.#see(runId, headers)
+    const first = headers[0]
+    const base = first && !fromStart ? await this.#snapshotBefore(runId, first) : undefined
+    const source = this.#describingSnapshot(runId, headers, base)
+    const { records, runtime, messagesFrom } = await this.#load(headers, source, base)
     // Every phase of the page's stored checkpoints: the light ones kept in their phase logs too.
-    const records = (await this.#load(headers)).flatMap((record) => expandPhases(record))
-    const runtime = await this.#runtime(runId, records)
-    const attempts = await this.#attempts(runId, runtime, records)
-    const entries = describeCheckpoints(records, { runtime, attempts, startedAt: fromStart ? (records[0]?.createdAt ?? run.createdAt) : run.createdAt, fromStart })
+    const phases = records.flatMap((record) => expandPhases(record))
+    const attempts = await this.#attempts(runId, runtime, phases)
+    const entries = describeCheckpoints(phases, {
+      runtime,
+      attempts,
+      startedAt: fromStart ? (phases[0]?.createdAt ?? run.createdAt) : run.createdAt,
+      fromStart,
+      ...(messagesFrom === undefined ? {} : { messagesFrom }),
+    })
     return { run, entries, fromStart, gap }
   }
 
-  /** The newest runtime snapshot of the run as last read (for the conversation panel). */
-  async runtime(runId: string): Promise<RuntimeSnapshot | undefined> {
-    return this.#runtime(runId, [])
+  /**
+   * The newest messages of the run's conversation (at most `limit`) and how many it holds: the
+   * newest snapshot read from a snapshot at least {@link CONVERSATION_STEPS} steps older.
+   */
+  async conversation(runId: string, limit: number): Promise<{ messages: Message[]; count: number }> {
+    const newest = await this.#snapshotBefore(runId, undefined)
+    if (!newest) return { messages: [], count: 0 }
+    let base = newest
+    for (let k = 0; k < SNAPSHOT_SEARCH_PAGES && base.step > newest.step - CONVERSATION_STEPS; k++) {
+      const older = await this.#snapshotBefore(runId, base)
+      if (!older) break
+      base = older
+    }
+    const [tail] = base === newest ? [undefined] : await this.#tails([newest.id], base.id)
+    const record = tail?.record ?? (await this.#store.load(newest.id))
+    const messages = runtimeOf(record)?.messages ?? []
+    const from = tail?.lists.find((list) => isPath(list.path, MESSAGES))?.skipped ?? 0
+    return { messages: messages.slice(-limit), count: from + messages.length }
   }
 
   /** The page's headers, oldest first. */
@@ -75,45 +111,83 @@ export class TimelinePages {
     return { headers: newer.slice(0, query.limit).reverse(), fromStart: query.after === 0 && newer.length <= query.limit, gap: newer.length > query.limit }
   }
 
-  async #load(headers: readonly CheckpointInfo[]): Promise<CheckpointRecord<Record<string, unknown>>[]> {
-    const ids = headers.map((info) => info.id)
-    if (this.#store.loadMany) return this.#store.loadMany<Record<string, unknown>>(ids)
-    return Promise.all(ids.map((id) => this.#store.load<Record<string, unknown>>(id)))
+  /** Remember the snapshots among `headers`. */
+  #see(runId: string, headers: readonly CheckpointInfo[]): void {
+    const seen = this.#snapshots.get(runId) ?? new Map<number, SnapshotHeader>()
+    this.#snapshots.set(runId, seen)
+    for (const info of headers) {
+      if (info.kind === RUNNER_KIND && info.metadata.snapshot === true) seen.set(info.seq, { id: info.id, seq: info.seq, step: typeof info.metadata.step === 'number' ? info.metadata.step : 0 })
+    }
+  }
+
+  /** The newest snapshot older than `header` (or the run's newest), from those seen or else read by headers, a bounded search. */
+  async #snapshotBefore(runId: string, header: { id: string; seq: number } | undefined): Promise<SnapshotHeader | undefined> {
+    let before = header?.id
+    for (let page = 0; page < SNAPSHOT_SEARCH_PAGES; page++) {
+      const listed = await this.#store.listCheckpoints({ runId, limit: HEADER_PAGE, verify: false, ...(before === undefined ? {} : { before }) })
+      this.#see(runId, listed)
+      const found = listed.find((info) => info.kind === RUNNER_KIND && info.metadata.snapshot === true)
+      if (found) return this.#snapshots.get(runId)!.get(found.seq)
+      if (listed.length < HEADER_PAGE) return undefined
+      before = listed.at(-1)!.id
+    }
+    return undefined
+  }
+
+  /** The snapshot the page is described by: the oldest one seen at or after the page's end, else the newest in it, else `base`. */
+  #describingSnapshot(runId: string, headers: readonly CheckpointInfo[], base: SnapshotHeader | undefined): SnapshotHeader | undefined {
+    const first = headers[0]
+    const last = headers.at(-1)
+    if (!first || !last) return base
+    const seen = [...(this.#snapshots.get(runId)?.values() ?? [])]
+    const after = seen.filter((snapshot) => snapshot.seq >= last.seq).sort((a, b) => a.seq - b.seq)[0]
+    const inside = seen.filter((snapshot) => snapshot.seq >= first.seq && snapshot.seq < last.seq).sort((a, b) => b.seq - a.seq)[0]
+    return after ?? inside ?? base
   }
 
   /**
-   * The newest runtime snapshot: the newest one among the page's records when it is newer than
-   * the one kept, else the kept one when the page holds nothing newer than it, else the newest
-   * one the store holds (found by its header, read alone).
+   * The page's stored checkpoints and the runtime describing it: with a snapshot before the page,
+   * only the lists' items past it are read; else (the run's first page) the records whole.
    */
-  async #runtime(runId: string, records: readonly CheckpointRecord[]): Promise<RuntimeSnapshot | undefined> {
-    const kept = this.#snapshots.get(runId)
-    const inPage = records.findLast((record) => runtimeOf(record) !== undefined)
-    if (inPage && (!kept || inPage.seq >= kept.seq)) return this.#keep(runId, inPage.seq, runtimeOf(inPage))
-    const newest = records.at(-1)?.seq ?? Infinity
-    if (kept && (kept.seq >= newest || records.length === 0)) return kept.runtime
-    let before: string | undefined
-    for (let page = 0; page < SNAPSHOT_SEARCH_PAGES; page++) {
-      const listed = await this.#store.listCheckpoints({ runId, limit: HEADER_PAGE, ...(before === undefined ? {} : { before }) })
-      if (kept && listed[0] && listed[0].seq <= kept.seq) return kept.runtime
-      const found = listed.find((info) => info.metadata.snapshot === true && (!kept || info.seq > kept.seq))
-      if (found) return this.#keep(runId, found.seq, runtimeOf(await this.#store.load(found.id)))
-      if (listed.length < HEADER_PAGE) break
-      before = listed.at(-1)!.id
+  async #load(headers: readonly CheckpointInfo[], source: SnapshotHeader | undefined, base: SnapshotHeader | undefined) {
+    const ids = headers.map((info) => info.id)
+    const extra = source && !ids.includes(source.id) ? [source.id] : []
+    if (base === undefined) {
+      const records = await loadWhole(this.#store, [...ids, ...extra])
+      const runtime = source && runtimeOf(records.find((record) => record.id === source.id)!)
+      return { records: records.slice(0, ids.length), runtime, messagesFrom: undefined }
     }
-    return kept?.runtime
+    const tails = await this.#tails([...ids, ...extra], base.id)
+    const described = source && tails.find((tail) => tail.record.id === source.id)
+    const runtime = described && runtimeOf(described.record)
+    const messagesFrom = described ? (described.lists.find((list) => isPath(list.path, MESSAGES))?.skipped ?? 0) : undefined
+    return { records: tails.slice(0, ids.length).map((tail) => tail.record), runtime, messagesFrom }
   }
 
-  #keep(runId: string, seq: number, runtime: RuntimeSnapshot | undefined): RuntimeSnapshot | undefined {
-    this.#snapshots.set(runId, { seq, runtime })
-    return runtime
+  async #tails(ids: readonly string[], after: string): Promise<CheckpointTail<Record<string, unknown>>[]> {
+    if (this.#store.loadTails) return this.#store.loadTails<Record<string, unknown>>(ids, { after })
+    return (await loadWhole(this.#store, ids)).map((record) => ({ record, lists: [] }))
   }
 
-  /** Attempts of the calls the page's tool batches made, read one effect at a time. */
+  /** Attempts of the calls the page's tool batches made, read together (the run's log checked once). */
   async #attempts(runId: string, runtime: RuntimeSnapshot | undefined, records: readonly CheckpointRecord[]): Promise<Map<string, number>> {
     const steps = new Set(records.filter((record) => record.phase === 'post_tool_batch').map((record) => record.metadata.step))
     const calls = (runtime?.tool_executions ?? []).filter((execution) => steps.has(execution.step)).map((execution) => execution.tool_call_id)
-    const effects = await Promise.all(calls.map((callId) => this.#store.getEffect(runId, callId)))
+    if (calls.length === 0) return new Map()
+    const effects = this.#store.getEffects ? await this.#store.getEffects(runId, calls) : await Promise.all(calls.map((callId) => this.#store.getEffect(runId, callId)))
     return new Map(effects.flatMap((effect) => (effect ? [[effect.callId, effect.attempts] as const] : [])))
   }
+}
+
+const MESSAGES = ['runtime', 'messages']
+/** The kind runner checkpoints are stored under. */
+const RUNNER_KIND = 'runner'
+
+function isPath(path: readonly string[], wanted: readonly string[]): boolean {
+  return path.length === wanted.length && path.every((key, k) => key === wanted[k])
+}
+
+async function loadWhole(store: StoreReader, ids: readonly string[]): Promise<CheckpointRecord<Record<string, unknown>>[]> {
+  if (store.loadMany) return store.loadMany<Record<string, unknown>>(ids)
+  return Promise.all(ids.map((id) => store.load<Record<string, unknown>>(id)))
 }

@@ -3,11 +3,11 @@ import { CheckpointCorruptionError, CheckpointNotFoundError } from '../../core/e
 import { freezeTree } from '../../core/freeze.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
-import type { CheckpointRecord } from '../checkpoint-store.js'
-import type { StorageEngine } from '../engine/storage-engine.js'
+import type { CheckpointRecord, CheckpointTail, ListTail } from '../checkpoint-store.js'
+import { readListRanges, type StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
-import { parseItems, replaceRefs, unmatchedList } from './payload-lists.js'
-import { checkRow, decodeCheckedRecord, toRecord } from './checkpoint-rows.js'
+import { parseItems, replaceRefs, unmatchedList, walkRefs } from './payload-lists.js'
+import { checkRow, decodeCheckedRecord, readStoredCheckpoint, toRecord } from './checkpoint-rows.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
@@ -56,6 +56,50 @@ export async function decodeMany(rows: readonly CheckpointRow[], engine: Storage
   })
 }
 
+/**
+ * Decode checkpoints with only the tails of their lists: a list that `base` (a checked row of the
+ * same run) also refers to is read from the item after the last one `base` holds, and checked
+ * from `base`'s chain hash on, so the read costs the items added since `base`, not the list.
+ * Other lists (and records of an older schema version, which migrate whole) are read whole.
+ */
+export async function decodeTails(rows: readonly CheckpointRow[], base: CheckpointRow, engine: StorageEngine, schemas: SchemaRegistry): Promise<CheckpointTail[]> {
+  const baseRefs = new Map(checkRow(base).map((ref) => [ref.id, ref]))
+  const checked = rows.map((row) => ({ row, refs: checkRow(row) }))
+  // A list is read from where `base` ends when every record here holds at least as much of it.
+  const starts = new Map<string, ListRef>()
+  for (const { row, refs } of checked) {
+    for (const ref of refs) {
+      const key = listKey(row.runId, ref.id)
+      const known = row.runId === base.runId ? baseRefs.get(ref.id) : undefined
+      const start = known && known.n <= ref.n ? known : { id: ref.id, n: 0, h: '' }
+      if ((starts.get(key)?.n ?? start.n) > start.n || !starts.has(key)) starts.set(key, start)
+    }
+  }
+  const startOf = (row: CheckpointRow, ref: ListRef): ListRef => starts.get(listKey(row.runId, ref.id))!
+  const lists = await readTails(checked, startOf, engine)
+  return Promise.all(
+    checked.map(async ({ row, refs }): Promise<CheckpointTail> => {
+      const current = schemas.currentVersion(row.kind)
+      const paths = listPaths(row, refs)
+      if (refs.length > 0 && current !== undefined && current !== row.schemaVersion) {
+        const record = toRecord(await readStoredCheckpoint(row, engine), schemas)
+        return { record, lists: refs.map((ref, i) => ({ path: paths[i] ?? [], skipped: 0, length: ref.n })) }
+      }
+      if (refs.length === 0) return { record: decodeCheckedRecord(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' })), lists: [] }
+      const context = { runId: row.runId, checkpointId: row.id }
+      const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
+      const tails: ListTail[] = []
+      const views = refs.map((ref, i) => {
+        const start = startOf(row, ref)
+        const list = verifiedFrom(lists.get(listKey(row.runId, ref.id))!, start, ref, corrupt)
+        tails.push({ path: paths[i] ?? [], skipped: start.n, length: ref.n })
+        return () => ({ [SPLICE]: decodedItems(list, { ...context, listId: ref.id }).slice(0, ref.n - start.n) })
+      })
+      const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
+      return { record: decodeCheckedRecord(row, splice(decodeValue(spliced, { ...context, what: 'payload' }))), lists: tails }
+    }),
+  )
+}
 
 /** The rows of `checkpointIds`, in that order, in one engine call when it can; an unknown id is a `CheckpointNotFoundError`. */
 export async function readRows(engine: StorageEngine, checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
@@ -115,6 +159,45 @@ async function readSharedLists(checked: readonly { row: CheckpointRow; refs: Lis
     refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''] }))
   }
   return lists
+}
+
+/** Each list's tail, read once from where `startOf` puts it (the same start for every ref of a list) as far as its longest ref. */
+async function readTails(checked: readonly { row: CheckpointRow; refs: ListRef[] }[], startOf: (row: CheckpointRow, ref: ListRef) => ListRef, engine: StorageEngine): Promise<Map<string, SharedList>> {
+  const ranges = new Map<string, Map<string, { from: ListRef; n: number }>>()
+  for (const { row, refs } of checked) {
+    const ofRun = ranges.get(row.runId) ?? new Map<string, { from: ListRef; n: number }>()
+    ranges.set(row.runId, ofRun)
+    for (const ref of refs) {
+      ofRun.set(ref.id, { from: startOf(row, ref), n: Math.max(ofRun.get(ref.id)?.n ?? 0, ref.n) })
+    }
+  }
+  const lists = new Map<string, SharedList>()
+  for (const [runId, ofRun] of ranges) {
+    const wanted = [...ofRun].map(([id, range]) => ({ id, from: range.from.n, n: range.n, h: range.from.h }))
+    const items = await readListRanges(engine, runId, wanted)
+    wanted.forEach((range, k) => lists.set(listKey(runId, range.id), { items: items[k] ?? [], hashes: [range.h] }))
+  }
+  return lists
+}
+
+/** The tail, after checking that its items carry the chain hash from `start`'s to `ref`'s. */
+function verifiedFrom(list: SharedList, start: ListRef, ref: ListRef, corrupt: (problem: string) => Error): SharedList {
+  const count = ref.n - start.n
+  if (list.items.length >= count) {
+    for (let k = list.hashes.length; k <= count; k++) list.hashes[k] = sha256(`${list.hashes[k - 1]!}\n${list.items[k - 1]!}`)
+    if (list.hashes[count] === ref.h) return list
+  }
+  throw corrupt(unmatchedList(ref, Math.min(list.items.length + start.n, ref.n)))
+}
+
+/** The key path of each list ref of a row's body, in ref order. */
+function listPaths(row: CheckpointRow, refs: readonly ListRef[]): string[][] {
+  const paths: string[][] = []
+  if (refs.length === 0) return paths
+  walkRefs(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), '', (i, path) => {
+    paths[i] = path.split('/').slice(1)
+  })
+  return paths
 }
 
 /** The list, after checking that it holds the ref's n items with the ref's chain hash. */

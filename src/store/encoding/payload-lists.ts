@@ -268,7 +268,8 @@ function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unk
   return node
 }
 
-function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) => void): void {
+/** Call `onRef` with the index and key path (`/runtime/messages`) of every list ref of a parsed body. */
+export function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) => void): void {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return
   const obj = node as Record<string, unknown>
   if (obj[TAG] === 'list') return onRef(refIndex(obj), path)

@@ -51,12 +51,12 @@ const SETTLED: readonly string[] = ['completed', 'cancelled']
  * (a prune deletes a finished run's effects). `effects` must be read after `log`; with `only`, they
  * are that one call's row (or none) and only its entries are checked.
  */
-export function checkEffectsAgainstLog(runId: string, log: readonly RunLogEntry[], effects: readonly { callId: string; status: string }[], only?: string): void {
+export function checkEffectsAgainstLog(runId: string, log: readonly RunLogEntry[], effects: readonly { callId: string; status: string }[], only?: string | ReadonlySet<string>): void {
   const status = new Map(effects.map((effect) => [effect.callId, effect.status]))
   const pruned = log.findLastIndex((entry) => entry[0] === 'pruned')
   log.forEach((entry, at) => {
     if (entry[0] !== 'started' && entry[0] !== 'finished') return
-    if (only !== undefined && entry[1] !== only) return
+    if (only !== undefined && (typeof only === 'string' ? entry[1] !== only : !only.has(entry[1]))) return
     const found = status.get(entry[1])
     if (found === undefined && at < pruned) return
     const ok = found === 'succeeded' || found === 'failed' || (entry[0] === 'started' && found === 'started')

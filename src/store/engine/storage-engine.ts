@@ -73,6 +73,12 @@ export interface StorageEngine {
    */
   readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]>
   /**
+   * Read items `from` up to `n` (exclusive) of each listed list of a run, in order: one array per
+   * range; an array shorter than `n - from` means items are missing. Optional: without it,
+   * {@link StorageEngine.readLists} is read and cut (see `readListRanges`).
+   */
+  readListRanges?(runId: string, ranges: readonly ListRange[]): Promise<string[][]>
+  /**
    * Delete checkpoints of one run, then drop list items no remaining checkpoint of the run
    * references, in one atomic step with the run's commits. Returns how many checkpoints were
    * deleted. `retainedListLengths` (from `cairn-agents/engine`) reads the remaining rows' `lists` and says how many items
@@ -132,6 +138,21 @@ export interface StorageEngine {
    * worker layer checks this field.
    */
   readonly leases?: LeaseEngine | undefined
+}
+
+/** Items `from` (inclusive) to `n` (exclusive) of list `id`. */
+export interface ListRange {
+  id: string
+  from: number
+  n: number
+}
+
+/** `engine.readListRanges` when the engine has it, else its lists read from their start and cut. */
+export async function readListRanges(engine: StorageEngine, runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+  if (ranges.length === 0) return []
+  if (engine.readListRanges) return engine.readListRanges(runId, ranges)
+  const lists = await engine.readLists(runId, ranges.map((range) => ({ id: range.id, n: range.n, h: '' })))
+  return lists.map((items, k) => items.slice(ranges[k]!.from))
 }
 
 /** One atomic write: checkpoints of one run, their list items, and effect journal entries. */

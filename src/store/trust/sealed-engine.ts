@@ -1,6 +1,6 @@
 import { WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
-import type { CommitRequest, CommitResult, StorageEngine } from '../engine/storage-engine.js'
+import { readListRanges, type CommitRequest, type CommitResult, type ListRange, type StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { RUN_LOG_LIST } from '../engine/list-retention.js'
@@ -196,6 +196,14 @@ export class SealedEngine implements StorageEngine {
     return lists.map((items, k) => {
       const listId = refs[k]?.id ?? '?'
       return items.map((item, idx) => this.openItem(runId, listId, idx, item))
+    })
+  }
+
+  async readListRanges(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    const lists = await readListRanges(this.#inner, runId, ranges)
+    return lists.map((items, k) => {
+      const range = ranges[k]
+      return items.map((item, idx) => this.openItem(runId, range?.id ?? '?', (range?.from ?? 0) + idx, item))
     })
   }
 

@@ -1,5 +1,5 @@
 import { WAITING_STATUSES, type ListCheckpointsQuery, type ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, ListRange, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
@@ -190,6 +190,10 @@ export class MemoryEngine implements StorageEngine {
 
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
     return refs.map((ref) => (this.#lists.get(listKey(runId, ref.id)) ?? []).slice(0, ref.n))
+  }
+
+  async readListRanges(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    return ranges.map((range) => (this.#lists.get(listKey(runId, range.id)) ?? []).slice(range.from, range.n))
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {

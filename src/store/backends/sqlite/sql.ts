@@ -66,6 +66,7 @@ export const SQL = {
   latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE workflow_name = ?
     ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
   readList: `SELECT item FROM list_items WHERE run_id = ? AND list_id = ? AND idx < ? ORDER BY idx`,
+  readListRange: `SELECT item FROM list_items WHERE run_id = ? AND list_id = ? AND idx >= ? AND idx < ? ORDER BY idx`,
   deleteCheckpoint: `DELETE FROM checkpoints WHERE id = ? AND run_id = ?`,
   /** Rows without lists are left out. */
   listRefsOfRun: `SELECT lists FROM checkpoints WHERE run_id = ? AND lists <> '[]'`,

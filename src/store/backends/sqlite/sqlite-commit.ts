@@ -10,7 +10,7 @@ import { SQL } from './sql.js'
 export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 
 /** Statements whose result is a single column return that value (`pluck`). */
-const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'listIdsOfRun'] as const)
+const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'readListRange', 'listIdsOfRun'] as const)
 
 /** Statements that read checkpoint or effect rows return each as an array of its columns (`raw`): quicker to build. */
 const RAW: ReadonlySet<keyof typeof SQL> = new Set(['getCheckpoint', 'runCheckpoints', 'getCheckpoints', 'latestOfRun', 'latestOfWorkflow', 'listEffects'] as const)

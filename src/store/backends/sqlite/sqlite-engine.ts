@@ -1,5 +1,5 @@
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
+import type { CommitRequest, CommitResult, ListRange, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
@@ -35,6 +35,7 @@ export class SqliteEngine implements StorageEngine {
   readonly #deleteCheckpoints: SqliteTransaction<[runId: string, ids: readonly string[]], number>
   readonly #deleteRun: SqliteTransaction<[runId: string], boolean>
   readonly #readLists: SqliteTransaction<[runId: string, refs: readonly ListRef[]], string[][]>
+  readonly #readListRanges: SqliteTransaction<[runId: string, ranges: readonly ListRange[]], string[][]>
   readonly #inTransaction: SqliteTransaction<[fn: () => unknown], unknown>
   #leases: SqliteLeases | undefined
 
@@ -51,6 +52,9 @@ export class SqliteEngine implements StorageEngine {
     this.#inTransaction = db.transaction((fn: () => unknown) => fn())
     this.#readLists = db.transaction((runId: string, refs: readonly ListRef[]) =>
       refs.map((ref) => this.#statements.readList.all(runId, ref.id, ref.n) as string[]),
+    )
+    this.#readListRanges = db.transaction((runId: string, ranges: readonly ListRange[]) =>
+      ranges.map((range) => this.#statements.readListRange.all(runId, range.id, range.from, range.n) as string[]),
     )
   }
 
@@ -134,6 +138,10 @@ export class SqliteEngine implements StorageEngine {
   async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
     // One snapshot for all refs, so a concurrent prune cannot cut a list between two reads.
     return refs.length === 0 ? [] : this.#readLists.deferred(runId, refs)
+  }
+
+  async readListRanges(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    return ranges.length === 0 ? [] : this.#readListRanges.deferred(runId, ranges)
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
