@@ -15,6 +15,11 @@
  *
  * Stream kills (`--streams`, 40 in full, 4 with --short): the writer of a streamed answer is
  * SIGKILLed mid-answer and resumed by another process while three readers follow with cursors.
+ *
+ * Wake kills (`--wakes`, 40 in full, 4 with --short; `--wakes-only`, `--wake-backends sqlite`): a
+ * run enqueued to worker processes sleeps, and a worker is SIGKILLed just before its wake, at the
+ * wake's claim, or just after the code after the sleep started or applied its effect; another
+ * worker takes over (see wake-kills.ts).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
@@ -29,6 +34,7 @@ import { formatRaceTally, runRaces, type RaceTally } from './races.js'
 import { playScenario, type Scenario, type ScenarioReport } from './scenario.js'
 import { EffectLog } from './side-effects.js'
 import { formatStreamKillTally, runStreamKills, type StreamKillTally } from './stream-kills.js'
+import { formatWakeKillTally, runWakeKills, type WakeKillTally } from './wake-kills.js'
 
 type Durability = 'sync' | 'async'
 
@@ -302,6 +308,9 @@ async function main(): Promise<void> {
       streams: { type: 'string' },
       'streams-only': { type: 'boolean', default: false },
       'stream-backends': { type: 'string' },
+      wakes: { type: 'string' },
+      'wakes-only': { type: 'boolean', default: false },
+      'wake-backends': { type: 'string' },
     },
   })
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed)
@@ -321,12 +330,14 @@ async function main(): Promise<void> {
   // Asking for some races only plays those races: no crash scenarios.
   const racesOnly = raceBackends !== undefined || raceCases !== undefined
   const streamsOnly = values['streams-only'] === true
-  if (!racesOnly && !streamsOnly) console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
-  const tally = racesOnly || streamsOnly ? undefined : await runTorture(options)
+  const wakesOnly = values['wakes-only'] === true
+  const oneKind = racesOnly || streamsOnly || wakesOnly
+  if (!oneKind) console.log(`cairn crash torture: ${options.named === 'every' ? 'every kill point occurrence' : 'each kill point name'}, ${options.randomKills} random kills, ${options.lanes} lanes, seed ${seed}`)
+  const tally = oneKind ? undefined : await runTorture(options)
   if (tally) console.log(formatTally(tally))
   const streamScenarios = values.streams === undefined ? (values.short ? 4 : 40) : Number(values.streams)
   let streams: StreamKillTally | undefined
-  if (!racesOnly && streamScenarios > 0 && values.only === undefined) {
+  if (!racesOnly && !wakesOnly && streamScenarios > 0 && values.only === undefined) {
     console.log(`\nstream kills: ${streamScenarios} scenarios, ${options.lanes} lanes, seed ${seed}`)
     streams = await runStreamKills({
       scenarios: streamScenarios,
@@ -337,9 +348,22 @@ async function main(): Promise<void> {
     })
     console.log(formatStreamKillTally(streams))
   }
+  const wakeScenarios = values.wakes === undefined ? (values.short ? 4 : 40) : Number(values.wakes)
+  let wakes: WakeKillTally | undefined
+  if (!racesOnly && !streamsOnly && wakeScenarios > 0 && values.only === undefined) {
+    console.log(`\nwake kills: ${wakeScenarios} scenarios, ${options.lanes} lanes, seed ${seed}`)
+    wakes = await runWakeKills({
+      scenarios: wakeScenarios,
+      lanes: options.lanes,
+      seed,
+      log: (line) => console.log(line),
+      ...(values['wake-backends'] === undefined ? {} : { backends: values['wake-backends'].split(',') }),
+    })
+    console.log(formatWakeKillTally(wakes))
+  }
   const raceRepeats = values.races === undefined ? (values.short ? 1 : 20) : Number(values.races)
   let races: RaceTally | undefined
-  if (raceRepeats > 0 && values.only === undefined && !streamsOnly) {
+  if (raceRepeats > 0 && values.only === undefined && !streamsOnly && !wakesOnly) {
     const which = `${raceCases === undefined ? 'every case' : `the ${raceCases.join(', ')} cases`} ${raceRepeats} time(s) on ${raceBackends === undefined ? 'every backend available' : raceBackends.join(', ')}`
     console.log(`\nownership races: ${which}, ${options.lanes} lanes`)
     races = await runRaces({
@@ -351,9 +375,9 @@ async function main(): Promise<void> {
     })
     console.log(formatRaceTally(races))
   }
-  if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify({ ...tally, streams, races }, null, 2)}\n`)
+  if (values.json !== undefined) await writeFile(values.json, `${JSON.stringify({ ...tally, streams, wakes, races }, null, 2)}\n`)
   const raceProblems = races ? races.failures.length + races.duplicateExecutions + races.duplicateTerminals + races.doubleOwners + races.zombieWrites : 0
-  process.exitCode = (tally?.failures.length ?? 0) === 0 && (streams?.failures.length ?? 0) === 0 && raceProblems === 0 ? 0 : 1
+  process.exitCode = (tally?.failures.length ?? 0) === 0 && (streams?.failures.length ?? 0) === 0 && (wakes?.failures.length ?? 0) === 0 && raceProblems === 0 ? 0 : 1
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main()

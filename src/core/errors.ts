@@ -46,6 +46,7 @@ export type CairnErrorCode =
   | 'stream_idle'
   | 'interrupt_expired'
   | 'time_unavailable'
+  | 'subagent_waiting'
 
 /** Options shared by every Cairn error. */
 export interface CairnErrorOptions {

@@ -1,3 +1,4 @@
+import type { RequeueOutcome } from '../store/engine/lease-engine.js'
 import type { RunLeases } from '../store/leases/run-leases.js'
 import type { RunWaits } from '../store/waits/run-waits.js'
 import { JOB_KEY } from './job.js'
@@ -34,18 +35,28 @@ export async function sweep(ctx: SweepContext): Promise<SweepReport> {
   return { woken, scheduled }
 }
 
-/** Runs whose timer passed, queued again (a worker resumes them; the runner decides what is due). */
+/**
+ * Runs whose timer passed, queued again (a worker resumes them; the runner decides what is due).
+ * The due timers of a sweep are requeued in one write of the store and cleared in another, not
+ * two commits per run: each run is still decided on its own by a compare-and-set, so a run
+ * swept by two workers at once is queued by one of them.
+ */
 export async function wakeDueTimers(ctx: SweepContext): Promise<string[]> {
+  const timers = await ctx.waits.dueTimers(ctx.now(), SWEEP_LIMIT)
+  if (timers.length === 0) return []
+  const outcomes = await requeueMany(ctx, timers.map((timer) => timer.runId))
   const woken: string[] = []
-  for (const timer of await ctx.waits.dueTimers(ctx.now(), SWEEP_LIMIT)) {
-    const outcome = await requeue(ctx, timer.runId)
+  const done: typeof timers = []
+  for (const [i, timer] of timers.entries()) {
+    const outcome = outcomes[i]
     // Held by the worker handing it back, or running (its timer was set just before it is stored
     // stopped): looked at again by the next sweep.
     if (outcome === 'held' || outcome === 'running') continue
     if (outcome === 'queued') woken.push(timer.runId)
     // Queued now or before, finished, deleted, or never a worker's: the timer (unless moved since) is done.
-    await ctx.waits.clearTimer(timer.runId, timer.wakeAt)
+    done.push(timer)
   }
+  await ctx.waits.clearTimers(done)
   return woken
 }
 
@@ -88,14 +99,25 @@ export async function fireSchedules(ctx: SweepContext): Promise<string[]> {
   return scheduled
 }
 
+type Requeued = 'queued' | 'already' | 'held' | 'running' | 'gone'
+
+/** {@link requeue} for several runs, in one write of the store when it can. */
+async function requeueMany(ctx: SweepContext, runIds: readonly string[]): Promise<Requeued[]> {
+  const outcomes = await ctx.leases.requeuePausedMany(runIds, (run) => run.metadata)
+  return outcomes.map((outcome) => (outcome ? requeuedOf(outcome) : 'gone'))
+}
+
+function requeuedOf(outcome: RequeueOutcome): Requeued {
+  if (outcome.outcome === 'queued' || outcome.outcome === 'held') return outcome.outcome
+  if (outcome.outcome === 'not_paused' && outcome.status === 'running') return 'running'
+  if (outcome.outcome === 'not_paused' && outcome.status === 'queued') return 'already'
+  return 'gone'
+}
+
 /** Queue a stopped run again: `queued` now, `already` queued, `held` or `running` (try later), `gone` (finished, deleted, or a Runner's own). */
-async function requeue(ctx: SweepContext, runId: string): Promise<'queued' | 'already' | 'held' | 'running' | 'gone'> {
+async function requeue(ctx: SweepContext, runId: string): Promise<Requeued> {
   try {
-    const outcome = await ctx.leases.requeuePaused(runId, (run) => run.metadata)
-    if (outcome.outcome === 'queued' || outcome.outcome === 'held') return outcome.outcome
-    if (outcome.outcome === 'not_paused' && outcome.status === 'running') return 'running'
-    if (outcome.outcome === 'not_paused' && outcome.status === 'queued') return 'already'
-    return 'gone'
+    return requeuedOf(await ctx.leases.requeuePaused(runId, (run) => run.metadata))
   } catch (err) {
     if ((err as { code?: unknown }).code === 'run_not_found') return 'gone'
     throw err

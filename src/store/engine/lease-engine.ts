@@ -55,6 +55,12 @@ export interface LeaseEngine {
    */
   requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined>
   /**
+   * `requeuePaused` for several runs in one write transaction (one commit), each decided as on
+   * its own; the outcomes in the order of `requests`. Optional: without it, callers requeue one
+   * run at a time.
+   */
+  requeuePausedMany?(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]>
+  /**
    * Take the lease of one named run for `owner`, in one atomic step: when nobody holds it (never
    * leased, released, or its holder's lease lapsed — or it is held by exactly `takeFrom`, a holder
    * known to be dead), set the owner, raise the epoch and start a lease of `leaseMs`; a lapsed or

@@ -208,6 +208,31 @@ export class RunLeases {
     return outcome
   }
 
+  /**
+   * {@link requeuePaused} for several runs, in one write of the engine when it can
+   * (`requeuePausedMany`), else one run at a time; each run is decided as on its own. The
+   * outcomes in the order of `runIds`; an unknown run's is undefined.
+   */
+  async requeuePausedMany(runIds: readonly string[], metadata: (run: RunRecord) => JsonObject): Promise<(RequeueOutcome | undefined)[]> {
+    for (const runId of runIds) {
+      assertId(runId, 'runId')
+      // A paused row put back over a completion or a cancel is refused before it is queued.
+      const run = await this.#getRun(runId)
+      if (run) await this.#log.checkStatus(runId, run.status)
+    }
+    const requests = runIds.map((runId) => ({ runId, now: Date.now(), metadata: (row: RunRow) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck }))
+    const engine = this.#engine
+    const outcomes = engine.requeuePausedMany
+      ? await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, () => engine.requeuePausedMany!(requests))
+      : await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, async () => {
+          const each: (RequeueOutcome | undefined)[] = []
+          for (const request of requests) each.push(await engine.requeuePaused(request))
+          return each
+        })
+    for (const [i, outcome] of outcomes.entries()) if (outcome?.outcome === 'queued') await this.#log.append(runIds[i]!, [['status', 'queued']])
+    return outcomes
+  }
+
   /** A run's lease columns; undefined for an unknown run. */
   async getLease(runId: string): Promise<LeaseRow | undefined> {
     assertId(runId, 'runId')

@@ -1,4 +1,4 @@
-import type { AcquireOutcome, AcquireRequest, ClaimRequest, ClaimedRun, EnqueueJob, LeaseEngine, LeaseSubscription } from '../engine/lease-engine.js'
+import type { AcquireOutcome, AcquireRequest, ClaimRequest, ClaimedRun, EnqueueJob, LeaseEngine, LeaseSubscription, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
 import type { CheckpointRow, RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
 import { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from '../engine/run-digest.js'
 import type { KeyRing } from './key-ring.js'
@@ -129,8 +129,9 @@ export class SealedLeases implements LeaseEngine {
   heartbeat: LeaseEngine['heartbeat'] = (request) => this.#inner.heartbeat(request)
   release: LeaseEngine['release'] = (request) => this.#inner.release(request.patch ? { ...request, patch: signedPatch(this.#ring, request.patch) } : request)
   cancel: LeaseEngine['cancel'] = (runId, digestOf) => this.#inner.cancel(runId, digestOf && signer(this.#ring))
-  requeuePaused: LeaseEngine['requeuePaused'] = (request) =>
-    this.#inner.requeuePaused({
+  requeuePaused: LeaseEngine['requeuePaused'] = (request) => this.#inner.requeuePaused(this.#sealedRequeue(request))
+  #sealedRequeue(request: RequeueRequest): RequeueRequest {
+    return {
       ...request,
       // The row as stored under the engine's lock: its fields verified before its metadata is rewritten from them.
       metadata: (row) => {
@@ -138,7 +139,15 @@ export class SealedLeases implements LeaseEngine {
         return request.metadata(openedRun(row))
       },
       ...(request.digestOf ? { digestOf: signer(this.#ring) } : {}),
-    })
+    }
+  }
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
+    const inner = this.#inner
+    if (inner.requeuePausedMany) return inner.requeuePausedMany(requests.map((request) => this.#sealedRequeue(request)))
+    const outcomes: (RequeueOutcome | undefined)[] = []
+    for (const request of requests) outcomes.push(await inner.requeuePaused(this.#sealedRequeue(request)))
+    return outcomes
+  }
   getLease: LeaseEngine['getLease'] = (runId) => this.#inner.getLease(runId)
 
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {

@@ -21,6 +21,12 @@ export class MemoryRunWaits implements RunWaits {
     return this.#timers.delete(runId)
   }
 
+  async clearTimers(timers: readonly TimerRow[]): Promise<number> {
+    let removed = 0
+    for (const timer of timers) if (await this.clearTimer(timer.runId, timer.wakeAt)) removed++
+    return removed
+  }
+
   async dueTimers(now: number, limit: number): Promise<TimerRow[]> {
     return [...this.#timers]
       .filter(([, wakeAt]) => wakeAt <= now)

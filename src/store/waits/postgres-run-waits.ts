@@ -50,6 +50,17 @@ export class PostgresRunWaits implements RunWaits {
     return rows.length > 0
   }
 
+  async clearTimers(timers: readonly TimerRow[]): Promise<number> {
+    if (timers.length === 0) return 0
+    const rows = await this.#query(
+      'clear timers',
+      `DELETE FROM ${this.#t('timers')} t USING unnest($1::text[], $2::bigint[]) AS d(run_id, wake_at)
+        WHERE t.run_id = d.run_id AND t.wake_at = d.wake_at RETURNING t.run_id`,
+      [timers.map((timer) => timer.runId), timers.map((timer) => timer.wakeAt)],
+    )
+    return rows.length
+  }
+
   async dueTimers(now: number, limit: number): Promise<TimerRow[]> {
     const rows = await this.#query('read due timers', `SELECT run_id, wake_at FROM ${this.#t('timers')} WHERE wake_at <= $1 ORDER BY wake_at LIMIT $2`, [now, limit])
     return rows.map((row) => ({ runId: String(row.run_id), wakeAt: Number(row.wake_at) }))

@@ -62,6 +62,8 @@ export interface RunWaits {
   getTimer(runId: string): Promise<number | undefined>
   /** Remove the run's timer; with `wakeAt`, only while it still says that time. True when removed. */
   clearTimer(runId: string, wakeAt?: number): Promise<boolean>
+  /** Remove each of these timers while it still says its time, in one write; how many were removed. */
+  clearTimers(timers: readonly TimerRow[]): Promise<number>
   /** Timers whose time is at or before `now`, earliest first, at most `limit`. */
   dueTimers(now: number, limit: number): Promise<TimerRow[]>
   /** Keep an event; false (and nothing changes) when an event with its id was sent before. */

@@ -43,6 +43,13 @@ export class SqliteRunWaits implements RunWaits {
     return this.#run('clear a timer', (s) => (wakeAt === undefined ? s.clearTimer.run(runId) : s.clearTimerAt.run(runId, wakeAt)).changes > 0)
   }
 
+  async clearTimers(timers: readonly TimerRow[]): Promise<number> {
+    if (timers.length === 0) return 0
+    return this.#run('clear timers', (s) =>
+      this.#db.transaction(() => timers.reduce((removed, timer) => removed + s.clearTimerAt.run(timer.runId, timer.wakeAt).changes, 0)).immediate(),
+    )
+  }
+
   async dueTimers(now: number, limit: number): Promise<TimerRow[]> {
     return (this.#run('read due timers', (s) => s.dueTimers.all(now, limit)) as TimerRow[]).map((row) => ({ runId: row.runId, wakeAt: Number(row.wakeAt) }))
   }

@@ -153,18 +153,32 @@ export class PostgresLeases implements LeaseEngine {
     })
   }
 
-  async requeuePaused({ runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    return this.#db.transaction((db) => this.#requeue(db, request))
+  }
+
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
     return this.#db.transaction(async (db) => {
-      const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
-      if (!row) return undefined
-      const run = runRowOf(row)
-      if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
-      if (row.queue === null) return { outcome: 'not_enqueued' }
-      if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
-      await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
-      await this.#redigest(db, runId, digestOf, run)
-      return { outcome: 'queued' }
+      const outcomes: (RequeueOutcome | undefined)[] = new Array<RequeueOutcome | undefined>(requests.length)
+      // Rows locked in run id order, whatever the order given: two sweeps of overlapping batches
+      // wait for each other instead of deadlocking; the second finds the runs queued already.
+      const order = requests.map((request, i) => ({ request, i })).sort((a, b) => (a.request.runId < b.request.runId ? -1 : a.request.runId > b.request.runId ? 1 : 0))
+      for (const { request, i } of order) outcomes[i] = await this.#requeue(db, request)
+      return outcomes
     })
+  }
+
+  /** Inside a transaction: one run's `requeuePaused`. */
+  async #requeue(db: PostgresQueryable, { runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
+    if (!row) return undefined
+    const run = runRowOf(row)
+    if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
+    if (row.queue === null) return { outcome: 'not_enqueued' }
+    if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
+    await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
+    await this.#redigest(db, runId, digestOf, run)
+    return { outcome: 'queued' }
   }
 
   /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */

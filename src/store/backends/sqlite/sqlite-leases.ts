@@ -141,20 +141,27 @@ export class SqliteLeases implements LeaseEngine {
     })
   }
 
-  async requeuePaused({ runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
-    return this.#write(() => {
-      const run = this.#getRun.get(runId) as RunRow | undefined
-      const lease = this.#s.getLease.get(runId) as StoredLease | undefined
-      if (!run || !lease) return undefined
-      if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
-      if (lease.queue === null) return { outcome: 'not_enqueued' }
-      if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
-        return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
-      }
-      this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
-      this.#redigest(runId, digestOf, run)
-      return { outcome: 'queued' }
-    })
+  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined> {
+    return this.#write(() => this.#requeue(request))
+  }
+
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
+    return this.#write(() => requests.map((request) => this.#requeue(request)))
+  }
+
+  /** Inside a write transaction: one run's `requeuePaused`. */
+  #requeue({ runId, metadata, now, digestOf }: RequeueRequest): RequeueOutcome | undefined {
+    const run = this.#getRun.get(runId) as RunRow | undefined
+    const lease = this.#s.getLease.get(runId) as StoredLease | undefined
+    if (!run || !lease) return undefined
+    if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
+    if (lease.queue === null) return { outcome: 'not_enqueued' }
+    if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
+      return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
+    }
+    this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
+    this.#redigest(runId, digestOf, run)
+    return { outcome: 'queued' }
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {
