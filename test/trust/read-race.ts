@@ -28,7 +28,7 @@ export function openRaceStore(target: RaceTarget): CheckpointStore {
 }
 
 /** An agent that calls a non-idempotent tool `steps` times, one call a turn, then answers. */
-export function steppingAgent(steps: number): Agent {
+export function steppingAgent(steps: number, beforeStep: (n: number) => Promise<void> = async () => undefined): Agent {
   const turn = (request: { messages: Message[] }): ContentBlock[] => {
     const done = request.messages.flatMap((m) => m.content.filter((b) => 'toolResult' in b)).length
     if (done >= steps) return [{ text: `done after ${done} steps` }]
@@ -38,7 +38,13 @@ export function steppingAgent(steps: number): Agent {
     name: 'step',
     description: 'One step (not idempotent).',
     inputSchema: { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] },
-    callback: async (input) => `step ${(input as { n: number }).n} done`,
+    callback: async (input) => {
+      const { n } = input as { n: number }
+      await beforeStep(n)
+      // A tool waits on the outside world: readers in this process get their turn (a SQLite store's calls never yield on their own).
+      await new Promise((resolve) => setImmediate(resolve))
+      return `step ${n} done`
+    },
   })
   return new Agent({ name: 'stepper', model: new ScriptedModel(Array.from({ length: steps + 1 }, () => turn)), tools: [step], systemPrompt: 'Step.' })
 }
