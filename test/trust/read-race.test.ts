@@ -107,8 +107,9 @@ describe.each([
     expect(writer).toBe('completed')
     expectClean(here)
     expectClean(there)
-    // The readers watched the run move, not one frozen view of it.
+    // The reader in the writer's process watched the run move. (A file store in another process
+    // keeps the run as it first read it, so that reader may see a single seq; SQL stores move.)
     expect(here.seqsSeen).toBeGreaterThan(2)
-    expect(there.seqsSeen).toBeGreaterThan(0)
+    expect(there.seqsSeen).toBeGreaterThan(kind === 'file' ? 0 : 2)
   }, 120_000)
 })
