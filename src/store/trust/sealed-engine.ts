@@ -11,6 +11,8 @@ import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, sig
 
 /** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
 const LAGGING_COMMIT_LIMIT = 16
+/** Most times a read of a run row and its newest checkpoint is made again while commits land in between. */
+const CATCH_UP_READS = 8
 import type { LeaseEngine } from '../engine/lease-engine.js'
 
 /** What a keyed store does to what it writes. */
@@ -274,8 +276,10 @@ export class SealedEngine implements StorageEngine {
   async #openRun(row: RunRow): Promise<{ run: RunRow; newest: CheckpointRow | undefined }> {
     let current = row
     let newest = await this.#inner.getLatest({ runId: row.runId })
-    if (newest && typeof current.lastSeq === 'number' && newest.seq > current.lastSeq) {
-      // A commit may have landed between the two reads: read the row again.
+    // Commits may land between the two reads (one or several, on a busy run): read the row again,
+    // then the newest checkpoint, until the row has caught up. A row put back stays behind on
+    // every read and is refused below.
+    for (let attempt = 1; attempt <= CATCH_UP_READS && newest && typeof current.lastSeq === 'number' && newest.seq > current.lastSeq; attempt++) {
       current = (await this.#inner.getRun(row.runId)) ?? current
       newest = await this.#inner.getLatest({ runId: row.runId })
     }

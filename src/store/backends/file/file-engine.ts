@@ -5,7 +5,7 @@ import { CheckpointCorruptionError, CheckpointError } from '../../../core/errors
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
-import { retainedListLengths } from '../../engine/list-retention.js'
+import { retainedListLengths, RUN_LOG_LIST } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
@@ -188,15 +188,20 @@ export class FileEngine implements StorageEngine {
           return { ok: false, reason: 'list_conflict' }
         }
         // The journal first, outcomes included: a checkpoint step that fails after it leaves the
-        // journal ahead of the checkpoints (a resume takes the recorded outcomes, runs nothing
-        // twice) and the run's lists, its log among them, never ahead of the journal.
+        // journal ahead of the checkpoints (a resume takes the recorded outcomes, runs nothing twice).
+        // The run's log vouches for what its entries record, so it is appended last, once every
+        // change it records is in place: a reader (in this process or another) that reads the log
+        // and then the rows never finds the log ahead of them. A crash before leaves the log
+        // behind, which forgets a transition and never refuses a run that was not rolled back.
+        const logPlans = plans.filter((plan) => plan.append.listId === RUN_LOG_LIST)
         await this.#effects.publish(run.runId, await this.#effectEdits(run.runId, effects))
-        await this.#writeCommit({ state, rows, run, files, plans })
+        await this.#writeCommit({ state, rows, run, files, plans: plans.filter((plan) => !logPlans.includes(plan)) })
         if (runPatch && state.row) {
           const updated = applyRunPatch(state.row, runPatch)
           await this.#writeRunFile(updated, false)
           state.row = updated
         }
+        await this.#appendLists(run.runId, logPlans)
         return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
       } catch (err) {
         for (const file of files) {
@@ -408,6 +413,20 @@ export class FileEngine implements StorageEngine {
     await writeFileAtomic(this.#layout.runFile(row.runId), JSON.stringify(row))
   }
 
+  /** Append to list files in a batch of their own. */
+  async #appendLists(runId: string, plans: readonly AppendPlan[]): Promise<void> {
+    if (plans.length === 0) return
+    const batch = new FileBatch()
+    try {
+      const written = await this.#lists.stage(batch, runId, plans)
+      await batch.publish()
+      written()
+    } catch (err) {
+      batch.discard()
+      throw err
+    }
+  }
+
   async #writeCommit(params: { state: RunState; rows: readonly CheckpointRow[]; run: RunRow; files: CheckpointFile[]; plans: AppendPlan[] }): Promise<void> {
     const { state, rows, run, files, plans } = params
     if (!state.row) {
@@ -430,12 +449,14 @@ export class FileEngine implements StorageEngine {
       throw err
     }
     if (rows.length === 0) return
-    state.checkpoints.push(...files)
     const last = rows[rows.length - 1]!
     // The progress digest (or signature) of the new last seq lands in the same write as the last seq.
     const seal = run.seal === undefined ? {} : { seal: run.seal }
     const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal }
     await this.#writeRunFile(updated, false)
+    // The new checkpoints and the row that records them appear to this process's readers at once
+    // (no await between): a reader never pairs the old row with a newer checkpoint.
+    state.checkpoints.push(...files)
     state.row = updated
     state.lagging = false
   }
