@@ -41,7 +41,9 @@ export class SqliteEventLog implements RunEventLog {
         this.#created = true
       }
       const s = this.#prepared()!
-      SynchronousLevel.of(this.#db)?.use()
+      // The level is left as it is: an append goes with the durability of the run's commits
+      // around it (relaxed after an `async` commit, synced after a `sync` one), and switching it
+      // here would sync every append of an `async` run, several per step.
       const insert = this.#db.transaction(() => {
         let seq = Number(s.last.get(runId) ?? 0)
         return bodies.map((body) => {
