@@ -236,6 +236,7 @@ export class CheckpointWriter {
           completions,
           ...(extra.run === undefined ? {} : { run: extra.run }),
           ...(this.#fence === undefined ? {} : { fence: this.#fence }),
+          durability: this.#options.durability,
         })
         this.commits++
         if (checkpoints.length > 0) this.#onCommit?.(checkpoints, ids)

@@ -238,6 +238,12 @@ export interface WriteBatch {
    * subagent's child run written under its parent's lease). Needs a store with `leases`.
    */
   fence?: Fence
+  /**
+   * `async`: the write may be committed without waiting for the disk — it survives a crash of
+   * the process but an OS crash or a power loss may lose it (the runner's `async` durability;
+   * SQLite commits it with `synchronous = NORMAL`). Default `sync`: on disk when it returns.
+   */
+  durability?: 'async' | 'sync'
 }
 
 /**

@@ -3,7 +3,7 @@
  * arguments, and the errors of a refused commit.
  */
 import { CheckpointError, EffectStartedError, type CairnError } from '../core/errors.js'
-import type { EffectRecord } from './checkpoint-store.js'
+import type { EffectRecord, WriteBatch } from './checkpoint-store.js'
 import type { Fence } from './engine/lease-engine.js'
 import type { RunRow } from './engine/rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
@@ -56,3 +56,9 @@ export function noWritesError(runId: string): CairnError {
   return new CheckpointError('invalid_argument', `run ${runId}: this store's backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites`, { runId })
 }
 
+/** A batch's durability for the engine: only `async` is passed on (the default is `sync`). */
+export function durabilityOf(batch: WriteBatch): { durability?: 'async' } {
+  if (batch.durability === undefined || batch.durability === 'sync') return {}
+  if (batch.durability === 'async') return { durability: 'async' }
+  throw new CheckpointError('invalid_argument', `durability must be 'async' or 'sync', got ${JSON.stringify(batch.durability)}`, { runId: batch.runId })
+}

@@ -43,7 +43,7 @@ import { SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
 import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
-import { assertFence, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
+import { assertFence, durabilityOf, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 import { entriesOf, RunLog } from './run-log.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
@@ -266,7 +266,7 @@ export class EngineStore implements CheckpointStore {
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
         // The run's log records the effect starts, outcomes and status change with them, in the same commit.
         const log = await this.#log.appendFor(runId, entriesOf({ effects, runPatch }))
-        const request: CommitRequest = { rows, appends: log ? [...appends, log] : appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}) }
+        const request: CommitRequest = { rows, appends: log ? [...appends, log] : appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}), ...durabilityOf(batch) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
           this.#log.committed(runId, log)
@@ -522,3 +522,4 @@ export class EngineStore implements CheckpointStore {
     }
   }
 }
+

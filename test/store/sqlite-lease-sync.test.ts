@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { z } from 'zod'
-import { Agent, Runner, tool } from '../../src/index.js'
+import { Agent, Runner, tool, type WriteBatch } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 
@@ -55,11 +55,11 @@ function loggedStore(options: { synchronous?: 'full' | 'normal' } = {}) {
 }
 
 describe('SQLite: which commits wait for the disk', () => {
-  it('a run syncs every commit of state, and takes and gives back its lease without a sync', async () => {
+  it('a run with sync durability syncs every commit of state, and takes and gives back its lease without a sync', async () => {
     const { store, database, transactions, kinds } = loggedStore()
     const note = tool({ name: 'note', description: 'note', inputSchema: z.object({ text: z.string() }), callback: ({ text }) => `noted ${text}` })
     const model = new ScriptedModel([[{ toolUse: { toolUseId: 'n1', name: 'note', input: { text: 'a' } } }], [{ text: 'done' }]])
-    const result = await new Runner({ store }).run(new Agent({ model, tools: [note] }), { input: 'go', runId: 'r1' })
+    const result = await new Runner({ store, durability: 'sync' }).run(new Agent({ model, tools: [note] }), { input: 'go', runId: 'r1' })
     expect(result.state).toBe('completed')
 
     const ofState = transactions.filter((t) => kinds(t).checkpoint || kinds(t).effect || kinds(t).status)
@@ -72,8 +72,45 @@ describe('SQLite: which commits wait for the disk', () => {
     expect(owners[0]).toMatch(/^UPDATE runs SET owner = '[^']+', lease_epoch = lease_epoch \+ 1/)
     expect(owners[1]).toMatch(/^UPDATE runs SET owner = NULL/)
     expect(leaseOnly.every((t) => !t.synced)).toBe(true)
-    // The connection is back to syncing every commit.
+    // The level stays relaxed after the release until a write that syncs switches it back.
+    expect(database.pragma('synchronous', { simple: true })).toBe(1)
+    await store.save({ runId: 'other', kind: 'demo', phase: 'p', payload: 1 })
+    expect(transactions.at(-1)).toMatchObject({ synced: true })
     expect(database.pragma('synchronous', { simple: true })).toBe(2)
+    await store.close()
+  })
+
+  it('a run with async durability commits its checkpoints and effects without a sync; the store\'s own writes still sync', async () => {
+    const { store, database, transactions, kinds } = loggedStore()
+    const note = tool({ name: 'note', description: 'note', inputSchema: z.object({ text: z.string() }), callback: ({ text }) => `noted ${text}` })
+    const model = new ScriptedModel([[{ toolUse: { toolUseId: 'n1', name: 'note', input: { text: 'a' } } }], [{ text: 'done' }]])
+    const result = await new Runner({ store, durability: 'async' }).run(new Agent({ model, tools: [note] }), { input: 'go', runId: 'r1' })
+    expect(result.state).toBe('completed')
+
+    const checkpoints = transactions.filter((t) => kinds(t).checkpoint)
+    expect(checkpoints.length).toBeGreaterThanOrEqual(2)
+    expect(checkpoints.every((t) => !t.synced)).toBe(true)
+    // Marking an effect started is the store's own compare-and-set, not the writer's: it syncs.
+    const starts = transactions.filter((t) => t.statements.some((s) => s.startsWith("UPDATE effects SET status = 'started'")))
+    expect(starts.length).toBeGreaterThan(0)
+    expect(starts.every((t) => t.synced)).toBe(true)
+    // Nothing else on the connection inherits the relaxed level: a plain save, an event, a timer sync.
+    await store.write({ runId: 'r2', checkpoints: [{ runId: 'r2', kind: 'demo', phase: 'p', payload: 1 }], durability: 'async' })
+    expect(transactions.at(-1)).toMatchObject({ synced: false })
+    await store.save({ runId: 'r2', kind: 'demo', phase: 'q', payload: 2 })
+    expect(transactions.at(-1)).toMatchObject({ synced: true })
+    await store.write({ runId: 'r2', checkpoints: [{ runId: 'r2', kind: 'demo', phase: 'r', payload: 3 }], durability: 'async' })
+    expect(database.pragma('synchronous', { simple: true })).toBe(1)
+    await store.waits!.setTimer('r2', Date.now() + 60_000)
+    expect(database.pragma('synchronous', { simple: true })).toBe(2)
+    await store.close()
+  })
+
+  it('a write batch with a durability other than async or sync is refused before anything is written', async () => {
+    const { store, transactions } = loggedStore()
+    const bad = { runId: 'r3', checkpoints: [{ runId: 'r3', kind: 'demo', phase: 'p', payload: 1 }], durability: 'later' } as unknown as WriteBatch
+    await expect(store.write(bad)).rejects.toThrow(/durability must be 'async' or 'sync'/)
+    expect(transactions.filter((t) => t.statements.some((s) => s.startsWith('INSERT INTO checkpoints')))).toHaveLength(0)
     await store.close()
   })
 

@@ -177,6 +177,13 @@ export interface CommitRequest {
   runPatch?: RunPatch
   /** Write only while this lease is held (see {@link StorageEngine.commit}). */
   fence?: Fence
+  /**
+   * `async`: the writer accepts that a crash of the machine (not of the process) may lose this
+   * commit, so an engine may commit it without waiting for the disk (SQLite: `synchronous =
+   * NORMAL` in WAL mode). Absent or `sync`: the commit is on disk when it returns, as far as the
+   * engine's settings make it so. An engine may ignore it.
+   */
+  durability?: 'async' | 'sync'
 }
 
 /** Why a commit wrote nothing, or that it succeeded. */

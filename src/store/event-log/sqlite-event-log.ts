@@ -1,6 +1,6 @@
 import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
-import type { SqliteDatabase, SqliteStatement } from '../backends/sqlite/driver.js'
+import { SynchronousLevel, type SqliteDatabase, type SqliteStatement } from '../backends/sqlite/driver.js'
 import { assertId } from '../encoding/validate.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
@@ -41,6 +41,9 @@ export class SqliteEventLog implements RunEventLog {
         this.#created = true
       }
       const s = this.#prepared()!
+      // The level is left as it is: an append goes with the durability of the run's commits
+      // around it (relaxed after an `async` commit, synced after a `sync` one), and switching it
+      // here would sync every append of an `async` run, several per step.
       const insert = this.#db.transaction(() => {
         let seq = Number(s.last.get(runId) ?? 0)
         return bodies.map((body) => {
@@ -70,7 +73,10 @@ export class SqliteEventLog implements RunEventLog {
 
   async deleteRun(runId: string): Promise<number> {
     assertId(runId, 'runId')
-    return this.#call(runId, 'delete events', () => this.#prepared()?.remove.run(runId).changes ?? 0)
+    return this.#call(runId, 'delete events', () => {
+      SynchronousLevel.of(this.#db)?.use()
+      return this.#prepared()?.remove.run(runId).changes ?? 0
+    })
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import { StoreError } from '../../core/errors.js'
-import type { SqliteDatabase, SqliteStatement } from '../backends/sqlite/driver.js'
+import { SynchronousLevel, type SqliteDatabase, type SqliteStatement } from '../backends/sqlite/driver.js'
 import type { ExternalEventRow, RunWaits, ScheduleRow, TakeEventRequest, TimerRow, WaitRow } from './run-waits.js'
 
 const CREATE = `
@@ -131,6 +131,8 @@ export class SqliteRunWaits implements RunWaits {
 
   #run<T>(what: string, fn: (s: Statements) => T): T {
     try {
+      // Every write here commits with the connection's own level, even after a relaxed commit.
+      SynchronousLevel.of(this.#db)?.use()
       return fn(this.#statements())
     } catch (err) {
       throw new StoreError(`cannot ${what} in the SQLite store's time tables: ${(err as Error).message}`, { cause: err })

@@ -85,6 +85,7 @@ export function configureConnection(db: SqliteDatabase, options: SqliteConnectio
   for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
     try {
       db.exec(settings)
+      LEVELS.set(db, new SynchronousLevel(db, synchronous))
       return
     } catch (err) {
       if (!isBusy(err) || Date.now() >= deadline) throw err
@@ -92,6 +93,49 @@ export function configureConnection(db: SqliteDatabase, options: SqliteConnectio
     }
   }
 }
+
+/**
+ * The `synchronous` level a connection's next transaction commits with. One per connection,
+ * shared by everything that writes through it (the engine, its leases, the event log, the time
+ * tables), so a level relaxed for one transaction never carries over to a write that asked for
+ * the connection's own. The pragma is switched only between transactions and only when the level
+ * differs, so a run of `async` commits switches once. In WAL mode, `NORMAL` does not sync the
+ * log at each commit: a commit survives a crash of the process (the log is in the OS's cache)
+ * but an OS crash or a power loss may lose the last ones; the database is never corrupted, and
+ * the next `FULL` commit syncs the log with every commit before it.
+ */
+export class SynchronousLevel {
+  /** The connection's own level (its `synchronous` option): what every write uses unless relaxed. */
+  readonly base: 'full' | 'normal'
+  #current: 'full' | 'normal'
+  readonly #db: SqliteDatabase
+
+  constructor(db: SqliteDatabase, base: 'full' | 'normal') {
+    this.base = base
+    this.#current = base
+    this.#db = db
+  }
+
+  /** The level of a connection configured by {@link configureConnection}. */
+  static of(db: SqliteDatabase): SynchronousLevel | undefined {
+    return LEVELS.get(db)
+  }
+
+  /**
+   * Before a transaction (never inside one): commit it with `level`, or the connection's own
+   * level. `normal` asks not to wait for the disk; a connection opened with `normal` never waits.
+   */
+  use(level: 'full' | 'normal' = this.base): void {
+    const wanted = this.base === 'normal' ? 'normal' : level
+    if (wanted === this.#current) return
+    // Not a prepared statement: SQLite applies this pragma when it compiles it, not when a compiled
+    // copy runs again (about 2 µs a switch).
+    this.#db.exec(wanted === 'normal' ? 'PRAGMA synchronous = NORMAL' : 'PRAGMA synchronous = FULL')
+    this.#current = wanted
+  }
+}
+
+const LEVELS = new WeakMap<SqliteDatabase, SynchronousLevel>()
 
 /** What a synchronous pause waits on: nothing ever wakes it, so it lasts its timeout. */
 const PAUSE = new Int32Array(new SharedArrayBuffer(4))

@@ -2,7 +2,7 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store
 import type { CommitRequest, CommitResult, ListRange, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
-import { configureConnection, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
+import { configureConnection, SynchronousLevel, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
 import { SqliteLeases } from './sqlite-leases.js'
 import { commitImmediate, commitInTransaction, patchRun, prepareStatements, type Statements } from './sqlite-commit.js'
@@ -27,7 +27,7 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
  */
 export class SqliteEngine implements StorageEngine {
   readonly #db: SqliteDatabase
-  readonly #synchronous: 'full' | 'normal' | undefined
+  readonly #level: SynchronousLevel
   readonly #statements: Statements
   /** Statements of list queries, by SQL text (one per filter shape). */
   readonly #listStatements = new Map<string, SqliteStatement>()
@@ -42,8 +42,8 @@ export class SqliteEngine implements StorageEngine {
   constructor(options: SqliteEngineOptions) {
     const db = options.database
     this.#db = db
-    this.#synchronous = options.synchronous
     configureConnection(db, options)
+    this.#level = SynchronousLevel.of(db)!
     migrateSqlite(db)
     this.#statements = prepareStatements(db)
     this.#commit = db.transaction((request: CommitRequest) => commitInTransaction(this.#statements, request))
@@ -60,7 +60,7 @@ export class SqliteEngine implements StorageEngine {
 
   /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
   get leases(): SqliteLeases {
-    this.#leases ??= new SqliteLeases(this.#db, (runId, patch) => patchRun(this.#statements, runId, patch), { synchronous: this.#synchronous })
+    this.#leases ??= new SqliteLeases(this.#db, (runId, patch) => patchRun(this.#statements, runId, patch), this.#level)
     return this.#leases
   }
 
@@ -101,10 +101,13 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async deleteRun(runId: string): Promise<boolean> {
+    this.#level.use()
     return this.#deleteRun.immediate(runId)
   }
 
   async commit(request: CommitRequest): Promise<CommitResult> {
+    // An `async` commit does not wait for the disk; the next write that does syncs it with its own.
+    this.#level.use(request.durability === 'async' ? 'normal' : undefined)
     return commitImmediate(this.#commit, request)
   }
 
@@ -145,6 +148,7 @@ export class SqliteEngine implements StorageEngine {
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
+    this.#level.use()
     return this.#deleteCheckpoints.immediate(runId, checkpointIds)
   }
 
@@ -234,6 +238,7 @@ export class SqliteEngine implements StorageEngine {
 
   /** Run one write in a `BEGIN IMMEDIATE` transaction. */
   #write<T>(fn: () => T): T {
+    this.#level.use()
     return this.#inTransaction.immediate(fn) as T
   }
 

@@ -14,7 +14,7 @@ import type {
   RequeueOutcome,
   RequeueRequest,
 } from '../../engine/lease-engine.js'
-import type { SqliteDatabase, SqliteStatement, SqliteTransaction } from './driver.js'
+import type { SqliteDatabase, SqliteStatement, SqliteTransaction, SynchronousLevel } from './driver.js'
 import { LEASE_SQL, SQL } from './sql.js'
 import { WAITING_STATUSES } from '../../checkpoint-store.js'
 
@@ -40,16 +40,16 @@ export class SqliteLeases implements LeaseEngine {
   readonly #insertRun: SqliteStatement
   readonly #patchRun: (runId: string, patch: RunPatch) => unknown
   readonly #transaction: SqliteTransaction<[fn: () => unknown], unknown>
-  /** Statements that switch the connection to not waiting for the disk and back; none when it never waits. */
-  readonly #sync: { relax: SqliteStatement; restore: SqliteStatement } | undefined
+  /** The connection's `synchronous` level, shared with the engine: lease-only transactions relax it. */
+  readonly #level: SynchronousLevel
 
-  constructor(db: SqliteDatabase, patchRun: (runId: string, patch: RunPatch) => unknown, options: { synchronous?: 'full' | 'normal' | undefined } = {}) {
+  constructor(db: SqliteDatabase, patchRun: (runId: string, patch: RunPatch) => unknown, level: SynchronousLevel) {
     this.#s = Object.fromEntries(Object.entries(LEASE_SQL).map(([key, sql]) => [key, db.prepare(sql)])) as LeaseStatements
     this.#getRun = db.prepare(SQL.getRun)
     this.#insertRun = db.prepare(SQL.insertRun)
     this.#patchRun = patchRun
     this.#transaction = db.transaction((fn: () => unknown) => fn())
-    this.#sync = options.synchronous === 'normal' ? undefined : { relax: db.prepare('PRAGMA synchronous = NORMAL'), restore: db.prepare('PRAGMA synchronous = FULL') }
+    this.#level = level
   }
 
   async enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
@@ -186,18 +186,14 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   #write<T>(fn: () => T): T {
+    this.#level.use()
     return this.#transaction.immediate(fn) as T
   }
 
   /** {@link #write} for a transaction that changes only lease columns: committed without a sync (see the class). */
   #leaseOnly<T>(fn: () => T): T {
-    if (!this.#sync) return this.#write(fn)
-    this.#sync.relax.run()
-    try {
-      return this.#write(fn)
-    } finally {
-      this.#sync.restore.run()
-    }
+    this.#level.use('normal')
+    return this.#transaction.immediate(fn) as T
   }
 }
 
