@@ -1,6 +1,6 @@
 import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
 import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
-import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../checkpoint-store.js'
+import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../store-types.js'
 import type { RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { isSignature } from '../trust/seal.js'

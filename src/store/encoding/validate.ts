@@ -1,5 +1,5 @@
 import { CheckpointError } from '../../core/errors.js'
-import { RUN_STATUSES, type CheckpointInput, type RunStatus } from '../checkpoint-store.js'
+import { RUN_STATUSES, type CheckpointInput, type RunStatus } from '../store-types.js'
 
 const ID_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/
 

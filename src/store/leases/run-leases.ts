@@ -1,7 +1,7 @@
 import type { JsonObject } from '../../core/codec.js'
 import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { CreateRunInput, RunRecord, RunStatus } from '../checkpoint-store.js'
+import type { CreateRunInput, RunRecord, RunStatus } from '../store-types.js'
 import type { RunRow } from '../engine/rows.js'
 import type {
   AcquireRequest,
