@@ -1,13 +1,22 @@
 import type { Agent } from '../agent/agent.js'
 import { tool, type Tool } from '../tools/tool.js'
-import type { Runner } from './runner.js'
+import type { StoreReader } from '../store/checkpoint-store.js'
+import type { ResumeOptions, RunOptions } from './run-options.js'
+import type { RunResult } from './run-result.js'
+
+/** What a subagent tool asks of the runner that drives its child runs (a `Runner` is one). */
+export interface ChildRunner {
+  readonly store: Pick<StoreReader, 'getRun'>
+  run(agent: Agent, options: RunOptions): Promise<RunResult>
+  resume(agent: Agent, options: ResumeOptions): Promise<RunResult>
+}
 
 /**
  * A tool that runs another agent as a child run of the runner. The child's run id is the call's
  * idempotency key (`<parent run>:<tool use id>`), so a resumed parent finds the child again and
  * resumes it — or takes its stored result — instead of starting it over.
  */
-export function subagentTool(runner: Runner, buildAgent: () => Agent, options: { name: string; description: string }): Tool {
+export function subagentTool(runner: ChildRunner, buildAgent: () => Agent, options: { name: string; description: string }): Tool {
   const base = tool({
     name: options.name,
     description: options.description,
