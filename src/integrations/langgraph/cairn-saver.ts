@@ -151,7 +151,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       await this.store.save(input)
     } catch (err) {
       // The same checkpoint put again replaces the stored one.
-      if (!(err instanceof CheckpointError) || err.code !== 'invalid_argument' || !(await this.store.delete(key))) throw err
+      if (!(err instanceof InvalidArgumentError) || !(await this.store.delete(key))) throw err
       await this.store.save(input)
     }
     this.#ledgers.fresh(key)
