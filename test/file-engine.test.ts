@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
 import { encodeValue } from '../src/core/codec.js'
-import { CheckpointCorruptionError, CheckpointError } from '../src/core/errors.js'
+import { CheckpointCorruptionError, InvalidArgumentError } from '../src/core/errors.js'
 import type { CommitRequest } from '../src/store/engine/storage-engine.js'
 import type { CheckpointRow, RunRow } from '../src/store/engine/rows.js'
 import { FileEngine } from '../src/store/backends/file/file-engine.js'
@@ -233,7 +233,7 @@ describe('FileStore', () => {
     const engine = new FileEngine({ directory })
     cleanup.push(() => engine.close())
     for (const runId of ['../x', 'a/b', '..', '.hidden', 'a\\b', 'nul\u0000byte', '']) {
-      await expect(store.save({ runId, kind: 'k', phase: 'p', payload: {} })).rejects.toBeInstanceOf(CheckpointError)
+      await expect(store.save({ runId, kind: 'k', phase: 'p', payload: {} })).rejects.toBeInstanceOf(InvalidArgumentError)
       await expect(store.createRun({ runId })).rejects.toMatchObject({ code: 'invalid_argument' })
       await expect(engine.insertRun(runRow(runId))).rejects.toMatchObject({ code: 'invalid_argument' })
       await expect(engine.commit(commitRequest({ runId, id: 'cp', seq: 1 }))).rejects.toMatchObject({ code: 'invalid_argument' })

@@ -80,8 +80,15 @@ export class CairnError extends Error {
  * wrong kind. The message names the argument and what it accepts; nothing was changed.
  */
 export class InvalidArgumentError extends CairnError {
-  constructor(message: string, options: CairnErrorOptions = {}) {
+  /** The run the argument was for, when there is one. */
+  readonly runId: string | undefined
+  /** The checkpoint the argument was for, when there is one. */
+  readonly checkpointId: string | undefined
+
+  constructor(message: string, options: CairnErrorOptions & { runId?: string | undefined; checkpointId?: string | undefined } = {}) {
     super('invalid_argument', message, options)
+    this.runId = options.runId
+    this.checkpointId = options.checkpointId
   }
 }
 

@@ -1,5 +1,6 @@
 import { FINISHED_STATUSES, type RunStore, type StoreReader } from '../store/checkpoint-store.js'
 import { followRun, type RunEventsOptions } from '../runner/run-stream.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /** A store whose run streams can be served: a reader with an event log (every Cairn store). */
 export type StreamSource = StoreReader & Pick<RunStore, 'events'>
@@ -84,7 +85,7 @@ export function sseStream(req: Request, options: RunStreamResponseOptions, produ
   const heartbeatMs = options.heartbeatMs ?? 15_000
   const maxDurationMs = options.maxDurationMs ?? 300_000
   for (const [name, value] of [['heartbeatMs', heartbeatMs], ['maxDurationMs', maxDurationMs]] as const) {
-    if (!(Number.isFinite(value) && value > 0)) throw new TypeError(`${name} must be a positive number of ms, got ${String(value)}`)
+    if (!(Number.isFinite(value) && value > 0)) throw new InvalidArgumentError(`${name} must be a positive number of ms, got ${String(value)}`)
   }
   const controller = new AbortController()
   const signal = AbortSignal.any([controller.signal, req.signal])

@@ -1,4 +1,4 @@
-import { CairnError, CheckpointNotFoundError } from '../core/errors.js'
+import { CairnError, CheckpointNotFoundError, InvalidArgumentError } from '../core/errors.js'
 import type { RunEvent } from '../observe/run-events.js'
 import { FINISHED_STATUSES, type RunStore, type StoreReader } from '../store/checkpoint-store.js'
 
@@ -35,13 +35,12 @@ const LONGEST_WAIT_MS = 2000
 export async function* followRun(store: StoreReader & Pick<RunStore, 'events'>, runId: string, options: RunEventsOptions = {}): AsyncGenerator<StreamedRunEvent, void> {
   const log = store.events
   if (!log) {
-    throw new CairnError(
-      'invalid_argument',
+    throw new InvalidArgumentError(
       `run ${runId}: this store has no event log, so its runs cannot be streamed; use a Cairn store (MemoryStore, FileStore, SqliteStore, PostgresStore), or give this store's events a RunEventLog`,
     )
   }
   const idleMs = options.idleTimeoutMs ?? 600_000
-  if (!(Number.isFinite(idleMs) && idleMs > 0)) throw new TypeError(`idleTimeoutMs must be a positive number of ms, got ${String(options.idleTimeoutMs)}`)
+  if (!(Number.isFinite(idleMs) && idleMs > 0)) throw new InvalidArgumentError(`idleTimeoutMs must be a positive number of ms, got ${String(options.idleTimeoutMs)}`)
   let after = options.after
   let seen = after !== undefined
   let idleSince = Date.now()

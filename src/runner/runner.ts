@@ -7,7 +7,7 @@ import type { Agent } from '../agent/agent.js'
 import { nextTimeOf, waitingStatusOf, type Interrupt } from '../agent/interrupts.js'
 import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
-import { textOf, toolUsesOf, type ContentBlock, type Message } from '../model/messages.js'
+import { textOf, toolUsesOf, type Message } from '../model/messages.js'
 import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import { loadRun } from '../store/delegating-store.js'
 import { assertId } from '../store/encoding/validate.js'
@@ -20,14 +20,17 @@ import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnaps
 import { loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
 import { RunSession } from './run-session.js'
-import { ownerProcessIsGone, RunOwnership, type HeldLease, type WaitForOwner } from './run-ownership.js'
+import { ownerProcessIsGone, RunOwnership } from './run-ownership.js'
 import { assertContext, newRuntime, ownerMetadata, repairDanglingToolUses, restoreAgent } from './run-state.js'
 import { subagentTool } from './subagent-tool.js'
+import type { OwnershipOptions, ResumeOptions, RunOptions, StreamOptions } from './run-options.js'
 import type { RunEvent, RunEventListener } from '../observe/run-events.js'
 import { loadOpenTelemetry, runTracing } from '../observe/telemetry.js'
 import { deltaOf, emitter, observedTools, reportOutcome, streamOf, type Emit } from './run-observer.js'
 import { EventRecorder, type EventLogOptions } from './event-recorder.js'
 import { followRun, type RunEventsOptions, type StreamedRunEvent } from './run-stream.js'
+
+export type { OwnershipOptions, ResumeOptions, RunOptions, StreamOptions } from './run-options.js'
 
 /** How to build a {@link Runner}. */
 export interface RunnerOptions extends Partial<WriterOptions> {
@@ -53,55 +56,6 @@ export interface RunnerOptions extends Partial<WriterOptions> {
    * pass one they move by hand (give the workers the same one).
    */
   clock?: { now(): number }
-}
-
-/** How a second execution of a run that is already being executed behaves. */
-export interface OwnershipOptions {
-  /**
-   * When another live process executes the run: `false` (default) throws `RunBusyError` at once
-   * (naming the owner and when its lease expires); `true` waits until it finishes or its lease
-   * lapses, then continues (a finished run returns its stored result); `{ timeoutMs }` waits at
-   * most that long.
-   */
-  waitForOwner?: WaitForOwner
-  /**
-   * The run is already held under this lease (a worker's claim): writes carry its fence, and the
-   * runner neither renews nor releases it. Set by the worker layer.
-   */
-  lease?: HeldLease
-}
-
-/** What `runner.stream` takes: a new run's options, or `{ resume: true, ...ResumeOptions }`. */
-export type StreamOptions = (RunOptions & { resume?: false }) | (ResumeOptions & { resume: true })
-
-/** What `runner.run` takes. */
-export interface RunOptions extends OwnershipOptions {
-  input: string | ContentBlock[]
-  /** A stable id makes the run findable after a crash; a fresh one by default. */
-  runId?: string
-  threadId?: string
-  /** Caller context kept in the runtime snapshot (JSON). */
-  context?: JsonObject
-  signal?: AbortSignal
-  /** Set by subagent tools: the run this one is a child of. */
-  parentRunId?: string
-}
-
-/** What `runner.resume` takes. */
-export interface ResumeOptions extends OwnershipOptions {
-  runId: string
-  threadId?: string
-  /** Answers to pending interrupts, by interrupt id. */
-  responses?: Record<string, JsonValue>
-  /**
-   * Who gave `responses` (a person, a service), recorded with them in the run's timeline
-   * (`cairn show`) beside the process that applied them and when.
-   */
-  answeredBy?: string
-  /** Laid over the restored context. */
-  context?: JsonObject
-  signal?: AbortSignal
-  allowConfigChange?: boolean
 }
 
 /**

@@ -1,7 +1,16 @@
 import type { Agent } from '../agent/agent.js'
 import { CairnError } from '../core/errors.js'
 import { tool, type Tool } from '../tools/tool.js'
-import type { Runner } from './runner.js'
+import type { StoreReader } from '../store/checkpoint-store.js'
+import type { ResumeOptions, RunOptions } from './run-options.js'
+import type { RunResult } from './run-result.js'
+
+/** What a subagent tool asks of the runner that drives its child runs (a `Runner` is one). */
+export interface ChildRunner {
+  readonly store: Pick<StoreReader, 'getRun'>
+  run(agent: Agent, options: RunOptions): Promise<RunResult>
+  resume(agent: Agent, options: ResumeOptions): Promise<RunResult>
+}
 
 /**
  * A tool that runs another agent as a child run of the runner. The child's run id is the call's
@@ -13,7 +22,7 @@ import type { Runner } from './runner.js'
  * past its sleep. A child that waits for an event cannot be waited for this way (the parent
  * would need the event the child waits for): the call fails with `code: 'subagent_waiting'`.
  */
-export function subagentTool(runner: Runner, buildAgent: () => Agent, options: { name: string; description: string }): Tool {
+export function subagentTool(runner: ChildRunner, buildAgent: () => Agent, options: { name: string; description: string }): Tool {
   const base = tool({
     name: options.name,
     description: options.description,

@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError } from '../core/errors.js'
+import { CheckpointCorruptionError, CheckpointNotFoundError, InvalidArgumentError } from '../core/errors.js'
 import type { SchemaRegistry } from '../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointTail, LatestQuery, ListCheckpointsQuery, LoadRunQuery, LoadTailsQuery } from './checkpoint-store.js'
 import type { StorageEngine } from './engine/storage-engine.js'
@@ -55,7 +55,7 @@ export class CheckpointReads {
 
   async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     const given: unknown = checkpointIds
-    if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadMany needs an array of checkpoint ids')
+    if (!Array.isArray(given)) throw new InvalidArgumentError('loadMany needs an array of checkpoint ids')
     for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
     return this.#trusted(async () => {
       const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
@@ -65,7 +65,7 @@ export class CheckpointReads {
 
   async loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
     const given: unknown = checkpointIds
-    if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'loadTails needs an array of checkpoint ids')
+    if (!Array.isArray(given)) throw new InvalidArgumentError('loadTails needs an array of checkpoint ids')
     for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
     assertId(query?.after, 'after')
     return this.#trusted(async () => {
@@ -76,7 +76,7 @@ export class CheckpointReads {
 
   async loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
     assertId(runId, 'runId')
-    if (query.kind !== undefined && typeof query.kind !== 'string') throw new CheckpointError('invalid_argument', `kind must be a string, got ${typeof query.kind}`)
+    if (query.kind !== undefined && typeof query.kind !== 'string') throw new InvalidArgumentError(`kind must be a string, got ${typeof query.kind}`)
     return this.#trusted(async () => {
       // The row first, as for getLatest: the checkpoints read after it are never older than it says.
       const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
@@ -92,7 +92,7 @@ export class CheckpointReads {
   async getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     if (query.runId !== undefined) assertId(query.runId, 'runId')
     else if (typeof query.workflowName !== 'string' || query.workflowName === '') {
-      throw new CheckpointError('invalid_argument', 'getLatest needs { runId } or { workflowName }')
+      throw new InvalidArgumentError('getLatest needs { runId } or { workflowName }')
     }
     const { runId, workflowName } = query
     return this.#trusted(async () => {
@@ -178,7 +178,7 @@ export class CheckpointReads {
 /** A listing's `limit`, when given, is a positive integer. */
 export function assertLimit(limit: number | undefined): void {
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
-    throw new CheckpointError('invalid_argument', `limit must be a positive integer, got ${String(limit)}`)
+    throw new InvalidArgumentError(`limit must be a positive integer, got ${String(limit)}`)
   }
 }
 

@@ -28,7 +28,7 @@ import type {
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'
-import { CheckpointError } from '../core/errors.js'
+import { InvalidArgumentError } from '../core/errors.js'
 
 /**
  * A {@link RunStore} that forwards every call to `inner`. Extend it to change a few methods of
@@ -99,12 +99,12 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
 
   putPendingWrites(input: PutPendingWritesInput): Promise<void> {
-    if (!this.inner.putPendingWrites) return Promise.reject(new CheckpointError('invalid_argument', 'the wrapped store has no place for pending writes'))
+    if (!this.inner.putPendingWrites) return Promise.reject(new InvalidArgumentError('the wrapped store has no place for pending writes'))
     return this.inner.putPendingWrites(input)
   }
 
   listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
-    if (!this.inner.listPendingWrites) return Promise.reject(new CheckpointError('invalid_argument', 'the wrapped store has no place for pending writes'))
+    if (!this.inner.listPendingWrites) return Promise.reject(new InvalidArgumentError('the wrapped store has no place for pending writes'))
     return this.inner.listPendingWrites(runId, checkpointIds)
   }
   get leases(): RunLeases | undefined {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, LeaseLostError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, InvalidArgumentError, LeaseLostError, StoreError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
 import type {
@@ -93,7 +93,7 @@ export class EngineStore implements CheckpointStore {
 
   constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
     if (options.encrypt === true && options.keys === undefined) {
-      throw new CheckpointError('invalid_argument', 'encrypt: true needs keys: give the store a key ring ({ keys: [{ id, secret }] })')
+      throw new InvalidArgumentError('encrypt: true needs keys: give the store a key ring ({ keys: [{ id, secret }] })')
     }
     this.#keyed = options.keys !== undefined
     this.#encrypted = options.encrypt === true
@@ -111,7 +111,7 @@ export class EngineStore implements CheckpointStore {
     const now = Date.now()
     const createdAt = input.createdAt ?? now
     if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
-      throw new CheckpointError('invalid_argument', `run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
+      throw new InvalidArgumentError(`run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
     }
     const fields = {
       runId,
@@ -250,7 +250,7 @@ export class EngineStore implements CheckpointStore {
     const inputs = batch.checkpoints ?? []
     for (const input of inputs) {
       assertCheckpointInput(input)
-      if (input.runId !== runId) throw new CheckpointError('invalid_argument', `a write to run ${runId} holds a checkpoint of run ${input.runId}`, { runId })
+      if (input.runId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds a checkpoint of run ${input.runId}`, { runId })
     }
     const effects = {
       intents: (batch.intents ?? []).map((intent) => intentRow(intent, runId)),
@@ -279,7 +279,7 @@ export class EngineStore implements CheckpointStore {
         if (result.reason === 'fenced') throw new LeaseLostError(fence!)
         const explicitSeq = inputs[0]?.seq !== undefined
         if (result.reason === 'duplicate_id') {
-          throw new CheckpointError('invalid_argument', `a checkpoint id of this write already exists; omit id to get a fresh one`, { runId })
+          throw new InvalidArgumentError(`a checkpoint id of this write already exists; omit id to get a fresh one`, { runId })
         }
         if (result.reason === 'stale_seq' && explicitSeq) {
           throw new CheckpointError(
@@ -367,8 +367,7 @@ export class EngineStore implements CheckpointStore {
     // Recorded just after the outcome: a crash in between leaves the log behind, never ahead.
     if (result.recorded) await this.#withRunLock(completion.runId, () => this.#log.append(completion.runId, [['finished', completion.callId]]))
     if (!result.row) {
-      throw new CheckpointError(
-        'invalid_argument',
+      throw new InvalidArgumentError(
         `run ${completion.runId} has no intent for effect ${completion.callId}; record the intent before the effect starts`,
         { runId: completion.runId },
       )

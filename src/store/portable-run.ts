@@ -1,5 +1,5 @@
 import { decodeValue, encodeValue, serialize, type JsonObject, type JsonValue } from '../core/codec.js'
-import { CairnError, CheckpointError } from '../core/errors.js'
+import { CairnError, CheckpointError, InvalidArgumentError } from '../core/errors.js'
 import { hashEncoded, sha256 } from '../core/hash.js'
 import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
@@ -98,10 +98,10 @@ export async function importRun(store: RunStore, document: unknown, onProgress?:
 function assertDocument(value: unknown): RunDocument {
   const doc = value as Partial<RunDocument> | null
   if (typeof doc !== 'object' || doc === null || doc.format !== RUN_DOCUMENT_FORMAT || doc.version !== 1 || !doc.run || !Array.isArray(doc.checkpoints) || !Array.isArray(doc.effects)) {
-    throw new CairnError('invalid_argument', `not a Cairn run document (expected {"format":"${RUN_DOCUMENT_FORMAT}","version":1,...}); make one with \`cairn export RUN\``)
+    throw new InvalidArgumentError(`not a Cairn run document (expected {"format":"${RUN_DOCUMENT_FORMAT}","version":1,...}); make one with \`cairn export RUN\``)
   }
   const problem = documentProblem(doc as RunDocument)
-  if (problem !== undefined) throw new CairnError('invalid_argument', `the run document is malformed: ${problem}; import a document made by \`cairn export RUN\` unchanged`)
+  if (problem !== undefined) throw new InvalidArgumentError(`the run document is malformed: ${problem}; import a document made by \`cairn export RUN\` unchanged`)
   return doc as RunDocument
 }
 

@@ -1,4 +1,4 @@
-import { CheckpointError } from '../core/errors.js'
+import { InvalidArgumentError } from '../core/errors.js'
 import type { CheckpointRecord, CheckpointStore, ForkOptions, PruneOptions, PruneResult } from './checkpoint-store.js'
 import type { StorageEngine } from './engine/storage-engine.js'
 import type { EngineCall } from './checkpoint-reads.js'
@@ -24,9 +24,9 @@ export interface MaintenanceContext {
 /** `store.prune`: in each run (or the one given), remove the checkpoints older than its newest `keepLast` and `olderThan`, and finished runs' old effects. */
 export async function pruneRuns(context: MaintenanceContext, options: PruneOptions): Promise<PruneResult> {
   const keepLast = Math.max(1, options.keepLast ?? 1)
-  if (!Number.isInteger(keepLast)) throw new CheckpointError('invalid_argument', `keepLast must be an integer, got ${String(options.keepLast)}`)
+  if (!Number.isInteger(keepLast)) throw new InvalidArgumentError(`keepLast must be an integer, got ${String(options.keepLast)}`)
   const olderThan = options.olderThan === undefined ? undefined : Number(options.olderThan)
-  if (olderThan !== undefined && Number.isNaN(olderThan)) throw new CheckpointError('invalid_argument', 'olderThan must be a Date or Unix milliseconds')
+  if (olderThan !== undefined && Number.isNaN(olderThan)) throw new InvalidArgumentError('olderThan must be a Date or Unix milliseconds')
   const runIds = options.runId !== undefined ? [options.runId] : await allRunIds(context)
   const total: PruneResult = { checkpointsDeleted: 0, effectsDeleted: 0 }
   for (const runId of runIds) {
@@ -44,9 +44,9 @@ export async function pruneRuns(context: MaintenanceContext, options: PruneOptio
 /** `store.rekey`: re-seal every record of the store under the key ring's writing key (see `EngineStore.rekey`). */
 export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptions): Promise<RekeyResult> {
   const engine = context.engine
-  if (!(engine instanceof SealedEngine)) throw new CheckpointError('invalid_argument', 'rekey needs a store opened with keys ({ keys: [newKey, ...oldKeys] })')
+  if (!(engine instanceof SealedEngine)) throw new InvalidArgumentError('rekey needs a store opened with keys ({ keys: [newKey, ...oldKeys] })')
   const rewrite = engine.inner.rewrite?.bind(engine.inner)
-  if (!rewrite) throw new CheckpointError('invalid_argument', 'this store backend cannot rewrite records in place, so it cannot be rekeyed')
+  if (!rewrite) throw new InvalidArgumentError('this store backend cannot rewrite records in place, so it cannot be rekeyed')
   const { encrypt } = engine.sealing
   checkEncryptionOptions(options, encrypt)
   await context.call(undefined, 'check the writing key', () => engine.checkWritingKey())

@@ -2,9 +2,8 @@ import { isPlainObject, type JsonObject } from '../core/codec.js'
 import { InvalidArgumentError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { WorkflowMessage } from './checkpoint.js'
-import { routeThrough } from './edges.js'
+import { reachableFrom, routeThrough, type EdgeGroup } from './edges.js'
 import type { RequestInfoEvent, WorkflowEvent } from './events.js'
-import { reachableFrom, type WorkflowGraph } from './graph.js'
 import { StagedWrites, type SharedState, type WorkflowState } from './shared-state.js'
 
 /** Options of `ctx.sendMessage`. */
@@ -48,6 +47,15 @@ export interface WorkflowContext<TSend = unknown, TOutput = unknown> {
   requestInfo(data: unknown, options?: RequestInfoOptions): Promise<string>
 }
 
+/**
+ * What a step context reads of its workflow's graph (a `WorkflowGraph` is one): declared here
+ * because the graph's executors take contexts, so importing the graph would close a circle.
+ */
+interface ContextGraph {
+  name: string
+  bySource: ReadonlyMap<string, readonly EdgeGroup[]>
+}
+
 /** The context of one executor in one super step; collects what it sends, asks and stages. */
 export class StepContext implements WorkflowContext {
   readonly workflowName: string
@@ -60,11 +68,11 @@ export class StepContext implements WorkflowContext {
   readonly writes = new StagedWrites()
   readonly sent: WorkflowMessage[] = []
   readonly requests: RequestInfoEvent[] = []
-  readonly #graph: WorkflowGraph
+  readonly #graph: ContextGraph
   readonly #emit: (event: WorkflowEvent) => void
 
   constructor(params: {
-    graph: WorkflowGraph
+    graph: ContextGraph
     runId: string
     executorId: string
     iteration: number
@@ -78,7 +86,7 @@ export class StepContext implements WorkflowContext {
     this.runId = params.runId
     this.executorId = params.executorId
     this.iteration = params.iteration
-    this.targetIds = reachableFrom(params.graph, params.executorId)
+    this.targetIds = reachableFrom(params.graph.bySource, params.executorId)
     this.state = params.state.view(this.writes)
     this.signal = params.signal
   }

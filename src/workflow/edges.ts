@@ -103,3 +103,8 @@ export function describeGroup(group: EdgeGroup): Record<string, unknown> {
       }
   }
 }
+
+/** The executors the edge groups leaving `executorId` can reach (`bySource` as a graph keeps it). */
+export function reachableFrom(bySource: ReadonlyMap<string, readonly EdgeGroup[]>, executorId: string): string[] {
+  return [...new Set((bySource.get(executorId) ?? []).flatMap(targetsOf))]
+}

@@ -1,5 +1,5 @@
 import { canonicalJson, hashValue } from '../core/hash.js'
-import { describeGroup, sourcesOf, targetsOf, type EdgeGroup, type FanInGroup } from './edges.js'
+import { describeGroup, sourcesOf, type EdgeGroup, type FanInGroup } from './edges.js'
 import type { Executor } from './executor.js'
 import type { GraphSignature } from './checkpoint-types.js'
 
@@ -43,11 +43,6 @@ export function createGraph(params: { name: string; start: Executor; executors: 
     signature,
     signatureHash: hashValue(signature),
   }
-}
-
-/** The executors an executor's edges can reach. */
-export function reachableFrom(graph: WorkflowGraph, executorId: string): string[] {
-  return [...new Set((graph.bySource.get(executorId) ?? []).flatMap(targetsOf))]
 }
 
 /** What differs between a stored signature and the current one, in words. */

@@ -13,7 +13,7 @@ import { CairnError, CheckpointError, InvalidArgumentError } from '../../core/er
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
 import { loadValue, storeValue, type RevivedItemMemo, type StoredItemMemo, type StoredValue } from './stored-values.js'
-import { listHeaders, threadRuns, type ListedHeader } from './thread-listing.js'
+import { listHeaders, threadRuns, type ListedHeader, type SavedHeader } from './thread-listing.js'
 import { importPeer } from '../../core/peers.js'
 import { WritesLedgers, corrupt, listWrites, type WritesTarget } from './pending-writes.js'
 
@@ -39,18 +39,6 @@ interface SavedCheckpoint {
   checkpoint: Omit<Checkpoint, 'channel_values'>
   /** The channel values the checkpoint stores, each through the saver's serde. */
   values: Record<string, StoredValue>
-}
-
-/** What the header (the checkpoint's Cairn metadata) says of a LangGraph checkpoint: enough to list and filter without payloads. */
-export interface SavedHeader {
-  threadId: string
-  checkpointNs: string
-  checkpointId: string
-  parentId: string | null
-  /** LangGraph's metadata of the checkpoint, through the saver's serde. */
-  metadata: StoredValue
-  /** The version of each channel whose value the checkpoint stores. */
-  stored: ChannelVersions
 }
 
 /**
@@ -163,7 +151,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       await this.store.save(input)
     } catch (err) {
       // The same checkpoint put again replaces the stored one.
-      if (!(err instanceof CheckpointError) || err.code !== 'invalid_argument' || !(await this.store.delete(key))) throw err
+      if (!(err instanceof InvalidArgumentError) || !(await this.store.delete(key))) throw err
       await this.store.save(input)
     }
     this.#ledgers.fresh(key)

@@ -1,10 +1,22 @@
-import type { CheckpointMetadata } from '@langchain/langgraph-checkpoint'
+import type { ChannelVersions, CheckpointMetadata } from '@langchain/langgraph-checkpoint'
 import type { CheckpointInfo, CheckpointStore, RunRecord } from '../../store/checkpoint-store.js'
 import { compareCodePoints } from '../../store/encoding/write-rows.js'
-import type { SavedHeader } from './cairn-saver.js'
 import { LANGGRAPH_KIND, runIdOf } from './identity.js'
+import type { StoredValue } from './stored-values.js'
 
 const PAGE = 500
+
+/** What the header (the checkpoint's Cairn metadata) says of a LangGraph checkpoint: enough to list and filter without payloads. */
+export interface SavedHeader {
+  threadId: string
+  checkpointNs: string
+  checkpointId: string
+  parentId: string | null
+  /** LangGraph's metadata of the checkpoint, through the saver's serde. */
+  metadata: StoredValue
+  /** The version of each channel whose value the checkpoint stores. */
+  stored: ChannelVersions
+}
 
 /** A checkpoint header selected by a listing, with its LangGraph header. */
 export interface ListedHeader {

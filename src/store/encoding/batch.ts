@@ -1,4 +1,4 @@
-import { CheckpointError } from '../../core/errors.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 import { newId, newShortId } from '../../core/ids.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInput } from '../checkpoint-store.js'
@@ -29,10 +29,10 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
   for (const input of inputs) {
     const seq = input.seq ?? lastSeq + 1
     if (rows.length > 0 && seq <= lastSeq) {
-      throw new CheckpointError('invalid_argument', `checkpoints of one write must have increasing seqs; seq ${seq} follows ${lastSeq}`, { runId: input.runId })
+      throw new InvalidArgumentError(`checkpoints of one write must have increasing seqs; seq ${seq} follows ${lastSeq}`, { runId: input.runId })
     }
     if (input.id !== undefined) {
-      if (ids.has(input.id)) throw new CheckpointError('invalid_argument', `checkpoint id ${input.id} appears twice in one write`, { runId: input.runId })
+      if (ids.has(input.id)) throw new InvalidArgumentError(`checkpoint id ${input.id} appears twice in one write`, { runId: input.runId })
       ids.add(input.id)
     }
     // Refuses an unserializable payload before anything is written.

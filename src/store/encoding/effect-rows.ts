@@ -1,5 +1,5 @@
 import { decodeValue, parseJson, serialize, type JsonValue } from '../../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError } from '../../core/errors.js'
+import { CairnError, CheckpointCorruptionError, CheckpointIntegrityError, InvalidArgumentError } from '../../core/errors.js'
 import { digestMatches, matchesEncodedHash, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
@@ -8,10 +8,10 @@ import { assertId, assertWellFormed } from './validate.js'
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */
 export function intentRow(intent: EffectIntent, runId: string): EffectRow {
   assertId(intent.runId, 'runId')
-  if (intent.runId !== runId) throw new CheckpointError('invalid_argument', `a write to run ${runId} holds an effect of run ${intent.runId}`, { runId })
+  if (intent.runId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds an effect of run ${intent.runId}`, { runId })
   for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey'] as const) {
     if (typeof intent[key] !== 'string' || intent[key] === '') {
-      throw new CheckpointError('invalid_argument', `effect intent needs a non-empty string ${key}`, { runId })
+      throw new InvalidArgumentError(`effect intent needs a non-empty string ${key}`, { runId })
     }
     assertWellFormed(intent[key], `effect ${key}`, runId)
   }
@@ -33,9 +33,9 @@ export function intentRow(intent: EffectIntent, runId: string): EffectRow {
 /** The engine row of an effect outcome, its output encoded and hashed. */
 export function completionRow(completion: EffectCompletion, runId: string): EffectCompletionRow {
   assertId(completion.runId, 'runId')
-  if (completion.runId !== runId) throw new CheckpointError('invalid_argument', `a write to run ${runId} holds an effect of run ${completion.runId}`, { runId })
+  if (completion.runId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds an effect of run ${completion.runId}`, { runId })
   if (completion.status !== 'succeeded' && completion.status !== 'failed') {
-    throw new CheckpointError('invalid_argument', `effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
+    throw new InvalidArgumentError(`effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
   }
   assertWellFormed(completion.callId, 'effect callId', runId)
   const output = serialize(completion.output, 'effect output')

@@ -1,6 +1,6 @@
 import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
-import { CairnError, CheckpointCorruptionError, CheckpointError } from '../../core/errors.js'
-import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../checkpoint-store.js'
+import { CairnError, CheckpointCorruptionError, InvalidArgumentError } from '../../core/errors.js'
+import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../store-types.js'
 import type { RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { isSignature } from '../trust/seal.js'
@@ -31,7 +31,7 @@ export const digestAfterCheck: RunDigestOf = (row, before) => {
 export function encodeMetadata(metadata: JsonObject | undefined): string {
   if (metadata === undefined) return '{}'
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
-    throw new CheckpointError('invalid_argument', 'metadata must be a plain object')
+    throw new InvalidArgumentError('metadata must be a plain object')
   }
   return serialize(metadata, 'metadata')
 }

@@ -1,5 +1,5 @@
 import { deserialize, serialize } from '../../core/codec.js'
-import { CheckpointError } from '../../core/errors.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 import type { PendingWriteRecord, PutPendingWritesInput } from '../checkpoint-store.js'
 import type { PendingWriteRow } from '../engine/rows.js'
 import { assertId } from './validate.js'
@@ -14,17 +14,17 @@ export function writeRows(input: PutPendingWritesInput, now: number): PendingWri
   assertId(runId, 'runId')
   assertId(checkpointId, 'checkpointId')
   const given: unknown = input.writes
-  if (!Array.isArray(given)) throw new CheckpointError('invalid_argument', 'putPendingWrites needs an array of writes', { runId })
+  if (!Array.isArray(given)) throw new InvalidArgumentError('putPendingWrites needs an array of writes', { runId })
   const rows = new Map<string, PendingWriteRow>()
   for (const write of input.writes) {
     for (const key of ['taskId', 'channel'] as const) {
       if (typeof write[key] !== 'string' || write[key] === '' || write[key].includes('\u0000')) {
-        throw new CheckpointError('invalid_argument', `a pending write needs a non-empty ${key} without NUL characters`, { runId, checkpointId })
+        throw new InvalidArgumentError(`a pending write needs a non-empty ${key} without NUL characters`, { runId, checkpointId })
       }
     }
-    if (!Number.isSafeInteger(write.index)) throw new CheckpointError('invalid_argument', `a pending write's index must be an integer, got ${String(write.index)}`, { runId, checkpointId })
+    if (!Number.isSafeInteger(write.index)) throw new InvalidArgumentError(`a pending write's index must be an integer, got ${String(write.index)}`, { runId, checkpointId })
     const taskPath = write.taskPath ?? ''
-    if (typeof taskPath !== 'string' || taskPath.includes('\u0000')) throw new CheckpointError('invalid_argument', 'a pending write task path must be a string without NUL characters', { runId, checkpointId })
+    if (typeof taskPath !== 'string' || taskPath.includes('\u0000')) throw new InvalidArgumentError('a pending write task path must be a string without NUL characters', { runId, checkpointId })
     const key = JSON.stringify([write.taskId, write.index])
     if (write.index >= 0 && rows.has(key)) continue
     const value = serialize(write.value, `pending write ${write.channel}`)

@@ -1,19 +1,7 @@
-import type { RunStatus } from '../checkpoint-store.js'
+import type { Fence, RunStatus } from '../store-types.js'
 import type { RunDigestOf, RunPatch, RunRow } from './rows.js'
 
-/**
- * A worker's hold on a run. A write carrying a fence succeeds only while the row of the fenced
- * run still names `owner` at `epoch`; the check and the write happen under one lock, so a worker
- * whose lease was taken over (its epoch is behind) can never write again.
- */
-export interface Fence {
-  /** The leased run. Writes to other runs (a subagent's child run) may carry this run's fence. */
-  runId: string
-  /** Who holds the lease: a worker's id. */
-  owner: string
-  /** The run's lease epoch when this owner claimed it; every claim raises it by one. */
-  epoch: number
-}
+export type { Fence } from '../store-types.js'
 
 /**
  * The lease protocol of the worker layer, an optional capability of a {@link StorageEngine}

@@ -1,4 +1,4 @@
-import type { EffectStatus, RunStatus } from '../checkpoint-store.js'
+import type { EffectStatus, RunStatus } from '../store-types.js'
 
 /**
  * The rows a {@link StorageEngine} stores: plain fields, numbers and JSON text. An engine never

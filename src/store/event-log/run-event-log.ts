@@ -1,4 +1,5 @@
 import type { JsonObject } from '../../core/codec.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 /** One stored event of a run's log, with the cursor that addresses it. */
 export interface StoredRunEvent {
@@ -57,14 +58,14 @@ export const MAX_READ_LIMIT = 10_000
 export function seqOf(cursor: string | undefined): number {
   if (cursor === undefined || cursor === '') return 0
   const seq = Number(cursor)
-  if (!Number.isSafeInteger(seq) || seq < 0) throw new TypeError(`${JSON.stringify(cursor)} is not a cursor of this run's event log; pass a cursor a read returned`)
+  if (!Number.isSafeInteger(seq) || seq < 0) throw new InvalidArgumentError(`${JSON.stringify(cursor)} is not a cursor of this run's event log; pass a cursor a read returned`)
   return seq
 }
 
 /** A read's limit, checked. */
 export function limitOf(limit: number | undefined): number {
   if (limit === undefined) return DEFAULT_READ_LIMIT
-  if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`limit must be a positive integer, got ${String(limit)}`)
+  if (!Number.isInteger(limit) || limit < 1) throw new InvalidArgumentError(`limit must be a positive integer, got ${String(limit)}`)
   return Math.min(limit, MAX_READ_LIMIT)
 }
 
@@ -91,7 +92,7 @@ export class EventWaiters {
 
   /** Wait until `hasMore()` is true, checking it at every wake-up and poll. */
   async wait(runId: string, hasMore: () => Promise<boolean>, options: WaitForEventsOptions): Promise<boolean> {
-    if (!(Number.isFinite(options.timeoutMs) && options.timeoutMs >= 0)) throw new TypeError(`timeoutMs must be a finite number of ms, got ${String(options.timeoutMs)}`)
+    if (!(Number.isFinite(options.timeoutMs) && options.timeoutMs >= 0)) throw new InvalidArgumentError(`timeoutMs must be a finite number of ms, got ${String(options.timeoutMs)}`)
     const deadline = Date.now() + options.timeoutMs
     let pollMs = 5
     for (;;) {

@@ -1,4 +1,4 @@
-import { CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
+import { CheckpointNotFoundError, InvalidArgumentError, LeaseLostError } from '../../core/errors.js'
 import type {
   CheckpointInfo,
   CheckpointInput,
@@ -211,7 +211,7 @@ export class FencedStore implements RunStore {
   async #effect(runId: string, callId: string): Promise<EffectRecord> {
     const effect = await this.#store.getEffect(runId, callId)
     if (!effect) {
-      throw new CheckpointError('invalid_argument', `run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
+      throw new InvalidArgumentError(`run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
     }
     return effect
   }

@@ -1,7 +1,7 @@
 import type { JsonObject } from '../../core/codec.js'
-import { CairnError, CheckpointError, CheckpointNotFoundError, LeaseLostError } from '../../core/errors.js'
+import { CairnError, CheckpointNotFoundError, InvalidArgumentError, LeaseLostError } from '../../core/errors.js'
 import { newId } from '../../core/ids.js'
-import type { CreateRunInput, RunRecord, RunStatus } from '../checkpoint-store.js'
+import type { CreateRunInput, RunRecord, RunStatus } from '../store-types.js'
 import type { RunRow } from '../engine/rows.js'
 import type {
   AcquireRequest,
@@ -103,11 +103,11 @@ export class RunLeases {
     assertId(runId, 'runId')
     const queue = input.queue ?? DEFAULT_QUEUE
     if (typeof queue !== 'string' || queue === '' || queue.includes('\u0000')) {
-      throw new CheckpointError('invalid_argument', `queue must be a non-empty string, got ${JSON.stringify(queue)}`, { runId })
+      throw new InvalidArgumentError(`queue must be a non-empty string, got ${JSON.stringify(queue)}`, { runId })
     }
     const priority = input.priority ?? 0
     if (!Number.isSafeInteger(priority) || Math.abs(priority) > 2 ** 31 - 1) {
-      throw new CheckpointError('invalid_argument', `priority must be a 32-bit integer, got ${String(priority)}`, { runId })
+      throw new InvalidArgumentError(`priority must be a 32-bit integer, got ${String(priority)}`, { runId })
     }
     const now = Date.now()
     const row = withDigests({
@@ -131,8 +131,8 @@ export class RunLeases {
 
   /** Claim runs for `request.owner` (see {@link LeaseEngine.claim}). */
   async claim(request: ClaimRequest): Promise<ClaimedLease[]> {
-    if (!Number.isSafeInteger(request.limit) || request.limit < 1) throw new CheckpointError('invalid_argument', `claim limit must be a positive integer, got ${request.limit}`)
-    if (!Number.isFinite(request.leaseMs) || request.leaseMs <= 0) throw new CheckpointError('invalid_argument', `leaseMs must be positive, got ${request.leaseMs}`)
+    if (!Number.isSafeInteger(request.limit) || request.limit < 1) throw new InvalidArgumentError(`claim limit must be a positive integer, got ${request.limit}`)
+    if (!Number.isFinite(request.leaseMs) || request.leaseMs <= 0) throw new InvalidArgumentError(`leaseMs must be positive, got ${request.leaseMs}`)
     const claimed = await this.#call(undefined, 'claim runs', () => this.#engine.claim(request))
     return Promise.all(
       claimed.map(async ({ run, lease }) => {
@@ -149,8 +149,8 @@ export class RunLeases {
   async acquire(input: AcquireRunInput): Promise<AcquiredLease> {
     const { runId, create, ...rest } = input
     assertId(runId, 'runId')
-    if (typeof input.owner !== 'string' || input.owner === '') throw new CheckpointError('invalid_argument', 'acquire needs a non-empty owner', { runId })
-    if (!Number.isFinite(input.leaseMs) || input.leaseMs <= 0) throw new CheckpointError('invalid_argument', `leaseMs must be positive, got ${input.leaseMs}`, { runId })
+    if (typeof input.owner !== 'string' || input.owner === '') throw new InvalidArgumentError('acquire needs a non-empty owner', { runId })
+    if (!Number.isFinite(input.leaseMs) || input.leaseMs <= 0) throw new InvalidArgumentError(`leaseMs must be positive, got ${input.leaseMs}`, { runId })
     const request: AcquireRequest = { runId, ...rest, ...(create ? { create: newRunRow(runId, create) } : {}) }
     const outcome = await this.#call(runId, 'acquire run lease', () => this.#engine.acquire(request))
     if (outcome.outcome !== 'acquired') return outcome

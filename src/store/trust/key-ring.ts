@@ -1,5 +1,5 @@
 import { createSecretKey, hkdfSync, type KeyObject } from 'node:crypto'
-import { CairnError } from '../../core/errors.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 
 /**
  * One named key of a {@link KeyRing}. `secret` is at least 32 random bytes, given as bytes or as
@@ -46,14 +46,14 @@ export class KeyRing {
   constructor(keys: readonly KeyInput[]) {
     const given: unknown = keys
     if (!Array.isArray(given) || keys.length === 0) {
-      throw new CairnError('invalid_argument', 'a key ring needs at least one key { id, secret }; the first key writes')
+      throw new InvalidArgumentError('a key ring needs at least one key { id, secret }; the first key writes')
     }
     this.#keys = new Map()
     for (const key of keys as readonly (KeyInput | undefined)[]) {
       if (key === undefined || typeof key.id !== 'string' || !KEY_ID.test(key.id)) {
-        throw new CairnError('invalid_argument', `key id ${JSON.stringify(key?.id)} is not valid: use 1-64 letters, digits or _ - . (not starting with .)`)
+        throw new InvalidArgumentError(`key id ${JSON.stringify(key?.id)} is not valid: use 1-64 letters, digits or _ - . (not starting with .)`)
       }
-      if (this.#keys.has(key.id)) throw new CairnError('invalid_argument', `key id ${key.id} appears twice in the key ring`)
+      if (this.#keys.has(key.id)) throw new InvalidArgumentError(`key id ${key.id} appears twice in the key ring`)
       this.#keys.set(key.id, deriveKey(key))
     }
     this.#writer = this.#keys.get(keys[0]!.id)!
@@ -64,11 +64,11 @@ export class KeyRing {
    * around entries is ignored.
    */
   static parse(text: string): KeyRing {
-    if (typeof text !== 'string' || text.trim() === '') throw new CairnError('invalid_argument', 'the key list is empty: expected id1:base64secret,id2:base64secret')
+    if (typeof text !== 'string' || text.trim() === '') throw new InvalidArgumentError('the key list is empty: expected id1:base64secret,id2:base64secret')
     const keys = text.split(',').map((entry, k) => {
       const trimmed = entry.trim()
       const colon = trimmed.indexOf(':')
-      if (colon <= 0) throw new CairnError('invalid_argument', `key entry ${k + 1} has no id: expected id:base64secret`)
+      if (colon <= 0) throw new InvalidArgumentError(`key entry ${k + 1} has no id: expected id:base64secret`)
       return { id: trimmed.slice(0, colon), secret: trimmed.slice(colon + 1) }
     })
     return new KeyRing(keys)
@@ -116,15 +116,15 @@ function secretBytes(key: KeyInput): Buffer {
   let bytes: Buffer
   if (typeof secret === 'string') {
     const text = secret.trim()
-    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) throw new CairnError('invalid_argument', `the secret of key ${key.id} is not base64 text`)
+    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) throw new InvalidArgumentError(`the secret of key ${key.id} is not base64 text`)
     bytes = Buffer.from(text, text.includes('-') || text.includes('_') ? 'base64url' : 'base64')
   } else if (secret instanceof Uint8Array) {
     bytes = Buffer.from(secret)
   } else {
-    throw new CairnError('invalid_argument', `the secret of key ${key.id} must be bytes or base64 text`)
+    throw new InvalidArgumentError(`the secret of key ${key.id} must be bytes or base64 text`)
   }
   if (bytes.length < MIN_SECRET_BYTES) {
-    throw new CairnError('invalid_argument', `the secret of key ${key.id} has ${bytes.length} bytes; use at least ${MIN_SECRET_BYTES} random bytes (openssl rand -base64 32)`)
+    throw new InvalidArgumentError(`the secret of key ${key.id} has ${bytes.length} bytes; use at least ${MIN_SECRET_BYTES} random bytes (openssl rand -base64 32)`)
   }
   return bytes
 }

@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError, CheckpointError, EncryptionChangeError } from '../../core/errors.js'
+import { CheckpointCorruptionError, EncryptionChangeError, InvalidArgumentError } from '../../core/errors.js'
 import type { RewriteRequest } from '../engine/storage-engine.js'
 import type { CheckpointRow, EffectRow, ListRef, RunRow } from '../engine/rows.js'
 import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
@@ -74,13 +74,13 @@ export function encryptionState(counts: EncryptionCount): EncryptionState {
 /** Refuse options that ask for both, or for the opposite of what the store writes. */
 export function checkEncryptionOptions(options: RekeyOptions, encrypt: boolean): void {
   if (options.encrypt === true && options.decrypt === true) {
-    throw new CheckpointError('invalid_argument', 'rekey takes encrypt or decrypt, not both: pass encrypt: true to encrypt every record, decrypt: true to write every record in plaintext')
+    throw new InvalidArgumentError('rekey takes encrypt or decrypt, not both: pass encrypt: true to encrypt every record, decrypt: true to write every record in plaintext')
   }
   if (options.encrypt === true && !encrypt) {
-    throw new CheckpointError('invalid_argument', 'rekey with encrypt: true needs a store opened with encrypt: true (so that what it writes afterwards is encrypted too)')
+    throw new InvalidArgumentError('rekey with encrypt: true needs a store opened with encrypt: true (so that what it writes afterwards is encrypted too)')
   }
   if (options.decrypt === true && encrypt) {
-    throw new CheckpointError('invalid_argument', 'rekey with decrypt: true needs a store opened without encrypt (a store opened with encrypt: true encrypts what it writes afterwards)')
+    throw new InvalidArgumentError('rekey with decrypt: true needs a store opened without encrypt (a store opened with encrypt: true encrypts what it writes afterwards)')
   }
 }
 

@@ -1,4 +1,4 @@
-import { WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
+import { InvalidArgumentError, WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import { readListRanges, type CommitRequest, type CommitResult, type ListRange, type StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
@@ -241,12 +241,12 @@ export class SealedEngine implements StorageEngine {
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
-    if (!this.#inner.putWrites) throw new TypeError('this store backend has no place for pending writes')
+    if (!this.#inner.putWrites) throw new InvalidArgumentError('this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites')
     await this.#inner.putWrites(rows.map((row) => this.#sealWrite(row)))
   }
 
   async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
-    if (!this.#inner.listWrites) throw new TypeError('this store backend has no place for pending writes')
+    if (!this.#inner.listWrites) throw new InvalidArgumentError('this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites')
     return (await this.#inner.listWrites(runId, checkpointIds)).map((row) => this.#openWrite(row))
   }
 

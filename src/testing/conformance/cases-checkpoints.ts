@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError } from '../../core/errors.js'
+import { CheckpointCorruptionError, CheckpointError, CheckpointNotFoundError, InvalidArgumentError } from '../../core/errors.js'
 import { conversation, type SuiteContext } from './suite-context.js'
 
 /** Round trips, ordering, listing, deletion and forks. */
@@ -128,7 +128,7 @@ export function checkpointCases(ctx: SuiteContext): void {
     it('rejects a duplicate checkpoint id', async () => {
       const store = ctx.store()
       await store.save({ id: 'fixed-id', runId: 'dup', kind: 'test', phase: 'p', payload: 1 })
-      await expect(store.save({ id: 'fixed-id', runId: 'dup', kind: 'test', phase: 'p', payload: 2 })).rejects.toBeInstanceOf(CheckpointError)
+      await expect(store.save({ id: 'fixed-id', runId: 'dup', kind: 'test', phase: 'p', payload: 2 })).rejects.toBeInstanceOf(InvalidArgumentError)
       expect((await store.load('fixed-id')).payload).toBe(1)
     })
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CheckpointError } from '../../core/errors.js'
+import { InvalidArgumentError } from '../../core/errors.js'
 import type { SuiteContext } from './suite-context.js'
 
 /** Half of an emoji: a string no UTF-8 column can hold as it is. */
@@ -74,7 +74,7 @@ async function expectRefused(attempt: Promise<unknown>, field: string): Promise<
     () => undefined,
     (err: unknown) => err,
   )
-  expect(error).toBeInstanceOf(CheckpointError)
+  expect(error).toBeInstanceOf(InvalidArgumentError)
   expect(error).toMatchObject({ code: 'invalid_argument' })
   expect((error as Error).message).toContain(field)
   expect((error as Error).message).toContain('surrogate')

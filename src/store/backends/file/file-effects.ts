@@ -6,6 +6,7 @@ import { ensureDirectory, listDirectory, syncDirectory } from './driver.js'
 import { FileBatch, writeFileAtomic } from './file-batch.js'
 import { isEffectFileName } from './file-names.js'
 import { effectRow, nextEffectOrder, readEffectFile, type StoredEffect } from './file-rows.js'
+import { CheckpointCorruptionError } from '../../../core/errors.js'
 
 /**
  * The effect files a commit changes, by path, as they will be written: a later change in the
@@ -122,7 +123,7 @@ export class FileEffects {
   async #read(path: string, runId: string, callId: string): Promise<StoredEffect | undefined> {
     const stored = await readEffectFile(path)
     if (stored && (stored.runId !== runId || stored.callId !== callId)) {
-      throw new Error(`effect file ${path} holds effect ${stored.callId} of run ${stored.runId}, not ${callId} of run ${runId}; restore it from a backup`)
+      throw new CheckpointCorruptionError(`effect file ${path} holds effect ${stored.callId} of run ${stored.runId}, not ${callId} of run ${runId}; restore it from a backup`, { runId })
     }
     return stored
   }

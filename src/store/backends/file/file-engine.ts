@@ -1,7 +1,7 @@
 import { access, rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { CheckpointCorruptionError, CheckpointError } from '../../../core/errors.js'
+import { CheckpointCorruptionError, InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
@@ -364,7 +364,7 @@ export class FileEngine implements StorageEngine {
 
   /** Before a read: the engine is open. A read never writes, so it never prepares the directory. */
   #begin(): Promise<void> {
-    return this.#closed ? Promise.reject(new Error(`the file engine on ${this.#layout.root} is closed`)) : Promise.resolve()
+    return this.#closed ? Promise.reject(new StoreError(`the file engine on ${this.#layout.root} is closed`, { code: 'store_closed' })) : Promise.resolve()
   }
 
   /** Before a write: the engine is open and the directory prepared. */
@@ -566,20 +566,20 @@ function assertCommit({ rows, appends, run, effects }: CommitRequest, layout: Fi
   for (const row of rows) {
     checkpointFileName(row.seq, row.id)
     if (!Number.isSafeInteger(row.seq) || row.seq < 1) {
-      throw new CheckpointError('invalid_argument', `checkpoint seq must be a positive integer, got ${String(row.seq)}`, { runId: row.runId })
+      throw new InvalidArgumentError(`checkpoint seq must be a positive integer, got ${String(row.seq)}`, { runId: row.runId })
     }
     if (run.runId !== row.runId) {
-      throw new CheckpointError('invalid_argument', `commit of run ${row.runId} carries a run row for ${run.runId}`, { runId: row.runId })
+      throw new InvalidArgumentError(`commit of run ${row.runId} carries a run row for ${run.runId}`, { runId: row.runId })
     }
   }
   for (const append of appends) {
     layout.listFile(run.runId, append.listId)
     if (append.items.some((item) => item.includes('\n'))) {
-      throw new CheckpointError('invalid_argument', `list ${append.listId} of run ${run.runId}: an item contains a raw newline`, { runId: run.runId })
+      throw new InvalidArgumentError(`list ${append.listId} of run ${run.runId}: an item contains a raw newline`, { runId: run.runId })
     }
   }
   for (const effect of [...(effects?.intents ?? []), ...(effects?.completions ?? [])]) {
-    if (effect.runId !== run.runId) throw new CheckpointError('invalid_argument', `commit of run ${run.runId} carries an effect of run ${effect.runId}`)
+    if (effect.runId !== run.runId) throw new InvalidArgumentError(`commit of run ${run.runId} carries an effect of run ${effect.runId}`)
     layout.effectFile(effect.runId, effect.callId)
   }
 }

@@ -17,6 +17,7 @@ import type { DirectoryState, RunState } from './directory-state.js'
 import { readJsonFile } from './driver.js'
 import { writeFileAtomic } from './file-batch.js'
 import { WAITING_STATUSES } from '../../checkpoint-store.js'
+import { StoreError } from '../../../core/errors.js'
 
 /** What the leases need of their engine: a write under a run's lock, and run.json. */
 export interface FileRunAccess {
@@ -192,7 +193,7 @@ export class FileLeases implements LeaseEngine {
     const file = await readJsonFile(path)
     if (file.state === 'missing') return new LeaseTable()
     if (file.state === 'invalid' || !Array.isArray(file.value)) {
-      throw new Error(`the lease file ${path} is corrupt; delete it to drop every lease (runs then start over from their queues' defaults)`)
+      throw new StoreError(`the lease file ${path} is corrupt; delete it to drop every lease (runs then start over from their queues' defaults)`)
     }
     return new LeaseTable(file.value as [string, LeaseEntry][])
   }

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
-import { CheckpointError } from '../../../core/errors.js'
+import { InvalidArgumentError } from '../../../core/errors.js'
 
 /**
  * Where everything of a file store lives, and the one place ids become path segments:
@@ -80,8 +80,7 @@ const SEQ_DIGITS = 12
  */
 export function assertSafeId(id: unknown, what: string): asserts id is string {
   if (typeof id !== 'string' || !SAFE_ID.test(id) || id.includes('..')) {
-    throw new CheckpointError(
-      'invalid_argument',
+    throw new InvalidArgumentError(
       `file store: ${what} ${JSON.stringify(id)} is not a safe id (1-200 letters, digits or _ . : @ -, not starting with . or -, no '..'); refusing to use it in a path`,
     )
   }

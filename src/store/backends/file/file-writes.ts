@@ -41,7 +41,7 @@ export class FileWrites {
     if (bytes === undefined) return []
     try {
       const rows: unknown = JSON.parse(bytes.toString('utf8'))
-      if (!Array.isArray(rows)) throw new TypeError('not an array')
+      if (!Array.isArray(rows)) throw new CheckpointCorruptionError(`the pending writes of checkpoint ${checkpointId} of run ${runId} are not an array`, { runId, checkpointId })
       return rows as PendingWriteRow[]
     } catch (err) {
       throw new CheckpointCorruptionError(`the pending writes of checkpoint ${checkpointId} of run ${runId} are unreadable: ${(err as Error).message}`, {

@@ -1,4 +1,5 @@
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
+import { StoreError } from '../../../core/errors.js'
 
 /**
  * The slice of a PGlite instance (`@electric-sql/pglite`) the adapter uses. Declared here so
@@ -50,7 +51,7 @@ export class PGliteClient implements PostgresPool {
     let released = false
     return {
       query: async (text, values) => {
-        if (released) throw new Error('this PGlite client was released; connect() again')
+        if (released) throw new StoreError('this PGlite client was released; connect() again', { code: 'store_closed' })
         return this.#run(text, values)
       },
       release: (destroy) => {

@@ -9,6 +9,7 @@ import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
+import { CheckpointNotFoundError } from '../../../core/errors.js'
 
 /** The statements and schema a commit writes with. */
 export interface CommitContext {
@@ -31,7 +32,7 @@ db: PostgresQueryable,
   if (locked.rows.length === 0 && fence?.runId === run.runId) return { ok: false, reason: 'fenced' }
   for (let attempt = 0; locked.rows.length === 0; attempt++) {
     // The first commit of a run creates it (a concurrent creator wins the race harmlessly).
-    if (attempt === 3) throw new Error(`run ${run.runId} disappeared while committing (deleted concurrently)`)
+    if (attempt === 3) throw new CheckpointNotFoundError(`run ${run.runId} was deleted by another writer each time this commit created it; write again once the deletion is done`, { code: 'run_not_found', runId: run.runId })
     await db.query(sql.insertRun, RUN_PARAMS.map((key) => run[key] ?? null))
     locked = await db.query(sql.lockRunForCommit, [run.runId, ids])
   }

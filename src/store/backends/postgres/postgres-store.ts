@@ -1,5 +1,5 @@
 import { importPeer, requirePeer, type PeerRequest } from '../../../core/peers.js'
-import { CairnError, StoreError } from '../../../core/errors.js'
+import { InvalidArgumentError, StoreError, type CairnError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
 import { PostgresEngine } from './postgres-engine.js'
@@ -81,7 +81,7 @@ function openEngine(options: PostgresStoreOptions): { engine: PostgresEngine; po
   const connection: Partial<PostgresStoreOptions> = options
   const schema = options.schema === undefined ? {} : { schema: options.schema }
   if (connection.pool !== undefined && connection.connectionString !== undefined) {
-    throw new CairnError('invalid_argument', 'PostgresStore takes a connection string or a pool, not both')
+    throw new InvalidArgumentError('PostgresStore takes a connection string or a pool, not both')
   }
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
   if (connection.pool !== undefined) return { engine: new PostgresEngine({ pool: connection.pool, ...schema, onWarning: warn }), pool: connection.pool }
@@ -92,7 +92,7 @@ function openEngine(options: PostgresStoreOptions): { engine: PostgresEngine; po
 }
 
 function missingConnection(): CairnError {
-  return new CairnError('invalid_argument', 'PostgresStore needs a connection string ({ connectionString }) or a pool ({ pool }: a pg.Pool or PGliteClient)')
+  return new InvalidArgumentError('PostgresStore needs a connection string ({ connectionString }) or a pool ({ pool }: a pg.Pool or PGliteClient)')
 }
 
 /** The slice of the `pg` module used to create a pool. */

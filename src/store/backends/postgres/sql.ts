@@ -1,4 +1,4 @@
-import { CairnError } from '../../../core/errors.js'
+import { InvalidArgumentError } from '../../../core/errors.js'
 import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
 import type { RunPatch } from '../../engine/rows.js'
 
@@ -21,8 +21,7 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/
  */
 export function assertSchemaName(name: unknown): asserts name is string {
   if (typeof name !== 'string' || !SCHEMA_NAME.test(name) || name.startsWith('pg_')) {
-    throw new CairnError(
-      'invalid_argument',
+    throw new InvalidArgumentError(
       `Postgres schema name ${JSON.stringify(name)} is not a plain identifier: use 1-63 lowercase letters, digits or _, not starting with a digit or pg_`,
     )
   }

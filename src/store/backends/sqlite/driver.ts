@@ -2,6 +2,7 @@
  * The slice of better-sqlite3 the SQLite backend uses, declared here so Cairn does not depend on
  * the driver's types, and how every connection of the backend is set up.
  */
+import { InvalidArgumentError } from '../../../core/errors.js'
 
 /**
  * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
@@ -64,8 +65,8 @@ const JOURNAL_SIZE_LIMIT_BYTES = 4 * 1024 * 1024
 /** Apply the connection settings every connection of the engine uses (WAL, synchronous, busy timeout). */
 export function configureConnection(db: SqliteDatabase, options: SqliteConnectionOptions): void {
   const { synchronous = 'full', busyTimeoutMs = 5000 } = options
-  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new RangeError(`busyTimeoutMs must be a non-negative integer, got ${busyTimeoutMs}`)
-  if (synchronous !== 'full' && synchronous !== 'normal') throw new RangeError(`synchronous must be 'full' or 'normal', got ${String(synchronous)}`)
+  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) throw new InvalidArgumentError(`busyTimeoutMs must be a non-negative integer, got ${busyTimeoutMs}`)
+  if (synchronous !== 'full' && synchronous !== 'normal') throw new InvalidArgumentError(`synchronous must be 'full' or 'normal', got ${String(synchronous)}`)
   // One call for all of them (each its own call costs an opening process a statement each), in
   // order: the busy timeout first, so switching to WAL and migrating wait for other processes;
   // the page size only takes effect on a new, empty file.

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
-import { CairnError, StoreError } from '../../../core/errors.js'
+import { CairnError, InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
@@ -56,7 +56,7 @@ function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; databa
   if (database !== undefined) return { engine: wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection })), database }
   const { path } = options
   if (typeof path !== 'string' || path === '') {
-    throw new CairnError('invalid_argument', 'SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
+    throw new InvalidArgumentError('SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
   }
   const onDisk = path !== ':memory:' && !path.startsWith('file:')
   let opened: SqliteDatabase | undefined
