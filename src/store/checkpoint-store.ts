@@ -15,7 +15,6 @@ import type {
   LatestQuery,
   ListCheckpointsQuery,
   ListRunsQuery,
-  ListTail,
   LoadRunQuery,
   LoadTailsQuery,
   PendingWriteRecord,
