@@ -39,7 +39,7 @@ import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
 import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
-import { SealedEventLog } from './trust/sealed-event-log.js'
+import { resealEvents, SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
 import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
@@ -84,6 +84,7 @@ export class EngineStore implements CheckpointStore {
   #closed = false
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
+  #rawEvents: RunEventLog | undefined
   #waits: RunWaits | undefined
   readonly #encrypted: boolean
   readonly #ring: KeyRing | undefined
@@ -201,6 +202,7 @@ export class EngineStore implements CheckpointStore {
 
   /** Give the store its event log (each backend's store does, in its constructor); closed with the store. */
   protected useEventLog(log: RunEventLog): void {
+    this.#rawEvents = log
     this.#events = this.#encrypted && this.#ring !== undefined ? new SealedEventLog(log, this.#ring) : log
   }
 
@@ -466,6 +468,10 @@ export class EngineStore implements CheckpointStore {
         this.#log.forget(runId)
       },
       log: this.#log,
+      resealEvents: async (runId, encrypt) => {
+        const ring = this.#ring
+        return this.#rawEvents && ring ? resealEvents(this.#rawEvents, ring, runId, encrypt) : 0
+      },
     }
   }
 

@@ -19,6 +19,8 @@ export interface MaintenanceContext {
   forgetLists: (runId: string) => void
   /** The runs' logs: a prune marks the effects it deletes there first. */
   log: RunLog
+  /** Rewrite a run's event log under the ring's writing key (`encrypt`) or in the clear; how many events. */
+  resealEvents: (runId: string, encrypt: boolean) => Promise<number>
 }
 
 /** `store.prune`: in each run (or the one given), remove the checkpoints older than its newest `keepLast` and `olderThan`, and finished runs' old effects. */
@@ -60,6 +62,7 @@ export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptio
       const rekeyed = await context.trusted(() => context.call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
       await context.call(runId, 'rewrite records under the new key', () => rewrite(rekeyed.request))
       await context.call(runId, 'sign the run row under the new key', () => resealRun(engine, runId, row))
+      await context.call(runId, "rewrite the run's events under the new key", () => context.resealEvents(runId, encrypt))
       return rekeyed
     })
     before.encrypted += counted.encrypted

@@ -36,7 +36,7 @@ export interface WaitForEventOptions {
 
 /**
  * What durable time needs from the runner executing a tool: its clock and the store's events.
- * @internal
+ * Cairn's runner provides it; applications do not implement it.
  */
 export interface ToolTimeHost {
   now(): number

@@ -38,7 +38,8 @@ describe('key rotation', () => {
     const digests = db.prepare('SELECT digest FROM checkpoints').pluck().all() as string[]
     const hashes = db.prepare('SELECT input_hash || coalesce(output_hash, \'\') FROM effects').pluck().all() as string[]
     db.close()
-    expect(digests.length).toBeGreaterThan(5)
+    // One stored row per step: the light phases ride in the phase log of the rows.
+    expect(digests.length).toBeGreaterThan(3)
     for (const digest of digests) expect(digest.startsWith('s1.key-b.')).toBe(true)
     for (const hash of hashes) expect(hash).not.toContain('key-a')
 
@@ -49,7 +50,10 @@ describe('key rotation', () => {
     const resumed = await new Runner({ store }).resume(fresh.agent, { runId: 'rotated' })
     expect(resumed.state).not.toBe('failed')
     expect(fresh.model.calls).toHaveLength(0)
-    expect((await new Runner({ store }).history('rotated')).length).toBe((await store.listCheckpoints({ runId: 'rotated' })).length)
+    const history = await new Runner({ store }).history('rotated')
+    expect(history.filter((entry) => !entry.checkpointId.includes('~')).length).toBe((await store.listCheckpoints({ runId: 'rotated' })).length)
+    // The run's events were rewritten under key B too: a store holding only B reads them.
+    expect((await store.events!.read('rotated')).length).toBeGreaterThan(0)
     await store.close()
     // A store holding only the old key names the key it lacks.
     const old = new SqliteStore({ path, keys: [KEY_A] })
@@ -116,7 +120,7 @@ for (const [name, open] of BACKENDS) {
       const plain = backend.open({ keys: [KEY_B] })
       const decrypted = await plain.rekey({ decrypt: true })
       expect(decrypted).toMatchObject({ runs: 1, encrypted: { before: 'yes', after: 'no' } })
-      expect(decrypted.checkpoints).toBeGreaterThan(5)
+      expect(decrypted.checkpoints).toBeGreaterThan(3)
       const fresh = scriptedAgent(world)
       expect((await new Runner({ store: plain }).resume(fresh.agent, { runId: 'sealed' })).state).not.toBe('failed')
       expect(fresh.model.calls).toHaveLength(0)
@@ -150,7 +154,7 @@ async function expectRekeyed(backend: RawBackend, options: EngineStoreOptions, r
   else await expect(store.getLatest({ runId: 'legacy' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
   const result = await store.rekey(rekey)
   expect(result.runs).toBe(1)
-  expect(result.checkpoints).toBeGreaterThan(5)
+  expect(result.checkpoints).toBeGreaterThan(3)
   expect(result.effects).toBe(3)
   expect((await new Runner({ store }).history('legacy')).length).toBeGreaterThan(5)
   await store.close()

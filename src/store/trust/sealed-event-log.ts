@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../core/codec.js'
-import type { ReadEventsOptions, RunEventLog, StoredRunEvent, WaitForEventsOptions } from '../event-log/run-event-log.js'
+import { MAX_READ_LIMIT, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from '../event-log/run-event-log.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext } from './seal.js'
 
@@ -12,8 +12,8 @@ import { decrypt, encrypt, integrity, isCiphertext } from './seal.js'
  *
  * What this does not add: the order of a run's events and their number are the backend's (as
  * for any log), not signed; cursors and run ids stay in the clear. A key dropped from the ring
- * makes the events sealed under it unreadable: `rekey` does not rewrite event logs, so keep a
- * retired key until the runs streamed under it are pruned.
+ * makes the events sealed under it unreadable, so `rekey` rewrites each run's events under the
+ * new writing key ({@link resealEvents}) before a retired key may go.
  */
 export class SealedEventLog implements RunEventLog {
   readonly #log: RunEventLog
@@ -33,7 +33,7 @@ export class SealedEventLog implements RunEventLog {
 
   async read(runId: string, options?: ReadEventsOptions): Promise<StoredRunEvent[]> {
     const stored = await this.#log.read(runId, options)
-    return stored.map(({ cursor, event }) => ({ cursor, event: this.#open(runId, cursor, event) }))
+    return stored.map(({ cursor, event }) => ({ cursor, event: this.open(runId, cursor, event) }))
   }
 
   waitForMore(runId: string, after: string | undefined, options: WaitForEventsOptions): Promise<boolean> {
@@ -48,7 +48,8 @@ export class SealedEventLog implements RunEventLog {
     return this.#log.close()
   }
 
-  #open(runId: string, cursor: string, event: JsonObject): JsonObject {
+  /** One stored event, opened: a `CheckpointIntegrityError` when it is not sealed or does not decrypt. */
+  open(runId: string, cursor: string, event: JsonObject): JsonObject {
     const context = { runId, what: `event ${cursor} of run ${runId}` }
     const sealed = event.sealed
     if (!isCiphertext(sealed) || Object.keys(event).length !== 1) {
@@ -63,6 +64,33 @@ export class SealedEventLog implements RunEventLog {
     }
     throw integrity(context, 'decrypts to JSON that is not an event object')
   }
+}
+
+/**
+ * Rewrite a run's event log under the ring's writing key (`encrypt`) or in the clear: what `rekey`
+ * does to each run's events, under the run's lock. A sealed event is opened with any key of the
+ * ring (and refused when it does not decrypt); one in the clear is taken as it is, which is what a
+ * store that is turning encryption on holds. The log is written again from its first event, so a
+ * reader's cursors restart with it. A log in the clear that stays in the clear is left untouched.
+ */
+export async function resealEvents(log: RunEventLog, ring: KeyRing, runId: string, encrypt: boolean): Promise<number> {
+  const sealed = new SealedEventLog(log, ring)
+  const events: JsonObject[] = []
+  let anySealed = false
+  for (let after: string | undefined; ; ) {
+    const page = await log.read(runId, { after, limit: MAX_READ_LIMIT })
+    if (page.length === 0) break
+    for (const { cursor, event } of page) {
+      const isSealed = isCiphertext(event.sealed) && Object.keys(event).length === 1
+      anySealed ||= isSealed
+      events.push(isSealed ? sealed.open(runId, cursor, event) : event)
+    }
+    after = page[page.length - 1]!.cursor
+  }
+  if (events.length === 0 || (!encrypt && !anySealed)) return 0
+  await log.deleteRun(runId)
+  await (encrypt ? sealed : log).append(runId, events)
+  return events.length
 }
 
 /** The associated data of a run's events: binds each to its run, apart from every other record's. */
