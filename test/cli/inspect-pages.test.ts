@@ -149,7 +149,7 @@ describe('a page of a long run reads a bounded number of list items', () => {
     try {
       const writer = new SqliteStore({ path })
       const turns = Array.from({ length: 601 }, (_, cycle) => (cycle < 600 ? [{ text: `turn ${cycle}` }, { toolUse: { toolUseId: `call-${cycle}`, name: 'lookup', input: { n: cycle } } }] : [{ text: 'all looked up' }]))
-      const run = await new Runner({ store: writer, durability: 'async' }).run(new Agent({ name: 'looker', model: new ScriptedModel(turns), tools: [lookupTool()] }), { input: 'Look them up.', runId: 'long' })
+      const run = await new Runner({ store: writer, durability: 'sync' }).run(new Agent({ name: 'looker', model: new ScriptedModel(turns), tools: [lookupTool()] }), { input: 'Look them up.', runId: 'long' })
       expect(run.state).toBe('completed')
       const timeline = await buildTimeline(writer, 'long')
       const whole = timeline.entries
