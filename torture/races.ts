@@ -13,6 +13,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pg from 'pg'
+import { POSTGRES_URL, postgresAnswers } from './postgres.js'
 import { FileStore, type CheckpointStore } from '../src/index.js'
 import { PostgresStore } from '../src/postgres.js'
 import { SqliteStore } from '../src/sqlite.js'
@@ -46,7 +47,6 @@ interface Backend {
 }
 
 const STATES: RaceState[] = ['model_checkpointed', 'intent_journaled', 'effect_started', 'paused_for_human']
-const POSTGRES_URL = process.env.DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/test'
 
 /** Which races to play. */
 export interface RaceOptions {
@@ -223,15 +223,3 @@ function postgresBackend(): Backend {
   }
 }
 
-async function postgresAnswers(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 })
-  try {
-    await client.connect()
-    await client.query('SELECT 1')
-    return true
-  } catch {
-    return false
-  } finally {
-    await client.end().catch(() => undefined)
-  }
-}

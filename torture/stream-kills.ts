@@ -16,13 +16,12 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { isDeepStrictEqual } from 'node:util'
-import pg from 'pg'
+import { dropSchema, POSTGRES_URL, postgresAnswers } from './postgres.js'
 import type { RunEvent, StreamedRunEvent } from '../src/index.js'
 import { ANSWER_WORDS, answer, openTarget } from '../test/streams/fixtures/stream-agent.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const CHILD = join(ROOT, 'test/streams/fixtures/stream-child.ts')
-const POSTGRES_URL = process.env.DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/test'
 const RUN_ID = 'streamed'
 /** The longest any process of a scenario may take before it is killed and the scenario failed. */
 const PROCESS_TIMEOUT_MS = 90_000
@@ -242,26 +241,10 @@ async function postgresTarget(): Promise<{ target: string; dispose: () => Promis
   const schema = `cairn_stream_${process.pid}_${randomBytes(4).toString('hex')}`
   return {
     target: `postgres:${schema}`,
-    dispose: async () => {
-      const client = new pg.Client({ connectionString: POSTGRES_URL })
-      await client.connect()
-      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => client.end())
-    },
+    dispose: () => dropSchema(schema),
   }
 }
 
-async function postgresAnswers(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 })
-  try {
-    await client.connect()
-    await client.query('SELECT 1')
-    return true
-  } catch {
-    return false
-  } finally {
-    await client.end().catch(() => undefined)
-  }
-}
 
 function mulberry32(seed: number): () => number {
   let a = seed >>> 0

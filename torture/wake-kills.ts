@@ -18,7 +18,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import pg from 'pg'
+import { dropSchema, POSTGRES_URL, postgresAnswers } from './postgres.js'
 import { CairnClient } from '../src/index.js'
 import type { EngineStore } from '../src/engine.js'
 import { PostgresStore } from '../src/postgres.js'
@@ -28,7 +28,6 @@ import type { WakeKill } from './wake-worker.js'
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const WORKER = join(ROOT, 'torture/wake-worker.ts')
-const POSTGRES_URL = process.env.DATABASE_URL || 'postgresql://postgres@127.0.0.1:5432/test'
 const RUN_ID = 'napping'
 /** How long a scenario's run may take to complete before the scenario fails. */
 const RUN_TIMEOUT_MS = 90_000
@@ -281,26 +280,10 @@ async function open(backend: string, dir: string): Promise<{ target: string; sto
   return {
     target: `postgres:${schema}`,
     store: new PostgresStore({ connectionString: POSTGRES_URL, schema }),
-    dispose: async () => {
-      const client = new pg.Client({ connectionString: POSTGRES_URL })
-      await client.connect()
-      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).finally(() => client.end())
-    },
+    dispose: () => dropSchema(schema),
   }
 }
 
-async function postgresAnswers(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 2000 })
-  try {
-    await client.connect()
-    await client.query('SELECT 1')
-    return true
-  } catch {
-    return false
-  } finally {
-    await client.end().catch(() => undefined)
-  }
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
