@@ -10,7 +10,7 @@
 
 // core
 export { deserialize, parseJson, serialize, type JsonObject, type JsonValue } from './core/codec.js'
-export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, EncryptionChangeError, InvalidArgumentError, isStoreOutage, LeaseLostError, MissingDependencyError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, WrongKeyError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
+export { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, ConfigMismatchError, EffectStartedError, EncryptionChangeError, InterruptExpiredError, InvalidArgumentError, isStoreOutage, LeaseLostError, MissingDependencyError, RecoveryLimitError, RunBusyError, RunNotPausedError, SchemaVersionError, StoreError, WrongKeyError, type CairnErrorCode, type CairnErrorOptions, type CheckpointErrorOptions } from './core/errors.js'
 export { hashValue } from './core/hash.js'
 export { configureLimits, DEFAULT_LIMITS, limits, type CairnLimits } from './core/limits.js'
 

@@ -13,7 +13,7 @@ const API: Record<string, { values: string[]; types: string[] }> = {
     values: [
       'Agent', 'AgentExecutor', 'AgentResult', 'CairnClient', 'CairnError', 'Checkpoint', 'CheckpointCorruptionError', 'CheckpointError',
       'CheckpointIntegrityError', 'CheckpointNotFoundError', 'ConfigMismatchError', 'DEFAULT_LIMITS', 'DEFAULT_MAX_SUPERSTEPS', 'EffectStartedError',
-      'EncryptionChangeError', 'Executor', 'FileStore', 'FunctionExecutor', 'InvalidArgumentError', 'KeyRing', 'LeaseLostError', 'MemoryStore',
+      'EncryptionChangeError', 'Executor', 'FileStore', 'FunctionExecutor', 'InterruptExpiredError', 'InvalidArgumentError', 'KeyRing', 'LeaseLostError', 'MemoryStore',
       'MissingDependencyError', 'ModelError', 'ModelLimitError', 'ModelStreamError', 'NullConversationManager', 'RecoveryLimitError',
       'ResponseAssembler', 'RunBusyError', 'RunNotPausedError', 'Runner', 'SchemaVersionError', 'SlidingWindowConversationManager', 'StoreError',
       'Worker', 'Workflow', 'WorkflowBuilder', 'WorkflowCheckpointError', 'WorkflowError', 'WorkflowRunResult', 'WrongKeyError', 'addUsage',
@@ -148,8 +148,11 @@ const API: Record<string, { values: string[]; types: string[] }> = {
   },
 }
 
-/** The root entry point's ceiling of runtime exports: internals belong behind `cairn-agents/engine` or nowhere. */
-const ROOT_VALUES_AT_MOST = 80
+/**
+ * The root entry point's ceiling of runtime exports: internals belong behind `cairn-agents/engine` or
+ * nowhere. Every error class a caller may meet is public (81: `InterruptExpiredError` joined).
+ */
+const ROOT_VALUES_AT_MOST = 81
 
 const ENTRIES = Object.keys(API)
 const sourceOf = (entry: string) => fileURLToPath(new URL(`../src/${entry}.ts`, import.meta.url))
