@@ -44,6 +44,7 @@ const integration = [
   'test/store/**/*.test.ts',
   'test/streams/browser.test.ts',
   'test/streams/crash.test.ts',
+  'test/streams/event-replace.test.ts',
   'test/torture.test.ts',
   'test/trust/**/*.test.ts',
   'test/worker/dead-local-worker.test.ts',

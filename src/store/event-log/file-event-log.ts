@@ -1,7 +1,8 @@
-import { mkdir, open, rm, stat, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
+import { syncDirectory, tempPathFor, writeNewFileSynced } from '../backends/file/driver.js'
 import { assertId } from '../encoding/validate.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
@@ -88,6 +89,21 @@ export class FileEventLog implements RunEventLog {
     return size > 0 ? 1 : 0
   }
 
+  /**
+   * The new log is written beside the old one, synced, and renamed over it (then the directory
+   * is synced): a crash leaves one whole file or the other. Queued behind this process's appends.
+   */
+  replace(runId: string, events: readonly JsonObject[]): Promise<void> {
+    assertId(runId, 'runId')
+    const queued = (this.#queues.get(runId) ?? Promise.resolve()).then(() => this.#replaceNow(runId, events))
+    const tail = queued.catch(() => {})
+    this.#queues.set(runId, tail)
+    void tail.then(() => {
+      if (this.#queues.get(runId) === tail) this.#queues.delete(runId)
+    })
+    return queued
+  }
+
   async close(): Promise<void> {
     this.#waiters.notify()
     const files = [...this.#open.values()]
@@ -110,6 +126,24 @@ export class FileEventLog implements RunEventLog {
     } catch (err) {
       this.#open.delete(runId)
       throw new StoreError(`run ${runId}: cannot append to its event file: ${(err as Error).message}`, { runId, cause: err })
+    }
+  }
+
+  async #replaceNow(runId: string, events: readonly JsonObject[]): Promise<void> {
+    const opened = this.#open.get(runId)
+    this.#open.delete(runId)
+    await (await opened?.catch(() => undefined))?.handle.close()
+    const path = this.#path(runId)
+    const temporary = tempPathFor(path)
+    try {
+      await mkdir(this.#dir, { recursive: true })
+      await writeNewFileSynced(temporary, events.map((event) => `${JSON.stringify(event)}\n`).join(''))
+      await rename(temporary, path)
+      await syncDirectory(this.#dir)
+      this.#waiters.notify(runId)
+    } catch (err) {
+      await rm(temporary, { force: true }).catch(() => {})
+      throw new StoreError(`run ${runId}: cannot rewrite its event file: ${(err as Error).message}`, { runId, cause: err })
     }
   }
 

@@ -41,6 +41,13 @@ export class MemoryEventLog implements RunEventLog {
     return count
   }
 
+  async replace(runId: string, events: readonly JsonObject[]): Promise<void> {
+    assertId(runId, 'runId')
+    if (events.length === 0) this.#runs.delete(runId)
+    else this.#runs.set(runId, events.map((event) => JSON.stringify(event)))
+    this.#waiters.notify(runId)
+  }
+
   async close(): Promise<void> {
     this.#waiters.notify()
   }

@@ -1,6 +1,6 @@
 import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
-import type { PostgresPool } from '../backends/postgres/driver.js'
+import { guardClient, type PostgresPool, type PostgresPoolClient } from '../backends/postgres/driver.js'
 import { PostgresListener } from '../backends/postgres/postgres-listener.js'
 import { quoteIdent } from '../backends/postgres/sql.js'
 import { assertId } from '../encoding/validate.js'
@@ -113,6 +113,32 @@ export class PostgresEventLog implements RunEventLog {
     } catch (err) {
       throw wrap(runId, 'delete events', err)
     }
+  }
+
+  async replace(runId: string, events: readonly JsonObject[]): Promise<void> {
+    assertId(runId, 'runId')
+    await this.#ensureTable()
+    const bodies = events.map((event) => JSON.stringify(event))
+    let client: PostgresPoolClient | undefined
+    let unguard = () => {}
+    let destroy = true
+    try {
+      client = await this.#pool.connect()
+      unguard = guardClient(client)
+      await client.query('BEGIN')
+      await client.query(`DELETE FROM ${this.#table} WHERE run_id = $1`, [runId])
+      await client.query(`INSERT INTO ${this.#table} (run_id, seq, body) SELECT $1, t.ord, t.body FROM unnest($2::text[]) WITH ORDINALITY AS t(body, ord)`, [runId, bodies])
+      await client.query('SELECT pg_notify($1, $2)', [this.#channel, runId])
+      await client.query('COMMIT')
+      destroy = false
+    } catch (err) {
+      await client?.query('ROLLBACK').then(() => (destroy = false), () => {})
+      throw wrap(runId, 'rewrite events', err)
+    } finally {
+      client?.release(destroy)
+      unguard()
+    }
+    this.#waiters.notify(runId)
   }
 
   async close(): Promise<void> {

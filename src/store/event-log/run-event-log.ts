@@ -46,6 +46,13 @@ export interface RunEventLog {
   waitForMore(runId: string, after: string | undefined, options: WaitForEventsOptions): Promise<boolean>
   /** Remove the run's events; returns how many there were. */
   deleteRun(runId: string): Promise<number>
+  /**
+   * Write the run's whole log again as `events`, in one atomic step: a crash leaves the old log
+   * or the new one, never a mix and never none. What `rekey` does to re-seal a run's events, under
+   * the run's lock (nobody appends meanwhile). Sequence-number cursors stay as they were (the log
+   * holds the same number of events); a file log's byte-offset cursors change with the lines' sizes.
+   */
+  replace(runId: string, events: readonly JsonObject[]): Promise<void>
   /** Release what the log holds (timers, a listening connection); the store calls it on close. */
   close(): Promise<void>
 }

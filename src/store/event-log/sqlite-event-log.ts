@@ -79,6 +79,25 @@ export class SqliteEventLog implements RunEventLog {
     })
   }
 
+  async replace(runId: string, events: readonly JsonObject[]): Promise<void> {
+    assertId(runId, 'runId')
+    const bodies = events.map((event) => JSON.stringify(event))
+    this.#call(runId, 'rewrite events', () => {
+      if (!this.#created) {
+        this.#db.exec(CREATE)
+        this.#created = true
+      }
+      const s = this.#prepared()!
+      SynchronousLevel.of(this.#db)?.use()
+      const rewrite = this.#db.transaction(() => {
+        s.remove.run(runId)
+        bodies.forEach((body, i) => s.insert.run(runId, i + 1, body))
+      })
+      rewrite.immediate()
+    })
+    this.#waiters.notify(runId)
+  }
+
   async close(): Promise<void> {
     this.#waiters.notify()
   }

@@ -63,15 +63,15 @@ export class FencedStore implements RunStore {
     this.#hooks = hooks
   }
 
-  /**
-   * The store's event logs. Appends stop with the view's other writes: once a write was refused
-   * (or the view sealed), an append throws {@link LeaseLostError} without reaching the log.
-   */
   /** What runs wait for (timers, events, schedules): shared by every view, not fenced. */
   get waits(): RunWaits | undefined {
     return this.#store.waits
   }
 
+  /**
+   * The store's event logs. Writes stop with the view's other writes: once a write was refused
+   * (or the view sealed), an append or a replace throws {@link LeaseLostError} without reaching the log.
+   */
   get events(): RunEventLog | undefined {
     const log = this.#store.events
     if (!log) return undefined
@@ -80,6 +80,7 @@ export class FencedStore implements RunStore {
       read: (runId, options) => log.read(runId, options),
       waitForMore: (runId, after, options) => log.waitForMore(runId, after, options),
       deleteRun: (runId) => log.deleteRun(runId),
+      replace: (runId, events) => (this.#lost ? Promise.reject(this.#lost) : log.replace(runId, events)),
       close: () => Promise.resolve(),
     }
   }

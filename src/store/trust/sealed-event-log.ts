@@ -25,10 +25,7 @@ export class SealedEventLog implements RunEventLog {
   }
 
   append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
-    return this.#log.append(
-      runId,
-      events.map((event) => ({ sealed: encrypt(this.#ring, JSON.stringify(event), eventAad(runId)) })),
-    )
+    return this.#log.append(runId, this.#seal(runId, events))
   }
 
   async read(runId: string, options?: ReadEventsOptions): Promise<StoredRunEvent[]> {
@@ -42,6 +39,14 @@ export class SealedEventLog implements RunEventLog {
 
   deleteRun(runId: string): Promise<number> {
     return this.#log.deleteRun(runId)
+  }
+
+  replace(runId: string, events: readonly JsonObject[]): Promise<void> {
+    return this.#log.replace(runId, this.#seal(runId, events))
+  }
+
+  #seal(runId: string, events: readonly JsonObject[]): JsonObject[] {
+    return events.map((event) => ({ sealed: encrypt(this.#ring, JSON.stringify(event), eventAad(runId)) }))
   }
 
   close(): Promise<void> {
@@ -70,8 +75,9 @@ export class SealedEventLog implements RunEventLog {
  * Rewrite a run's event log under the ring's writing key (`encrypt`) or in the clear: what `rekey`
  * does to each run's events, under the run's lock. A sealed event is opened with any key of the
  * ring (and refused when it does not decrypt); one in the clear is taken as it is, which is what a
- * store that is turning encryption on holds. The log is written again from its first event, so a
- * reader's cursors restart with it. A log in the clear that stays in the clear is left untouched.
+ * store that is turning encryption on holds. The log is replaced in one atomic step (a crash keeps
+ * the old one); sequence-number cursors stay valid, a file log's byte offsets do not. A log in the
+ * clear that stays in the clear is left untouched.
  */
 export async function resealEvents(log: RunEventLog, ring: KeyRing, runId: string, encrypt: boolean): Promise<number> {
   const sealed = new SealedEventLog(log, ring)
@@ -88,8 +94,7 @@ export async function resealEvents(log: RunEventLog, ring: KeyRing, runId: strin
     after = page[page.length - 1]!.cursor
   }
   if (events.length === 0 || (!encrypt && !anySealed)) return 0
-  await log.deleteRun(runId)
-  await (encrypt ? sealed : log).append(runId, events)
+  await (encrypt ? sealed : log).replace(runId, events)
   return events.length
 }
 
