@@ -76,7 +76,10 @@ describe('ctx.sleep in a workflow executor', () => {
     await client.enqueue('napper', { input: 'o-2', runId: 'nap' })
     await waitFor(async () => (await store.getRun('nap'))?.status === 'sleeping', 'the run to sleep')
     expect(await store.waits!.getTimer('nap')).toBe(clock.now() + 5 * MINUTE)
-    // Workers keep sweeping; nothing wakes it early.
+    // Workers keep sweeping; nothing wakes it early, and client.wake refuses a workflow's sleep.
+    const refused = await client.wake('nap').then(() => undefined, (err: Error & { code?: string }) => err)
+    expect(refused?.code).toBe('invalid_argument')
+    expect(refused?.message).toContain('a workflow sleeps until its wake time')
     await new Promise((resolve) => setTimeout(resolve, 200))
     expect((await store.getRun('nap'))?.status).toBe('sleeping')
     expect(logOf(dir)).toEqual(['start', 'before'])
