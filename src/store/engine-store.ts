@@ -177,6 +177,7 @@ export class EngineStore implements CheckpointStore {
     this.#leases ??= new RunLeases(engine, (runId) => this.getRun(runId), (runId, what, fn) => this.#call(runId, what, fn), {
       append: (runId, entries) => this.#withRunLock(runId, () => this.#log.append(runId, entries)),
       checkStatus: (runId, status) => this.#trusted(() => this.#log.checkStatus(runId, status)),
+      forget: (runId) => this.#log.forget(runId),
     })
     return this.#leases
   }

@@ -132,6 +132,9 @@ export class CairnClient {
     if (!run) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     if (run.status !== 'sleeping') throw new RunNotPausedError({ runId, status: run.status, message: `run ${runId} is ${run.status}, not sleeping: only a sleeping run can be woken` })
     const sleeps = (await pendingInterruptsOf(this.store, runId)).filter((interrupt) => interrupt.wakeAt !== undefined)
+    if (sleeps.length === 0) {
+      throw new InvalidArgumentError(`run ${runId} sleeps in a workflow executor (or in no tool of an agent): client.wake wakes an agent's tool sleeps; a workflow sleeps until its wake time`, { runId })
+    }
     const wokeAt = new Date(this.#clock.now()).toISOString()
     await this.respond(runId, Object.fromEntries(sleeps.map((interrupt) => [interrupt.id, { wokeAt }])))
   }

@@ -136,7 +136,7 @@ export class RunExecution {
 
   async #driveWorkflow(workflow: Workflow, input: unknown, responses: Record<string, JsonValue> | undefined): Promise<void> {
     try {
-      const result = await driveWorkflow({ store: this.#store, run: this.claimed.run, workflow, input, responses, cancelled: () => this.#cancelled })
+      const result = await driveWorkflow({ store: this.#store, run: this.claimed.run, workflow, input, responses, cancelled: () => this.#cancelled, clock: this.#ctx.clock })
       const metadata = withJob(await this.#currentRun(), { workflowRunId: result.workflowRunId, outputs: result.outputs })
       await this.#release({ status: result.status, metadata }, 'finished')
     } catch (err) {

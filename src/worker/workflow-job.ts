@@ -3,11 +3,13 @@ import { CairnError } from '../core/errors.js'
 import type { CheckpointInput, RunRecord, RunStatus, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import type { WorkflowStore } from '../workflow/checkpoint-storage.js'
 import type { Workflow } from '../workflow/workflow.js'
+import type { RunWaits } from '../store/waits/run-waits.js'
+import type { WorkflowWaits } from '../workflow/waits.js'
 import { jobOf, withJob } from './job.js'
 
 /** How a workflow job ended (a failure is thrown). */
 export interface WorkflowJobResult {
-  status: Extract<RunStatus, 'completed' | 'paused'>
+  status: Extract<RunStatus, 'completed' | 'paused' | 'sleeping' | 'waiting'>
   workflowRunId: string
   /** The executors' outputs, when they are plain data (else empty). */
   outputs: JsonValue[]
@@ -36,6 +38,8 @@ export async function driveWorkflow(params: {
   /** Answers to the workflow's pending requests, for a paused run. */
   responses: Record<string, unknown> | undefined
   cancelled: () => boolean
+  /** The clock of the executors' sleeps and event deadlines. */
+  clock: { now(): number }
 }): Promise<WorkflowJobResult> {
   const { store, run, workflow } = params
   const storage = new LinkedWorkflowStorage(store, run.runId, params.cancelled)
@@ -43,16 +47,22 @@ export async function driveWorkflow(params: {
   const latest = linked === undefined ? undefined : await store.getLatest({ runId: linked })
   storage.link = linked
   const responses = params.responses === undefined ? {} : { responses: params.responses }
+  const clock = params.clock
   const result = latest
-    ? await workflow.run({ checkpointId: latest.id, store: storage, ...responses })
-    : await workflow.run({ message: params.input, store: storage })
+    ? await workflow.run({ checkpointId: latest.id, store: storage, clock, ...responses })
+    : await workflow.run({ message: params.input, store: storage, clock })
   const outputs = result.getOutputs()
-  return { status: result.status === 'idle' ? 'completed' : 'paused', workflowRunId: result.runId, outputs: plainOrEmpty(outputs) }
+  return { status: result.status === 'idle' ? 'completed' : result.status, workflowRunId: result.runId, outputs: plainOrEmpty(outputs) }
 }
 
-/** The workflow's storage: the fenced view, linking the job run to the workflow's run on its first save. */
+/**
+ * The workflow's storage: the fenced view, linking the job run to the workflow's run on its first
+ * save. The timer and waits of a workflow stopped at a sleep or a wait are the job run's: it is
+ * the run workers queue again when they are due.
+ */
 class LinkedWorkflowStorage implements WorkflowStore {
   link: string | undefined
+  readonly waits: WorkflowStore['waits']
   readonly #store: RunStore
   readonly #jobRunId: string
   readonly #cancelled: () => boolean
@@ -61,6 +71,7 @@ class LinkedWorkflowStorage implements WorkflowStore {
     this.#store = store
     this.#jobRunId = jobRunId
     this.#cancelled = cancelled
+    this.waits = store.waits && jobWaits(store.waits, jobRunId)
   }
 
   async save<P>(input: CheckpointInput<P>): Promise<string> {
@@ -78,6 +89,16 @@ class LinkedWorkflowStorage implements WorkflowStore {
   getLatest: WorkflowStore['getLatest'] = (query) => this.#store.getLatest(query)
   listCheckpoints: WorkflowStore['listCheckpoints'] = (query) => this.#store.listCheckpoints(query)
   updateRun = (runId: string, patch: UpdateRunInput) => this.#store.updateRun(runId, patch)
+}
+
+/** The store's waits with the timer and waits of any run set on the job run instead. */
+function jobWaits(waits: RunWaits, jobRunId: string): WorkflowWaits {
+  return {
+    takeEvent: (request) => waits.takeEvent(request),
+    setTimer: (_runId, wakeAt) => waits.setTimer(jobRunId, wakeAt),
+    setWait: (wait) => waits.setWait({ ...wait, runId: jobRunId }),
+    clearRun: () => waits.clearRun(jobRunId),
+  }
 }
 
 function plainOrEmpty(outputs: unknown[]): JsonValue[] {

@@ -1,4 +1,5 @@
 import type { StoreAdmin, StoreReader, StoreWriter } from '../store/checkpoint-store.js'
+import type { WorkflowWaits } from './waits.js'
 
 /**
  * What the workflow engine reads and writes while it runs: any `RunStore` or `CheckpointStore`
@@ -6,9 +7,10 @@ import type { StoreAdmin, StoreReader, StoreWriter } from '../store/checkpoint-s
  * with the four methods it needs. With `updateRun` the run's status follows the workflow
  * (`paused` while requests wait, `completed`, `failed`). With the lease protocol as well
  * (`leases`, `write` and `getRun`, as every Cairn store has), a run owns its run while it executes
- * and fences its writes with the lease's epoch; without it, the run takes no lease.
+ * and fences its writes with the lease's epoch; without it, the run takes no lease. With `waits`
+ * (timers and events), executors can sleep and wait for events (`ctx.sleep`, `ctx.waitForEvent`).
  */
-export type WorkflowStore = Pick<StoreReader, 'load' | 'listCheckpoints' | 'getLatest'> & Pick<StoreWriter, 'save'> & Partial<Pick<StoreWriter, 'updateRun'>>
+export type WorkflowStore = Pick<StoreReader, 'load' | 'listCheckpoints' | 'getLatest'> & Pick<StoreWriter, 'save'> & Partial<Pick<StoreWriter, 'updateRun'>> & { readonly waits?: WorkflowWaits | undefined }
 
 /**
  * A {@link WorkflowStore} that can also delete checkpoints: what `workflow.deleteCheckpoint` and

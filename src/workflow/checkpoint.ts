@@ -5,6 +5,7 @@ import type { CheckpointInfo, CheckpointRecord } from '../store/checkpoint-store
 import type { RequestInfoEvent } from './events.js'
 import type { ExecutorState } from './checkpoint-types.js'
 import type { GraphSignature } from './checkpoint-types.js'
+import { isMessageStop, type MessageStop } from './waits.js'
 
 /** The `kind` of workflow checkpoint records in a `CheckpointStore`. */
 export const WORKFLOW_CHECKPOINT_KIND = 'workflow'
@@ -26,8 +27,11 @@ export const INPUT_SOURCE = '$input'
 /** The source id of a response to a request. */
 export const RESPONSE_SOURCE = '$response'
 
-/** A message in flight: sent (or given) in one super step, delivered in the next. */
-export type WorkflowMessage =
+/**
+ * A message in flight: sent (or given) in one super step, delivered in the next. `stop` says
+ * where its handler stopped (a sleep, a wait for an event) when it was handled before.
+ */
+export type WorkflowMessage = (
   | {
       kind: 'message'
       /** The executor that sent it, or `$input` for the run's input. */
@@ -38,6 +42,7 @@ export type WorkflowMessage =
       fanIn?: string
     }
   | { kind: 'response'; sourceId: typeof RESPONSE_SOURCE; targetId: string; data: unknown; request: RequestInfoEvent }
+) & { stop?: MessageStop }
 
 /** What a workflow checkpoint's `metadata` holds. */
 export interface WorkflowCheckpointMetadata {
@@ -181,6 +186,7 @@ function shapeProblem(p: Partial<WorkflowCheckpoint> | null): string | undefined
 
 function isMessage(value: unknown): value is WorkflowMessage {
   if (!isPlainObject(value) || typeof value.sourceId !== 'string' || typeof value.targetId !== 'string') return false
+  if (value.stop !== undefined && !isMessageStop(value.stop)) return false
   if (value.kind === 'message') return value.fanIn === undefined || typeof value.fanIn === 'string'
   return value.kind === 'response' && isRequest(value.request)
 }

@@ -5,6 +5,9 @@ import type { WorkflowMessage } from './checkpoint.js'
 import { reachableFrom, routeThrough, type EdgeGroup } from './edges.js'
 import type { RequestInfoEvent, WorkflowEvent } from './events.js'
 import { StagedWrites, type SharedState, type WorkflowState } from './shared-state.js'
+import type { JsonValue } from '../core/codec.js'
+import type { WaitForEventOptions } from '../tools/tool.js'
+import { handlerWaits, type RecordedWait, type WorkflowTime } from './waits.js'
 
 /** Options of `ctx.sendMessage`. */
 export interface SendMessageOptions {
@@ -45,6 +48,21 @@ export interface WorkflowContext<TSend = unknown, TOutput = unknown> {
    * `handleResponse` in a later run. Returns the request id.
    */
   requestInfo(data: unknown, options?: RequestInfoOptions): Promise<string>
+  /**
+   * Sleep `ms` durably: the handler stops here, the run ends its super step and is stored
+   * `sleeping` with its wake time, and goes on at (not before) that time, in any process. When it
+   * does, **the handler runs again from its start** with the same message, and this call returns
+   * at once: code before it runs again, code after it runs once. Needs a store that keeps waits.
+   */
+  sleep(ms: number): Promise<void>
+  /** {@link WorkflowContext.sleep} until a time (a `Date` or Unix ms). */
+  sleepUntil(time: Date | number): Promise<void>
+  /**
+   * Wait for an external event (`client.send(name, payload, { match })`): returns its payload, or
+   * `undefined` once `timeoutMs` passed. An event sent before is taken at once; otherwise the
+   * handler stops here and the run is stored `waiting`, as for {@link WorkflowContext.sleep}.
+   */
+  waitForEvent<T = JsonValue>(name: string, options?: WaitForEventOptions): Promise<T | undefined>
 }
 
 /**
@@ -70,6 +88,8 @@ export class StepContext implements WorkflowContext {
   readonly requests: RequestInfoEvent[] = []
   readonly #graph: ContextGraph
   readonly #emit: (event: WorkflowEvent) => void
+  readonly #time: WorkflowTime | undefined
+  #waits: ReturnType<typeof handlerWaits> | undefined
 
   constructor(params: {
     graph: ContextGraph
@@ -79,9 +99,11 @@ export class StepContext implements WorkflowContext {
     state: SharedState
     signal: AbortSignal
     emit: (event: WorkflowEvent) => void
+    time?: WorkflowTime | undefined
   }) {
     this.#graph = params.graph
     this.#emit = params.emit
+    this.#time = params.time
     this.workflowName = params.graph.name
     this.runId = params.runId
     this.executorId = params.executorId
@@ -89,6 +111,40 @@ export class StepContext implements WorkflowContext {
     this.targetIds = reachableFrom(params.graph.bySource, params.executorId)
     this.state = params.state.view(this.writes)
     this.signal = params.signal
+  }
+
+  /** Before each handler call: the waits of the message it handles (`key` names them in the store; `recorded`, where it stopped before). */
+  beginHandler(key: string, recorded: readonly RecordedWait[]): void {
+    this.#waits = handlerWaits({ runId: this.runId, executorId: this.executorId, key, recorded, time: this.#time })
+  }
+
+  sleep(ms: number): Promise<void> {
+    return this.#handlerWaits().sleep(ms)
+  }
+
+  sleepUntil(time: Date | number): Promise<void> {
+    return this.#handlerWaits().sleepUntil(time)
+  }
+
+  waitForEvent<T = JsonValue>(name: string, options?: WaitForEventOptions): Promise<T | undefined> {
+    return this.#handlerWaits().waitForEvent<T>(name, options)
+  }
+
+  /** What the handler about to run has sent, asked and staged so far: {@link StepContext.rollback} goes back to it. */
+  mark(): { sent: number; requests: number; writes: ReturnType<StagedWrites['snapshot']> } {
+    return { sent: this.sent.length, requests: this.requests.length, writes: this.writes.snapshot() }
+  }
+
+  /** Drop what a handler that stopped sent, asked and staged (it runs again from its start). */
+  rollback(mark: ReturnType<StepContext['mark']>): void {
+    this.sent.splice(mark.sent)
+    this.requests.splice(mark.requests)
+    this.writes.restore(mark.writes)
+  }
+
+  #handlerWaits(): ReturnType<typeof handlerWaits> {
+    if (!this.#waits) throw new InvalidArgumentError(`executor ${this.executorId}: ctx.sleep and ctx.waitForEvent are for the handler's own call`)
+    return this.#waits
   }
 
   async sendMessage(message: unknown, options: SendMessageOptions = {}): Promise<void> {

@@ -1,7 +1,10 @@
 import type { JsonObject } from '../core/codec.js'
 
-/** How a run that did not fail ended: nothing left to do, or waiting for answers to requests. */
-export type WorkflowRunStatus = 'idle' | 'paused'
+/**
+ * How a run that did not fail ended: nothing left to do (`idle`), waiting for answers to requests
+ * (`paused`), or stopped at handlers' sleeps (`sleeping`) or waits for events (`waiting`).
+ */
+export type WorkflowRunStatus = 'idle' | 'paused' | 'sleeping' | 'waiting'
 
 /** A run began: fresh, or resumed from `resumedFrom`. */
 export interface WorkflowStartedEvent {
@@ -84,6 +87,10 @@ export interface WorkflowCompletedEvent {
   /** The run's last checkpoint (the one to resume or answer from); undefined without storage. */
   checkpointId: string | undefined
   pendingRequestIds: string[]
+  /** `sleeping` or `waiting`: when the run is due again (the earliest wake time or event deadline), if it has one. */
+  wakeAt?: number
+  /** `waiting`: the events handlers wait for. */
+  waitingFor?: { name: string; match: string; expiresAt?: number }[]
 }
 
 /** What `workflow.stream()` yields. */

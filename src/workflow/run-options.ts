@@ -39,6 +39,11 @@ export interface WorkflowRunOptions<TIn = unknown> {
    * (at once for another process on the same machine). Stores with leases only.
    */
   leaseMs?: number
+  /**
+   * The clock of the executors' `ctx.sleep` and event timeouts, and of when a stopped run is due
+   * (default: the system's). Tests pass one they move by hand.
+   */
+  clock?: { now(): number }
 }
 
 /** What a run does, once its options are checked. */

@@ -1,12 +1,13 @@
 import { CairnError, InvalidArgumentError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
-import { INPUT_SOURCE, type WorkflowCheckpointPhase } from './checkpoint.js'
+import { INPUT_SOURCE, type WorkflowCheckpointPhase, type WorkflowMessage } from './checkpoint.js'
 import type { WorkflowStore } from './checkpoint-storage.js'
 import { refuseAnsweredLater } from './answered-later.js'
 import { WorkflowCheckpointError, WorkflowError } from './errors.js'
 import { EventChannel, pump } from './event-channel.js'
-import type { WorkflowEvent, WorkflowRunStatus } from './events.js'
+import type { WorkflowCompletedEvent, WorkflowEvent, WorkflowRunStatus } from './events.js'
+import { eventWaitsOf, nextTimeOfStops, stoppedStatusOf, stopsDue, type MessageStop, type WorkflowTime } from './waits.js'
 import type { WorkflowGraph } from './graph.js'
 import { restoreCheckpoint, saveCheckpoint, type RunState } from './persistence.js'
 import { acceptResponses } from './responses.js'
@@ -32,6 +33,10 @@ export interface RunSettings {
   current: RunState | undefined
   /** Told the run state as soon as it exists. */
   onRun(run: RunState): void
+  /** The clock of the executors' sleeps and event deadlines (default: the system's). */
+  clock?: { now(): number } | undefined
+  /** The executors' clock and the store's waits (set by `executeRun`). */
+  time?: WorkflowTime
 }
 
 /**
@@ -46,6 +51,9 @@ export interface RunSettings {
  */
 export async function* executeRun(settings: RunSettings, plan: RunPlan): AsyncGenerator<WorkflowEvent> {
   const run = await prepare(settings, plan)
+  // Taken from the store as given: the owned view below only reads and writes checkpoints.
+  const clock = settings.clock ?? { now: () => Date.now() }
+  settings = { ...settings, time: { now: () => clock.now(), waits: settings.storage?.waits } }
   const owned = await ownWorkflowRun({ storage: settings.storage, runId: run.runId, workflowName: settings.graph.name, leaseMs: settings.leaseMs, waitForOwner: settings.waitForOwner })
   try {
     // Checked once the run is ours: an owner that just went on from this checkpoint is seen.
@@ -68,22 +76,19 @@ async function* executeOwned(settings: RunSettings, plan: RunPlan, run: RunState
   const trace = api ? superstepTracing(api, { workflowName: graph.name, runId: run.runId }) : undefined
   try {
     yield* begin(settings, run, plan)
-    while (deliver(graph, run.queue).inboxes.size > 0) {
+    // Stopped at sleeps or waits none of which is due yet (woken early): it stays as it is.
+    let stops = stopsIn(run.queue)
+    const wasStopped = stops.length > 0
+    const due = stops.length === 0 || plan.kind !== 'resume' || plan.responses !== undefined || (await stopsDue(run.runId, stops, settings.time))
+    while (due && deliver(graph, run.queue).inboxes.size > 0) {
       for await (const event of superstep(settings, run)) {
         trace?.(event as { type: string })
         yield event
       }
+      stops = stopsIn(run.queue)
+      if (stops.length > 0) break
     }
-    const status: WorkflowRunStatus = run.pending.size > 0 ? 'paused' : 'idle'
-    await setRunStatus(settings.storage, run, status === 'idle' ? 'completed' : 'paused')
-    yield {
-      type: 'workflow_completed',
-      runId: run.runId,
-      status,
-      iteration: run.iteration,
-      checkpointId: run.lastCheckpointId ?? undefined,
-      pendingRequestIds: [...run.pending.keys()],
-    }
+    yield await finish(settings, run, stops, wasStopped)
   } catch (error) {
     // Best effort: the run's own error is the one to report, not a second store failure.
     await setRunStatus(settings.storage, run, 'failed').catch(() => undefined)
@@ -93,6 +98,37 @@ async function* executeOwned(settings: RunSettings, plan: RunPlan, run: RunState
     yield { type: 'workflow_failed', error: err, iteration: where?.superstep ?? run.iteration, executorId: where?.executorId }
     throw error
   }
+}
+
+/**
+ * The run's end: stopped at sleeps or waits (its timer and waits recorded first, so a run stored
+ * sleeping or waiting always has them), paused for requests, or idle.
+ */
+async function finish(settings: RunSettings, run: RunState, stops: readonly MessageStop[], wasStopped: boolean): Promise<WorkflowCompletedEvent> {
+  const end = { type: 'workflow_completed' as const, runId: run.runId, iteration: run.iteration, checkpointId: run.lastCheckpointId ?? undefined, pendingRequestIds: [...run.pending.keys()] }
+  if (stops.length > 0) {
+    const status = stoppedStatusOf(stops)
+    const wakeAt = nextTimeOfStops(stops)
+    const events = eventWaitsOf(run.runId, stops)
+    const waits = settings.time?.waits
+    if (waits) {
+      await waits.clearRun(run.runId)
+      for (const wait of events) await waits.setWait({ runId: run.runId, waitId: wait.waitId, name: wait.name, match: wait.match })
+      if (wakeAt !== undefined) await waits.setTimer(run.runId, wakeAt)
+    }
+    await setRunStatus(settings.storage, run, status)
+    const waitingFor = events.map(({ name, match, expiresAt }) => ({ name, match, ...(expiresAt === undefined ? {} : { expiresAt }) }))
+    return { ...end, status, ...(wakeAt === undefined ? {} : { wakeAt }), ...(status === 'waiting' ? { waitingFor } : {}) }
+  }
+  if (wasStopped) await settings.time?.waits?.clearRun(run.runId)
+  const status: WorkflowRunStatus = run.pending.size > 0 ? 'paused' : 'idle'
+  await setRunStatus(settings.storage, run, status === 'idle' ? 'completed' : 'paused')
+  return { ...end, status }
+}
+
+/** Where the queue's messages' handlers stopped. */
+function stopsIn(queue: readonly WorkflowMessage[]): MessageStop[] {
+  return queue.flatMap((message) => (message.stop === undefined ? [] : [message.stop]))
 }
 
 /** The run a plan starts from: fresh, restored from a checkpoint, or this instance's last. */
@@ -155,6 +191,7 @@ async function* superstep(settings: RunSettings, run: RunState): AsyncGenerator<
     state: run.state,
     signal: settings.ownerSignal ? AbortSignal.any([abort.signal, settings.ownerSignal]) : abort.signal,
     emit: (event) => channel.push(event),
+    time: settings.time,
   })
   yield* pump(channel, step, () => abort.abort(new CairnError('invalid_argument', 'the caller stopped consuming the workflow run')))
   const outcome = await step

@@ -20,6 +20,19 @@ export interface WorkflowState {
 export class StagedWrites {
   readonly sets = new Map<string, unknown>()
   readonly deletes = new Set<string>()
+
+  /** A copy of what is staged now, to go back to with {@link StagedWrites.restore}. */
+  snapshot(): { sets: Map<string, unknown>; deletes: Set<string> } {
+    return { sets: new Map(this.sets), deletes: new Set(this.deletes) }
+  }
+
+  /** Go back to a snapshot (a handler that stopped: what it staged is dropped). */
+  restore(snapshot: { sets: ReadonlyMap<string, unknown>; deletes: ReadonlySet<string> }): void {
+    this.sets.clear()
+    this.deletes.clear()
+    for (const [key, value] of snapshot.sets) this.sets.set(key, value)
+    for (const key of snapshot.deletes) this.deletes.add(key)
+  }
 }
 
 /** The committed state of a run. */

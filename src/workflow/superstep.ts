@@ -1,12 +1,16 @@
-import type { WorkflowMessage } from './checkpoint.js'
+import { RESPONSE_SOURCE, type WorkflowMessage } from './checkpoint.js'
 import { StepContext } from './context.js'
 import { WorkflowError } from './errors.js'
 import type { RequestInfoEvent, WorkflowEvent } from './events.js'
 import type { WorkflowGraph } from './graph.js'
 import type { SharedState, StagedWrites } from './shared-state.js'
+import { WorkflowStopSignal, type MessageStop, type WorkflowTime } from './waits.js'
 
-/** One thing handed to an executor in a super step. */
-export type Delivery = { kind: 'message'; data: unknown } | { kind: 'response'; data: unknown; request: RequestInfoEvent }
+/**
+ * One thing handed to an executor in a super step; `stop` when its handler stopped at a sleep or
+ * a wait before (a fan-in delivery's `sourceId` is its group's id).
+ */
+export type Delivery = ({ kind: 'message'; sourceId: string; data: unknown } | { kind: 'response'; data: unknown; request: RequestInfoEvent }) & { stop?: MessageStop }
 
 /** What a super step's delivery phase produced. */
 export interface Deliveries {
@@ -22,6 +26,8 @@ export interface StepOutcome {
   queue: WorkflowMessage[]
   writes: StagedWrites[]
   requests: RequestInfoEvent[]
+  /** Where handlers stopped (a sleep, a wait for an event); their messages are first in `queue`. */
+  stops: MessageStop[]
 }
 
 /**
@@ -33,9 +39,10 @@ export function deliver(graph: WorkflowGraph, queue: readonly WorkflowMessage[])
   const add = (target: string, delivery: Delivery) => unordered.set(target, [...(unordered.get(target) ?? []), delivery])
   const fanIn = new Map<string, WorkflowMessage[]>()
   for (const message of queue) {
-    if (message.kind === 'response') add(message.targetId, { kind: 'response', data: message.data, request: message.request })
+    const stop = message.stop === undefined ? {} : { stop: message.stop }
+    if (message.kind === 'response') add(message.targetId, { kind: 'response', data: message.data, request: message.request, ...stop })
     else if (message.fanIn !== undefined) fanIn.set(message.fanIn, [...(fanIn.get(message.fanIn) ?? []), message])
-    else add(message.targetId, { kind: 'message', data: message.data })
+    else add(message.targetId, { kind: 'message', sourceId: message.sourceId, data: message.data, ...stop })
   }
   const held: WorkflowMessage[] = []
   for (const [groupId, waiting] of fanIn) {
@@ -43,7 +50,7 @@ export function deliver(graph: WorkflowGraph, queue: readonly WorkflowMessage[])
     if (group === undefined) throw new TypeError(`an in-flight message waits in fan-in group ${groupId}, which this workflow does not have`)
     if (group.sources.every((source) => waiting.some((m) => m.sourceId === source))) {
       const data = group.sources.flatMap((source) => waiting.filter((m) => m.sourceId === source).map((m) => m.data))
-      add(group.target, { kind: 'message', data })
+      add(group.target, { kind: 'message', sourceId: groupId, data })
     } else {
       held.push(...waiting)
     }
@@ -60,6 +67,10 @@ export function deliver(graph: WorkflowGraph, queue: readonly WorkflowMessage[])
  * Run one super step: every executor with deliveries runs concurrently, handling its own
  * deliveries in order. Events go to `emit` as they happen. If an executor fails, the others are
  * awaited and the step fails with nothing committed.
+ *
+ * A handler that stops (`ctx.sleep`, `ctx.waitForEvent`) has what it sent, asked and staged
+ * dropped; its message, with where it stopped, and the executor's deliveries not handled yet
+ * go back into the queue, to be handled again when the run goes on.
  */
 export async function runSuperstep(params: {
   graph: WorkflowGraph
@@ -69,18 +80,32 @@ export async function runSuperstep(params: {
   state: SharedState
   signal: AbortSignal
   emit: (event: WorkflowEvent) => void
+  time?: WorkflowTime | undefined
 }): Promise<StepOutcome> {
   const { graph, iteration, emit } = params
   const contexts = [...params.deliveries.inboxes.keys()].map(
-    (executorId) => new StepContext({ graph, runId: params.runId, executorId, iteration, state: params.state, signal: params.signal, emit }),
+    (executorId) => new StepContext({ graph, runId: params.runId, executorId, iteration, state: params.state, signal: params.signal, emit, time: params.time }),
   )
+  const stopped: WorkflowMessage[][] = contexts.map(() => [])
+  const stops: MessageStop[] = []
   const settled = await Promise.allSettled(
-    contexts.map(async (ctx) => {
+    contexts.map(async (ctx, n) => {
       const executor = graph.executors.get(ctx.executorId)!
-      for (const delivery of params.deliveries.inboxes.get(ctx.executorId) ?? []) {
+      const inbox = params.deliveries.inboxes.get(ctx.executorId) ?? []
+      for (const [index, delivery] of inbox.entries()) {
         emit({ type: 'executor_invoked', executorId: ctx.executorId, iteration })
-        if (delivery.kind === 'response') await executor.handleResponse(delivery.data, delivery.request, ctx)
-        else await executor.handle(delivery.data, ctx)
+        const mark = ctx.mark()
+        ctx.beginHandler(delivery.stop?.key ?? `${iteration}.${ctx.executorId}.${index}`, delivery.stop?.waits ?? [])
+        try {
+          if (delivery.kind === 'response') await executor.handleResponse(delivery.data, delivery.request, ctx)
+          else await executor.handle(delivery.data, ctx)
+        } catch (err) {
+          if (!(err instanceof WorkflowStopSignal)) throw err
+          ctx.rollback(mark)
+          stops.push(err.stop)
+          stopped[n] = [{ ...delivery, stop: err.stop }, ...inbox.slice(index + 1)].map((d) => messageOf(ctx.executorId, d))
+          return
+        }
         emit({ type: 'executor_completed', executorId: ctx.executorId, iteration })
       }
     }),
@@ -89,7 +114,7 @@ export async function runSuperstep(params: {
   const first = failed[0]
   if (first) {
     const others = failed.length > 1 ? ` (${failed.length - 1} more executor(s) failed too: ${failed.slice(1).map((f) => f.executorId).join(', ')})` : ''
-    throw new WorkflowError('executor_failed', `workflow ${graph.name}: executor ${first.executorId} failed in superstep ${iteration}: ${messageOf(first.error)}${others}`, {
+    throw new WorkflowError('executor_failed', `workflow ${graph.name}: executor ${first.executorId} failed in superstep ${iteration}: ${errorMessageOf(first.error)}${others}`, {
       cause: first.error,
       workflowName: graph.name,
       runId: params.runId,
@@ -98,12 +123,20 @@ export async function runSuperstep(params: {
     })
   }
   return {
-    queue: [...params.deliveries.held, ...contexts.flatMap((ctx) => ctx.sent)],
+    queue: [...stopped.flat(), ...params.deliveries.held, ...contexts.flatMap((ctx) => ctx.sent)],
     writes: contexts.map((ctx) => ctx.writes),
     requests: contexts.flatMap((ctx) => ctx.requests),
+    stops,
   }
 }
 
-function messageOf(error: unknown): string {
+/** A delivery put back into the queue, to `targetId` again. */
+function messageOf(targetId: string, delivery: Delivery): WorkflowMessage {
+  const stop = delivery.stop === undefined ? {} : { stop: delivery.stop }
+  if (delivery.kind === 'response') return { kind: 'response', sourceId: RESPONSE_SOURCE, targetId, data: delivery.data, request: delivery.request, ...stop }
+  return { kind: 'message', sourceId: delivery.sourceId, targetId, data: delivery.data, ...stop }
+}
+
+function errorMessageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }

@@ -115,6 +115,7 @@ export class Workflow<TIn = unknown, TOutput = unknown> {
         maxSupersteps: options.maxSupersteps ?? this.maxSupersteps,
         leaseMs: options.leaseMs ?? DEFAULT_WORKFLOW_LEASE_MS,
         waitForOwner: options.waitForOwner,
+        clock: options.clock,
         current: this.#current,
         onRun: (run: RunState) => {
           started = true

@@ -44,8 +44,8 @@ export interface LeaseEngine {
   requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined>
   /**
    * `requeuePaused` for several runs in one write transaction (one commit), each decided as on
-   * its own; the outcomes in the order of `requests`. Optional: without it, callers requeue one
-   * run at a time.
+   * its own (a run named twice is decided once, its later requests finding it queued); the
+   * outcomes in the order of `requests`. Optional: without it, callers requeue one run at a time.
    */
   requeuePausedMany?(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]>
   /**
@@ -164,6 +164,13 @@ export interface RequeueRequest {
   now: number
   /** The requeued row's new `digest`, from the row as requeued (see {@link RunPatch.digestOf}). */
   digestOf?: RunDigestOf
+  /**
+   * An item to append to the end of the run's list `listId` in the same transaction, when (and
+   * only when) the run is queued: the run log's record of the change (see `RunLog`), so a batch
+   * of requeues is one commit, not one more per run. Optional for an engine: one that writes it
+   * says so (`appended` in the outcome); otherwise the caller appends it in a commit of its own.
+   */
+  append?: { listId: string; item: string }
 }
 
 /**
@@ -172,7 +179,8 @@ export interface RequeueRequest {
  * or it was never enqueued (a run of a `Runner` of its own, which no worker would claim).
  */
 export type RequeueOutcome =
-  | { outcome: 'queued' }
+  /** `appended`: the request's `append` was written with it (an engine that ignores `append` leaves it out). */
+  | { outcome: 'queued'; appended?: boolean }
   | { outcome: 'not_paused'; status: RunStatus }
   | { outcome: 'held'; owner: string; leaseLeftMs: number }
   | { outcome: 'not_enqueued' }

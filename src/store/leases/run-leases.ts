@@ -19,6 +19,7 @@ import { decodeRunRow, digestAfterCheck, encodeMetadata, toRunPatch } from '../e
 import { runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { assertId, assertRunPatch } from '../encoding/validate.js'
 import type { RunLogEntry } from '../encoding/rollback.js'
+import { RUN_LOG_LIST } from '../engine/list-retention.js'
 
 /** What `enqueue` takes. */
 export interface EnqueueRunInput {
@@ -73,6 +74,8 @@ export interface RunLogAccess {
   append(runId: string, entries: readonly RunLogEntry[]): Promise<void>
   /** Throws when the run's log says its status was settled otherwise (a typed error naming the run). */
   checkStatus(runId: string, status: string): Promise<void>
+  /** Entries were appended to the run's log without this store: what it remembers of its length is stale. */
+  forget(runId: string): void
 }
 
 /**
@@ -201,11 +204,11 @@ export class RunLeases {
     const run = await this.#getRun(runId)
     if (run) await this.#log.checkStatus(runId, run.status)
     const outcome = await this.#call(runId, 'queue paused run again', () =>
-      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck }),
+      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck, append: QUEUED_ENTRY }),
     )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
-    if (outcome.outcome === 'queued') await this.#log.append(runId, [['status', 'queued']])
-    return outcome
+    if (outcome.outcome !== 'queued') return outcome
+    return this.#logged(runId, outcome)
   }
 
   /**
@@ -214,13 +217,14 @@ export class RunLeases {
    * outcomes in the order of `runIds`; an unknown run's is undefined.
    */
   async requeuePausedMany(runIds: readonly string[], metadata: (run: RunRecord) => JsonObject): Promise<(RequeueOutcome | undefined)[]> {
-    for (const runId of runIds) {
-      assertId(runId, 'runId')
-      // A paused row put back over a completion or a cancel is refused before it is queued.
+    for (const runId of runIds) assertId(runId, 'runId')
+    // A paused row put back over a completion or a cancel is refused before it is queued (the
+    // runs are read a few at a time: one after the other, a batch's reads would take longer than its write).
+    await eachLimited(runIds, CHECKS_AT_ONCE, async (runId) => {
       const run = await this.#getRun(runId)
       if (run) await this.#log.checkStatus(runId, run.status)
-    }
-    const requests = runIds.map((runId) => ({ runId, now: Date.now(), metadata: (row: RunRow) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck }))
+    })
+    const requests = runIds.map((runId) => ({ runId, now: Date.now(), metadata: (row: RunRow) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck, append: QUEUED_ENTRY }))
     const engine = this.#engine
     const outcomes = engine.requeuePausedMany
       ? await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, () => engine.requeuePausedMany!(requests))
@@ -229,8 +233,19 @@ export class RunLeases {
           for (const request of requests) each.push(await engine.requeuePaused(request))
           return each
         })
-    for (const [i, outcome] of outcomes.entries()) if (outcome?.outcome === 'queued') await this.#log.append(runIds[i]!, [['status', 'queued']])
-    return outcomes
+    const logged: (RequeueOutcome | undefined)[] = []
+    for (const [i, outcome] of outcomes.entries()) logged.push(outcome?.outcome === 'queued' ? await this.#logged(runIds[i]!, outcome) : outcome)
+    return logged
+  }
+
+  /**
+   * A requeued run's `queued` entry: written by the engine with the change (the length this store
+   * remembers of the run's log is one short now), else appended in a commit of its own.
+   */
+  async #logged(runId: string, outcome: Extract<RequeueOutcome, { outcome: 'queued' }>): Promise<RequeueOutcome> {
+    if (outcome.appended === true) this.#log.forget(runId)
+    else await this.#log.append(runId, [['status', 'queued']])
+    return { outcome: 'queued' }
   }
 
   /** A run's lease columns; undefined for an unknown run. */
@@ -255,6 +270,21 @@ export class RunLeases {
     const subscribe = this.#engine.subscribe?.bind(this.#engine)
     return subscribe ? this.#call(undefined, 'listen for new runs', () => subscribe(onWake)) : undefined
   }
+}
+
+/** The run-log entry a requeue appends, with the change where the engine can (see `RequeueRequest.append`). */
+const QUEUED_ENTRY = { listId: RUN_LOG_LIST, item: JSON.stringify(['status', 'queued'] satisfies RunLogEntry) }
+
+/** How many runs a batch requeue reads at once before it writes. */
+const CHECKS_AT_ONCE = 16
+
+/** `fn` for every item, at most `limit` at a time. */
+async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0
+  const lane = async () => {
+    while (next < items.length) await fn(items[next++]!)
+  }
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane))
 }
 
 function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>): RunRow {

@@ -157,19 +157,53 @@ export class PostgresLeases implements LeaseEngine {
     return this.#db.transaction((db) => this.#requeue(db, request))
   }
 
+  /**
+   * One transaction of a few statements, whatever the number of runs: the runs are locked in run
+   * id order (two sweeps of overlapping batches wait for each other instead of deadlocking; the
+   * second finds the runs queued already), decided, queued, given their digests and log entries,
+   * and the workers woken.
+   */
   async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
+    if (requests.length === 0) return []
     return this.#db.transaction(async (db) => {
-      const outcomes: (RequeueOutcome | undefined)[] = new Array<RequeueOutcome | undefined>(requests.length)
-      // Rows locked in run id order, whatever the order given: two sweeps of overlapping batches
-      // wait for each other instead of deadlocking; the second finds the runs queued already.
-      const order = requests.map((request, i) => ({ request, i })).sort((a, b) => (a.request.runId < b.request.runId ? -1 : a.request.runId > b.request.runId ? 1 : 0))
-      for (const { request, i } of order) outcomes[i] = await this.#requeue(db, request)
+      const { rows } = await db.query(this.#sql.lockManyForRequeue, [[...new Set(requests.map((request) => request.runId))]])
+      const locked = new Map(rows.map((row) => [row.runId as string, row]))
+      const outcomes: (RequeueOutcome | undefined)[] = []
+      const queued = new Map<string, { request: RequeueRequest; before: RunRow }>()
+      for (const request of requests) {
+        const row = locked.get(request.runId)
+        if (!row) {
+          outcomes.push(undefined)
+          continue
+        }
+        const run = runRowOf(row)
+        if (queued.has(request.runId)) outcomes.push({ outcome: 'not_paused', status: 'queued' })
+        else if (!WAITING_STATUSES.includes(run.status)) outcomes.push({ outcome: 'not_paused', status: run.status })
+        else if (row.queue === null) outcomes.push({ outcome: 'not_enqueued' })
+        else if (row.live === true) outcomes.push({ outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) })
+        else {
+          queued.set(request.runId, { request, before: run })
+          outcomes.push(request.append ? { outcome: 'queued', appended: true } : { outcome: 'queued' })
+        }
+      }
+      if (queued.size === 0) return outcomes
+      const runIds = [...queued.keys()]
+      const now = Math.max(...[...queued.values()].map(({ request }) => request.now))
+      const updated = await db.query(this.#sql.requeueMany, [runIds, [...queued.values()].map(({ request, before }) => request.metadata(before)), now])
+      const digests = updated.rows.flatMap((row) => {
+        const { request, before } = queued.get(row.runId as string)!
+        return request.digestOf ? [[before.runId, request.digestOf(runRowOf(row), before)] as const] : []
+      })
+      if (digests.length > 0) await db.query(this.#sql.setDigests, [digests.map(([runId]) => runId), digests.map(([, digest]) => digest)])
+      const appends = [...queued.values()].flatMap(({ request }) => (request.append ? [{ runId: request.runId, ...request.append }] : []))
+      if (appends.length > 0) await db.query(this.#sql.appendItems, [appends.map((a) => a.runId), appends.map((a) => a.listId), appends.map((a) => a.item)])
+      await db.query(this.#sql.wakeMany, [this.#channel, [...new Set(updated.rows.map((row) => row.queue as string))]])
       return outcomes
     })
   }
 
   /** Inside a transaction: one run's `requeuePaused`. */
-  async #requeue(db: PostgresQueryable, { runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async #requeue(db: PostgresQueryable, { runId, metadata, now, digestOf, append }: RequeueRequest): Promise<RequeueOutcome | undefined> {
     const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
     if (!row) return undefined
     const run = runRowOf(row)
@@ -178,7 +212,9 @@ export class PostgresLeases implements LeaseEngine {
     if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
     await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
     await this.#redigest(db, runId, digestOf, run)
-    return { outcome: 'queued' }
+    if (!append) return { outcome: 'queued' }
+    await db.query(this.#sql.appendItem, [runId, append.listId, append.item])
+    return { outcome: 'queued', appended: true }
   }
 
   /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */

@@ -35,6 +35,10 @@ export function quoteIdent(name: string): string {
 const RUN_COLUMNS = `run_id AS "runId", status, name, thread_id AS "threadId", workflow_name AS "workflowName",
   config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata, seal, digest`
 
+/** {@link RUN_COLUMNS} of a table aliased `r`. */
+const RUN_COLUMNS_OF_R = `r.run_id AS "runId", r.status, r.name, r.thread_id AS "threadId", r.workflow_name AS "workflowName",
+  r.config_signature AS "configSignature", r.last_seq AS "lastSeq", r.created_at AS "createdAt", r.updated_at AS "updatedAt", r.metadata, r.seal, r.digest`
+
 const HEADER_COLUMNS = `id, run_id AS "runId", parent_id AS "parentId", seq, kind, phase, schema_version AS "schemaVersion",
   created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
 
@@ -304,6 +308,27 @@ export function leaseStatements(schema: string) {
       )
       SELECT pg_notify($4, queue) FROM requeued`,
     wake: `SELECT pg_notify($1, $2)`,
+    /** Append item `$3` at the end of run `$1`'s list `$2` (a requeue's run-log entry, in its transaction). */
+    appendItem: `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
+      SELECT $1, $2, coalesce(max(idx) + 1, 0), $3 FROM ${s}.list_items WHERE run_id = $1 AND list_id = $2`,
+    /** `lockForRequeue` for the runs `$1` (a text array), locked in run id order. */
+    lockManyForRequeue: `SELECT ${RUN_COLUMNS}, queue, owner, owner IS NOT NULL AND lease_expires_at >= now() AS live,
+        greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000) AS "leaseLeftMs"
+      FROM ${s}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id COLLATE "C" FOR UPDATE`,
+    /** `requeuePaused` for the runs `$1` with metadata `$2` (arrays in step), `updated_at` at least `$3`; returns the rows as queued. */
+    requeueMany: `UPDATE ${s}.runs r SET status = 'queued', metadata = u.metadata, updated_at = greatest(r.updated_at, $3),
+        lease_epoch = r.lease_epoch + (r.owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
+      FROM unnest($1::text[], $2::text[]) AS u(run_id, metadata)
+      WHERE r.run_id = u.run_id AND r.status IN ('paused', 'sleeping', 'waiting')
+      RETURNING ${RUN_COLUMNS_OF_R}, r.queue`,
+    /** Set the digests `$2` of the runs `$1` (arrays in step). */
+    setDigests: `UPDATE ${s}.runs r SET digest = u.digest FROM unnest($1::text[], $2::text[]) AS u(run_id, digest) WHERE r.run_id = u.run_id`,
+    /** Append item `$3[k]` at the end of run `$1[k]`'s list `$2[k]` (each run once). */
+    appendItems: `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
+      SELECT u.run_id, u.list_id, coalesce((SELECT max(i.idx) + 1 FROM ${s}.list_items i WHERE i.run_id = u.run_id AND i.list_id = u.list_id), 0), u.item
+      FROM unnest($1::text[], $2::text[], $3::text[]) AS u(run_id, list_id, item)`,
+    /** Wake workers on channel `$1` for each queue of `$2`. */
+    wakeMany: `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`,
   }
 }
 

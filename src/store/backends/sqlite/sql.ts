@@ -152,6 +152,9 @@ export const LEASE_SQL = {
   getLease: `SELECT ${LEASE_COLUMNS}, status FROM runs WHERE run_id = ?`,
   /** A run's digest after a lease statement changed a field it covers (in the same transaction). */
   setDigest: `UPDATE runs SET digest = :digest WHERE run_id = :runId`,
+  /** Append `:item` at the end of a run's list (a requeue's run-log entry, in its transaction). */
+  appendItem: `INSERT INTO list_items (run_id, list_id, idx, item)
+    SELECT :runId, :listId, coalesce(max(idx) + 1, 0), :item FROM list_items WHERE run_id = :runId AND list_id = :listId`,
 } as const
 
 /** Which filters a `listRuns` query uses; each shape is one statement. */

@@ -150,7 +150,7 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   /** Inside a write transaction: one run's `requeuePaused`. */
-  #requeue({ runId, metadata, now, digestOf }: RequeueRequest): RequeueOutcome | undefined {
+  #requeue({ runId, metadata, now, digestOf, append }: RequeueRequest): RequeueOutcome | undefined {
     const run = this.#getRun.get(runId) as RunRow | undefined
     const lease = this.#s.getLease.get(runId) as StoredLease | undefined
     if (!run || !lease) return undefined
@@ -161,7 +161,9 @@ export class SqliteLeases implements LeaseEngine {
     }
     this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
     this.#redigest(runId, digestOf, run)
-    return { outcome: 'queued' }
+    if (!append) return { outcome: 'queued' }
+    this.#s.appendItem.run({ runId, listId: append.listId, item: append.item })
+    return { outcome: 'queued', appended: true }
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {

@@ -1,0 +1,93 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { CairnClient } from '../../src/index.js'
+import type { EngineStore } from '../../src/engine.js'
+import { SqliteStore } from '../../src/sqlite.js'
+import { postgresTarget } from '../fixtures/postgres-target.js'
+import { waitFor } from '../support/wait.js'
+import { logOf } from './fixtures/time-agents.js'
+import type { TimeWorkerConfig } from './fixtures/time-worker.js'
+
+const SCRIPT = fileURLToPath(new URL('./fixtures/time-worker.ts', import.meta.url))
+const target = await postgresTarget()
+const cleanups: (() => Promise<unknown>)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+afterAll(() => target.dropSchemas())
+
+function startWorker(config: TimeWorkerConfig): ChildProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, JSON.stringify(config)], { stdio: ['ignore', 'ignore', 'inherit'] })
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await exited
+  })
+  return child
+}
+
+const backends = [
+  {
+    name: 'SQLite (several processes on one file)',
+    skip: undefined as string | undefined,
+    open: (dir: string) => ({ store: new SqliteStore({ path: join(dir, 'cairn.db') }), backend: { kind: 'sqlite' as const, path: join(dir, 'cairn.db') } }),
+  },
+  {
+    name: 'Postgres (several processes)',
+    skip: target.skipChildProcesses,
+    open: () => {
+      const schema = target.freshSchema()
+      return { store: target.openStore(schema) as EngineStore, backend: { kind: 'postgres' as const, connectionString: target.connectionString!, schema } }
+    },
+  },
+]
+
+describe.each(backends)('workflows in real time, real worker processes: $name', ({ skip, open }) => {
+  it.skipIf(skip !== undefined)('three workers and one workflow sleeping 2 s: woken once, not before; its worker SIGKILLed right at the wake, another finishes it with the effect once', { timeout: 90_000 }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cairn-wf-proc-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const { store, backend } = open(dir)
+    cleanups.push(() => store.close())
+    const client = new CairnClient({ store })
+    for (const id of ['p1', 'p2', 'p3']) startWorker({ backend, dir, id, sleepMs: 2000, killAtWake: true })
+    const enqueuedAt = Date.now()
+    await client.enqueue('napper', { input: 'o-1', runId: 'nap' })
+    await waitFor(async () => (await store.getRun('nap'))?.status === 'sleeping', 'the run to sleep', 30_000)
+    const outcome = await client.result('nap', { timeoutMs: 60_000 })
+    expect(outcome.status).toBe('completed')
+    expect(outcome.workflow?.outputs).toEqual(['slept on o-1, naps 1'])
+    const log = logOf(dir)
+    // The first executor once; the sleeping handler three times (stopped, killed after its wake, finished); the effect once.
+    expect(log.filter((line) => line === 'start')).toHaveLength(1)
+    expect(log.filter((line) => line === 'after')).toHaveLength(2)
+    expect(log.filter((line) => line === 'effect')).toHaveLength(1)
+    const files = await readdir(dir)
+    expect(files).toContain('killed-at-wake')
+    const claims = files.filter((file) => file.startsWith('claimed-nap-')).map((file) => Number(file.split('-').pop()))
+    // The start, the wake (killed), the take-over; none before the wake time.
+    expect(claims).toHaveLength(3)
+    expect(Math.min(...claims.slice().sort((a, b) => a - b).slice(1))).toBeGreaterThanOrEqual(enqueuedAt + 2000)
+  })
+
+  it.skipIf(skip !== undefined)('a workflow waits for an event sent before it and one sent later, across worker processes', { timeout: 90_000 }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cairn-wf-proc-'))
+    cleanups.push(() => rm(dir, { recursive: true, force: true }))
+    const { store, backend } = open(dir)
+    cleanups.push(() => store.close())
+    const client = new CairnClient({ store })
+    await client.send('order.paid', { amount: 1 }, { match: 'o-1', idempotencyKey: 'k1' })
+    for (const id of ['p1', 'p2']) startWorker({ backend, dir, id, sleepMs: 0, killAtWake: false })
+    await client.enqueue('payer', { input: 'o-1', runId: 'a' })
+    await client.enqueue('payer', { input: 'o-1', runId: 'b' })
+    await waitFor(async () => logOf(dir).length === 1, 'one run to take the event', 30_000)
+    await waitFor(async () => [(await store.getRun('a'))?.status, (await store.getRun('b'))?.status].includes('waiting'), 'the other run to wait', 30_000)
+    expect((await client.send('order.paid', { amount: 2 }, { match: 'o-1', idempotencyKey: 'k2' })).sent).toBe(true)
+    expect((await client.send('order.paid', { amount: 2 }, { match: 'o-1', idempotencyKey: 'k2' })).sent).toBe(false)
+    await waitFor(async () => (await store.getRun('a'))?.status === 'completed' && (await store.getRun('b'))?.status === 'completed', 'both runs to finish', 30_000)
+    expect(logOf(dir).sort()).toEqual(['o-1 paid 1', 'o-1 paid 2'])
+  })
+})
