@@ -128,7 +128,7 @@ function messagesOf(values: unknown, n: number): number {
   return messages.length
 }
 
-function buildGraph(n: number, clock: CycleClock, delta: boolean, checkpointer: BaseCheckpointSaver | undefined) {
+export function buildGraph(n: number, clock: CycleClock, delta: boolean, checkpointer: BaseCheckpointSaver | undefined) {
   const lookup = tool(
     async ({ query }: { query: string }) => {
       clock.mark()
@@ -156,12 +156,12 @@ function hasToolCalls(message: BaseMessage | undefined): boolean {
   return message instanceof AIMessage && (message.tool_calls?.length ?? 0) > 0
 }
 
-function input() {
+export function input() {
   return { messages: [new HumanMessage(PROMPT)] }
 }
 
 /** Two supersteps a cycle, plus the closing model call: raise the default limit of 25. */
-function config(n: number, threadId: string) {
+export function config(n: number, threadId: string) {
   return { configurable: { thread_id: threadId }, recursionLimit: 2 * n + 10 }
 }
 
