@@ -70,6 +70,8 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #items: StoredItemMemo = new WeakMap()
   /** What each checkpoint's pending writes are, and the ledger that proves it. */
   readonly #ledgers = new WritesLedgers()
+  /** The puts under way, by Cairn id: the writes of a checkpoint wait for it to be saved. */
+  readonly #saving = new Map<string, Promise<unknown>>()
 
   constructor(options: CairnSaverOptions) {
     super(options.serde)
@@ -120,6 +122,20 @@ export class CairnSaver extends BaseCheckpointSaver {
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const place = placeOf(config)
     if (!place) throw new InvalidArgumentError('CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
+    // LangGraph does not wait for a put before the checkpoint's tasks run and put their writes
+    // (durability "async"): those writes wait for this put, so they follow the checkpoint into
+    // the store and extend the ledger it starts, with no read of the store.
+    const key = checkpointKeyOf(place, checkpoint.id)
+    const saving = this.#put(place, key, config, checkpoint, metadata, newVersions)
+    this.#saving.set(key, saving)
+    try {
+      return await saving
+    } finally {
+      if (this.#saving.get(key) === saving) this.#saving.delete(key)
+    }
+  }
+
+  async #put(place: ThreadNamespace, key: string, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const runId = await this.#ensureRun(place)
     const parentId = (config.configurable?.checkpoint_id as string | undefined) || null
     const parentKey = parentId === null ? null : checkpointKeyOf(place, parentId)
@@ -141,7 +157,6 @@ export class CairnSaver extends BaseCheckpointSaver {
       if (version !== undefined) stored[channel] = version
     }
     const header: SavedHeader = { ...place, checkpointId: checkpoint.id, parentId, metadata: await storeValue(this.serde, metadata), stored }
-    const key = checkpointKeyOf(place, checkpoint.id)
     const input = {
       id: key,
       runId,
@@ -181,6 +196,8 @@ export class CairnSaver extends BaseCheckpointSaver {
       })),
     )
     const target = { place, checkpointId, runId: runIdOf(place), checkpointKey: checkpointKeyOf(place, checkpointId) }
+    // A put that fails leaves its writes to the ledger as the store holds it.
+    await this.#saving.get(target.checkpointKey)?.catch(() => undefined)
     await this.#ledgers.append(this.store, target, stored)
   }
 
