@@ -168,12 +168,13 @@ export class CairnSaver extends BaseCheckpointSaver {
     }
     try {
       await this.store.save(input)
+      this.#ledgers.saved(key)
     } catch (err) {
-      // The same checkpoint put again replaces the stored one.
+      // The same checkpoint put again replaces the stored one, and its writes.
       if (!(err instanceof InvalidArgumentError) || !(await this.store.delete(key))) throw err
       await this.store.save(input)
+      this.#ledgers.fresh(key)
     }
-    this.#ledgers.fresh(key)
     this.#remember(key, stored)
     this.#rememberArrays(runId, storedArrays)
     return { configurable: { thread_id: place.threadId, checkpoint_ns: place.checkpointNs, checkpoint_id: checkpoint.id } }
