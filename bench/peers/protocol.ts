@@ -39,6 +39,8 @@ export interface RunFigures {
   storage?: Record<string, number>
   /** Time spent inside each store method during the run (Cairn only): calls and total ms. */
   storeCalls?: Record<string, { calls: number; ms: number }>
+  /** The SQLite `synchronous` level the run's connection committed at (`NORMAL`, `FULL`), read from it after the run: SQLite rows only. */
+  synchronous?: string
 }
 
 /** Figures of loading a finished run back. */

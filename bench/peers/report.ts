@@ -14,6 +14,7 @@ export function resultTable(rows: readonly Row[], n: number): Table {
     { header: 'system', align: 'left' },
     { header: 'wall ms' },
     { header: 'added µs/step' },
+    { header: 'added CPU µs/step' },
     { header: 'cycle ms first→last' },
     { header: 'stored (open, with WAL)' },
     { header: 'stored (closed)' },
@@ -29,9 +30,10 @@ export function resultTable(rows: readonly Row[], n: number): Table {
     .map((row) => {
       if (row.wallMs === null) return [row.label, row.note ?? 'n/a', ...Array<string>(columns.length - 2).fill('')]
       return [
-        row.label,
+        row.synchronous === null ? row.label : `${row.label} [synchronous = ${row.synchronous}]`,
         num(row.wallMs, 0),
         row.addedPerStepUs === null ? (row.backend === 'none' ? '(baseline)' : 'n/a') : num(row.addedPerStepUs, 0),
+        row.addedCpuPerStepUs === null ? '' : num(row.addedCpuPerStepUs, 0),
         row.firstCyclesMs === null || row.lastCyclesMs === null ? 'n/a' : `${num(row.firstCyclesMs, 2)}→${num(row.lastCyclesMs, 2)}`,
         row.backend === 'none' ? '' : row.bytes === null ? 'in memory' : formatBytes(row.bytes),
         row.bytesClosed === null ? '' : formatBytes(row.bytesClosed),

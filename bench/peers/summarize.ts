@@ -17,6 +17,10 @@ export interface Row {
   baselineMs: number | null
   /** (wall − no-persistence wall) ÷ (2n + 1) steps, in microseconds. */
   addedPerStepUs: number | null
+  /** The same over the run's CPU time (user + system): what others' work on a shared machine disturbs least. */
+  addedCpuPerStepUs: number | null
+  /** The SQLite `synchronous` level the run committed at, where read (LangGraph's SQLite rows). */
+  synchronous: string | null
   firstCyclesMs: number | null
   lastCyclesMs: number | null
   cpuMs: number | null
@@ -50,6 +54,7 @@ export function rowsOf(measurements: readonly Measurement[], sizes: readonly num
       const baseline = spec.baseline ? find(spec.baseline, n)?.run : undefined
       const resume: ResumeFigures | undefined = m?.resume
       const added = run && baseline ? ((run.wallMs - baseline.wallMs) / stepsOf(n)) * 1000 : null
+      const addedCpu = run && baseline ? ((run.cpuMs - baseline.cpuMs) / stepsOf(n)) * 1000 : null
       return {
         system: spec.id,
         label: spec.label,
@@ -60,6 +65,8 @@ export function rowsOf(measurements: readonly Measurement[], sizes: readonly num
         wallMs: run?.wallMs ?? null,
         baselineMs: baseline?.wallMs ?? null,
         addedPerStepUs: added,
+        addedCpuPerStepUs: addedCpu,
+        synchronous: run?.synchronous ?? null,
         firstCyclesMs: run?.firstCyclesMs ?? null,
         lastCyclesMs: run?.lastCyclesMs ?? null,
         cpuMs: run?.cpuMs ?? null,

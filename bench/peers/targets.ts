@@ -30,6 +30,8 @@ export const GROWTH_LIMIT = 1.5
 export const STEP_LIMIT_US = 100
 /** Cairn's added time per step at most 1/this of LangGraph's delta channel's. */
 export const STEP_VS_DELTA = 4
+/** CairnSaver's added time per step at most this many times the delta channel's, on the same backend. */
+export const SAVER_VS_DELTA = 2
 /** Most bytes stored per byte of the final message list (JSON). */
 export const STORAGE_LIMIT = 2
 
@@ -101,6 +103,14 @@ export function checkTargets(rows: readonly Row[], ratios: readonly Ratio[], siz
     target: `Added time per step (async durability) at most 1/${STEP_VS_DELTA} of LangGraph-with-delta’s, on SQLite and Postgres`,
     ...t3,
     profile: { system: 'cairn-sqlite-async', n: STORAGE_N, section: 'run' },
+  })
+
+  const saver = saverCheck(rows, sizes)
+  checks.push({
+    id: 'saver-vs-delta',
+    target: `LangGraph on CairnSaver: added time per step at most ${SAVER_VS_DELTA}× LangGraph’s delta channel’s on the same backend (SqliteSaver, PostgresSaver), at every n`,
+    ...saver,
+    profile: { system: 'langgraph-cairn-sqlite', n: STORAGE_N, section: 'run' },
   })
 
   const growth = growthCheck(rows, sizes)
@@ -188,6 +198,44 @@ function storageCheck(rows: readonly Row[], sizes: readonly number[]): { pass: b
     }
   }
   return { pass, evidence }
+}
+
+/**
+ * CairnSaver against the delta channel on each backend, by added wall time per step; each line also
+ * gives the added CPU time and the SQLite `synchronous` level each side committed at. A delta row no
+ * slower than its own no-checkpointer loop leaves the pair undetermined (its added time is noise).
+ */
+function saverCheck(rows: readonly Row[], sizes: readonly number[]): { pass: boolean | null; evidence: string[] } {
+  const evidence: string[] = []
+  let failed = false
+  let undetermined = false
+  const pairs = [
+    ['langgraph-cairn-sqlite', 'langgraph-sqlite-delta'],
+    ['langgraph-cairn-postgres', 'langgraph-postgres-delta'],
+  ] as const
+  for (const [cairn, delta] of pairs) {
+    for (const n of sizes) {
+      const c = rows.find((r) => r.system === cairn && r.n === n)
+      const d = rows.find((r) => r.system === delta && r.n === n)
+      const level = (r: Row | undefined) => (r?.synchronous ? ` [synchronous = ${r.synchronous}]` : '')
+      const cpu = `; CPU ${us(c?.addedCpuPerStepUs)} vs ${us(d?.addedCpuPerStepUs)}${c?.addedCpuPerStepUs && d?.addedCpuPerStepUs && d.addedCpuPerStepUs > 0 ? ` = ${formatRatio(c.addedCpuPerStepUs / d.addedCpuPerStepUs)}` : ''}`
+      if (!c || !d || c.addedPerStepUs === null || d.addedPerStepUs === null) {
+        evidence.push(`n=${n}: ${labelOf(cairn)} vs ${labelOf(delta)}: not measured`)
+        undetermined = true
+        continue
+      }
+      if (d.addedPerStepUs <= 0) {
+        evidence.push(`n=${n}: ${labelOf(delta)}${level(d)} ran no slower than its no-checkpointer loop (${us(d.addedPerStepUs)}): no ratio; ${labelOf(cairn)}${level(c)} ${us(c.addedPerStepUs)}${cpu}`)
+        undetermined = true
+        continue
+      }
+      const ratio = Math.max(0, c.addedPerStepUs) / d.addedPerStepUs
+      const ok = ratio <= SAVER_VS_DELTA
+      if (!ok) failed = true
+      evidence.push(`n=${n}: ${labelOf(cairn)}${level(c)} ${us(c.addedPerStepUs)} ÷ ${labelOf(delta)}${level(d)} ${us(d.addedPerStepUs)} = ${formatRatio(ratio)} ${ok ? '✓' : '✗'}${cpu}`)
+    }
+  }
+  return { pass: failed ? false : undetermined ? null : true, evidence }
 }
 
 function growthCheck(rows: readonly Row[], sizes: readonly number[]): { pass: boolean | null; evidence: string[]; worst: string | null } {

@@ -221,6 +221,58 @@ describe("CairnSaver's pending writes", () => {
     }
   })
 
+  it('writes put while their checkpoint is still being put (LangGraph does not wait) are all in the ledger, with no read of the store', async () => {
+    const backend = await sqliteWrites()
+    try {
+      const store = backend.open({})
+      let storeReads = 0
+      const listPendingWrites = store.listPendingWrites!.bind(store)
+      store.listPendingWrites = (...args) => {
+        storeReads++
+        return listPendingWrites(...args)
+      }
+      const saver = new CairnSaver({ store })
+      const parent = (await saver.put({ configurable: { thread_id: 'chat-9', checkpoint_ns: '' } }, checkpoint({ n: 1 }), meta, { n: 1 })) as Config
+      // The next checkpoint, with the writes of its first task put before the put is done, and of a second task after.
+      const next = checkpoint({ n: 2 })
+      const config: Config = { configurable: { ...parent.configurable, checkpoint_id: next.id } }
+      const putting = saver.put(parent, next, { ...meta, step: 1 }, { n: 2 })
+      const early = saver.putWrites(config, [['animals', 'dog']], 'task-a')
+      await putting
+      await early
+      await saver.putWrites(config, [['animals', 'cat']], 'task-b')
+      expect(storeReads).toBe(0)
+      await store.close()
+      const { tuple } = await reads(backend, {}, config)
+      expect(tuple.error).toBeUndefined()
+      expect(tuple.value?.pendingWrites?.map((write) => write[2])).toEqual(['dog', 'cat'])
+    } finally {
+      await backend.cleanup()
+    }
+  })
+
+  it('writes put before their checkpoint is (LangGraph puts it once the put before is done) stay in the ledger with a late task’s writes', async () => {
+    const backend = await sqliteWrites()
+    try {
+      const store = backend.open({})
+      const saver = new CairnSaver({ store })
+      const parent = (await saver.put({ configurable: { thread_id: 'chat-9', checkpoint_ns: '' } }, checkpoint({ n: 1 }), meta, { n: 1 })) as Config
+      const next = checkpoint({ n: 2 })
+      const config: Config = { configurable: { ...parent.configurable, checkpoint_id: next.id } }
+      // Two quick tasks finish before the checkpoint is put, a slow one after.
+      await saver.putWrites(config, [['animals', 'dog']], 'task-a')
+      await saver.putWrites(config, [['animals', 'cat']], 'task-b')
+      await saver.put(parent, next, { ...meta, step: 1 }, { n: 2 })
+      await saver.putWrites(config, [['animals', 'owl']], 'task-c')
+      await store.close()
+      const { tuple } = await reads(backend, {}, config)
+      expect(tuple.error).toBeUndefined()
+      expect(tuple.value?.pendingWrites?.map((write) => write[2])).toEqual(['dog', 'cat', 'owl'])
+    } finally {
+      await backend.cleanup()
+    }
+  })
+
   it('a value the serde cannot read back is a CheckpointCorruptionError naming the task', async () => {
     const backend = await memoryWrites()
     const store = backend.open({})

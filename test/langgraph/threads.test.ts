@@ -103,6 +103,41 @@ describe('CairnSaver puts in time linear in the thread', () => {
     const reread = await chatGraph(new CairnSaver({ store })).getState(config)
     expect(contents(messagesOf(reread.values))).toEqual(['corrected', 'echo first'])
   })
+
+  it('an array a reducer changes in place after a put (prepending to it) is stored as it now is', async () => {
+    // The reducer returns the very array it was given, with new items in front: every item moves.
+    const State = Annotation.Root({
+      log: Annotation<{ text: string }[]>({
+        reducer: (kept, added) => {
+          kept.unshift(...added)
+          return kept
+        },
+        default: () => [],
+      }),
+    })
+    const build = (checkpointer: CairnSaver | MemorySaver) =>
+      new StateGraph(State)
+        .addNode('note', () => ({}))
+        .addEdge(START, 'note')
+        .compile({ checkpointer })
+    const store = new MemoryStore()
+    const graph = build(new CairnSaver({ store }))
+    const reference = build(new MemorySaver())
+    const config = { configurable: { thread_id: 'in-place' } }
+    for (const text of ['a', 'b', 'c', 'd']) {
+      await graph.invoke({ log: [{ text }] }, config)
+      await reference.invoke({ log: [{ text }] }, config)
+    }
+    const texts = (values: unknown) => (values as { log?: { text: string }[] }).log?.map((entry) => entry.text) ?? []
+    const history = async (g: ReturnType<typeof build>) => {
+      const states: string[][] = []
+      for await (const snapshot of g.getStateHistory(config)) states.push(texts(snapshot.values))
+      return states
+    }
+    const fresh = build(new CairnSaver({ store }))
+    expect(texts((await fresh.getState(config)).values)).toEqual(['d', 'c', 'b', 'a'])
+    expect(await history(fresh)).toEqual(await history(reference))
+  })
 })
 
 describe('a LangGraph thread in the CLI', () => {

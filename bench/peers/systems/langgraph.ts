@@ -8,7 +8,9 @@
  * differ from this one's only by identity). Each is measured against the same graph compiled
  * without a checkpointer.
  */
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
+import type BetterSqlite3 from 'better-sqlite3'
 import { AIMessage, HumanMessage, type BaseMessage } from '@langchain/core/messages'
 import { tool } from '@langchain/core/tools'
 import { END, MemorySaver, MessagesDeltaValue, MessagesValue, START, StateGraph, StateSchema, type BaseCheckpointSaver } from '@langchain/langgraph'
@@ -23,6 +25,12 @@ import { countRows, pgUrl, PG_DATABASES, schemaBytes } from '../pg-admin.js'
 import { cpuMsSince, cycleEnds, HISTORY_BUDGET_MS, RUN_ID, timedMs, WARMUP_CYCLES, type ChildRequest, type ResumeFigures, type RunFigures, type SystemDriver } from '../protocol.js'
 import { sqliteBreakdown } from '../sqlite-breakdown.js'
 import { assistantText, cycleOf, cycleOfInput, CycleClock, FINAL_TEXT, PROMPT, TOOL_DESCRIPTION, TOOL_NAME, toolInput, toolResultText } from '../workload.js'
+
+/** The connection of each CairnSaver's SqliteStore. */
+const sqliteDatabases = new WeakMap<SqliteStore, BetterSqlite3.Database>()
+
+/** better-sqlite3 as SqliteStore loads it (Cairn's own copy, not the peers'): the CairnSaver rows run on the SQLite they always do. */
+const Database = createRequire(new URL('../../../package.json', import.meta.url))('better-sqlite3') as typeof BetterSqlite3
 
 type Backend = 'memory' | 'sqlite' | 'postgres' | 'cairn-sqlite' | 'cairn-postgres'
 
@@ -56,10 +64,11 @@ async function runDurable(request: ChildRequest, backend: Backend, delta: boolea
   const bytesOpen = await bytesOf(backend, request)
   const storage = backend === 'sqlite' || backend === 'cairn-sqlite' ? sqliteBreakdown(sqlitePath(backend, request)) : undefined
   const checkpoints = await countCheckpoints(saver, request.schema)
+  const synchronous = synchronousOf(saver)
   const resume = backend === 'memory' ? await loadAndList(graph, request.n, true) : undefined
   await closeSaver(saver)
   const bytesClosed = await bytesOf(backend, request)
-  const run: RunFigures = { wallMs: ms, ...cycleEnds(clock.cycleMs()), bytesOpen, bytesClosed, checkpoints, cpuMs, ...(storage ? { storage } : {}) }
+  const run: RunFigures = { wallMs: ms, ...cycleEnds(clock.cycleMs()), bytesOpen, bytesClosed, checkpoints, cpuMs, ...(storage ? { storage } : {}), ...(synchronous ? { synchronous } : {}) }
   return { run, ...(resume ? { resume } : {}) }
 }
 
@@ -128,7 +137,7 @@ function messagesOf(values: unknown, n: number): number {
   return messages.length
 }
 
-function buildGraph(n: number, clock: CycleClock, delta: boolean, checkpointer: BaseCheckpointSaver | undefined) {
+export function buildGraph(n: number, clock: CycleClock, delta: boolean, checkpointer: BaseCheckpointSaver | undefined) {
   const lookup = tool(
     async ({ query }: { query: string }) => {
       clock.mark()
@@ -156,12 +165,12 @@ function hasToolCalls(message: BaseMessage | undefined): boolean {
   return message instanceof AIMessage && (message.tool_calls?.length ?? 0) > 0
 }
 
-function input() {
+export function input() {
   return { messages: [new HumanMessage(PROMPT)] }
 }
 
 /** Two supersteps a cycle, plus the closing model call: raise the default limit of 25. */
-function config(n: number, threadId: string) {
+export function config(n: number, threadId: string) {
   return { configurable: { thread_id: threadId }, recursionLimit: 2 * n + 10 }
 }
 
@@ -190,7 +199,11 @@ async function openSaver(backend: Backend, request: Pick<ChildRequest, 'location
       mkdirSync(request.location, { recursive: true })
       // The store syncs as SqliteSaver does (it sets WAL and leaves synchronous at the driver's default).
       const synchronous = await sqliteSaverSynchronous(request.location)
-      return new CairnSaver({ store: new SqliteStore({ path: sqlitePath(backend, request), synchronous }) }) as unknown as BaseCheckpointSaver
+      // The store is given its connection, so the run can read the level it committed at.
+      const database = new Database(sqlitePath(backend, request))
+      const store = new SqliteStore({ database, synchronous })
+      sqliteDatabases.set(store, database)
+      return new CairnSaver({ store }) as unknown as BaseCheckpointSaver
     }
     case 'cairn-postgres':
       return new CairnSaver({ store: new PostgresStore({ connectionString: pgUrl(PG_DATABASES.langgraph) }, { schema: request.schema }) }) as unknown as BaseCheckpointSaver
@@ -215,6 +228,14 @@ export async function sqliteSaverSynchronous(location: string): Promise<'full' |
 
 function sqlitePath(backend: Backend, request: Pick<ChildRequest, 'location'>): string {
   return join(request.location, backend === 'cairn-sqlite' ? 'cairn-saver.db' : 'langgraph.db')
+}
+
+/** The `synchronous` level the saver's SQLite connection runs at, read from the connection itself: SQLite savers only. */
+function synchronousOf(saver: BaseCheckpointSaver): string | undefined {
+  const database = saver instanceof SqliteSaver ? saver.db : saver instanceof CairnSaver && saver.store instanceof SqliteStore ? sqliteDatabases.get(saver.store) : undefined
+  if (!database) return undefined
+  const level = database.pragma('synchronous', { simple: true }) as number
+  return ['OFF', 'NORMAL', 'FULL', 'EXTRA'][level] ?? String(level)
 }
 
 /** LangGraph's PostgresSaver, recognised without loading its package. */

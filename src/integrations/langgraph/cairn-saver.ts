@@ -12,7 +12,7 @@ import type {
 import { CairnError, CheckpointError, InvalidArgumentError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
-import { loadValue, storeValue, type RevivedItemMemo, type StoredItemMemo, type StoredValue } from './stored-values.js'
+import { loadValue, storeValue, type RevivedItemMemo, type StoredArray, type StoredItemMemo, type StoredValue } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader, type SavedHeader } from './thread-listing.js'
 import { importPeer } from '../../core/peers.js'
 import { WritesLedgers, corrupt, listWrites, type WritesTarget } from './pending-writes.js'
@@ -64,12 +64,14 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #runs = new Set<string>()
   /** The channels each recently put checkpoint stores, by Cairn id: what its child may carry over. */
   readonly #stored = new Map<string, ChannelVersions>()
-  /** The array channels each run stored last, by run: what the next put reuses items of. */
-  readonly #arrays = new Map<string, Map<string, StoredValue>>()
+  /** The array channels each run stored last, by run, with the arrays they were made from: what the next put reuses items of. */
+  readonly #arrays = new Map<string, Map<string, StoredArray>>()
   /** The stored form of every array item object put so far: a put serializes only new items. */
   readonly #items: StoredItemMemo = new WeakMap()
   /** What each checkpoint's pending writes are, and the ledger that proves it. */
   readonly #ledgers = new WritesLedgers()
+  /** The puts under way, by Cairn id: the writes of a checkpoint wait for it to be saved. */
+  readonly #saving = new Map<string, Promise<unknown>>()
 
   constructor(options: CairnSaverOptions) {
     super(options.serde)
@@ -120,6 +122,20 @@ export class CairnSaver extends BaseCheckpointSaver {
   async put(config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const place = placeOf(config)
     if (!place) throw new InvalidArgumentError('CairnSaver.put needs config.configurable.thread_id: pass { configurable: { thread_id } } to the graph')
+    // LangGraph does not wait for a put before the checkpoint's tasks run and put their writes
+    // (durability "async"): those writes wait for this put, so they follow the checkpoint into
+    // the store and extend the ledger it starts, with no read of the store.
+    const key = checkpointKeyOf(place, checkpoint.id)
+    const saving = this.#put(place, key, config, checkpoint, metadata, newVersions)
+    this.#saving.set(key, saving)
+    try {
+      return await saving
+    } finally {
+      if (this.#saving.get(key) === saving) this.#saving.delete(key)
+    }
+  }
+
+  async #put(place: ThreadNamespace, key: string, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
     const runId = await this.#ensureRun(place)
     const parentId = (config.configurable?.checkpoint_id as string | undefined) || null
     const parentKey = parentId === null ? null : checkpointKeyOf(place, parentId)
@@ -127,17 +143,20 @@ export class CairnSaver extends BaseCheckpointSaver {
     const { channel_values: channelValues, ...rest } = checkpoint
     const values: Record<string, StoredValue> = {}
     const stored: ChannelVersions = {}
-    const arrays = this.#arrays.get(runId) ?? new Map<string, StoredValue>()
+    const arrays = this.#arrays.get(runId)
+    const storedArrays = new Map<string, StoredArray>()
     for (const [channel, value] of Object.entries(channelValues ?? {})) {
       const version = checkpoint.channel_versions?.[channel]
       const changed = Object.prototype.hasOwnProperty.call(newVersions, channel)
       const kept = version !== undefined && carried[channel] === version
       if (value === undefined || (!changed && !kept)) continue
-      values[channel] = await storeValue(this.serde, value, { previous: arrays.get(channel), memo: this.#items })
+      const storedValue = await storeValue(this.serde, value, { previous: arrays?.get(channel), memo: this.#items })
+      values[channel] = storedValue
+      // A copy: a reducer may change its array in place after this put.
+      if (Array.isArray(value) && 'items' in storedValue) storedArrays.set(channel, { stored: { t: 'items', items: storedValue.items }, sources: (value as unknown[]).slice() })
       if (version !== undefined) stored[channel] = version
     }
     const header: SavedHeader = { ...place, checkpointId: checkpoint.id, parentId, metadata: await storeValue(this.serde, metadata), stored }
-    const key = checkpointKeyOf(place, checkpoint.id)
     const input = {
       id: key,
       runId,
@@ -149,14 +168,15 @@ export class CairnSaver extends BaseCheckpointSaver {
     }
     try {
       await this.store.save(input)
+      this.#ledgers.saved(key)
     } catch (err) {
-      // The same checkpoint put again replaces the stored one.
+      // The same checkpoint put again replaces the stored one, and its writes.
       if (!(err instanceof InvalidArgumentError) || !(await this.store.delete(key))) throw err
       await this.store.save(input)
+      this.#ledgers.fresh(key)
     }
-    this.#ledgers.fresh(key)
     this.#remember(key, stored)
-    this.#rememberArrays(runId, values)
+    this.#rememberArrays(runId, storedArrays)
     return { configurable: { thread_id: place.threadId, checkpoint_ns: place.checkpointNs, checkpoint_id: checkpoint.id } }
   }
 
@@ -177,6 +197,8 @@ export class CairnSaver extends BaseCheckpointSaver {
       })),
     )
     const target = { place, checkpointId, runId: runIdOf(place), checkpointKey: checkpointKeyOf(place, checkpointId) }
+    // A put that fails leaves its writes to the ledger as the store holds it.
+    await this.#saving.get(target.checkpointKey)?.catch(() => undefined)
     await this.#ledgers.append(this.store, target, stored)
   }
 
@@ -216,8 +238,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     if (this.#stored.size > 256) this.#stored.delete(this.#stored.keys().next().value!)
   }
 
-  #rememberArrays(runId: string, values: Record<string, StoredValue>): void {
-    const arrays = new Map(Object.entries(values).filter(([, value]) => 'items' in value))
+  #rememberArrays(runId: string, arrays: Map<string, StoredArray>): void {
     this.#arrays.delete(runId)
     if (arrays.size > 0) this.#arrays.set(runId, arrays)
     if (this.#arrays.size > 64) this.#arrays.delete(this.#arrays.keys().next().value!)

@@ -15,7 +15,7 @@ export interface ThreadNamespace {
  * share a run. The pair itself is kept on the run (`threadId`, metadata).
  */
 export function runIdOf(place: ThreadNamespace): string {
-  return `lg.${sha256(JSON.stringify([place.threadId, place.checkpointNs]))}`
+  return digestOf(JSON.stringify([place.threadId, place.checkpointNs]))
 }
 
 /**
@@ -24,5 +24,18 @@ export function runIdOf(place: ThreadNamespace): string {
  * another thread or namespace is another checkpoint.
  */
 export function checkpointKeyOf(place: ThreadNamespace, checkpointId: string): string {
-  return `lg.${sha256(JSON.stringify([place.threadId, place.checkpointNs, checkpointId]))}`
+  return digestOf(JSON.stringify([place.threadId, place.checkpointNs, checkpointId]))
+}
+
+/** Ids recently made: every put and putWrites of a thread names its run and the same few checkpoints again. */
+const RECENT_IDS = 1024
+const recent = new Map<string, string>()
+
+function digestOf(text: string): string {
+  const known = recent.get(text)
+  if (known !== undefined) return known
+  const id = `lg.${sha256(text)}`
+  if (recent.size >= RECENT_IDS) recent.delete(recent.keys().next().value!)
+  recent.set(text, id)
+  return id
 }

@@ -44,9 +44,18 @@ export class WritesLedgers {
   readonly #known = new Map<string, Map<string, LedgerEntry>>()
   readonly #queues = new Map<string, Promise<unknown>>()
 
-  /** A checkpoint just saved has no writes yet. */
+  /** A checkpoint just saved in place of a stored one (whose writes went with it) has no writes yet. */
   fresh(checkpointKey: string): void {
     this.#remember(checkpointKey, new Map())
+  }
+
+  /**
+   * A checkpoint just saved for the first time has no writes, but those this saver put before it:
+   * LangGraph puts a checkpoint only once the put before it is done, and its tasks' writes may
+   * come first.
+   */
+  saved(checkpointKey: string): void {
+    if (!this.#known.has(checkpointKey)) this.#remember(checkpointKey, new Map())
   }
 
   forget(): void {

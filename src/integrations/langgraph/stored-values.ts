@@ -29,17 +29,36 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /**
- * Serialize a value through `serde`; an array item by item. An item object found in `memo` is
- * not serialized again: its stored form (a frozen object) is reused, and the store recognises it
- * as an item it already holds. An item that is not an object is compared, once serialized, with
- * the item at the same place of `previous` (the array as stored last time).
+ * An array channel as a saver stored it last: its stored form, and the array it was made from
+ * (item `k` of `stored.items` is the stored form of `sources[k]`).
  */
-export async function storeValue(serde: SerializerProtocol, value: unknown, options: { previous?: StoredValue | undefined; memo?: StoredItemMemo | undefined } = {}): Promise<StoredValue> {
+export interface StoredArray {
+  stored: { t: 'items'; items: StoredValue[] }
+  sources: readonly unknown[]
+}
+
+/**
+ * Serialize a value through `serde`; an array item by item. An item that is the very value at the
+ * same place of `previous.sources` (LangGraph's reducers build each step's array from the last
+ * one's objects) takes the stored form it had there; an item object found in `memo` (an array
+ * rebuilt or reordered, a value revived from the store) takes the form remembered for it; neither
+ * is serialized again. Their stored forms are frozen objects the store recognises as items it
+ * already holds. Any other item is serialized, and when it is not an object, compared with the
+ * item at the same place of `previous`: an equal one keeps that item's stored form.
+ */
+export async function storeValue(serde: SerializerProtocol, value: unknown, options: { previous?: StoredArray | undefined; memo?: StoredItemMemo | undefined } = {}): Promise<StoredValue> {
   if (!Array.isArray(value)) return storeItem(serde, value)
   const { previous, memo } = options
-  const before = previous !== undefined && 'items' in previous ? previous.items : []
+  const before = previous?.stored.items ?? []
+  const sources = previous?.sources ?? []
+  const array = value as unknown[]
   const items: StoredValue[] = []
-  for (const item of value as unknown[]) {
+  // The leading items the last put stored already, found by identity alone: a put costs what was appended.
+  const common = Math.min(array.length, sources.length, before.length)
+  let i = 0
+  while (i < common && array[i] === sources[i]) items.push(before[i++]!)
+  for (; i < array.length; i++) {
+    const item = array[i]
     const object = typeof item === 'object' && item !== null ? item : undefined
     const known = object && memo?.get(object)
     if (known) {
@@ -47,7 +66,7 @@ export async function storeValue(serde: SerializerProtocol, value: unknown, opti
       continue
     }
     const stored = await storeItem(serde, item)
-    const same = before[items.length]
+    const same = before[i]
     const kept = same !== undefined && sameStored(same, stored) ? same : freezeDeep(stored)
     if (object && memo) memo.set(object, kept)
     items.push(kept)
