@@ -5,6 +5,7 @@
  *   npm run bench:inspector                              # 10,000 cycles
  *   npm run bench:inspector -- --cycles 2000 --trials 3
  *   npm run bench:inspector -- --cli /path/to/other/dist/cli/main.js   # another build's inspector
+ *   npm run bench:inspector -- --db /tmp/long.db   # keep the run there; a later bench with the same --db opens it cold without running it again
  *
  * Figures: while the run is live, the timeline polls (how many, bytes each, how many at once);
  * once it has finished, the first render (navigation to the newest checkpoints on screen, a fresh
@@ -33,6 +34,8 @@ interface Options {
   cycles: number
   trials: number
   cli: string
+  /** Where the run is kept (and found again); a temporary file by default. */
+  db: string | undefined
 }
 
 function options(): Options {
@@ -40,7 +43,8 @@ function options(): Options {
     const at = process.argv.indexOf(`--${name}`)
     return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
   }
-  return { cycles: Number(arg('cycles', '10000')), trials: Number(arg('trials', '5')), cli: arg('cli', join(ROOT, 'dist/cli/main.js')) }
+  const db = arg('db', '')
+  return { cycles: Number(arg('cycles', '10000')), trials: Number(arg('trials', '5')), cli: arg('cli', join(ROOT, 'dist/cli/main.js')), db: db === '' ? undefined : db }
 }
 
 async function main(): Promise<void> {
@@ -48,21 +52,38 @@ async function main(): Promise<void> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is not installed (apt-get install -y chromium)`)
   if (!existsSync(opts.cli)) throw new Error(`${opts.cli} does not exist: npm run build first`)
   const dir = await mkdtemp(join(tmpdir(), 'cairn-bench-inspector-'))
-  const path = join(dir, 'inspector.db')
+  const path = opts.db ?? join(dir, 'inspector.db')
+  const kept = opts.db !== undefined && existsSync(opts.db)
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS })
   try {
     console.log(`inspector: ${opts.cli}`)
-    console.log(`a run of ${opts.cycles} tool cycles, SQLite, async durability`)
-    const live = await watchLive(browser, path, opts)
-    console.log(`live: the run took ${(live.runMs / 1000).toFixed(1)} s and wrote ${live.checkpoints} checkpoints`)
-    console.log(`live: ${live.polls} timeline polls, ${kb(live.medianBytes)} median and ${kb(live.maxBytes)} largest a poll, ${live.maxInFlight} at most at once`)
-    console.log(`live: the finished run on screen ${live.settleMs === undefined ? `> ${LIMIT_MS} ms` : `${live.settleMs} ms`} after it finished`)
+    if (kept) {
+      console.log(`the run kept in ${path}: ${await describeKept(path)} (not run again, so no live figures)`)
+    } else {
+      console.log(`a run of ${opts.cycles} tool cycles, SQLite, async durability`)
+      const live = await watchLive(browser, path, opts)
+      console.log(`live: the run took ${(live.runMs / 1000).toFixed(1)} s and wrote ${live.checkpoints} checkpoints`)
+      console.log(`live: ${live.polls} timeline polls, ${kb(live.medianBytes)} median and ${kb(live.maxBytes)} largest a poll, ${live.maxInFlight} at most at once`)
+      console.log(`live: the finished run on screen ${live.settleMs === undefined ? `> ${LIMIT_MS} ms` : `${live.settleMs} ms`} after it finished`)
+    }
     const cold = await openFinished(browser, path, opts)
     console.log(`finished run, fresh inspector each trial (median of ${opts.trials}):`)
     for (const [name, values] of Object.entries(cold)) console.log(`  ${name.padEnd(34)} ${figure(values)}`)
   } finally {
     await browser.close()
     await rm(dir, { recursive: true, force: true })
+  }
+}
+
+/** The kept run: its status and how many checkpoints it wrote. */
+async function describeKept(path: string): Promise<string> {
+  const store = new SqliteStore({ path })
+  try {
+    const run = await store.getRun(RUN_ID)
+    if (!run) throw new Error(`${path} holds no run ${RUN_ID}: give another --db, or none`)
+    return `${run.status}, ${run.lastSeq} checkpoints`
+  } finally {
+    await store.close()
   }
 }
 
