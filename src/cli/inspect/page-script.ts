@@ -328,9 +328,16 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     api('/api/fork', { method: 'POST', body: JSON.stringify({ checkpointId: checkpointId }) }).then(function (f) { location.hash = '#/run/' + encodeURIComponent(f.runId); }).catch(fail);
   }
 
-  function showPayload(id, side) {
-    api('/api/checkpoints/' + encodeURIComponent(id)).then(function (record) {
-      side.replaceChildren(h('div', { class: 'panel', id: 'payload' }, h('h3', {}, 'Checkpoint ' + id + ' (' + record.phase + ')'), h('pre', {}, JSON.stringify(record, null, 2))));
+  // A long list of the payload (the conversation, the tool executions) comes cut to its newest
+  // items; "show more" asks for four times as many.
+  function showPayload(id, side, items) {
+    api('/api/checkpoints/' + encodeURIComponent(id) + (items ? '?items=' + items : '')).then(function (answer) {
+      var record = answer.record;
+      var cuts = answer.cut.map(function (c) {
+        return h('div', { class: 'cut muted', 'data-path': c.path.join('.') }, c.path.join('.') + ': the newest ' + c.shown + ' of ' + c.length + ' items ',
+          h('button', { class: 'more', onclick: function () { showPayload(id, side, c.shown * 4); } }, 'show more'));
+      });
+      side.replaceChildren(h('div', { class: 'panel', id: 'payload' }, h('h3', {}, 'Checkpoint ' + id + ' (' + record.phase + ')'), cuts, h('pre', {}, JSON.stringify(record, null, 2))));
     }).catch(fail);
   }
 
