@@ -48,7 +48,12 @@ export interface CheckpointDiff {
  * What changed from checkpoint `fromId` to checkpoint `toId`, of one run or of a run and its
  * fork: the messages appended, the values that differ (state keys, counters, payload fields) and
  * the effect journal entries whose status moved. A runner checkpoint without its own runtime
- * snapshot is compared through the newest snapshot at or before it.
+ * snapshot is compared through the newest snapshot at or before it. An array that extends the
+ * other (the tool executions, a log) gives one change per item added or removed, at its index.
+ *
+ * Two runner checkpoints of one run are read past what they share: the lists of the older
+ * snapshot are a prefix of the newer one's (their chain hashes say so), so only the items after
+ * it are read, however long the run.
  */
 export async function diffCheckpoints(store: StoreReader, fromId: string, toId: string): Promise<CheckpointDiff> {
   // Two runner checkpoints of one run: their snapshots read past the lists they share only.
