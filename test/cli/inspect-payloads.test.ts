@@ -190,39 +190,73 @@ describe('a run written with async durability is read at about the cost of a syn
   })
 })
 
-describe.skipIf(missing !== undefined)('the payload panel in a headless browser', () => {
+describe.skipIf(missing !== undefined)('a long run in the inspector, in a headless browser', () => {
+  let dir = ''
+  let store: SqliteStore
+  let inspector: Awaited<ReturnType<typeof startInspector>>
+  let browser: Awaited<ReturnType<typeof chromium.launch>>
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-payload-page-'))
+    store = new SqliteStore({ path: join(dir, 'cairn.db') })
+    inspector = await startInspector(store)
+    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
+    // 120 cycles: 243 stored checkpoints, three pages of the timeline.
+    const run = await new Runner({ store, durability: 'sync' }).run(lookupAgent(120), { input: 'Look them up.', runId: 'long' })
+    expect(run.state).toBe('completed')
+  }, 120_000)
+
+  afterAll(async () => {
+    await browser?.close()
+    await inspector?.close()
+    await store?.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+
   it('shows a long conversation cut to its newest messages, and the rest on show more', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-payload-page-'))
-    const store = new SqliteStore({ path: join(dir, 'cairn.db') })
-    const inspector = await startInspector(store)
-    const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
-    try {
-      const run = await new Runner({ store, durability: 'sync' }).run(lookupAgent(120), { input: 'Look them up.', runId: 'long' })
-      expect(run.state).toBe('completed')
-      const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } })
-      await page.goto(inspector.url)
-      await page.evaluate(`location.hash = '#/run/long'`)
-      const snapshot = page.locator('#timeline li.cp.snapshot[data-phase="post_llm"]').last()
-      await snapshot.locator('button', { hasText: 'payload' }).click()
-      const messages = page.locator('#payload .cut[data-path="runtime.messages"]')
-      await messages.waitFor()
-      expect(await messages.textContent()).toMatch(/^runtime\.messages: the newest 50 of 2\d\d items/)
-      const pre = page.locator('#payload pre')
-      expect(await pre.textContent()).toContain('"text": "turn 119"')
-      expect(await pre.textContent()).not.toContain('"text": "turn 0"')
-      // Four times as many, then the rest: the list is no longer cut.
-      await messages.locator('button', { hasText: 'show more' }).click()
-      await page.locator('#payload .cut[data-path="runtime.messages"]', { hasText: 'the newest 200 of' }).waitFor()
-      await page.locator('#payload .cut[data-path="runtime.messages"] button').click()
-      await page.locator('#payload .cut').first().waitFor({ state: 'detached' })
-      expect(await pre.textContent()).toContain('"text": "turn 0"')
-      expect(await pre.textContent()).toContain('"text": "turn 119"')
-      await page.close()
-    } finally {
-      await browser.close()
-      await inspector.close()
-      await store.close()
-      await rm(dir, { recursive: true, force: true })
-    }
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } })
+    await page.goto(inspector.url)
+    await page.evaluate(`location.hash = '#/run/long'`)
+    const snapshot = page.locator('#timeline li.cp.snapshot[data-phase="post_llm"]').last()
+    await snapshot.locator('button', { hasText: 'payload' }).click()
+    const messages = page.locator('#payload .cut[data-path="runtime.messages"]')
+    await messages.waitFor()
+    expect(await messages.textContent()).toMatch(/^runtime\.messages: the newest 50 of 2\d\d items/)
+    const pre = page.locator('#payload pre')
+    expect(await pre.textContent()).toContain('"text": "turn 119"')
+    expect(await pre.textContent()).not.toContain('"text": "turn 0"')
+    // Four times as many, then the rest: the list is no longer cut.
+    await messages.locator('button', { hasText: 'show more' }).click()
+    await page.locator('#payload .cut[data-path="runtime.messages"]', { hasText: 'the newest 200 of' }).waitFor()
+    await page.locator('#payload .cut[data-path="runtime.messages"] button').click()
+    await page.locator('#payload .cut').first().waitFor({ state: 'detached' })
+    expect(await pre.textContent()).toContain('"text": "turn 0"')
+    expect(await pre.textContent()).toContain('"text": "turn 119"')
+    await page.close()
+  }, 120_000)
+
+  it('pages back to the run\'s start: each older page goes in before the rows shown, in the order of the whole timeline', async () => {
+    const whole = (await buildTimeline(store, 'long')).entries
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } })
+    await page.goto(inspector.url)
+    await page.evaluate(`location.hash = '#/run/long'`)
+    await page.locator('#timeline li.cp[data-phase="run_terminal"]').waitFor()
+    const rows = page.locator('#timeline li.cp')
+    const shown = () => page.evaluate<string[]>(`[...document.querySelectorAll('#timeline li.cp')].map((row) => row.getAttribute('data-checkpoint'))`)
+    const newest = (await shown()).length
+    await page.evaluate(`document.querySelector('#timeline li.cp').setAttribute('data-kept', 'yes')`)
+    // The second page holds no run start: it goes in before the rows shown, which stay as they were.
+    await page.click('#older')
+    await rows.nth(newest).waitFor()
+    const twoPages = await shown()
+    expect(twoPages).toEqual(whole.slice(-twoPages.length).map((entry) => entry.checkpointId))
+    expect(await page.locator('#timeline li.cp[data-kept="yes"]').count()).toBe(1)
+    // The third reaches the start: every row is drawn again, with process numbers.
+    await page.click('#older')
+    await page.locator('#timeline li.cp[data-phase="run_started"]').waitFor()
+    expect(await shown()).toEqual(whole.map((entry) => entry.checkpointId))
+    expect(await page.locator('#older').count()).toBe(0)
+    expect(await rows.last().locator('.meta').textContent()).toContain('process 1')
+    await page.close()
   }, 120_000)
 })

@@ -175,7 +175,14 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
       return api(base + '/timeline?limit=' + PAGE + '&before=' + encodeURIComponent(oldest.checkpointId)).then(function (page) {
         state.entries = page.entries.concat(state.entries);
         state.atStart = page.fromStart;
-        render();
+        // Process numbers are counted from the first checkpoint shown: when the older page knows
+        // none (it holds no run start), those shown keep theirs and the page goes in before them;
+        // else every row is drawn again.
+        var processes = numbered(page.entries, null);
+        if (page.fromStart || processes[processes.length - 1] !== null) return render();
+        var frag = document.createDocumentFragment();
+        page.entries.forEach(function (e, i) { item(e, processes[i]).forEach(function (el) { frag.append(el); }); });
+        chain.prepend(frag);
       }).catch(fail);
     }
     function header(status) {
