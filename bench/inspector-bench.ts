@@ -10,7 +10,8 @@
  * Figures: while the run is live, the timeline polls (how many, bytes each, how many at once);
  * once it has finished, the first render (navigation to the newest checkpoints on screen, a fresh
  * inspector each trial) and clicks (a checkpoint's payload, older checkpoints, a diff) until their
- * answer is on screen. A benchmark, not a test: it prints what it measured.
+ * answer is on screen, and for each click the page's own share (from the click event to the
+ * frame that shows the answer). A benchmark, not a test: it prints what it measured.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -126,7 +127,15 @@ async function watchLive(browser: Browser, path: string, opts: Options) {
 
 /** A fresh inspector per trial: the first render, then clicks. */
 async function openFinished(browser: Browser, path: string, opts: Options) {
-  const figures: Record<string, (number | undefined | null)[]> = { 'first render': [], 'click: payload of a checkpoint': [], 'click: older checkpoints': [], 'click: diff of two checkpoints': [] }
+  const figures: Record<string, (number | undefined | null)[]> = {
+    'first render': [],
+    'click: payload of a checkpoint': [],
+    '  in the page': [],
+    'click: older checkpoints': [],
+    '  in the page ': [],
+    'click: diff of two checkpoints': [],
+    '  in the page  ': [],
+  }
   for (let trial = 0; trial < opts.trials; trial++) {
     const inspector = await startInspector(opts.cli, path)
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } })
@@ -138,19 +147,54 @@ async function openFinished(browser: Browser, path: string, opts: Options) {
       await onScreen(page, '#effects tbody tr')
       await onScreen(page, '#conversation .msg')
       const light = page.locator('#timeline li.cp[data-phase="pre_llm"]').last()
+      await watchClick(page, `document.getElementById('payload') !== null`)
       figures['click: payload of a checkpoint']!.push(await timed(page, () => light.locator('button', { hasText: 'payload' }).click(), '#payload'))
+      figures['  in the page']!.push(await clickToScreen(page))
       const before = await page.locator('#timeline li.cp').count()
       const older = page.locator('#older')
+      await watchClick(page, `document.querySelectorAll('#timeline li.cp').length > ${before}`)
       figures['click: older checkpoints']!.push((await older.count()) === 0 ? null : await timed(page, () => older.click(), `#timeline li.cp >> nth=${before}`))
+      figures['  in the page ']!.push((await older.count()) === 0 ? null : await clickToScreen(page))
       await page.locator('#timeline li.cp[data-phase="pre_llm"] input[type=checkbox]').nth(1).check()
       await page.locator('#timeline li.cp[data-phase="pre_llm"] input[type=checkbox]').nth(2).check()
+      await watchClick(page, `document.getElementById('diff-panel') !== null`)
       figures['click: diff of two checkpoints']!.push(await timed(page, () => page.click('#diff'), '#diff-panel'))
+      figures['  in the page  ']!.push(await clickToScreen(page))
     } finally {
       await page.close()
       await inspector.stop()
     }
   }
   return figures
+}
+
+/**
+ * Note, in the page, when the next click is dispatched and when `shown` (a script expression)
+ * first holds after it, then when the next frame is drawn: the click's cost to the page itself,
+ * without the driver's share (finding, scrolling to and pressing the button; seeing the answer),
+ * which on a loaded machine is a hundred milliseconds or more.
+ */
+async function watchClick(page: Page, shown: string): Promise<void> {
+  await page.evaluate(`(() => {
+    window.__click = { at: undefined, drawn: undefined };
+    document.addEventListener('click', () => {
+      window.__click.at = performance.now();
+      const check = () => { if (${shown}) { observer.disconnect(); requestAnimationFrame(() => setTimeout(() => { window.__click.drawn = performance.now(); })); } };
+      const observer = new MutationObserver(check);
+      observer.observe(document.body, { childList: true, subtree: true });
+      check();
+    }, { capture: true, once: true });
+  })()`)
+}
+
+/** Milliseconds from the click {@link watchClick} saw to the frame that showed its answer. */
+async function clickToScreen(page: Page): Promise<number | undefined> {
+  try {
+    await page.waitForFunction('window.__click && window.__click.drawn !== undefined', undefined, { timeout: LIMIT_MS })
+  } catch {
+    return undefined
+  }
+  return page.evaluate<number>('window.__click.drawn - window.__click.at')
 }
 
 /** Milliseconds from `act` until `selector` is on screen (undefined past the limit). */
