@@ -33,7 +33,8 @@ export async function readDiffTails(store: StoreReader, fromId: string, toId: st
   const offsets = new Map<string, number>()
   for (const list of olderTail.lists) {
     const match = newerTail.lists.find((other) => samePath(other.path, list.path))
-    if (list.path[0] !== 'runtime' || !match || match.skipped !== list.length) return undefined
+    // A list inside an array is not named by a dotted path: such a diff reads the records whole.
+    if (list.path[0] !== 'runtime' || list.path.some((key) => /^\d+$/.test(key)) || !match || match.skipped !== list.length) return undefined
     offsets.set(list.path.slice(1).join('.'), list.length)
   }
   // A list the newer snapshot holds that the older one does not is read whole: it starts at 0.

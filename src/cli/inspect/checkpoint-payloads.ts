@@ -6,6 +6,8 @@ export interface CheckpointPayload {
   record: CheckpointRecord<Record<string, unknown>>
   /** The lists of the payload that are cut: where each is, the items shown (the newest) and its whole length. */
   cut: { path: string[]; shown: number; length: number }[]
+  /** The newest items of each list asked for (a list read from a snapshot nearer than that may show fewer). */
+  items: number
 }
 
 /** Newest items of each list a payload shows unless asked for more. */
@@ -29,9 +31,9 @@ export async function readPayload(store: StoreReader, checkpointId: string, item
   if (!store.loadTails) return whole(await store.load<Record<string, unknown>>(storedId), checkpointId, items)
   // Read after itself, the stored checkpoint comes without a list item: its header, body and phase log.
   const [own] = await store.loadTails<Record<string, unknown>>([storedId], { after: storedId })
-  if (storedId !== checkpointId) return { record: phaseOf(own!.record, checkpointId), cut: [] }
+  if (storedId !== checkpointId) return { record: phaseOf(own!.record, checkpointId), cut: [], items }
   const long = own!.lists.filter((list) => list.length > items)
-  if (own!.lists.length === 0) return { record: own!.record, cut: [] }
+  if (own!.lists.length === 0) return { record: own!.record, cut: [], items }
   const base = long.length === 0 ? undefined : await baseFor(store, own!.record, items)
   const tail = base === undefined ? undefined : (await store.loadTails<Record<string, unknown>>([storedId], { after: base }))[0]
   if (!tail) return whole(await store.load<Record<string, unknown>>(storedId), checkpointId, items)
@@ -40,7 +42,7 @@ export async function readPayload(store: StoreReader, checkpointId: string, item
 
 /** A record read whole, its lists cut to their newest `items` items for the answer. */
 function whole(record: CheckpointRecord<Record<string, unknown>>, checkpointId: string, items: number): CheckpointPayload {
-  if (record.id !== checkpointId) return { record: phaseOf(record, checkpointId), cut: [] }
+  if (record.id !== checkpointId) return { record: phaseOf(record, checkpointId), cut: [], items }
   return cutLists({ record, lists: arraysOf(record.payload, ['payload']) }, items)
 }
 
@@ -88,7 +90,7 @@ function cutLists(tail: CheckpointTail<Record<string, unknown>>, items: number):
     record = withValueAt(record, list.path, shown)
     cut.push({ path: list.path, shown: shown.length, length: list.length })
   }
-  return { record, cut }
+  return { record, cut, items }
 }
 
 /** The arrays of a payload read whole, as lists (for a store without `loadTails`). */

@@ -342,7 +342,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
       var record = answer.record;
       var cuts = answer.cut.map(function (c) {
         return h('div', { class: 'cut muted', 'data-path': c.path.join('.') }, c.path.join('.') + ': the newest ' + c.shown + ' of ' + c.length + ' items ',
-          h('button', { class: 'more', onclick: function () { showPayload(id, side, c.shown * 4); } }, 'show more'));
+          h('button', { class: 'more', onclick: function () { showPayload(id, side, answer.items * 4); } }, 'show more'));
       });
       side.replaceChildren(h('div', { class: 'panel', id: 'payload' }, h('h3', {}, 'Checkpoint ' + id + ' (' + record.phase + ')'), cuts, h('pre', {}, JSON.stringify(record, null, 2))));
     }).catch(fail);

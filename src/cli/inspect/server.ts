@@ -116,8 +116,8 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
   })
   app.get('/api/checkpoints/:id', async (c) => {
     const items = c.req.query('items')
-    const { record, cut } = await readPayload(store, c.req.param('id'), items === undefined ? PAYLOAD_ITEMS : itemsOf(items))
-    return c.json({ record: encodeValue(record), cut })
+    const payload = await readPayload(store, c.req.param('id'), items === undefined ? PAYLOAD_ITEMS : itemsOf(items))
+    return c.json({ ...payload, record: encodeValue(payload.record) })
   })
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
   const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => refuse(c, 413, `a request body holds at most ${MAX_BODY_BYTES} bytes`) })

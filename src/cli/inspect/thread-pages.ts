@@ -71,7 +71,7 @@ export const THREAD_SCRIPT = String.raw`(function () {
     function showPayload(id, items) {
       t.api('/api/checkpoints/' + encodeURIComponent(id) + (items ? '?items=' + items : '')).then(function (answer) {
         var cuts = answer.cut.map(function (c) {
-          return h('div', { class: 'cut muted' }, c.path.join('.') + ': the newest ' + c.shown + ' of ' + c.length + ' items ', h('button', { class: 'more', onclick: function () { showPayload(id, c.shown * 4); } }, 'show more'));
+          return h('div', { class: 'cut muted' }, c.path.join('.') + ': the newest ' + c.shown + ' of ' + c.length + ' items ', h('button', { class: 'more', onclick: function () { showPayload(id, answer.items * 4); } }, 'show more'));
         });
         side.replaceChildren(h('div', { class: 'panel' }, h('h3', {}, 'Checkpoint ' + id), cuts, h('pre', {}, JSON.stringify(answer.record, null, 2))));
       }).catch(t.fail);
