@@ -5,11 +5,13 @@
  *   npm run bench:inspector                              # 10,000 cycles
  *   npm run bench:inspector -- --cycles 2000 --trials 3
  *   npm run bench:inspector -- --cli /path/to/other/dist/cli/main.js   # another build's inspector
+ *   npm run bench:inspector -- --db /tmp/long.db   # keep the run there; a later bench with the same --db opens it cold without running it again
  *
  * Figures: while the run is live, the timeline polls (how many, bytes each, how many at once);
  * once it has finished, the first render (navigation to the newest checkpoints on screen, a fresh
  * inspector each trial) and clicks (a checkpoint's payload, older checkpoints, a diff) until their
- * answer is on screen. A benchmark, not a test: it prints what it measured.
+ * answer is on screen, and for each click the page's own share (from the click event to the
+ * frame that shows the answer). A benchmark, not a test: it prints what it measured.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -33,6 +35,8 @@ interface Options {
   cycles: number
   trials: number
   cli: string
+  /** Where the run is kept (and found again); a temporary file by default. */
+  db: string | undefined
 }
 
 function options(): Options {
@@ -40,7 +44,8 @@ function options(): Options {
     const at = process.argv.indexOf(`--${name}`)
     return at >= 0 && process.argv[at + 1] !== undefined ? process.argv[at + 1]! : fallback
   }
-  return { cycles: Number(arg('cycles', '10000')), trials: Number(arg('trials', '5')), cli: arg('cli', join(ROOT, 'dist/cli/main.js')) }
+  const db = arg('db', '')
+  return { cycles: Number(arg('cycles', '10000')), trials: Number(arg('trials', '5')), cli: arg('cli', join(ROOT, 'dist/cli/main.js')), db: db === '' ? undefined : db }
 }
 
 async function main(): Promise<void> {
@@ -48,21 +53,38 @@ async function main(): Promise<void> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is not installed (apt-get install -y chromium)`)
   if (!existsSync(opts.cli)) throw new Error(`${opts.cli} does not exist: npm run build first`)
   const dir = await mkdtemp(join(tmpdir(), 'cairn-bench-inspector-'))
-  const path = join(dir, 'inspector.db')
+  const path = opts.db ?? join(dir, 'inspector.db')
+  const kept = opts.db !== undefined && existsSync(opts.db)
   const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS })
   try {
     console.log(`inspector: ${opts.cli}`)
-    console.log(`a run of ${opts.cycles} tool cycles, SQLite, async durability`)
-    const live = await watchLive(browser, path, opts)
-    console.log(`live: the run took ${(live.runMs / 1000).toFixed(1)} s and wrote ${live.checkpoints} checkpoints`)
-    console.log(`live: ${live.polls} timeline polls, ${kb(live.medianBytes)} median and ${kb(live.maxBytes)} largest a poll, ${live.maxInFlight} at most at once`)
-    console.log(`live: the finished run on screen ${live.settleMs === undefined ? `> ${LIMIT_MS} ms` : `${live.settleMs} ms`} after it finished`)
+    if (kept) {
+      console.log(`the run kept in ${path}: ${await describeKept(path)} (not run again, so no live figures)`)
+    } else {
+      console.log(`a run of ${opts.cycles} tool cycles, SQLite, async durability`)
+      const live = await watchLive(browser, path, opts)
+      console.log(`live: the run took ${(live.runMs / 1000).toFixed(1)} s and wrote ${live.checkpoints} checkpoints`)
+      console.log(`live: ${live.polls} timeline polls, ${kb(live.medianBytes)} median and ${kb(live.maxBytes)} largest a poll, ${live.maxInFlight} at most at once`)
+      console.log(`live: the finished run on screen ${live.settleMs === undefined ? `> ${LIMIT_MS} ms` : `${live.settleMs} ms`} after it finished`)
+    }
     const cold = await openFinished(browser, path, opts)
     console.log(`finished run, fresh inspector each trial (median of ${opts.trials}):`)
     for (const [name, values] of Object.entries(cold)) console.log(`  ${name.padEnd(34)} ${figure(values)}`)
   } finally {
     await browser.close()
     await rm(dir, { recursive: true, force: true })
+  }
+}
+
+/** The kept run: its status and how many checkpoints it wrote. */
+async function describeKept(path: string): Promise<string> {
+  const store = new SqliteStore({ path })
+  try {
+    const run = await store.getRun(RUN_ID)
+    if (!run) throw new Error(`${path} holds no run ${RUN_ID}: give another --db, or none`)
+    return `${run.status}, ${run.lastSeq} checkpoints`
+  } finally {
+    await store.close()
   }
 }
 
@@ -105,7 +127,15 @@ async function watchLive(browser: Browser, path: string, opts: Options) {
 
 /** A fresh inspector per trial: the first render, then clicks. */
 async function openFinished(browser: Browser, path: string, opts: Options) {
-  const figures: Record<string, (number | undefined | null)[]> = { 'first render': [], 'click: payload of a checkpoint': [], 'click: older checkpoints': [], 'click: diff of two checkpoints': [] }
+  const figures: Record<string, (number | undefined | null)[]> = {
+    'first render': [],
+    'click: payload of a checkpoint': [],
+    '  in the page': [],
+    'click: older checkpoints': [],
+    '  in the page ': [],
+    'click: diff of two checkpoints': [],
+    '  in the page  ': [],
+  }
   for (let trial = 0; trial < opts.trials; trial++) {
     const inspector = await startInspector(opts.cli, path)
     const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } })
@@ -117,19 +147,54 @@ async function openFinished(browser: Browser, path: string, opts: Options) {
       await onScreen(page, '#effects tbody tr')
       await onScreen(page, '#conversation .msg')
       const light = page.locator('#timeline li.cp[data-phase="pre_llm"]').last()
+      await watchClick(page, `document.getElementById('payload') !== null`)
       figures['click: payload of a checkpoint']!.push(await timed(page, () => light.locator('button', { hasText: 'payload' }).click(), '#payload'))
+      figures['  in the page']!.push(await clickToScreen(page))
       const before = await page.locator('#timeline li.cp').count()
       const older = page.locator('#older')
+      await watchClick(page, `document.querySelectorAll('#timeline li.cp').length > ${before}`)
       figures['click: older checkpoints']!.push((await older.count()) === 0 ? null : await timed(page, () => older.click(), `#timeline li.cp >> nth=${before}`))
+      figures['  in the page ']!.push((await older.count()) === 0 ? null : await clickToScreen(page))
       await page.locator('#timeline li.cp[data-phase="pre_llm"] input[type=checkbox]').nth(1).check()
       await page.locator('#timeline li.cp[data-phase="pre_llm"] input[type=checkbox]').nth(2).check()
+      await watchClick(page, `document.getElementById('diff-panel') !== null`)
       figures['click: diff of two checkpoints']!.push(await timed(page, () => page.click('#diff'), '#diff-panel'))
+      figures['  in the page  ']!.push(await clickToScreen(page))
     } finally {
       await page.close()
       await inspector.stop()
     }
   }
   return figures
+}
+
+/**
+ * Note, in the page, when the next click is dispatched and when `shown` (a script expression)
+ * first holds after it, then when the next frame is drawn: the click's cost to the page itself,
+ * without the driver's share (finding, scrolling to and pressing the button; seeing the answer),
+ * which on a loaded machine is a hundred milliseconds or more.
+ */
+async function watchClick(page: Page, shown: string): Promise<void> {
+  await page.evaluate(`(() => {
+    window.__click = { at: undefined, drawn: undefined };
+    document.addEventListener('click', () => {
+      window.__click.at = performance.now();
+      const check = () => { if (${shown}) { observer.disconnect(); requestAnimationFrame(() => setTimeout(() => { window.__click.drawn = performance.now(); })); } };
+      const observer = new MutationObserver(check);
+      observer.observe(document.body, { childList: true, subtree: true });
+      check();
+    }, { capture: true, once: true });
+  })()`)
+}
+
+/** Milliseconds from the click {@link watchClick} saw to the frame that showed its answer. */
+async function clickToScreen(page: Page): Promise<number | undefined> {
+  try {
+    await page.waitForFunction('window.__click && window.__click.drawn !== undefined', undefined, { timeout: LIMIT_MS })
+  } catch {
+    return undefined
+  }
+  return page.evaluate<number>('window.__click.drawn - window.__click.at')
 }
 
 /** Milliseconds from `act` until `selector` is on screen (undefined past the limit). */

@@ -1,6 +1,7 @@
 import { textOf, toolUsesOf, type Message } from '../model/messages.js'
 import type { CheckpointRecord, EffectRecord, EffectStatus, StoreReader } from '../store/checkpoint-store.js'
 import { snapshotAtOrBefore } from './fork-run.js'
+import { readDiffTails, type DiffSideRead } from './diff-tails.js'
 import { loadPhase } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
@@ -47,23 +48,25 @@ export interface CheckpointDiff {
  * What changed from checkpoint `fromId` to checkpoint `toId`, of one run or of a run and its
  * fork: the messages appended, the values that differ (state keys, counters, payload fields) and
  * the effect journal entries whose status moved. A runner checkpoint without its own runtime
- * snapshot is compared through the newest snapshot at or before it.
+ * snapshot is compared through the newest snapshot at or before it. An array that extends the
+ * other (the tool executions, a log) gives one change per item added or removed, at its index.
+ *
+ * Two runner checkpoints of one run are read past what they share: the lists of the older
+ * snapshot are a prefix of the newer one's (their chain hashes say so), so only the items after
+ * it are read, however long the run.
  */
 export async function diffCheckpoints(store: StoreReader, fromId: string, toId: string): Promise<CheckpointDiff> {
+  // Two runner checkpoints of one run: their snapshots read past the lists they share only.
+  const tails = await readDiffTails(store, fromId, toId)
+  if (tails) {
+    const [from, to] = [sideOfTail(tails.from), sideOfTail(tails.to)]
+    const offsets = new Map([...tails.offsets].map(([path, offset]) => [`runtime.${path}`, offset]))
+    return diffOf(from, to, offsets, (a, b) => effectsOfCalls(store, a, b))
+  }
   // Two checkpoints near each other stand on one runtime snapshot: it is read once.
   const reader = loadingOnce(store)
   const [from, to] = await Promise.all([sideOf(reader, fromId), sideOf(reader, toId)])
-  const prefix = commonPrefix(from.messages, to.messages)
-  const changes: ValueChange[] = []
-  compare(from.value, to.value, '', changes)
-  return {
-    from: from.side,
-    to: to.side,
-    messagesAppended: to.messages.slice(prefix),
-    messagesDropped: from.messages.length - prefix,
-    changes,
-    effects: await effectChanges(store, from, to),
-  }
+  return diffOf(from, to, new Map(), (a, b) => effectChanges(store, a, b))
 }
 
 /** The diff as text, for `cairn diff`. */
@@ -90,6 +93,25 @@ export function describeMessage(message: Message): string {
   return `${message.role}: ${parts.join(', ')}`
 }
 
+/**
+ * The diff of two sides. Their messages, and the arrays of their values that `offsets` names (by
+ * dotted path), may be tails that start at one index past a prefix the two share: compared from
+ * there, they give what the whole arrays give.
+ */
+async function diffOf(from: Side, to: Side, offsets: ReadonlyMap<string, number>, effects: (from: Side, to: Side) => Promise<EffectChange[]>): Promise<CheckpointDiff> {
+  const prefix = commonPrefix(from.messages, to.messages)
+  const changes: ValueChange[] = []
+  compare(from.value, to.value, '', changes, offsets)
+  return {
+    from: from.side,
+    to: to.side,
+    messagesAppended: to.messages.slice(prefix),
+    messagesDropped: from.messages.length - prefix,
+    changes,
+    effects: await effects(from, to),
+  }
+}
+
 interface Side {
   side: DiffSide
   messages: Message[]
@@ -109,6 +131,15 @@ async function sideOf(store: StoreReader, checkpointId: string): Promise<Side> {
   side.runtimeFrom = snapshot?.id ?? null
   const { runtime: _own, ...payload } = record.payload
   const { messages = [], ...rest } = runtime ?? ({} as Partial<RuntimeSnapshot>)
+  return { side, messages, value: { phase: record.phase, payload, runtime: rest }, runtime }
+}
+
+/** A side read by {@link readDiffTails}: its runtime's lists may be tails. */
+function sideOfTail(read: DiffSideRead): Side {
+  const { record, runtime } = read
+  const side = { checkpointId: record.id, runId: record.runId, phase: record.phase, seq: record.seq, createdAt: record.createdAt, runtimeFrom: read.snapshotId }
+  const { runtime: _own, ...payload } = record.payload
+  const { messages, ...rest } = runtime
   return { side, messages, value: { phase: record.phase, payload, runtime: rest }, runtime }
 }
 
@@ -144,18 +175,30 @@ function commonPrefix(a: readonly Message[], b: readonly Message[]): number {
   return i
 }
 
-/** Record every path where `a` and `b` differ; arrays of equal length are compared item by item. */
-function compare(a: unknown, b: unknown, path: string, out: ValueChange[]): void {
+/**
+ * Record every path where `a` and `b` differ. Arrays of equal length are compared item by item;
+ * so is an array that extends the other (the items past the shorter one are added or removed),
+ * and an array `offsets` names, which holds the items of both sides past a prefix they share
+ * (its items are numbered from the offset). Other arrays differ whole.
+ */
+function compare(a: unknown, b: unknown, path: string, out: ValueChange[], offsets: ReadonlyMap<string, number>): void {
   if (a === b || JSON.stringify(a) === JSON.stringify(b)) return
   if (isObject(a) && isObject(b)) {
-    for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) compare(a[key], b[key], path ? `${path}.${key}` : key, out)
+    for (const key of new Set([...Object.keys(a), ...Object.keys(b)])) compare(a[key], b[key], path ? `${path}.${key}` : key, out, offsets)
     return
   }
-  if (Array.isArray(a) && Array.isArray(b) && a.length === b.length) {
-    a.forEach((item, i) => compare(item, b[i], `${path}[${i}]`, out))
+  if (Array.isArray(a) && Array.isArray(b) && (a.length === b.length || offsets.has(path) || extends_(a, b))) {
+    const start = offsets.get(path) ?? 0
+    for (let i = 0; i < Math.max(a.length, b.length); i++) compare(a[i], b[i], `${path}[${start + i}]`, out, offsets)
     return
   }
   out.push({ path, before: a, after: b })
+}
+
+/** Whether the longer of two arrays starts with every item of the shorter. */
+function extends_(a: readonly unknown[], b: readonly unknown[]): boolean {
+  const [short, long] = a.length <= b.length ? [a, b] : [b, a]
+  return short.every((item, i) => item === long[i] || JSON.stringify(item) === JSON.stringify(long[i]))
 }
 
 /**
@@ -168,7 +211,31 @@ async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<
   // One read of the journal when both sides are of one run.
   const journal = store.listEffects(from.side.runId)
   const other = from.side.runId === to.side.runId ? journal : store.listEffects(to.side.runId)
-  const [before, after] = [statusAt(await journal, from), statusAt(await other, to)]
+  return changesOf(statusAt(await journal, from), statusAt(await other, to))
+}
+
+/**
+ * {@link effectChanges} for two sides read by {@link readDiffTails}: their messages hold only
+ * what follows the conversation both share, so a call answered there has one status at both
+ * sides and no change; only the calls answered in the tails or pending in either runtime can
+ * differ, and only their journal entries are read (where the store reads some at once).
+ */
+async function effectsOfCalls(store: StoreReader, from: Side, to: Side): Promise<EffectChange[]> {
+  if (!store.getEffects) return effectChanges(store, from, to)
+  const calls = new Set([...callsIn(from), ...callsIn(to)])
+  const effects = calls.size === 0 ? [] : await store.getEffects(from.side.runId, [...calls])
+  const [before, after] = [statusAt(effects, from), statusAt(effects, to)]
+  return changesOf(before, after)
+}
+
+/** The calls a runner side answers in its messages or has pending. */
+function callsIn(side: Side): string[] {
+  const answered = side.messages.flatMap((m) => m.content.flatMap((block) => ('toolResult' in block ? [block.toolResult.toolUseId] : [])))
+  const pending = side.runtime?.pending_llm_response ? toolUsesOf(side.runtime.pending_llm_response).map((use) => use.toolUseId) : []
+  return [...answered, ...pending]
+}
+
+function changesOf(before: Map<string, { name: string; status: EffectStatus }>, after: Map<string, { name: string; status: EffectStatus }>): EffectChange[] {
   const changes: EffectChange[] = []
   for (const callId of new Set([...before.keys(), ...after.keys()])) {
     const a = before.get(callId)

@@ -23,6 +23,13 @@ const MAX_LAG_RECORDS = 32
  * runner's async SQLite steps took about 10 % longer (bench/peers workload, n = 500).
  */
 const LAG_PER_COMMIT_TIME = 9
+/**
+ * Coalescing keeps one queued runtime snapshot in this many (async): a reader of the run (a
+ * page of the inspector, a diff, a resume from an older checkpoint) reads a list from the
+ * snapshot before what it wants to the one after, so snapshots a few steps apart keep what it
+ * reads small however many checkpoints one write holds (up to the queue's size).
+ */
+const KEEP_SNAPSHOT_EVERY = 32
 
 /** How checkpoints reach the store. */
 export interface WriterOptions {
@@ -62,6 +69,8 @@ export class CheckpointWriter {
   #kickScheduled = false
   /** Where the queued checkpoint with a runtime snapshot is (-1: none), for coalescing. */
   #runtimeAt = -1
+  /** Runtime snapshots staged since the newest one that is kept (written, or queued and not coalesced). */
+  #sinceKept = 0
   /**
    * How long the last background write held the loop up, and when it ended
    * (`performance.now()`). A write the loop went on beside (it staged checkpoints meanwhile: a
@@ -111,10 +120,15 @@ export class CheckpointWriter {
     this.#throwIfFailed()
     const record = withLogBefore(staged, this.#light.splice(0))
     if (this.#options.coalesceRuntimeState && this.#options.durability === 'async' && hasRuntime(record)) {
-      // Only the newest snapshot is kept: an older one queued is dropped when this one comes.
+      // The newest snapshot is kept: an older one queued is dropped when this one comes, but for
+      // one in KEEP_SNAPSHOT_EVERY.
       const older = this.#queue[this.#runtimeAt]
-      if (older !== undefined && hasRuntime(older)) this.#queue[this.#runtimeAt] = withoutRuntime(older)
+      if (older !== undefined && hasRuntime(older)) {
+        if (this.#sinceKept >= KEEP_SNAPSHOT_EVERY) this.#sinceKept = 1
+        else this.#queue[this.#runtimeAt] = withoutRuntime(older)
+      }
       this.#runtimeAt = this.#queue.length
+      this.#sinceKept++
     }
     this.#queue.push(record)
     if (this.#inFlight) this.#stagedInFlight++
@@ -222,6 +236,8 @@ export class CheckpointWriter {
       const intents = [...this.#intents, ...(extra.intents ?? [])]
       if (checkpoints.length === 0 && completions.length === 0 && intents.length === 0 && extra.run === undefined) return
       this.#queue = []
+      // The newest snapshot queued is written as it is: the count starts again from it.
+      if (this.#runtimeAt >= 0) this.#sinceKept = 0
       this.#runtimeAt = -1
       this.#completions = []
       this.#intents = []

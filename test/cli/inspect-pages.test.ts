@@ -6,9 +6,9 @@ import { TimelinePages } from '../../src/cli/inspect/timeline-pages.js'
 import { Agent, buildTimeline, Runner, tool, type TimelineEntry } from '../../src/index.js'
 import Database from 'better-sqlite3'
 import { EngineStore } from '../../src/engine.js'
-import { RUN_LOG_LIST } from '../../src/store/engine/list-retention.js'
 import { SqliteEngine, SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { countingEngine } from './counting-engine.js'
 
 const CYCLES = 12
 
@@ -122,25 +122,6 @@ describe('the inspector reads a run a page at a time', () => {
     expect([...seen, ...rest.entries].map((entry) => [entry.checkpointId, entry.phase, entry.toolCalls])).toEqual(final.map((entry) => [entry.checkpointId, entry.phase, entry.toolCalls]))
   })
 })
-
-/** A SQLite engine that counts the checkpoint list items it hands out (messages, tool executions; not the run's log of transitions, which effect reads check whole). */
-function countingEngine(engine: SqliteEngine): { engine: SqliteEngine; items: () => number } {
-  let items = 0
-  const counted = new Proxy(engine, {
-    get(target, property) {
-      const value = Reflect.get(target, property, target) as unknown
-      if (typeof value !== 'function') return value
-      if (property !== 'readLists' && property !== 'readListRanges') return (value as (...args: unknown[]) => unknown).bind(target)
-      return async (...args: unknown[]) => {
-        const lists = await (value as (...a: unknown[]) => Promise<string[][]>).apply(target, args)
-        const ids = (args[1] as { id: string }[]).map((ref) => ref.id)
-        items += lists.reduce((sum, list, k) => sum + (ids[k] === RUN_LOG_LIST ? 0 : list.length), 0)
-        return lists
-      }
-    },
-  })
-  return { engine: counted, items: () => items }
-}
 
 describe('a page of a long run reads a bounded number of list items', () => {
   it('the newest page, an older page and the conversation read the items of their own steps, not the run', async () => {

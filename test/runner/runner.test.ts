@@ -329,6 +329,33 @@ describe('managed runner', () => {
     expect(await new Runner({ store }).history('slow-writes')).toHaveLength(505)
   })
 
+  it('async writes that coalesce many steps in one write keep a runtime snapshot every 32 staged, so a reader of any step finds one near it', async () => {
+    // A store whose every write blocks the thread for 20 ms: writes hold many steps each.
+    const store = new MemoryStore()
+    const sizes: number[] = []
+    const write = store.write.bind(store)
+    store.write = (batch) => {
+      sizes.push(batch.checkpoints?.length ?? 0)
+      const until = performance.now() + 20
+      while (performance.now() < until);
+      return write(batch)
+    }
+    const echo = tool({ name: 'echo', description: 'echo', inputSchema: z.object({ i: z.number() }), idempotent: true, callback: ({ i }) => `echo ${i}` })
+    const turns = Array.from({ length: 300 }, (_, i) => [{ toolUse: { toolUseId: `t${i}`, name: 'echo', input: { i } } }])
+    const result = await new Runner({ store, durability: 'async' }).run(new Agent({ model: new ScriptedModel([...turns, [{ text: 'done' }]]), tools: [echo] }), { input: 'go', runId: 'coalesced-steps' })
+    expect(result.state).toBe('completed')
+    // Writes of more than 64 checkpoints: coalescing alone would keep one snapshot in each.
+    expect(Math.max(...sizes)).toBeGreaterThan(64)
+    const headers = (await store.listCheckpoints({ runId: 'coalesced-steps' })).reverse()
+    const steps = headers.filter((info) => info.metadata.snapshot === true).map((info) => info.metadata.step as number)
+    // Two snapshots a step (the model's response, the tool batch's end): 32 staged span 16 steps.
+    const gaps = steps.slice(1).map((step, k) => step - steps[k]!)
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(16)
+    expect(headers.some((info) => info.metadata.coalesced === true)).toBe(true)
+    // Every snapshot kept holds the runtime; resuming reads the newest.
+    for (const info of headers.filter((h) => h.metadata.snapshot === true)) expect((await store.load<{ runtime: unknown }>(info.id)).payload.runtime).toBeTruthy()
+  })
+
   it('provider tokens are stored and passed back on resume', async () => {
     const { store, reopen } = await sqliteStore()
     const first = new StatefulModel()

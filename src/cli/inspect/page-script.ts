@@ -175,7 +175,14 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
       return api(base + '/timeline?limit=' + PAGE + '&before=' + encodeURIComponent(oldest.checkpointId)).then(function (page) {
         state.entries = page.entries.concat(state.entries);
         state.atStart = page.fromStart;
-        render();
+        // Process numbers are counted from the first checkpoint shown: when the older page knows
+        // none (it holds no run start), those shown keep theirs and the page goes in before them;
+        // else every row is drawn again.
+        var processes = numbered(page.entries, null);
+        if (page.fromStart || processes[processes.length - 1] !== null) return render();
+        var frag = document.createDocumentFragment();
+        page.entries.forEach(function (e, i) { item(e, processes[i]).forEach(function (el) { frag.append(el); }); });
+        chain.prepend(frag);
       }).catch(fail);
     }
     function header(status) {
@@ -328,9 +335,16 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     api('/api/fork', { method: 'POST', body: JSON.stringify({ checkpointId: checkpointId }) }).then(function (f) { location.hash = '#/run/' + encodeURIComponent(f.runId); }).catch(fail);
   }
 
-  function showPayload(id, side) {
-    api('/api/checkpoints/' + encodeURIComponent(id)).then(function (record) {
-      side.replaceChildren(h('div', { class: 'panel', id: 'payload' }, h('h3', {}, 'Checkpoint ' + id + ' (' + record.phase + ')'), h('pre', {}, JSON.stringify(record, null, 2))));
+  // A long list of the payload (the conversation, the tool executions) comes cut to its newest
+  // items; "show more" asks for four times as many.
+  function showPayload(id, side, items) {
+    api('/api/checkpoints/' + encodeURIComponent(id) + (items ? '?items=' + items : '')).then(function (answer) {
+      var record = answer.record;
+      var cuts = answer.cut.map(function (c) {
+        return h('div', { class: 'cut muted', 'data-path': c.path.join('.') }, c.path.join('.') + ': the newest ' + c.shown + ' of ' + c.length + ' items ',
+          h('button', { class: 'more', onclick: function () { showPayload(id, side, answer.items * 4); } }, 'show more'));
+      });
+      side.replaceChildren(h('div', { class: 'panel', id: 'payload' }, h('h3', {}, 'Checkpoint ' + id + ' (' + record.phase + ')'), cuts, h('pre', {}, JSON.stringify(record, null, 2))));
     }).catch(fail);
   }
 

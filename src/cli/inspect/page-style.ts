@@ -13,7 +13,7 @@ export const INSPECTOR_STYLE = String.raw`  :root { --fg: #1d2330; --muted: #6b7
   .status { padding: 1px 6px; border-radius: 8px; font-size: 12px; background: var(--bg2); } .status.completed { color: var(--ok); } .status.failed { color: var(--warn); } .status.running { color: var(--accent); }
   .layout { display: grid; grid-template-columns: minmax(520px, 1.3fr) 1fr; gap: 18px; }
   ol.chain { list-style: none; padding: 0; margin: 0; border-left: 3px solid var(--line); }
-  ol.chain li.cp { position: relative; padding: 6px 8px 6px 16px; border-bottom: 1px solid var(--line); }
+  ol.chain li.cp { position: relative; padding: 6px 8px 6px 16px; border-bottom: 1px solid var(--line); content-visibility: auto; contain-intrinsic-size: auto 72px; }
   ol.chain li.cp::before { content: ""; position: absolute; left: -8px; top: 11px; width: 11px; height: 11px; border-radius: 50%; background: white; border: 2px solid var(--accent); }
   ol.chain li.cp.snapshot::before { background: var(--accent); }
   li.cp .meta { color: var(--muted); font-size: 12px; } li.cp .phase { font-family: ui-monospace, monospace; font-weight: 600; }

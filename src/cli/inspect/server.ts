@@ -3,13 +3,14 @@ import { serve, type ServerType } from '@hono/node-server'
 import { Hono, type Context as HonoContext } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { CairnError, diffCheckpoints, forkRun, summarizeRun, type CheckpointStore, type JsonObject, type JsonValue, type RunRecord, type RunStatus } from '../../index.js'
-import { encodeValue, loadPhase } from '../../engine.js'
+import { encodeValue } from '../../engine.js'
 import { runEventsResponse } from '../../http.js'
 import { findRuns } from '../read-commands.js'
 import { threadRunSummary } from '../thread-summary.js'
 import { answersOf, osUser, questionsOf } from '../run-answers.js'
 import type { AgentFactories } from '../write-commands.js'
 import { Answering } from './answers.js'
+import { MAX_PAYLOAD_ITEMS, PAYLOAD_ITEMS, readPayload } from './checkpoint-payloads.js'
 import { EventTails } from './event-tails.js'
 import { guard, refuse } from './guard.js'
 import { INSPECTOR_PAGE, INSPECTOR_SCRIPT, INSPECTOR_STYLE } from './page.js'
@@ -113,7 +114,11 @@ export function inspectorApp(store: CheckpointStore, token: string, answering = 
     const [effects, conversation] = await Promise.all([store.listEffects(runId), pages.conversation(runId, CONVERSATION_MESSAGES)])
     return c.json(encodeValue({ effects: effects.slice(-JOURNAL_ROWS), effectCount: effects.length, messages: conversation.messages, messageCount: conversation.count }))
   })
-  app.get('/api/checkpoints/:id', async (c) => c.json(encodeValue(await loadPhase(store, c.req.param('id')))))
+  app.get('/api/checkpoints/:id', async (c) => {
+    const items = c.req.query('items')
+    const payload = await readPayload(store, c.req.param('id'), items === undefined ? PAYLOAD_ITEMS : itemsOf(items))
+    return c.json({ ...payload, record: encodeValue(payload.record) })
+  })
   app.get('/api/diff', async (c) => c.json(encodeValue(await diffCheckpoints(store, c.req.query('a') ?? '', c.req.query('b') ?? ''))))
   const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: (c) => refuse(c, 413, `a request body holds at most ${MAX_BODY_BYTES} bytes`) })
   app.post('/api/fork', limit, async (c) => {
@@ -193,6 +198,13 @@ function errorResponse(err: Error, c: HonoContext): Response {
 function count(value: string | undefined, fallback: number): number {
   const n = Number(value ?? fallback)
   return Number.isInteger(n) && n >= 0 ? Math.min(n, MAX_PAGE) : fallback
+}
+
+/** How many newest items of each list a payload shows: a whole number from 1 to {@link MAX_PAYLOAD_ITEMS}. */
+function itemsOf(value: string): number {
+  const n = Number(value)
+  if (!Number.isSafeInteger(n) || n < 1) throw new CairnError('invalid_argument', `items must be a whole number of at least 1, got ${JSON.stringify(value)}`)
+  return Math.min(n, MAX_PAYLOAD_ITEMS)
 }
 
 /** A checkpoint seq of a query. */

@@ -68,9 +68,12 @@ export const THREAD_SCRIPT = String.raw`(function () {
           h('div', { class: 'muted' }, s.checkpoints + ' checkpoints · run ' + s.runId + ' · updated ' + t.time(s.updatedAt)));
       });
     }
-    function showPayload(id) {
-      t.api('/api/checkpoints/' + encodeURIComponent(id)).then(function (record) {
-        side.replaceChildren(h('div', { class: 'panel' }, h('h3', {}, 'Checkpoint ' + id), h('pre', {}, JSON.stringify(record, null, 2))));
+    function showPayload(id, items) {
+      t.api('/api/checkpoints/' + encodeURIComponent(id) + (items ? '?items=' + items : '')).then(function (answer) {
+        var cuts = answer.cut.map(function (c) {
+          return h('div', { class: 'cut muted' }, c.path.join('.') + ': the newest ' + c.shown + ' of ' + c.length + ' items ', h('button', { class: 'more', onclick: function () { showPayload(id, answer.items * 4); } }, 'show more'));
+        });
+        side.replaceChildren(h('div', { class: 'panel' }, h('h3', {}, 'Checkpoint ' + id), cuts, h('pre', {}, JSON.stringify(answer.record, null, 2))));
       }).catch(t.fail);
     }
     load().catch(t.fail);
