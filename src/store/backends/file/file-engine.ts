@@ -215,7 +215,7 @@ export class FileEngine implements StorageEngine {
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
     assertSafeId(checkpointId, 'checkpointId')
     await this.#begin()
-    const entry = (await this.#dir.index()).get(checkpointId)
+    const entry = await this.#dir.find(checkpointId)
     if (!entry) return undefined
     const read = await readCheckpointFile(this.#layout, entry.runId, entry.file)
     // A corrupt file comes back as a row EngineStore rejects: it must not look absent.
@@ -377,10 +377,12 @@ export class FileEngine implements StorageEngine {
   async #write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T> {
     await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
-      const state = await this.#dir.runState(runId)
+      const state = await this.#dir.runState(runId, { writing: true })
       try {
         if (state.leftovers.length > 0) await this.#dir.removeLeftovers(runId, state)
-        return await fn(state)
+        const result = await fn(state)
+        this.#dir.restamp(state, runId)
+        return result
       } catch (err) {
         this.#dir.forgetRun(runId)
         throw err
