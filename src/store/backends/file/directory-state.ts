@@ -284,17 +284,23 @@ const LAGGING_READS = 100
 const LAGGING_PAUSE_MS = 5
 
 /**
- * What a run's files look like: inode, size and times of run.json and of the checkpoint
- * directory. A commit replaces run.json (a new inode) and renames checkpoint files into the
- * directory, so a cached state whose stamp differs from the disk's is read again.
+ * What a run's files look like: inode, size and times of run.json and of the record of deleted
+ * checkpoints. Every commit that adds checkpoints, and every change of the run row, replaces
+ * run.json (a new inode); removing checkpoints through the store appends to that record. A
+ * cached state whose stamp differs from the disk's is read again.
  */
 export function runStamp(layout: FileLayout, runId: string): string {
-  return [layout.runFile(runId), layout.checkpointsDir(runId)]
+  return [layout.runFile(runId), deletedCheckpointsFile(layout, runId)]
     .map((path) => {
       const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
       return stat ? `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}` : '-'
     })
     .join('/')
+}
+
+/** The ids of the run's checkpoints deleted through the store, one a line. */
+export function deletedCheckpointsFile(layout: FileLayout, runId: string): string {
+  return join(layout.runDir(runId), 'deleted-checkpoints.jsonl')
 }
 
 export function compareFiles(a: CheckpointFile, b: CheckpointFile): number {

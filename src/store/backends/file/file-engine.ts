@@ -9,7 +9,7 @@ import { retainedListLengths, RUN_LOG_LIST } from '../../engine/list-retention.j
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
-import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
+import { acquireDirectory, deletedCheckpointsFile, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { type EffectEdits, FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
 import { FileWrites } from './file-writes.js'
@@ -512,7 +512,7 @@ export class FileEngine implements StorageEngine {
 
   /** The ids of the run's checkpoints deleted through the store, one a line. */
   #deletedFile(runId: string): string {
-    return join(this.#layout.runDir(runId), 'deleted-checkpoints.jsonl')
+    return deletedCheckpointsFile(this.#layout, runId)
   }
 
   /** Every checkpoint of every run (what cross-run queries scan), unreadable ones as rows that fail their checks. */
