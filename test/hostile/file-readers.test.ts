@@ -108,6 +108,28 @@ describe('FileStore readers', { timeout: 120_000 }, () => {
     expect(await readdir(dir)).toEqual(['store'])
   })
 
+  it('a reader in another process sees what the writer committed since it first read the run', async () => {
+    const dir = await tempDir()
+    const directory = join(dir, 'store')
+    const gate = join(dir, 'gate')
+    const writer = new FileStore({ directory })
+    cleanups.push(() => writer.close())
+    await writer.save({ runId: 'r', kind: 'demo', phase: 'one', payload: { n: 1 } })
+    await writer.save({ runId: 'r', kind: 'demo', phase: 'two', payload: { n: 2 } })
+    const follower = spawn(process.execPath, ['--import', 'tsx', CHILD, 'follow', directory, 'r', gate], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let printed = ''
+    follower.stdout.setEncoding('utf8').on('data', (chunk: string) => (printed += chunk))
+    const exited = new Promise<number | null>((resolve) => follower.on('close', resolve))
+    // The follower has read the run at seq 2 (and keeps its store open) before the writer goes on.
+    await waitFor(() => printed.includes('read\n'), 'the follower to read the run', 60_000)
+    let newest = ''
+    for (let n = 3; n <= 5; n++) newest = await writer.save({ runId: 'r', kind: 'demo', phase: `step ${n}`, payload: { n } })
+    await writeFile(gate, newest)
+    expect(await exited).toBe(0)
+    const seen = JSON.parse(printed.trim().split('\n').pop()!) as unknown
+    expect(seen).toEqual({ lastSeq: 5, latest: newest, listed: 5, loads: true })
+  })
+
   it('a write removes the temp files a dead writer left, never one of a live process', async () => {
     const dir = await tempDir()
     const directory = join(dir, 'store')

@@ -1,4 +1,6 @@
+import { lstatSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
 import type { RunRow } from '../../engine/rows.js'
 import { carryProgress } from '../../engine/run-patch.js'
@@ -20,6 +22,8 @@ export interface RunState {
   checkpoints: CheckpointFile[]
   /** Temp files seen in the run's checkpoint directory when it was read; the run's next write removes those of dead writers. */
   leftovers: string[]
+  /** What the run's files looked like when this state was read (see {@link runStamp}). */
+  stamp: string
 }
 
 /** Where a checkpoint is: the id index entry. */
@@ -127,10 +131,22 @@ export class DirectoryState {
     await Promise.allSettled([...this.#locks.values(), this.leaseWrites])
   }
 
-  async runState(runId: string): Promise<RunState> {
+  /**
+   * What is known of a run: read from disk when it is not cached, or when its files changed since
+   * it was read (another process wrote the run; see {@link runStamp}). While this process writes
+   * the run, a read takes the state its writer keeps current, so it never pairs the new files of a
+   * change half-way with the old run.json; a writer (`writing`, under the run's lock) always checks.
+   */
+  async runState(runId: string, options: { writing?: boolean } = {}): Promise<RunState> {
+    const writing = options.writing === true
     let state = this.#runs.get(runId)
+    if (state && (writing || !this.isLocked(runId))) {
+      const cached = await state.catch(() => undefined)
+      if (cached && cached.stamp !== runStamp(this.layout, runId) && this.#runs.get(runId) === state) this.#runs.delete(runId)
+      state = this.#runs.get(runId)
+    }
     if (!state) {
-      state = this.#loadRun(runId)
+      state = this.#loadRun(runId, writing)
       this.#runs.set(runId, state)
       void state.catch(() => {
         if (this.#runs.get(runId) === state) this.#runs.delete(runId)
@@ -143,6 +159,18 @@ export class DirectoryState {
   forgetRun(runId: string): void {
     this.#runs.delete(runId)
     for (const key of [...this.lists.keys()]) if (key.startsWith(`${runId}\u0000`)) this.lists.delete(key)
+  }
+
+  /**
+   * Where a checkpoint's file is. An id not in the index may have been written by another process
+   * since it was built: the index is built again once before the id is taken as absent.
+   */
+  async find(checkpointId: string): Promise<IndexEntry | undefined> {
+    const entry = (await this.index()).get(checkpointId)
+    if (entry) return entry
+    if (this.#locks.size > 0) return undefined
+    this.#index = undefined
+    return (await this.index()).get(checkpointId)
   }
 
   /** Checkpoint id → where its file is, over every run. Built from file names on first use. */
@@ -171,13 +199,32 @@ export class DirectoryState {
     }
   }
 
-  async #loadRun(runId: string): Promise<RunState> {
-    const leftovers: string[] = []
-    const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, leftovers)])
-    const highest = checkpoints[checkpoints.length - 1]?.seq ?? 0
-    const lagging = run.row !== undefined && run.row.lastSeq < highest
-    const row = run.row && carryProgress(run.row, Math.max(run.row.lastSeq, highest))
-    return { row, error: run.error, lagging, checkpoints, leftovers }
+  /** Note that this process changed the run's files: its cached state is what they now hold. */
+  restamp(state: RunState, runId: string): void {
+    state.stamp = runStamp(this.layout, runId)
+  }
+
+  /**
+   * Read a run from disk. run.json behind its checkpoint files is either a crash between the two
+   * writes or another process's commit half-way (its checkpoints renamed into place, run.json
+   * next): a reader reads again for a moment (up to half a second) before taking it as a crash's
+   * remains (and carrying the progress forward, as a writer does at once).
+   */
+  async #loadRun(runId: string, writing: boolean): Promise<RunState> {
+    for (let attempt = 0; ; attempt++) {
+      const leftovers: string[] = []
+      // Stamped first: a write landing while the files are read makes the next use read them again.
+      const stamp = runStamp(this.layout, runId)
+      const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, leftovers)])
+      const highest = checkpoints[checkpoints.length - 1]?.seq ?? 0
+      const lagging = run.row !== undefined && run.row.lastSeq < highest
+      if (lagging && !writing && attempt < LAGGING_READS) {
+        await sleep(LAGGING_PAUSE_MS)
+        continue
+      }
+      const row = run.row && carryProgress(run.row, Math.max(run.row.lastSeq, highest))
+      return { row, error: run.error, lagging, checkpoints, leftovers, stamp }
+    }
   }
 
   /**
@@ -230,6 +277,30 @@ export function acquireDirectory(root: string): DirectoryState {
 export function releaseDirectory(state: DirectoryState): void {
   state.refs--
   if (state.refs === 0 && directories.get(state.layout.root) === state) directories.delete(state.layout.root)
+}
+
+/** How many times, at most, a reader reads a run again while run.json is behind its checkpoints. */
+const LAGGING_READS = 100
+const LAGGING_PAUSE_MS = 5
+
+/**
+ * What a run's files look like: inode, size and times of run.json and of the record of deleted
+ * checkpoints. Every commit that adds checkpoints, and every change of the run row, replaces
+ * run.json (a new inode); removing checkpoints through the store appends to that record. A
+ * cached state whose stamp differs from the disk's is read again.
+ */
+export function runStamp(layout: FileLayout, runId: string): string {
+  return [layout.runFile(runId), deletedCheckpointsFile(layout, runId)]
+    .map((path) => {
+      const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
+      return stat ? `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}` : '-'
+    })
+    .join('/')
+}
+
+/** The ids of the run's checkpoints deleted through the store, one a line. */
+export function deletedCheckpointsFile(layout: FileLayout, runId: string): string {
+  return join(layout.runDir(runId), 'deleted-checkpoints.jsonl')
 }
 
 export function compareFiles(a: CheckpointFile, b: CheckpointFile): number {

@@ -9,7 +9,7 @@ import { retainedListLengths, RUN_LOG_LIST } from '../../engine/list-retention.j
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { firstNotPending } from '../../engine/effect-starts.js'
 import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
-import { acquireDirectory, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
+import { acquireDirectory, deletedCheckpointsFile, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { type EffectEdits, FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
 import { FileWrites } from './file-writes.js'
@@ -215,7 +215,7 @@ export class FileEngine implements StorageEngine {
   async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
     assertSafeId(checkpointId, 'checkpointId')
     await this.#begin()
-    const entry = (await this.#dir.index()).get(checkpointId)
+    const entry = await this.#dir.find(checkpointId)
     if (!entry) return undefined
     const read = await readCheckpointFile(this.#layout, entry.runId, entry.file)
     // A corrupt file comes back as a row EngineStore rejects: it must not look absent.
@@ -377,10 +377,12 @@ export class FileEngine implements StorageEngine {
   async #write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T> {
     await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
-      const state = await this.#dir.runState(runId)
+      const state = await this.#dir.runState(runId, { writing: true })
       try {
         if (state.leftovers.length > 0) await this.#dir.removeLeftovers(runId, state)
-        return await fn(state)
+        const result = await fn(state)
+        this.#dir.restamp(state, runId)
+        return result
       } catch (err) {
         this.#dir.forgetRun(runId)
         throw err
@@ -510,7 +512,7 @@ export class FileEngine implements StorageEngine {
 
   /** The ids of the run's checkpoints deleted through the store, one a line. */
   #deletedFile(runId: string): string {
-    return join(this.#layout.runDir(runId), 'deleted-checkpoints.jsonl')
+    return deletedCheckpointsFile(this.#layout, runId)
   }
 
   /** Every checkpoint of every run (what cross-run queries scan), unreadable ones as rows that fail their checks. */
