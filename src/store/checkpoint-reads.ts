@@ -4,7 +4,7 @@ import type { CheckpointInfo, CheckpointRecord, CheckpointTail, LatestQuery, Lis
 import { listRows, type RunLoad, type StorageEngine } from './engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectRow, RunRow } from './engine/rows.js'
 import { RUN_LOG_LIST } from './engine/list-retention.js'
-import { aheadOfRun, checkEffectsAgainstLog, checkLatestAgainstRun, parseRunLogEntry } from './encoding/rollback.js'
+import { aheadOfRun, checkEffectsAgainstLog, checkLatestAgainstRun, checkStatusAgainstLog, parseRunLogEntry } from './encoding/rollback.js'
 import { decodeMany, decodeTails, readRows, readRunRows } from './encoding/load-many.js'
 import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { checkRunRow } from './encoding/run-rows.js'
@@ -156,7 +156,10 @@ export class CheckpointReads {
       const run = await this.#confirmLatest(runId, read.run, latest)
       const logItems = read.lists.find((list) => list.id === RUN_LOG_LIST)?.items ?? []
       // Checked against the run's log: a row put back to pending or deleted is refused, never run again.
-      checkEffectsAgainstLog(runId, logItems.map((item) => parseRunLogEntry(runId, item)), read.effects)
+      const log = logItems.map((item) => parseRunLogEntry(runId, item))
+      checkEffectsAgainstLog(runId, log, read.effects)
+      // And a run row put back over a cancel or a completion is refused before anything runs.
+      if (run) checkStatusAgainstLog(runId, log, run.status)
       let base: CheckpointRecord | undefined
       for (const row of query.base ? read.checkpoints : []) {
         checkRow(row)
