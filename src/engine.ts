@@ -19,7 +19,8 @@
  * const store = new EngineStore(new MyEngine())
  * ```
  */
-export type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from './store/engine/storage-engine.js'
+export type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from './store/engine/storage-engine.js'
+export { listRows } from './store/engine/storage-engine.js'
 export type {
   CheckpointHeaderRow,
   CheckpointRow,
@@ -51,7 +52,7 @@ export type {
 } from './store/engine/lease-engine.js'
 export { CLAIMABLE_STATUSES } from './store/engine/lease-engine.js'
 export type { AcquireOutcome, AcquireRequest } from './store/engine/lease-engine.js'
-export { firstNotPending } from './store/engine/effect-starts.js'
+export { checkCommit, effectWrites, type CommitRefusal, type CommitView } from './store/engine/commit-checks.js'
 export type { EffectStatus, ListCheckpointsQuery, ListRunsQuery, RunStatus } from './store/checkpoint-store.js'
 export { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from './store/engine/row-order.js'
 export { retainedListLengths } from './store/engine/list-retention.js'

@@ -238,17 +238,17 @@ describe('FileStore', () => {
       await expect(engine.insertRun(runRow(runId))).rejects.toMatchObject({ code: 'invalid_argument' })
       await expect(engine.commit(commitRequest({ runId, id: 'cp', seq: 1 }))).rejects.toMatchObject({ code: 'invalid_argument' })
       await expect(engine.readLists(runId, [])).rejects.toMatchObject({ code: 'invalid_argument' })
-      await expect(engine.getEffect(runId, 'c')).rejects.toMatchObject({ code: 'invalid_argument' })
+      await expect(engine.listEffects(runId, ['c'])).rejects.toMatchObject({ code: 'invalid_argument' })
       await expect(engine.deleteRun(runId)).rejects.toMatchObject({ code: 'invalid_argument' })
     }
     for (const bad of ['../x', 'a/b', '..']) {
       await expect(engine.commit(commitRequest({ runId: 'ok', id: bad, seq: 1 }))).rejects.toMatchObject({ code: 'invalid_argument' })
-      await expect(engine.getCheckpoint(bad)).rejects.toMatchObject({ code: 'invalid_argument' })
+      await expect(engine.getCheckpoints([bad])).rejects.toMatchObject({ code: 'invalid_argument' })
       const request = commitRequest({ runId: 'ok', id: 'cp', seq: 1 })
       await expect(engine.commit({ ...request, appends: [{ listId: bad, expectedLength: 0, items: ['1'] }] })).rejects.toMatchObject({
         code: 'invalid_argument',
       })
-      await expect(engine.readLists('ok', [{ id: bad, n: 1, h: '' }])).rejects.toMatchObject({ code: 'invalid_argument' })
+      await expect(engine.readLists('ok', [{ id: bad, n: 1 }])).rejects.toMatchObject({ code: 'invalid_argument' })
     }
     // Not even the store's directory was created: every id was refused before any disk access.
     expect(await readdir(base)).toEqual([])
@@ -456,7 +456,7 @@ describe('FileEngine', () => {
       expect(await engine.commit(conflicting)).toEqual({ ok: false, reason: 'list_conflict' })
     }
     expect(await filesUnder(directory)).toEqual(before)
-    expect(await engine.readLists('r', [{ id: 'list-1', n: 5, h: '' }])).toEqual([['"a"', '"b"']])
+    expect(await engine.readLists('r', [{ id: 'list-1', n: 5 }])).toEqual([['"a"', '"b"']])
     const concurrent = await Promise.all([engine.commit(commitRequest({ runId: 'r', id: 'x1', seq: 9 })), engine.commit(commitRequest({ runId: 'q', id: 'x1', seq: 1 }))])
     expect(concurrent.filter((result) => result.ok)).toHaveLength(1)
   })
@@ -471,7 +471,7 @@ describe('FileEngine', () => {
     await appendFile(join(directory, 'runs', 'r', 'lists', 'l.jsonl'), '3\n{"torn')
     const cold = new FileEngine({ directory })
     cleanup.push(() => cold.close())
-    expect(await cold.readLists('r', [{ id: 'l', n: 2, h: '' }, { id: 'l', n: 9, h: '' }, { id: 'missing', n: 1, h: '' }])).toEqual([['1', '2'], ['1', '2', '3'], []])
+    expect(await cold.readLists('r', [{ id: 'l', n: 2 }, { id: 'l', n: 9 }, { id: 'missing', n: 1 }])).toEqual([['1', '2'], ['1', '2', '3'], []])
     // An append that expects 2 items cuts the unreferenced line and the torn one.
     const request = { ...commitRequest({ runId: 'r', id: 'cp2', seq: 2 }), appends: [{ listId: 'l', expectedLength: 2, items: ['4'] }] }
     expect(await cold.commit(request)).toEqual({ ok: true })

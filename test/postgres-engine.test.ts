@@ -215,7 +215,7 @@ describe('PostgresStore', () => {
     expect(Number(stored?.rows)).toBeLessThan(200 * 600)
   }, 30_000)
 
-  it('getLatest takes two queries and load two, whatever the length of the run', async () => {
+  it('getLatest takes one query and load two, whatever the length of the run', async () => {
     const { pool, counter } = countingPool(openPool())
     const writer = new PostgresStore({ pool, schema })
     toClose.push(writer)
@@ -234,9 +234,9 @@ describe('PostgresStore', () => {
       await read()
       return counter.queries - before
     }
-    // getLatest: the run row (its last seq, to refuse a rolled-back run) with the checkpoint, then the list items.
-    expect(await queries(() => reader.getLatest({ runId: 'short' }))).toBe(2)
-    expect(await queries(() => reader.getLatest({ runId: 'long' }))).toBe(2)
+    // getLatest: the run row (its last seq, to refuse a rolled-back run), the checkpoint and its list items in one statement.
+    expect(await queries(() => reader.getLatest({ runId: 'short' }))).toBe(1)
+    expect(await queries(() => reader.getLatest({ runId: 'long' }))).toBe(1)
     expect(await queries(() => reader.load(firstLong))).toBe(2)
     expect((await reader.getLatest({ runId: 'long' }))?.payload).toEqual(grow(120))
   }, 30_000)
@@ -274,13 +274,13 @@ describe('PostgresStore', () => {
       ['getRun', s.getRun, ['run-1']],
       ['lockRunForCommit', s.lockRunForCommit, ['run-1', ['x']]],
       ['listLengths', s.listLengths, ['run-1', ['a', 'b']]],
-      ['getCheckpoint', s.getCheckpoint, ['x']],
       ['getCheckpoints', s.getCheckpoints, [['x', 'y']]],
       ['latestOfRun', s.latestOfRun, ['run-1']],
       ['latestOfWorkflow', s.latestOfWorkflow, ['wf']],
-      ['readLists', s.readLists, ['run-1', ['a', 'b'], [3, 4]]],
+      ['readLists', s.readLists, ['run-1', ['a', 'b'], [0, 1], [3, 4]]],
+      ['loadRun', s.loadRun, ['run-1', 8]],
       ['listRefsOfRun', s.listRefsOfRun, ['run-1']],
-      ['getEffect', s.getEffect, ['run-1', 'c1']],
+      ['getEffects', s.getEffects, ['run-1', ['c1']]],
       ['listEffects', s.listEffects, ['run-1']],
       ['fenceOf', s.fenceOf, ['run-1']],
       ['listWrites', s.listWrites, ['run-1', ['x', 'y']]],
@@ -363,22 +363,25 @@ describe('PostgresEngine', () => {
     expect(await snapshot()).toEqual(before)
     expect(await engine.getRun('other')).toBeUndefined()
     expect(await engine.commit(commitOf({ id: 'c2', seq: 2, appends: appendB, intents }))).toEqual({ ok: true })
-    expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"', '"b"']])
-    expect(await engine.getEffect('run', 'e1')).toMatchObject({ status: 'pending', attempts: 1 })
+    expect(await engine.readLists('run', [{ id: 'L', n: 2 }])).toEqual([['"a"', '"b"']])
+    expect(await engine.listEffects('run', ['e1'])).toMatchObject([{ status: 'pending', attempts: 1 }])
   })
 
-  it('getRunAndLatest reads in one statement the very rows getRun and getLatest read', async () => {
+  it('loadRun reads in one statement the very rows getRun, getLatest, readLists and listEffects read', async () => {
     const engine = openEngine()
-    expect(await engine.getRunAndLatest('nobody')).toEqual({ run: undefined, latest: undefined })
+    expect(await engine.loadRun('nobody', { recent: 4 })).toEqual({ run: undefined, checkpoints: [], lists: [], effects: [] })
     expect(await engine.insertRun(runOf({ runId: 'empty', createdAt: 1.5, metadata: '{"a":"\\u0000 é 𝄞 \\"q\\""}' }))).toBe(true)
-    expect(await engine.getRunAndLatest('empty')).toEqual({ run: await engine.getRun('empty'), latest: undefined })
+    expect(await engine.loadRun('empty', { recent: 4 })).toEqual({ run: await engine.getRun('empty'), checkpoints: [], lists: [], effects: [] })
     const text = 'line\nbreak \u0001 tab\t é 𝄞 "quoted" \\ back'
-    await engine.commit(commitOf({ id: 'c1', seq: 1, body: JSON.stringify({ text }) }))
-    await engine.commit(commitOf({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, metadata: JSON.stringify({ text }), body: JSON.stringify(text) }))
-    const { run, latest } = await engine.getRunAndLatest('run')
-    expect(run).toEqual(await engine.getRun('run'))
-    expect(latest).toEqual(await engine.getLatest({ runId: 'run' }))
-    expect(latest).toMatchObject({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, body: JSON.stringify(text) })
+    await engine.commit(commitOf({ id: 'c1', seq: 1, body: JSON.stringify({ text }), appends: [{ listId: 'L', expectedLength: 0, items: [JSON.stringify(text)] }] }))
+    await engine.commit({ ...commitOf({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, metadata: JSON.stringify({ text }), body: JSON.stringify(text) }), effects: { intents: [effectOf({ runId: 'run', callId: 'e1' })] } })
+    const read = await engine.loadRun('run', { recent: 4 })
+    expect(read.run).toEqual(await engine.getRun('run'))
+    expect(read.checkpoints[0]).toEqual(await engine.getLatest({ runId: 'run' }))
+    expect(read.checkpoints[0]).toMatchObject({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, body: JSON.stringify(text) })
+    expect(read.checkpoints.map((row) => row.id)).toEqual(['c2', 'c1'])
+    expect(read.lists).toEqual([{ id: 'L', items: (await engine.readLists('run', [{ id: 'L', n: 1 }]))[0] }])
+    expect(read.effects).toEqual(await engine.listEffects('run'))
   })
 
   it('concurrent commits to one run never move its lastSeq backwards (the run row lock orders them)', async () => {
@@ -411,7 +414,7 @@ describe('PostgresEngine', () => {
     const engine = openEngine()
     for (const runId of ['gone', 'kept']) {
       await engine.commit(commitOf({ runId, id: `${runId}-c1`, seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1', '2'] }] }))
-      await engine.recordEffectIntent(effectOf({ runId, callId: 'c' }))
+      await engine.commit({ rows: [], appends: [], run: runOf({ runId }), effects: { intents: [effectOf({ runId, callId: 'c' })] } })
     }
     expect(await engine.deleteRun('gone')).toBe(true)
     expect(await engine.deleteRun('gone')).toBe(false)
@@ -482,28 +485,28 @@ describe('PostgresEngine', () => {
       await both((e) => e.getLatest(query))
     }
     for (const runId of runIds) await both((e) => e.getRun(runId))
-    await both((e) => e.getCheckpoint('a5'))
-    await both((e) => e.readLists('ra', [{ id: 'La', n: 2, h: '' }, { id: 'La', n: 9, h: '' }, { id: 'Lb', n: 1, h: '' }, { id: 'nope', n: 1, h: '' }]))
+    await both((e) => e.getCheckpoints(['a5']))
+    await both((e) => e.readLists('ra', [{ id: 'La', n: 2 }, { id: 'La', n: 9 }, { id: 'Lb', n: 1 }, { id: 'nope', n: 1 }]))
 
     // Deleting checkpoints drops the list items no remaining checkpoint refers to.
     await both((e) => e.deleteCheckpoints('ra', ['a2', 'a5', 'b1', 'nope']))
-    await both((e) => e.readLists('ra', [{ id: 'La', n: 9, h: '' }, { id: 'Lb', n: 9, h: '' }]))
+    await both((e) => e.readLists('ra', [{ id: 'La', n: 9 }, { id: 'Lb', n: 9 }]))
     await both((e) => e.listCheckpoints({ runId: 'ra' }))
     await both((e) => e.getRun('ra'))
 
     // The effect journal: attempts, started, first writer wins, startedAt order with ties.
     for (const [callId, startedAt] of [['z', 10], ['y', 5], ['x', 10], ['z', 99]] as const) {
-      await both((e) => e.recordEffectIntent(effectOf({ runId: 'ra', callId, startedAt })))
+      await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { intents: [effectOf({ runId: 'ra', callId, startedAt })] } }))
     }
-    await both((e) => e.startEffect('ra', 'z'))
-    await both((e) => e.startEffect('ra', 'missing'))
-    await both((e) => e.completeEffect({ runId: 'ra', callId: 'z', status: 'succeeded', output: '"ok"', outputHash: 'h1', completedAt: 20 }))
-    await both((e) => e.completeEffect({ runId: 'ra', callId: 'z', status: 'failed', output: '"late"', outputHash: 'h2', completedAt: 21 }))
-    await both((e) => e.startEffect('ra', 'z'))
-    await both((e) => e.completeEffect({ runId: 'ra', callId: 'missing', status: 'failed', output: '"x"', outputHash: 'h', completedAt: 22 }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { starts: ['z'] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { starts: ['missing'] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { completions: [{ runId: 'ra', callId: 'z', status: 'succeeded', output: '"ok"', outputHash: 'h1', completedAt: 20 }] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { completions: [{ runId: 'ra', callId: 'z', status: 'failed', output: '"late"', outputHash: 'h2', completedAt: 21 }] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { starts: ['z'] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { completions: [{ runId: 'ra', callId: 'missing', status: 'failed', output: '"x"', outputHash: 'h', completedAt: 22 }] } }))
     await both((e) => e.listEffects('ra'))
     await both((e) => e.listEffects('rg'))
-    await both((e) => e.getEffect('ra', 'y'))
+    await both((e) => e.listEffects('ra', ['y']))
     await both((e) => e.deleteEffects('ra'))
     await both((e) => e.listEffects('ra'))
     await both((e) => e.deleteRun('rd'))

@@ -252,14 +252,14 @@ describe('SqliteEngine', () => {
     ).toEqual({ ok: false, reason: 'list_conflict' })
     expect(snapshot()).toEqual(before)
     expect(await engine.commit(commitOf({ id: 'c2', seq: 2, appends: appendB }))).toEqual({ ok: true })
-    expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"', '"b"']])
+    expect(await engine.readLists('run', [{ id: 'L', n: 2 }])).toEqual([['"a"', '"b"']])
   })
 
   it('deleteRun removes every row of the run and nothing else', async () => {
     const engine = openEngine()
     for (const runId of ['gone', 'kept']) {
       await engine.commit(commitOf({ runId, id: `${runId}-c1`, seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1', '2'] }] }))
-      await engine.recordEffectIntent(effectOf({ runId, callId: 'c' }))
+      await engine.commit({ rows: [], appends: [], run: runOf({ runId }), effects: { intents: [effectOf({ runId, callId: 'c' })] } })
     }
     expect(await engine.deleteRun('gone')).toBe(true)
     expect(await engine.deleteRun('gone')).toBe(false)
@@ -324,24 +324,24 @@ describe('SqliteEngine', () => {
       await both((e) => e.getLatest(query))
     }
     for (const runId of runIds) await both((e) => e.getRun(runId))
-    await both((e) => e.getCheckpoint('a5'))
-    await both((e) => e.readLists('ra', [{ id: 'La', n: 2, h: '' }, { id: 'La', n: 9, h: '' }, { id: 'Lb', n: 1, h: '' }, { id: 'nope', n: 1, h: '' }]))
+    await both((e) => e.getCheckpoints(['a5']))
+    await both((e) => e.readLists('ra', [{ id: 'La', n: 2 }, { id: 'La', n: 9 }, { id: 'Lb', n: 1 }, { id: 'nope', n: 1 }]))
 
     // Deleting checkpoints drops the list items no remaining checkpoint refers to.
     await both((e) => e.deleteCheckpoints('ra', ['a2', 'a5', 'b1', 'nope']))
-    await both((e) => e.readLists('ra', [{ id: 'La', n: 9, h: '' }, { id: 'Lb', n: 9, h: '' }]))
+    await both((e) => e.readLists('ra', [{ id: 'La', n: 9 }, { id: 'Lb', n: 9 }]))
     await both((e) => e.listCheckpoints({ runId: 'ra' }))
     await both((e) => e.getRun('ra'))
 
     // The effect journal: attempts, first writer wins, startedAt order with ties.
     for (const [callId, startedAt] of [['z', 10], ['y', 5], ['x', 10], ['z', 99]] as const) {
-      await both((e) => e.recordEffectIntent(effectOf({ runId: 'ra', callId, startedAt })))
+      await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { intents: [effectOf({ runId: 'ra', callId, startedAt })] } }))
     }
-    await both((e) => e.completeEffect({ runId: 'ra', callId: 'z', status: 'succeeded', output: '"ok"', outputHash: 'h1', completedAt: 20 }))
-    await both((e) => e.completeEffect({ runId: 'ra', callId: 'z', status: 'failed', output: '"late"', outputHash: 'h2', completedAt: 21 }))
-    await both((e) => e.completeEffect({ runId: 'ra', callId: 'missing', status: 'failed', output: '"x"', outputHash: 'h', completedAt: 22 }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { completions: [{ runId: 'ra', callId: 'z', status: 'succeeded', output: '"ok"', outputHash: 'h1', completedAt: 20 }] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { completions: [{ runId: 'ra', callId: 'z', status: 'failed', output: '"late"', outputHash: 'h2', completedAt: 21 }] } }))
+    await both((e) => e.commit({ rows: [], appends: [], run: runOf({ runId: 'ra' }), effects: { completions: [{ runId: 'ra', callId: 'missing', status: 'failed', output: '"x"', outputHash: 'h', completedAt: 22 }] } }))
     await both((e) => e.listEffects('ra'))
-    await both((e) => e.getEffect('ra', 'y'))
+    await both((e) => e.listEffects('ra', ['y']))
     await both((e) => e.deleteEffects('ra'))
     await both((e) => e.listEffects('ra'))
     await both((e) => e.deleteRun('rd'))

@@ -2,13 +2,20 @@ import type { JsonObject } from '../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
 import { assertStoredShape, CONFIG_SIGNATURE_SCHEMA, INTERRUPT_STATE_SCHEMA, MESSAGE_SCHEMA } from '../agent/snapshot-schema.js'
 import { toolUsesOf, type Message } from '../model/messages.js'
-import type { CheckpointRecord, StoreReader } from '../store/checkpoint-store.js'
+import type { CheckpointRecord, EffectRecord, RunRecord, StoreReader } from '../store/checkpoint-store.js'
 import { RUNNER_KIND, RUNNER_PHASES, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
 
 /** What a resume found in the store. */
-export type StoredRunState =
+export type StoredRunState = (
   | { kind: 'terminal'; record: CheckpointRecord<Record<string, unknown>> }
   | { kind: 'resumable'; latest: CheckpointRecord<Record<string, unknown>>; runtime: RuntimeSnapshot; snapshotId: string }
+) & {
+  /** The run and its effects, when the store read them with the checkpoints (`openRun`). */
+  opened?: { run: RunRecord | undefined; effects: EffectRecord[] }
+}
+
+/** Whether a listed checkpoint holds a runtime snapshot a resume goes on from. */
+const isSnapshot = (info: { kind: string; metadata: Record<string, unknown> }): boolean => info.kind === RUNNER_KIND && info.metadata.snapshot === true
 
 /**
  * The resume steps: load the latest checkpoint (none is `CheckpointNotFoundError`);
@@ -17,19 +24,23 @@ export type StoredRunState =
  * a fresh model call.
  */
 export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
-  const latest = await store.getLatest<Record<string, unknown>>({ runId })
+  // One read of the store where it can: the run, its latest checkpoint, the snapshot it rests on, its effects.
+  const opened = store.openRun ? await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot }) : undefined
+  const latest = opened ? opened.latest : await store.getLatest<Record<string, unknown>>({ runId })
+  const extra = opened ? { opened: { run: opened.run, effects: opened.effects } } : {}
   if (!latest) {
     throw new CheckpointNotFoundError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted; start it with runner.run`, { runId })
   }
   assertRunnerRecord(latest)
   if (latest.phase === 'run_terminal') {
     if (typeof latest.payload.state !== 'string') throw corrupt(latest, 'is a terminal checkpoint without a state')
-    return { kind: 'terminal', record: latest }
+    return { kind: 'terminal', record: latest, ...extra }
   }
-  const source = latest.metadata.snapshot === true ? latest : await newestSnapshot(store, latest)
+  const base = opened?.base
+  const source = latest.metadata.snapshot === true ? latest : base ? (assertRunnerRecord(base), base) : await newestSnapshot(store, latest)
   const runtime = (source.payload as { runtime?: unknown }).runtime
   assertRuntime(runtime, source)
-  return { kind: 'resumable', latest, runtime, snapshotId: source.id }
+  return { kind: 'resumable', latest, runtime, snapshotId: source.id, ...extra }
 }
 
 async function newestSnapshot(store: StoreReader, latest: CheckpointRecord): Promise<CheckpointRecord<Record<string, unknown>>> {

@@ -19,6 +19,8 @@ export interface AcquireOwnershipParams {
   create?: Omit<CreateRunInput, 'runId'>
   waitForOwner?: WaitForOwner
   signal?: AbortSignal | undefined
+  /** The run's status is checked against its log by the read that follows (see `AcquireRunInput.checkStatus`). */
+  statusCheckedLater?: boolean
 }
 
 /** A lease someone else already holds for this execution (a worker's claim): fence writes with it, never renew or release it. */
@@ -87,6 +89,7 @@ export class RunOwnership {
           leaseMs: params.leaseMs,
           ...(params.create ? { create: params.create } : {}),
           ...(takeFrom ? { takeFrom } : {}),
+          ...(params.statusCheckedLater === true ? { checkStatus: false } : {}),
         })
       } catch (err) {
         // A store may refuse before it looks at the lease (a file store held by another live

@@ -10,6 +10,7 @@ import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type Message } from '../model/messages.js'
 import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import { loadRun } from '../store/delegating-store.js'
+import { EngineStore } from '../store/engine-store.js'
 import { assertId } from '../store/encoding/validate.js'
 import type { Tool, ToolTimeHost } from '../tools/tool.js'
 import { parseJson, type JsonValue as Json } from '../core/codec.js'
@@ -160,7 +161,7 @@ export class Runner {
   async #resumeOwned(agent: Agent, options: ResumeOptions, ownership: RunOwnership): Promise<RunResult> {
     const { runId } = options
     const stored = await loadRunState(this.store, runId)
-    const run = await this.store.getRun(runId)
+    const run = stored.opened ? stored.opened.run : await this.store.getRun(runId)
     const threadId = options.threadId ?? run?.threadId ?? runId
     if (stored.kind === 'terminal') {
       const state = stored.record.payload.state as 'completed' | 'failed' | 'cancelled'
@@ -194,9 +195,10 @@ export class Runner {
     const lastMessage = agent.messages[agent.messages.length - 1]
     const finalAnswer = start.phase === 'model' && lastMessage?.role === 'assistant' && toolUsesOf(lastMessage).length === 0 ? lastMessage : undefined
     const repaired = start.phase === 'model' && repairDanglingToolUses(agent)
-    const effects = await this.store.listEffects(runId)
+    const effects = stored.opened ? stored.opened.effects : await this.store.listEffects(runId)
     const answers = answersOf(pending, responses, options.answeredBy)
-    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, answers, resumed: true, signal: options.signal, repaired, finalAnswer, ownership })
+    const metadata = stored.opened?.run?.metadata
+    return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, answers, resumed: true, signal: options.signal, repaired, finalAnswer, ownership, ...(metadata ? { metadata } : {}) })
   }
 
   /** An answer to an interrupt past its deadline is refused (a sleep or an event wait may be answered early: a wake). */
@@ -259,6 +261,8 @@ export class Runner {
       runId,
       leaseMs: this.#leaseMs,
       ...(create ? { create } : {}),
+      // A resume's `openRun` on an engine store checks the run's status against its log in its own read.
+      ...(create === undefined && this.store instanceof EngineStore ? { statusCheckedLater: true } : {}),
       ...(options.waitForOwner === undefined ? {} : { waitForOwner: options.waitForOwner }),
       signal: options.signal,
     })
@@ -431,7 +435,7 @@ export class Runner {
     const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync', emit, by })
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {
-      if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(await this.#metadataOf(runId)), ...ownerMetadata() } })
+      if (params.resumed) await this.#writeRun(ownership, runId, { status: 'running', metadata: { ...(params.metadata ?? (await this.#metadataOf(runId))), ...ownerMetadata() } })
       await session.runStarted({ resumed: params.resumed, owner: ownerMetadata(), ...(params.answers ? { answers: params.answers } : {}) })
       // The input is durable before the model is first asked (bounded like every final flush).
       if (!params.resumed) await writer.flush()
@@ -536,6 +540,8 @@ interface DriveParams {
   /** The answers given to a paused run's interrupts, as its `run_started` checkpoint records them. */
   answers?: JsonObject | undefined
   resumed: boolean
+  /** The run's metadata as a resume read it (else it is read before the run is marked running). */
+  metadata?: JsonObject
   signal: AbortSignal | undefined
   repaired?: boolean
   finalAnswer?: Message | undefined

@@ -1,15 +1,27 @@
 import { CheckpointCorruptionError, CheckpointNotFoundError, InvalidArgumentError } from '../core/errors.js'
 import type { SchemaRegistry } from '../core/schema.js'
-import type { CheckpointInfo, CheckpointRecord, CheckpointTail, LatestQuery, ListCheckpointsQuery, LoadRunQuery, LoadTailsQuery } from './checkpoint-store.js'
-import type { StorageEngine } from './engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, RunRow } from './engine/rows.js'
-import { aheadOfRun, checkLatestAgainstRun } from './encoding/rollback.js'
-import { decodeMany, decodeTails, readFound, readRows, readRunRows } from './encoding/load-many.js'
+import type { CheckpointInfo, CheckpointRecord, CheckpointTail, LatestQuery, ListCheckpointsQuery, LoadRunQuery, LoadTailsQuery, OpenRunQuery } from './checkpoint-store.js'
+import { listRows, type RunLoad, type StorageEngine } from './engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, RunRow } from './engine/rows.js'
+import { RUN_LOG_LIST } from './engine/list-retention.js'
+import { aheadOfRun, checkEffectsAgainstLog, checkLatestAgainstRun, checkStatusAgainstLog, parseRunLogEntry } from './encoding/rollback.js'
+import { decodeMany, decodeTails, readRows, readRunRows } from './encoding/load-many.js'
 import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { checkRunRow } from './encoding/run-rows.js'
 import { assertId } from './encoding/validate.js'
 import type { WriterState } from './encoding/list-cache.js'
 import type { CachedList, ListCache } from './encoding/payload-lists.js'
+
+/** What {@link CheckpointReads.openRun} reads: the run opened, and what its store keeps of it for the next write. */
+export interface OpenedRunRows {
+  run: RunRow | undefined
+  latest: CheckpointRecord | undefined
+  base: CheckpointRecord | undefined
+  effects: EffectRow[]
+  /** Where the run's next write goes on from; undefined for a run without checkpoints. */
+  writer: WriterState | undefined
+  logLength: number
+}
 
 /** Runs one call to the engine, turning a driver's failure into a `StoreError` that names it. */
 export type EngineCall = <T>(runId: string | undefined, what: string, fn: () => Promise<T>) => Promise<T>
@@ -47,7 +59,7 @@ export class CheckpointReads {
   async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
     assertId(checkpointId, 'checkpointId')
     return this.#trusted(async () => {
-      const row = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+      const [row] = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoints([checkpointId]))
       if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
       return (await this.#decode(row)) as CheckpointRecord<P>
     })
@@ -96,10 +108,12 @@ export class CheckpointReads {
     }
     const { runId, workflowName } = query
     return this.#trusted(async () => {
-      let row: CheckpointRow | undefined
+      if (runId !== undefined) {
+        const { latest, lists } = await this.#runAndLatest(runId)
+        return latest && ((await this.#decode(latest, lists)) as CheckpointRecord<P>)
+      }
       // A workflow's latest is its newest checkpoint across runs, by time: what is left of it.
-      if (runId !== undefined) row = await this.#latestOfRun(runId)
-      else row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
+      const row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
       return row && ((await this.#decode(row)) as CheckpointRecord<P>)
     })
   }
@@ -129,6 +143,36 @@ export class CheckpointReads {
     })
   }
 
+  /**
+   * What a resume reads, in one engine call (see `StoreReader.openRun`), and where a writer of
+   * the run goes on from (its seq, newest checkpoint and list refs) and the length of its log.
+   */
+  async openRun(runId: string, query: OpenRunQuery): Promise<OpenedRunRows> {
+    const recent = query.recent ?? 8
+    if (!Number.isInteger(recent) || recent < 1) throw new InvalidArgumentError(`recent must be a positive integer, got ${String(recent)}`)
+    return this.#trusted(async () => {
+      const read = await this.#call(runId, 'load the run', () => this.#engine.loadRun(runId, { recent }))
+      const latest = read.checkpoints[0]
+      const run = await this.#confirmLatest(runId, read.run, latest)
+      const logItems = read.lists.find((list) => list.id === RUN_LOG_LIST)?.items ?? []
+      // Checked against the run's log: a row put back to pending or deleted is refused, never run again.
+      const log = logItems.map((item) => parseRunLogEntry(runId, item))
+      checkEffectsAgainstLog(runId, log, read.effects)
+      // And a run row put back over a cancel or a completion is refused before anything runs.
+      if (run) checkStatusAgainstLog(runId, log, run.status)
+      let base: CheckpointRecord | undefined
+      for (const row of query.base ? read.checkpoints : []) {
+        checkRow(row)
+        if (!query.base!(decodeCheckedHeader(row))) continue
+        base = await this.#decode(row, read.lists)
+        break
+      }
+      const record = latest && (base?.id === latest.id ? base : await this.#decode(latest, read.lists))
+      const writer = latest && run ? { lastSeq: run.lastSeq, lastId: latest.id, lists: listCacheOf(latest, checkRow(latest)) } : undefined
+      return { run, latest: record, base, effects: read.effects, writer, logLength: logItems.length }
+    })
+  }
+
   /** Where a writer that holds nothing of the run in memory goes on from: the run's seq, newest checkpoint and its list refs (no list is read). */
   async writerState(runId: string): Promise<WriterState> {
     // No rollback check here: a save after `delete` of the newest checkpoints (a workflow run
@@ -146,16 +190,11 @@ export class CheckpointReads {
     return (await this.#runAndLatest(runId)).latest
   }
 
-  async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
-    const engine = this.#engine
-    if (engine.getRunAndLatest) {
-      const read = await this.#call(runId, 'read run and latest checkpoint', () => engine.getRunAndLatest!(runId))
-      return { run: await this.#confirmLatest(runId, read.run, read.latest), latest: read.latest }
-    }
-    // The row first: a commit writes both at once, so a checkpoint read after its row is never older.
-    const run = await this.#call(runId, 'read run', () => engine.getRun(runId))
-    const latest = await this.#call(runId, 'read latest checkpoint', () => engine.getLatest({ runId }))
-    return { run: await this.#confirmLatest(runId, run, latest), latest }
+  /** The run, its newest checkpoint and that checkpoint's lists, in one engine call, checked one against the other. */
+  async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined; lists: RunLoad['lists'] }> {
+    const read = await this.#call(runId, 'read run and latest checkpoint', () => this.#engine.loadRun(runId, { recent: 1 }))
+    const latest = read.checkpoints[0]
+    return { run: await this.#confirmLatest(runId, read.run, latest), latest, lists: read.lists }
   }
 
   /** The run row, checked, after checking the run's newest checkpoint against it (see `checkLatestAgainstRun`). */
@@ -169,8 +208,8 @@ export class CheckpointReads {
     return again
   }
 
-  async #decode(row: CheckpointRow): Promise<CheckpointRecord> {
-    const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine))
+  async #decode(row: CheckpointRow, lists?: RunLoad['lists']): Promise<CheckpointRecord> {
+    const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine, lists))
     return toRecord(stored, this.#schemas)
   }
 }
@@ -180,15 +219,6 @@ export function assertLimit(limit: number | undefined): void {
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
     throw new InvalidArgumentError(`limit must be a positive integer, got ${String(limit)}`)
   }
-}
-
-/**
- * The whole rows of a listing, in one read where the engine can; otherwise its headers and then
- * their rows (a row deleted between the two reads is gone, not hidden).
- */
-async function listRows(engine: StorageEngine, query: Omit<ListCheckpointsQuery, 'verify'>): Promise<CheckpointRow[]> {
-  if (engine.listCheckpointRows) return engine.listCheckpointRows(query)
-  return readFound(engine, await engine.listCheckpoints(query))
 }
 
 /** Whether a row is of the kind asked for; one of another kind must first pass its checks. */

@@ -17,6 +17,8 @@ import type {
   ListRunsQuery,
   LoadRunQuery,
   LoadTailsQuery,
+  OpenedRun,
+  OpenRunQuery,
   PendingWriteRecord,
   PruneOptions,
   PruneResult,
@@ -45,6 +47,8 @@ export type {
   ListTail,
   LoadRunQuery,
   LoadTailsQuery,
+  OpenedRun,
+  OpenRunQuery,
   PendingWrite,
   PendingWriteRecord,
   PruneOptions,
@@ -88,6 +92,13 @@ export interface StoreReader {
    */
   loadTails?<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]>
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
+  /**
+   * What a resume reads of a run, in one read of the backend: the run, its newest checkpoint
+   * (checked against the run as `getLatest` checks it), the newest recent checkpoint `base`
+   * picks, and the run's effects (checked as `listEffects` checks them). Optional; without it,
+   * callers read each part on its own.
+   */
+  openRun?<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
   /**

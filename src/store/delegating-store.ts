@@ -14,6 +14,8 @@ import type {
   LoadRunQuery,
   LoadTailsQuery,
   CheckpointTail,
+  OpenedRun,
+  OpenRunQuery,
   ListRunsQuery,
   PendingWriteRecord,
   PruneOptions,
@@ -74,6 +76,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   }
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     return this.inner.getLatest<P>(query)
+  }
+  openRun<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>> {
+    return openRun<P>(this.inner, runId, query)
   }
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
     return this.inner.listCheckpoints(query)
@@ -158,6 +163,13 @@ export async function loadTails<P = unknown>(store: StoreReader, checkpointIds: 
  * `store.loadRun` when the store has it; else the run's checkpoints listed (verified), newest
  * page first, and loaded with {@link loadMany}.
  */
+/** `store.openRun` when the store has it, else its parts read one by one (no `base`: the caller looks for it). */
+export async function openRun<P = unknown>(store: StoreReader, runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
+  if (store.openRun) return store.openRun<P>(runId, query)
+  const latest = await store.getLatest<P>({ runId })
+  return { run: await store.getRun(runId), latest, base: latest && query.base?.(latest) ? latest : undefined, effects: await store.listEffects(runId) }
+}
+
 export async function loadRun<P = unknown>(store: StoreReader, runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
   if (store.loadRun) return store.loadRun<P>(runId, query)
   const infos: CheckpointInfo[] = []

@@ -19,6 +19,8 @@ import type {
   LoadRunQuery,
   LoadTailsQuery,
   CheckpointTail,
+  OpenedRun,
+  OpenRunQuery,
   PendingWriteRecord,
   PruneOptions,
   PruneResult,
@@ -302,8 +304,27 @@ export class EngineStore implements CheckpointStore {
     assertId(runId, 'runId')
     // A compare-and-set inside one commit: pending → started happens once.
     await this.#write({ runId, starts: [callId] }, undefined)
-    const row = await this.#call(runId, `read effect ${callId}`, () => this.#engine.getEffect(runId, callId))
-    return decodeEffectRow(row!)
+    return (await this.#effectRow(runId, callId))!
+  }
+
+  /** An effect's row as stored now (after a write of this store), decoded. */
+  async #effectRow(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    const [row] = await this.#call(runId, `read effect ${callId}`, () => this.#engine.listEffects(runId, [callId]))
+    return row && decodeEffectRow(row)
+  }
+
+  async openRun<P = unknown>(runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
+    assertId(runId, 'runId')
+    const opened = await this.#reads.openRun(runId, query)
+    // What a resume read is where its first write goes on from: no read of the run before it.
+    if (opened.writer && !this.#cache.get(runId)) this.#cache.set(runId, opened.writer, opened.latest?.terminal === true)
+    this.#log.remember(runId, opened.logLength)
+    return {
+      run: opened.run && decodeRunRow(opened.run),
+      latest: opened.latest as CheckpointRecord<P> | undefined,
+      base: opened.base as CheckpointRecord<P> | undefined,
+      effects: opened.effects.map(decodeEffectRow),
+    }
   }
 
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
@@ -332,7 +353,7 @@ export class EngineStore implements CheckpointStore {
 
   async delete(checkpointId: string): Promise<boolean> {
     assertId(checkpointId, 'checkpointId')
-    const row = await this.#call(undefined, `read checkpoint ${checkpointId}`, () => this.#engine.getCheckpoint(checkpointId))
+    const [row] = await this.#call(undefined, `read checkpoint ${checkpointId}`, () => this.#engine.getCheckpoints([checkpointId]))
     if (!row) return false
     return this.#withRunLock(row.runId, async () => {
       this.#cache.delete(row.runId)
@@ -358,32 +379,32 @@ export class EngineStore implements CheckpointStore {
     return forkRun(this, options)
   }
 
+  /** An intent in a commit of its own; the row as stored after it (one more attempt when it was there). */
   async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
-    const row = intentRow(intent, intent.runId)
-    const stored = await this.#call(intent.runId, `record intent of ${intent.callId}`, () => this.#engine.recordEffectIntent(row))
-    return decodeEffectRow(stored)
+    const runId = intent.runId
+    assertId(runId, 'runId')
+    await this.#write({ runId, intents: [intent] }, undefined)
+    return (await this.#effectRow(runId, intent.callId))!
   }
 
+  /** An outcome in a commit of its own, with its entry in the run's log; the first outcome wins. */
   async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
-    const row = completionRow(completion, completion.runId)
-    const result = await this.#call(completion.runId, `complete effect ${completion.callId}`, () => this.#engine.completeEffect(row))
-    // Recorded just after the outcome: a crash in between leaves the log behind, never ahead.
-    if (result.recorded) await this.#withRunLock(completion.runId, () => this.#log.append(completion.runId, [['finished', completion.callId]]))
-    if (!result.row) {
-      throw new InvalidArgumentError(
-        `run ${completion.runId} has no intent for effect ${completion.callId}; record the intent before the effect starts`,
-        { runId: completion.runId },
-      )
-    }
-    return { recorded: result.recorded, effect: decodeEffectRow(result.row) }
+    const { runId, callId } = completion
+    assertId(runId, 'runId')
+    const sent = completionRow(completion, runId)
+    const before = await this.#effectRow(runId, callId)
+    if (!before) throw new InvalidArgumentError(`run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
+    if (before.status !== 'pending' && before.status !== 'started') return { recorded: false, effect: before }
+    await this.#write({ runId, completions: [completion] }, undefined)
+    const effect = (await this.#effectRow(runId, callId))!
+    // Recorded when this outcome is the one stored (another writer's may have landed first).
+    const recorded = effect.status === completion.status && effect.completedAt !== null && effect.completedAt >= sent.completedAt && sent.outputHash.includes(effect.outputHash ?? '\u0000')
+    return { recorded, effect }
   }
 
   async getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
     assertId(runId, 'runId')
-    const read = () => this.#call(runId, `read effect ${callId}`, async () => {
-      const row = await this.#engine.getEffect(runId, callId)
-      return row ? [row] : []
-    })
+    const read = () => this.#call(runId, `read effect ${callId}`, () => this.#engine.listEffects(runId, [callId]))
     const [row] = await this.#trusted(() => this.#log.checkEffects(runId, read, callId))
     return row && decodeEffectRow(row)
   }
@@ -391,9 +412,11 @@ export class EngineStore implements CheckpointStore {
   async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
     assertId(runId, 'runId')
     for (const callId of callIds) assertId(callId, 'callId')
-    const read = () => this.#call(runId, `read ${callIds.length} effects`, async () => (await Promise.all(callIds.map((callId) => this.#engine.getEffect(runId, callId)))).filter((row) => row !== undefined))
+    const read = () => this.#call(runId, `read ${callIds.length} effects`, () => this.#engine.listEffects(runId, callIds))
     const rows = await this.#trusted(() => this.#log.checkEffects(runId, read, new Set(callIds)))
-    return rows.map(decodeEffectRow)
+    // In the order given.
+    const byId = new Map(rows.map((row) => [row.callId, row]))
+    return callIds.flatMap((callId) => byId.get(callId) ?? []).map(decodeEffectRow)
   }
 
   async listEffects(runId: string): Promise<EffectRecord[]> {

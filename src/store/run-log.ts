@@ -37,8 +37,8 @@ export class RunLog {
 
   /** The run's log entries, oldest first. */
   async read(runId: string): Promise<RunLogEntry[]> {
-    const [items = []] = await this.#call(runId, 'read the run log', () => this.#engine.readLists(runId, [{ id: RUN_LOG_LIST, n: Number.MAX_SAFE_INTEGER, h: '' }]))
-    this.#remember(runId, items.length)
+    const [items = []] = await this.#call(runId, 'read the run log', () => this.#engine.readLists(runId, [{ id: RUN_LOG_LIST, n: Number.MAX_SAFE_INTEGER }]))
+    this.remember(runId, items.length)
     return items.map((item) => parseRunLogEntry(runId, item))
   }
 
@@ -51,10 +51,11 @@ export class RunLog {
 
   /** A commit carrying `append` succeeded. */
   committed(runId: string, append: ListAppend | undefined): void {
-    if (append) this.#remember(runId, append.expectedLength + append.items.length)
+    if (append) this.remember(runId, append.expectedLength + append.items.length)
   }
 
-  #remember(runId: string, length: number): void {
+  /** The run's log holds `length` entries (as read or written now). */
+  remember(runId: string, length: number): void {
     this.#lengths.delete(runId)
     this.#lengths.set(runId, length)
     if (this.#lengths.size > REMEMBERED_RUNS) this.#lengths.delete(this.#lengths.keys().next().value!)

@@ -301,6 +301,23 @@ export interface Fence {
   epoch: number
 }
 
+/** What `StoreReader.openRun` looks for. */
+export interface OpenRunQuery {
+  /** How many of the run's newest checkpoints to look through for `base` (the newest included). Default 8. */
+  recent?: number
+  /** Whether a checkpoint is one the newest rests on (a full state to go on from). */
+  base?: (info: CheckpointInfo) => boolean
+}
+
+/** A run as a resume reads it (see `StoreReader.openRun`). */
+export interface OpenedRun<P = unknown> {
+  run: RunRecord | undefined
+  latest: CheckpointRecord<P> | undefined
+  /** The newest of the recent checkpoints `base` says yes to (the latest itself when it does); undefined when none does. */
+  base: CheckpointRecord<P> | undefined
+  effects: EffectRecord[]
+}
+
 /** What {@link StoreReader.loadTails} reads after. */
 export interface LoadTailsQuery {
   /** A checkpoint of the same run: the lists it holds are read from its end on. */

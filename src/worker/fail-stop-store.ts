@@ -1,5 +1,7 @@
 import { isStoreOutage, StoreError } from '../core/errors.js'
 import type {
+  OpenedRun,
+  OpenRunQuery,
   CheckpointInfo,
   CheckpointInput,
   CheckpointRecord,
@@ -74,6 +76,9 @@ export class FailStopStore extends DelegatingRunStore<FencedStore> {
   }
   override getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     return this.#read(() => super.getLatest<P>(query))
+  }
+  override openRun<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>> {
+    return this.#read(() => super.openRun<P>(runId, query))
   }
   override listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
     return this.#read(() => super.listCheckpoints(query))

@@ -1,24 +1,40 @@
 import { EngineStore, MemoryEngine } from '../../src/engine.js'
-import { type CheckpointRow, type ListRef } from '../../src/engine.js'
+import { type CheckpointHeaderRow, type CheckpointListing, type CheckpointRow, type ListRange, type RunLoad } from '../../src/engine.js'
 import { runStoreConformance, type CorruptionKind } from '../../src/testing.js'
 
 /** A memory engine that can damage what it hands back, as a disk or a careless operator would. */
 class TamperingEngine extends MemoryEngine {
   readonly damaged = new Map<string, CorruptionKind>()
 
-  override async getCheckpoint(id: string): Promise<CheckpointRow | undefined> {
-    return this.#damage(await super.getCheckpoint(id))
+  override async getCheckpoints(ids: readonly string[]): Promise<CheckpointRow[]> {
+    return (await super.getCheckpoints(ids)).map((row) => this.#damage(row)!)
+  }
+
+  override async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
+    const rows = await super.listCheckpoints(query)
+    return query.rows === true ? rows.map((row) => this.#damage(row as CheckpointRow)!) : rows
   }
 
   override async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     return this.#damage(await super.getLatest(query))
   }
 
-  override async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+  override async readLists(runId: string, refs: readonly ListRange[]): Promise<string[][]> {
     const lists = await super.readLists(runId, refs)
-    const editedList = [...this.damaged.entries()].some(([, kind]) => kind === 'edit-list-item')
-    if (editedList && lists[0] && lists[0].length > 0) lists[0][0] = lists[0][0]!.replace('m0:', 'M0:')
+    if (lists[0]) this.#damageItems(lists[0])
     return lists
+  }
+
+  override async loadRun(runId: string, request: { recent: number }): Promise<RunLoad> {
+    const read = await super.loadRun(runId, request)
+    const data = read.lists.find((list) => list.id !== 'run-log')
+    if (data) this.#damageItems(data.items)
+    return { ...read, checkpoints: read.checkpoints.map((row) => this.#damage(row)!) }
+  }
+
+  #damageItems(items: string[]): void {
+    const editedList = [...this.damaged.entries()].some(([, kind]) => kind === 'edit-list-item')
+    if (editedList && items.length > 0) items[0] = items[0]!.replace('m0:', 'M0:')
   }
 
   #damage(row: CheckpointRow | undefined): CheckpointRow | undefined {

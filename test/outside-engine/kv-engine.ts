@@ -1,21 +1,22 @@
 import {
   applyRunPatch,
-  firstNotPending,
+  checkCommit,
+  effectWrites,
   compareCheckpointsNewestFirst,
   compareRunsNewestFirst,
   page,
   retainedListLengths,
   statusMatches,
   type CheckpointHeaderRow,
+  type CheckpointListing,
   type CheckpointRow,
   type CommitRequest,
   type CommitResult,
-  type EffectCompletionRow,
   type EffectRow,
   type LeaseEngine,
-  type ListCheckpointsQuery,
-  type ListRef,
+  type ListRange,
   type ListRunsQuery,
+  type RunLoad,
   type RunPatch,
   type RunRow,
   type StorageEngine,
@@ -77,12 +78,14 @@ export class KvEngine implements StorageEngine {
     const lease = fence && this.#db.leases.check(fence)
     if (lease && !lease.held) return { ok: false, reason: 'fenced' }
     const stored = this.#db.get<RunRow>(key.run(run.runId))
-    const lastSeq = stored?.lastSeq ?? 0
-    if (rows.some((row) => this.#db.get(key.checkpoint(row.id)))) return { ok: false, reason: 'duplicate_id' }
-    if (rows[0] && rows[0].seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
-    if (appends.some((append) => this.#list(run.runId, append.listId).length !== append.expectedLength)) return { ok: false, reason: 'list_conflict' }
-    const notPending = firstNotPending(effects, (callId) => this.#db.get<EffectRow>(key.effect(run.runId, callId))?.status)
-    if (notPending) return notPending
+    const effect = (callId: string) => this.#db.get<EffectRow>(key.effect(run.runId, callId))
+    const refused = checkCommit(request, {
+      lastSeq: stored?.lastSeq ?? 0,
+      hasCheckpoint: (id) => this.#db.get(key.checkpoint(id)) !== undefined,
+      listLength: (listId) => this.#list(run.runId, listId).length,
+      effectStatus: (callId) => effect(callId)?.status,
+    })
+    if (refused) return refused
     for (const append of appends) this.#db.set(key.list(run.runId, append.listId), [...this.#list(run.runId, append.listId), ...append.items])
     let next: RunRow = stored ?? run
     for (const row of rows) {
@@ -92,35 +95,40 @@ export class KvEngine implements StorageEngine {
     }
     this.#db.set(key.history(run.runId), [...this.#history(run.runId), ...rows.map((row) => row.id)])
     this.#db.set(key.run(run.runId), runPatch ? applyRunPatch(next, runPatch) : next)
-    for (const intent of effects?.intents ?? []) this.#recordIntent(intent)
-    for (const callId of effects?.starts ?? []) this.#start(run.runId, callId)
-    for (const completion of effects?.completions ?? []) this.#complete(completion)
+    for (const [callId, row] of effectWrites(run.runId, effects, effect)) this.#db.set(key.effect(run.runId, callId), row)
     return lease?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
   }
 
-  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
-    return this.#db.get<CheckpointRow>(key.checkpoint(checkpointId))
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    return checkpointIds.flatMap((id) => this.#db.get<CheckpointRow>(key.checkpoint(id)) ?? [])
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     if ('runId' in query) {
       const last = this.#history(query.runId).at(-1)
-      return last === undefined ? undefined : this.getCheckpoint(last)
+      return last === undefined ? undefined : this.#db.get<CheckpointRow>(key.checkpoint(last))
     }
     return this.#checkpoints().filter((row) => row.workflowName === query.workflowName).sort(compareCheckpointsNewestFirst)[0]
   }
 
-  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+  async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
     const rows =
       query.runId !== undefined
         ? this.#history(query.runId).reverse().map((id) => this.#db.get<CheckpointRow>(key.checkpoint(id))!)
         : this.#checkpoints().sort(compareCheckpointsNewestFirst)
     const matching = rows.filter((row) => query.workflowName === undefined || row.workflowName === query.workflowName)
-    return page(matching, (row) => row.id, query.before, query.limit).map(({ body: _body, lists: _lists, digest: _digest, ...header }) => header)
+    const listed = page(matching, (row) => row.id, query.before, query.limit)
+    return query.rows === true ? listed : listed.map(({ body: _body, lists: _lists, digest: _digest, ...header }) => header)
   }
 
-  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
-    return refs.map((ref) => this.#list(runId, ref.id).slice(0, ref.n))
+  async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    return ranges.map((range) => this.#list(runId, range.id).slice(range.from ?? 0, range.n))
+  }
+
+  async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
+    const checkpoints = this.#history(runId).slice(-recent).reverse().map((id) => this.#db.get<CheckpointRow>(key.checkpoint(id))!)
+    const lists = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, items: this.#list(runId, id).slice(0, n) }))
+    return { run: await this.getRun(runId), checkpoints, lists, effects: await this.listEffects(runId) }
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
@@ -141,26 +149,11 @@ export class KvEngine implements StorageEngine {
     return history.length - remaining.length
   }
 
-  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
-    return this.#recordIntent(row)
-  }
-
-  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
-    return this.#complete(completion)
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    return this.#start(runId, callId)
-  }
-
-  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    return this.#db.get<EffectRow>(key.effect(runId, callId))
-  }
-
-  async listEffects(runId: string): Promise<EffectRow[]> {
+  async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
     return this.#db
       .scan<EffectRow>(key.effects(runId))
       .map(([, row]) => row)
+      .filter((row) => callIds === undefined || callIds.includes(row.callId))
       .sort((a, b) => a.startedAt - b.startedAt)
   }
 
@@ -182,29 +175,5 @@ export class KvEngine implements StorageEngine {
 
   #checkpoints(): CheckpointRow[] {
     return this.#db.scan<CheckpointRow>(key.checkpoint('')).map(([, row]) => row)
-  }
-
-  #recordIntent(row: EffectRow): EffectRow {
-    const stored = this.#db.get<EffectRow>(key.effect(row.runId, row.callId))
-    const next = stored ? { ...stored, attempts: stored.attempts + 1 } : row
-    this.#db.set(key.effect(row.runId, row.callId), next)
-    return next
-  }
-
-  #start(runId: string, callId: string): EffectRow | undefined {
-    const stored = this.#db.get<EffectRow>(key.effect(runId, callId))
-    if (stored?.status !== 'pending') return stored
-    const next: EffectRow = { ...stored, status: 'started' }
-    this.#db.set(key.effect(runId, callId), next)
-    return next
-  }
-
-  #complete(completion: EffectCompletionRow): { recorded: boolean; row: EffectRow | undefined } {
-    const { runId, callId, status, output, outputHash, completedAt } = completion
-    const stored = this.#db.get<EffectRow>(key.effect(runId, callId))
-    if (!stored || (stored.status !== 'pending' && stored.status !== 'started')) return { recorded: false, row: stored }
-    const next: EffectRow = { ...stored, status, output, outputHash, completedAt }
-    this.#db.set(key.effect(runId, callId), next)
-    return { recorded: true, row: next }
   }
 }

@@ -242,7 +242,8 @@ describe('managed runner', () => {
     const { store, reopen } = await sqliteStore()
     await store.recordEffectIntent({ runId: 'mismatch', callId: 'lookup-a', name: 'lookup', inputHash: 'not-the-real-hash', idempotencyKey: 'k' })
     const world = new World()
-    void new Runner({ store: dyingStore(store, 2), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'mismatch' })
+    // The intent's commit created the run (with no checkpoint): the runner adopts it in one more write.
+    void new Runner({ store: dyingStore(store, 3), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world).agent, { input: 'x', runId: 'mismatch' })
     await waitFor(() => world.effects.length === 2)
     await waitForHang(store, 'mismatch', ['lookup-a', 'lookup-b'])
     await leaseLapsed(store, 'mismatch')

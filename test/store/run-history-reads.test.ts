@@ -139,20 +139,25 @@ for (const [name, open] of BACKENDS) {
 }
 
 describe('getLatest on a signed store', () => {
-  it('reads the newest checkpoint once for both the signed run row and the record, and still refuses an edited run row', async () => {
+  it('reads the run row, the newest checkpoint and its lists in one engine call, and still refuses an edited run row', async () => {
     const engine = new MemoryEngine()
-    let latestReads = 0
-    const getLatest = engine.getLatest.bind(engine)
-    engine.getLatest = (query) => {
-      latestReads++
-      return getLatest(query)
-    }
-    const store = new EngineStore(engine, { keys: [KEY_A] })
-    await store.save({ runId: 'r', kind: 'k', phase: 'one', payload: { n: 1 } })
-    await store.save({ runId: 'r', kind: 'k', phase: 'two', payload: { n: 2 } })
-    latestReads = 0
-    expect((await store.getLatest({ runId: 'r' }))?.payload).toEqual({ n: 2 })
-    expect(latestReads).toBe(1)
+    const calls: string[] = []
+    const counted = new Proxy(engine, {
+      get(target, property) {
+        const value = Reflect.get(target, property) as unknown
+        if (typeof value !== 'function') return value
+        return (...args: unknown[]) => {
+          calls.push(String(property))
+          return (value as (...a: unknown[]) => unknown).apply(target, args)
+        }
+      },
+    })
+    const store = new EngineStore(counted, { keys: [KEY_A] })
+    await store.save({ runId: 'r', kind: 'k', phase: 'one', payload: { n: 1, list: ['a'] } })
+    await store.save({ runId: 'r', kind: 'k', phase: 'two', payload: { n: 2, list: ['a', 'b'] } })
+    calls.length = 0
+    expect((await store.getLatest({ runId: 'r' }))?.payload).toEqual({ n: 2, list: ['a', 'b'] })
+    expect(calls).toEqual(['loadRun'])
     const row = (await engine.getRun('r'))!
     await engine.updateRun('r', { seal: `${row.seal!.slice(0, -4)}AAAA`, updatedAt: Date.now() })
     await expect(store.getLatest({ runId: 'r' })).rejects.toBeInstanceOf(CheckpointIntegrityError)

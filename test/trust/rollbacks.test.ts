@@ -12,7 +12,7 @@ import {
   type Message,
   type WorkerEvent,
 } from '../../src/index.js'
-import { EngineStore, MemoryEngine, type StorageEngine } from '../../src/engine.js'
+import { EngineStore, MemoryEngine, type EffectRow, type StorageEngine } from '../../src/engine.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { fileBackend, postgresBackend, removeTempDirs, sqliteBackend, type RawBackend } from './raw-rows.js'
 import { crashedRun, KEY_A, scriptedAgent, waitUntil } from './scenario.js'
@@ -62,17 +62,18 @@ function memoryBackend(): Attacked {
     },
   }) as StorageEngine
   // The engine deletes a run's whole journal; the attacker puts back every row but the one it drops.
+  const putEffect = async (row: EffectRow) => engine.commit({ rows: [], appends: [], run: (await engine.getRun(row.runId))!, effects: { intents: [row] } })
   const dropEffect = async (runId: string, callId: string) => {
     const kept = (await engine.listEffects(runId)).filter((row) => row.callId !== callId)
     await engine.deleteEffects(runId)
-    for (const row of kept) await engine.recordEffectIntent(row)
+    for (const row of kept) await putEffect(row)
   }
   return {
     open: (options) => new EngineStore(handle, options),
     resetEffect: async (runId, callId) => {
-      const row = (await engine.getEffect(runId, callId))!
+      const [row] = await engine.listEffects(runId, [callId])
       await dropEffect(runId, callId)
-      await engine.recordEffectIntent({ ...row, status: 'pending', output: null, outputHash: null, completedAt: null })
+      await putEffect({ ...row!, status: 'pending', output: null, outputHash: null, completedAt: null })
     },
     deleteEffect: async (runId, callId) => dropEffect(runId, callId),
     runRow: async (runId) => ({ ...(await engine.getRun(runId))! }),

@@ -178,7 +178,8 @@ describe('a signed memory store', () => {
     const store: CheckpointStore = new EngineStore(engine, keyed)
     const world = await crashedRun(store, 'mem')
     const output = { toolUseId: 'note-1', status: 'success', content: [{ text: 'forged' }] }
-    await engine.completeEffect({ runId: 'mem', callId: 'note-1', status: 'succeeded', output: JSON.stringify(output), outputHash: hashValue(output), completedAt: Date.now() })
+    const completion = { runId: 'mem', callId: 'note-1', status: 'succeeded' as const, output: JSON.stringify(output), outputHash: hashValue(output), completedAt: Date.now() }
+    await engine.commit({ rows: [], appends: [], run: (await engine.getRun('mem'))!, effects: { completions: [completion] } })
     const fresh = scriptedAgent(world)
     await expect(new Runner({ store }).resume(fresh.agent, { runId: 'mem' })).rejects.toBeInstanceOf(CheckpointIntegrityError)
     expect(fresh.model.calls).toHaveLength(0)

@@ -3,7 +3,7 @@ import { CheckpointCorruptionError, CheckpointIntegrityError } from '../../core/
 import { digestMatches, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord } from '../checkpoint-store.js'
-import type { StorageEngine } from '../engine/storage-engine.js'
+import type { RunLoad, StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromRefs, decodePayload, type ListCache } from './payload-lists.js'
@@ -42,8 +42,11 @@ export interface StoredCheckpoint {
 }
 
 /** Check a row's shape and digest and fetch its lists' items (its own rows, nothing else); any flaw is a corruption error. */
-export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEngine): Promise<StoredCheckpoint> {
+export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEngine, loaded?: RunLoad['lists']): Promise<StoredCheckpoint> {
   const refs = checkRow(row)
+  // Lists read with the row (a run's load) serve when they reach as far as the refs; else they are read now.
+  const held = refs.map((ref) => loaded?.find((list) => list.id === ref.id)?.items)
+  if (refs.every((ref, k) => (held[k]?.length ?? -1) >= ref.n)) return { row, refs, items: refs.map((ref, k) => held[k]!.slice(0, ref.n)) }
   const items = refs.length === 0 ? [] : await engine.readLists(row.runId, refs)
   return { row, refs, items }
 }

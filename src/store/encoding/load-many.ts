@@ -4,8 +4,8 @@ import { freezeTree } from '../../core/freeze.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord, CheckpointTail, ListTail } from '../checkpoint-store.js'
-import { readListRanges, type StorageEngine } from '../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows.js'
+import { listRows, type StorageEngine } from '../engine/storage-engine.js'
+import type { CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, walkRefs } from './payload-lists.js'
 import { checkRow, decodeCheckedRecord, readStoredCheckpoint, toRecord } from './checkpoint-rows.js'
 
@@ -101,17 +101,10 @@ export async function decodeTails(rows: readonly CheckpointRow[], base: Checkpoi
   )
 }
 
-/** The rows of `checkpointIds`, in that order, in one engine call when it can; an unknown id is a `CheckpointNotFoundError`. */
+/** The rows of `checkpointIds`, in that order, in one engine call; an unknown id is a `CheckpointNotFoundError`. */
 export async function readRows(engine: StorageEngine, checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
   const found = new Map<string, CheckpointRow>()
-  if (engine.getCheckpoints) {
-    for (const row of await engine.getCheckpoints(checkpointIds)) found.set(row.id, row)
-  } else {
-    for (const checkpointId of checkpointIds) {
-      const row = await engine.getCheckpoint(checkpointId)
-      if (row) found.set(checkpointId, row)
-    }
-  }
+  for (const row of await engine.getCheckpoints(checkpointIds)) found.set(row.id, row)
   return checkpointIds.map((checkpointId) => {
     const row = found.get(checkpointId)
     if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
@@ -119,28 +112,9 @@ export async function readRows(engine: StorageEngine, checkpointIds: readonly st
   })
 }
 
-/** Every checkpoint row of a run, oldest first, in one engine call when it can. */
+/** Every checkpoint row of a run, oldest first, in one engine call. */
 export async function readRunRows(engine: StorageEngine, runId: string): Promise<CheckpointRow[]> {
-  if (engine.getRunCheckpoints) return engine.getRunCheckpoints(runId)
-  return (await readFound(engine, await engine.listCheckpoints({ runId }))).reverse()
-}
-
-/**
- * The full rows of listed headers, in the listing's order, in one round trip where the engine
- * can; a header whose row is gone by now (deleted since the listing) is left out.
- */
-export async function readFound(engine: StorageEngine, headers: readonly CheckpointHeaderRow[]): Promise<CheckpointRow[]> {
-  const ids = headers.map((header) => header.id)
-  const found = new Map<string, CheckpointRow>()
-  if (engine.getCheckpoints) {
-    for (const row of await engine.getCheckpoints(ids)) found.set(row.id, row)
-  } else {
-    for (const id of ids) {
-      const row = await engine.getCheckpoint(id)
-      if (row) found.set(id, row)
-    }
-  }
-  return ids.flatMap((id) => found.get(id) ?? [])
+  return (await listRows(engine, { runId })).reverse()
 }
 
 /** Read each list of each run once, as far as its longest ref. */
@@ -174,7 +148,7 @@ async function readTails(checked: readonly { row: CheckpointRow; refs: ListRef[]
   const lists = new Map<string, SharedList>()
   for (const [runId, ofRun] of ranges) {
     const wanted = [...ofRun].map(([id, range]) => ({ id, from: range.from.n, n: range.n, h: range.from.h }))
-    const items = await readListRanges(engine, runId, wanted)
+    const items = wanted.length === 0 ? [] : await engine.readLists(runId, wanted)
     wanted.forEach((range, k) => lists.set(listKey(runId, range.id), { items: items[k] ?? [], hashes: [range.h] }))
   }
   return lists

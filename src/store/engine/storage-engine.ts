@@ -1,6 +1,6 @@
 import type { EffectStatus, ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import type { Fence, LeaseEngine } from './lease-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from './rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, PendingWriteRow, RunPatch, RunRow } from './rows.js'
 
 /**
  * The storage-engine interface under every Cairn store. An engine moves rows and strings; it
@@ -37,47 +37,33 @@ export interface StorageEngine {
    * whether a cancel of the fenced run was requested.
    */
   commit(request: CommitRequest): Promise<CommitResult>
-  getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined>
   /**
-   * Many checkpoints in one round trip, in any order, the unknown ids left out. Optional: an
-   * engine without it is asked for each id on its own.
+   * Many checkpoints in one read, in any order, the unknown ids left out. The one way whole rows
+   * are read by id.
    */
-  getCheckpoints?(checkpointIds: readonly string[]): Promise<CheckpointRow[]>
-  /**
-   * Every checkpoint row of one run, oldest first (by seq), in one read: a run's whole history.
-   * Optional: without it, the run's headers are listed and their rows fetched.
-   */
-  getRunCheckpoints?(runId: string): Promise<CheckpointRow[]>
-  /**
-   * A run's row and then its newest checkpoint, for an engine that checks one against the other
-   * as it reads them (a keyed store's signed run row): one read of the newest checkpoint serves
-   * both. Optional: without it, `getRun` then `getLatest`.
-   */
-  getRunAndLatest?(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }>
+  getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]>
   /** The run's checkpoint with the highest seq, or the workflow's newest (by createdAt, seq). */
   getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined>
   /**
-   * Headers only, newest first: by seq within one run; by createdAt then seq across runs.
-   * `before` is an exclusive checkpoint-id cursor; an unknown cursor yields an empty page.
+   * Newest first: by seq within one run; by createdAt then seq across runs. `before` is an
+   * exclusive checkpoint-id cursor; an unknown cursor yields an empty page. Headers only, unless
+   * `rows: true`: then every element is a whole {@link CheckpointRow}, read in the same read
+   * (what a verified listing and a run's history check; see {@link listRows}).
    */
-  listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]>
+  listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]>
   /**
-   * {@link StorageEngine.listCheckpoints} with whole rows, in one read: what a verified listing
-   * checks (each row's digest covers its body). Optional: without it, the headers are listed and
-   * their rows fetched.
+   * Read items `from` (0 when absent) up to `n` (exclusive) of each listed list of a run, in
+   * order: one array per range; an array shorter than `n - from` means items are missing (the
+   * caller reports it). A `ListRef` is a range from the start.
    */
-  listCheckpointRows?(query: ListCheckpointsQuery): Promise<CheckpointRow[]>
+  readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]>
   /**
-   * Read the first `length` items of each referenced list of a run, in order. Returns one array
-   * per ref; an array shorter than `length` means items are missing (the caller reports it).
+   * What a resume reads of one run, in one read (one transaction where the backend has them): the
+   * run row, its `recent` newest checkpoints (newest first, whole rows), the lists those rows refer
+   * to as far as `retainedListLengths` says (which includes the run's whole log) and the
+   * run's effects in `startedAt` order. Rows and lists of a run that does not exist are empty.
    */
-  readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]>
-  /**
-   * Read items `from` up to `n` (exclusive) of each listed list of a run, in order: one array per
-   * range; an array shorter than `n - from` means items are missing. Optional: without it,
-   * {@link StorageEngine.readLists} is read and cut (see `readListRanges`).
-   */
-  readListRanges?(runId: string, ranges: readonly ListRange[]): Promise<string[][]>
+  loadRun(runId: string, request: { recent: number }): Promise<RunLoad>
   /**
    * Delete checkpoints of one run, then drop list items no remaining checkpoint of the run
    * references, in one atomic step with the run's commits. Returns how many checkpoints were
@@ -87,15 +73,8 @@ export interface StorageEngine {
    */
   deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number>
 
-  /** Insert an intent, or count one more attempt on the existing row and return it. */
-  recordEffectIntent(row: EffectRow): Promise<EffectRow>
-  /** Set the outcome only if the effect is still `pending` or `started`; always returns the stored row. */
-  completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }>
-  /** Mark a `pending` effect `started` (its callback is about to run); returns the stored row. */
-  startEffect(runId: string, callId: string): Promise<EffectRow | undefined>
-  getEffect(runId: string, callId: string): Promise<EffectRow | undefined>
-  /** In `startedAt` order. */
-  listEffects(runId: string): Promise<EffectRow[]>
+  /** A run's effects in `startedAt` order; with `callIds`, only those (the unknown ones left out). */
+  listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]>
   /** Delete a run's effects; returns how many were deleted. */
   deleteEffects(runId: string): Promise<number>
 
@@ -140,19 +119,31 @@ export interface StorageEngine {
   readonly leases?: LeaseEngine | undefined
 }
 
-/** Items `from` (inclusive) to `n` (exclusive) of list `id`. */
+/** Items `from` (inclusive, 0 when absent) to `n` (exclusive) of list `id`. */
 export interface ListRange {
   id: string
-  from: number
+  from?: number
   n: number
 }
 
-/** `engine.readListRanges` when the engine has it, else its lists read from their start and cut. */
-export async function readListRanges(engine: StorageEngine, runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-  if (ranges.length === 0) return []
-  if (engine.readListRanges) return engine.readListRanges(runId, ranges)
-  const lists = await engine.readLists(runId, ranges.map((range) => ({ id: range.id, n: range.n, h: '' })))
-  return lists.map((items, k) => items.slice(ranges[k]!.from))
+/** What {@link StorageEngine.listCheckpoints} takes: a listing's filters, and whether to read whole rows. */
+export interface CheckpointListing extends Omit<ListCheckpointsQuery, 'verify' | 'unreadable'> {
+  rows?: boolean
+}
+
+/** The whole rows of a listing (`listCheckpoints` with `rows: true`). */
+export async function listRows(engine: Pick<StorageEngine, 'listCheckpoints'>, query: Omit<CheckpointListing, 'rows'>): Promise<CheckpointRow[]> {
+  return (await engine.listCheckpoints({ ...query, rows: true })) as CheckpointRow[]
+}
+
+/** What {@link StorageEngine.loadRun} reads of a run. */
+export interface RunLoad {
+  run: RunRow | undefined
+  /** The newest checkpoints, newest first. */
+  checkpoints: CheckpointRow[]
+  /** Each list the checkpoints refer to (and the run's log), from its first item. */
+  lists: { id: string; items: string[] }[]
+  effects: EffectRow[]
 }
 
 /** One atomic write: checkpoints of one run, their list items, and effect journal entries. */

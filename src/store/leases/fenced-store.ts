@@ -1,5 +1,7 @@
 import { CheckpointNotFoundError, InvalidArgumentError, LeaseLostError } from '../../core/errors.js'
 import type {
+  OpenedRun,
+  OpenRunQuery,
   CheckpointInfo,
   CheckpointInput,
   CheckpointRecord,
@@ -20,7 +22,7 @@ import type {
 import { completionRow, intentRow } from '../encoding/effect-rows.js'
 import type { CommitRequest } from '../engine/storage-engine.js'
 import type { Fence } from '../engine/lease-engine.js'
-import { loadMany, loadRun } from '../delegating-store.js'
+import { loadMany, loadRun, openRun } from '../delegating-store.js'
 import { toRunPatch } from '../encoding/run-rows.js'
 import type { RunEventLog } from '../event-log/run-event-log.js'
 import type { RunWaits } from '../waits/run-waits.js'
@@ -169,6 +171,10 @@ export class FencedStore implements RunStore {
 
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     return this.#store.getLatest<P>(query)
+  }
+
+  openRun<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>> {
+    return openRun<P>(this.#store, runId, query)
   }
 
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {

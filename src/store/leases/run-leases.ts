@@ -47,7 +47,14 @@ export interface ClaimedLease {
 }
 
 /** What `RunLeases.acquire` takes: `create` is the run to insert (with the lease) when the id is unknown. */
-export type AcquireRunInput = Omit<AcquireRequest, 'create'> & { create?: Omit<CreateRunInput, 'runId'> }
+export type AcquireRunInput = Omit<AcquireRequest, 'create'> & {
+  create?: Omit<CreateRunInput, 'runId'>
+  /**
+   * False: the caller checks the run's status against its log itself before anything runs (a
+   * resume's `EngineStore.openRun` does, in the read it makes anyway), so the acquire does not read the log.
+   */
+  checkStatus?: boolean
+}
 
 /** What `RunLeases.acquire` did (see {@link LeaseEngine.acquire}). */
 export type AcquiredLease =
@@ -150,7 +157,7 @@ export class RunLeases {
    * its writes must carry, `held` by a live owner (with its lease), or `not_found`.
    */
   async acquire(input: AcquireRunInput): Promise<AcquiredLease> {
-    const { runId, create, ...rest } = input
+    const { runId, create, checkStatus = true, ...rest } = input
     assertId(runId, 'runId')
     if (typeof input.owner !== 'string' || input.owner === '') throw new InvalidArgumentError('acquire needs a non-empty owner', { runId })
     if (!Number.isFinite(input.leaseMs) || input.leaseMs <= 0) throw new InvalidArgumentError(`leaseMs must be positive, got ${input.leaseMs}`, { runId })
@@ -159,7 +166,7 @@ export class RunLeases {
     if (outcome.outcome !== 'acquired') return outcome
     const { run, lease, created } = outcome
     // Before anything runs: a row put back over a cancel or a completion is refused (the lease is given back).
-    const refused = created ? undefined : await this.#refusal(run.runId, run.status)
+    const refused = created || !checkStatus ? undefined : await this.#refusal(run.runId, run.status)
     if (refused) {
       await this.#call(runId, 'release run', () => this.#engine.release({ fence: { runId, owner: request.owner, epoch: lease.epoch } }))
       throw refused

@@ -1,5 +1,5 @@
 import { CheckpointCorruptionError, EncryptionChangeError, InvalidArgumentError } from '../../core/errors.js'
-import type { RewriteRequest } from '../engine/storage-engine.js'
+import { listRows, type RewriteRequest } from '../engine/storage-engine.js'
 import type { CheckpointRow, EffectRow, ListRef, RunRow } from '../engine/rows.js'
 import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
 import { chainHash } from '../encoding/payload-lists.js'
@@ -93,9 +93,7 @@ export function checkEncryptionOptions(options: RekeyOptions, encrypt: boolean):
 export async function rekeyRun(engine: SealedEngine, runId: string, options: RekeyOptions): Promise<{ request: RewriteRequest; before: EncryptionCount }> {
   const inner = engine.inner
   const { keyId, encrypt } = engine.sealing
-  const headers = await inner.listCheckpoints({ runId })
-  const ids = headers.map((header) => header.id)
-  const stored = inner.getCheckpoints ? await inner.getCheckpoints(ids) : await Promise.all(ids.map(async (id) => (await inner.getCheckpoint(id))!))
+  const stored = await listRows(inner, { runId })
   const storedEffects = await inner.listEffects(runId)
   const lists = listsOf(stored)
   const storedItems = lists.length === 0 ? [] : await inner.readLists(runId, lists)

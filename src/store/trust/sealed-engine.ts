@@ -1,10 +1,9 @@
 import { InvalidArgumentError, WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
-import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
-import { readListRanges, type CommitRequest, type CommitResult, type ListRange, type StorageEngine } from '../engine/storage-engine.js'
+import type { ListRunsQuery } from '../checkpoint-store.js'
+import { listRows, type CheckpointListing, type CommitRequest, type CommitResult, type ListRange, type RunLoad, type StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { RUN_LOG_LIST } from '../engine/list-retention.js'
-import { readFound, readRunRows } from '../encoding/load-many.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext, keyCheckValue, sign, verify, type SealContext } from './seal.js'
 import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
@@ -111,15 +110,6 @@ export class SealedEngine implements StorageEngine {
     return row && (await this.#openRun(row)).run
   }
 
-  async getRunAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
-    const row = await this.#inner.getRun(runId)
-    if (!row) {
-      const latest = await this.#inner.getLatest({ runId })
-      return { run: undefined, latest: latest && this.openCheckpoint(latest) }
-    }
-    const { run, newest } = await this.#openRun(row)
-    return { run, latest: newest && this.openCheckpoint(newest) }
-  }
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
     const rows = await this.#inner.listRuns(query)
     return Promise.all(rows.map(async (row) => (await this.#openRun(row)).run))
@@ -160,23 +150,8 @@ export class SealedEngine implements StorageEngine {
     return this.#inner.commit(sealed)
   }
 
-  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
-    const row = await this.#inner.getCheckpoint(checkpointId)
-    return row && this.openCheckpoint(row)
-  }
-
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
-    if (this.#inner.getCheckpoints) return (await this.#inner.getCheckpoints(checkpointIds)).map((row) => this.openCheckpoint(row))
-    const rows: CheckpointRow[] = []
-    for (const id of checkpointIds) {
-      const row = await this.getCheckpoint(id)
-      if (row) rows.push(row)
-    }
-    return rows
-  }
-
-  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
-    return (await readRunRows(this.#inner, runId)).map((row) => this.openCheckpoint(row))
+    return (await this.#inner.getCheckpoints(checkpointIds)).map((row) => this.openCheckpoint(row))
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -184,56 +159,44 @@ export class SealedEngine implements StorageEngine {
     return row && this.openCheckpoint(row)
   }
 
-  listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    return this.#inner.listCheckpoints(query)
+  async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
+    const rows = await this.#inner.listCheckpoints(query)
+    return query.rows === true ? rows.map((row) => this.openCheckpoint(row as CheckpointRow)) : rows
   }
 
-  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
-    const rows = this.#inner.listCheckpointRows ? await this.#inner.listCheckpointRows(query) : await readFound(this.#inner, await this.#inner.listCheckpoints(query))
-    return rows.map((row) => this.openCheckpoint(row))
-  }
-
-  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
-    const lists = await this.#inner.readLists(runId, refs)
-    return lists.map((items, k) => {
-      const listId = refs[k]?.id ?? '?'
-      return items.map((item, idx) => this.openItem(runId, listId, idx, item))
-    })
-  }
-
-  async readListRanges(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-    const lists = await readListRanges(this.#inner, runId, ranges)
+  async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    const lists = await this.#inner.readLists(runId, ranges)
     return lists.map((items, k) => {
       const range = ranges[k]
       return items.map((item, idx) => this.openItem(runId, range?.id ?? '?', (range?.from ?? 0) + idx, item))
     })
   }
 
+  /**
+   * The run read at once, its row checked against its seal and newest checkpoint as `getRun`
+   * checks it (read again the same way when the two disagree: an engine that could not read
+   * them in one snapshot), every row verified and every item opened.
+   */
+  async loadRun(runId: string, request: { recent: number }): Promise<RunLoad> {
+    const read = await this.#inner.loadRun(runId, request)
+    const newest = read.checkpoints[0]
+    let run: RunRow | undefined
+    if (read.run && newest && typeof read.run.lastSeq === 'number' && newest.seq > read.run.lastSeq) run = await this.getRun(runId)
+    else run = read.run && (await this.#checkRun(read.run, newest))
+    return {
+      run,
+      checkpoints: read.checkpoints.map((row) => this.openCheckpoint(row)),
+      lists: read.lists.map(({ id, items }) => ({ id, items: items.map((item, idx) => this.openItem(runId, id, idx, item)) })),
+      effects: read.effects.map((row) => this.openEffect(row)),
+    }
+  }
+
   deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
     return this.#inner.deleteCheckpoints(runId, checkpointIds)
   }
 
-  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
-    return this.openEffect(await this.#inner.recordEffectIntent(this.sealIntent(row)))
-  }
-
-  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
-    const result = await this.#inner.completeEffect(this.sealCompletion(completion))
-    return { recorded: result.recorded, row: result.row && this.openEffect(result.row) }
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    const row = await this.#inner.startEffect(runId, callId)
-    return row && this.openEffect(row)
-  }
-
-  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    const row = await this.#inner.getEffect(runId, callId)
-    return row && this.openEffect(row)
-  }
-
-  async listEffects(runId: string): Promise<EffectRow[]> {
-    return (await this.#inner.listEffects(runId)).map((row) => this.openEffect(row))
+  async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
+    return (await this.#inner.listEffects(runId, callIds)).map((row) => this.openEffect(row))
   }
 
   deleteEffects(runId: string): Promise<number> {
@@ -283,6 +246,11 @@ export class SealedEngine implements StorageEngine {
       current = (await this.#inner.getRun(row.runId)) ?? current
       newest = await this.#inner.getLatest({ runId: row.runId })
     }
+    return { run: await this.#checkRun(current, newest), newest }
+  }
+
+  /** A run row read with its newest checkpoint (as stored), checked against its seal and its field signature. */
+  async #checkRun(current: RunRow, newest: CheckpointRow | undefined): Promise<RunRow> {
     try {
       verifyRunSeal(this.#ring, current, newest)
     } catch (err) {
@@ -291,17 +259,12 @@ export class SealedEngine implements StorageEngine {
       if (newest === undefined || current.lastSeq !== newest.seq || !(await this.#sealCoversEarlier(current))) throw err
     }
     verifyRunFields(this.#ring, current)
-    return { run: openedRun(current), newest }
+    return openedRun(current)
   }
 
   /** The few checkpoints before the newest, read whole, checked against the row's seal. */
   async #sealCoversEarlier(row: RunRow): Promise<boolean> {
-    const headers = await this.#inner.listCheckpoints({ runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })
-    const earlier: CheckpointRow[] = []
-    for (const header of headers.slice(1)) {
-      const checkpoint = await this.#inner.getCheckpoint(header.id)
-      if (checkpoint) earlier.push(checkpoint)
-    }
+    const earlier = (await listRows(this.#inner, { runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })).slice(1)
     return sealCoversEarlier(this.#ring, row, earlier)
   }
 

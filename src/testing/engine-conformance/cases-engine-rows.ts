@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { RunRow } from '../../store/engine/rows.js'
+import type { CommitRequest } from '../../store/engine/storage-engine.js'
 import type { EngineContext } from './engine-context.js'
 import { checkpointRow, commitOne, effectRow, runRow } from './rows.js'
 
@@ -13,14 +14,16 @@ export function engineRowCases(ctx: EngineContext): void {
       const more = [{ listId: 'L', expectedLength: 2, items: ['"c"'] }]
       expect(await engine.commit(commitOne({ runId: 'r1', id: 'c2', seq: 2, appends: more }))).toEqual({ ok: true })
       expect(await engine.getRun('r1')).toMatchObject({ runId: 'r1', lastSeq: 2, status: 'running' })
-      expect(await engine.getCheckpoint('c1')).toEqual(checkpointRow({ id: 'c1', runId: 'r1', seq: 1 }, appends))
+      expect(await engine.getCheckpoints(['c1'])).toEqual([checkpointRow({ id: 'c1', runId: 'r1', seq: 1 }, appends)])
       expect((await engine.getLatest({ runId: 'r1' }))?.id).toBe('c2')
-      expect(await engine.readLists('r1', [{ id: 'L', n: 2, h: '' }, { id: 'L', n: 3, h: '' }])).toEqual([['"a"', '"b"'], ['"a"', '"b"', '"c"']])
+      expect(await engine.readLists('r1', [{ id: 'L', n: 2 }, { id: 'L', n: 3 }])).toEqual([['"a"', '"b"'], ['"a"', '"b"', '"c"']])
+      expect(await engine.readLists('r1', [{ id: 'L', from: 1, n: 3 }, { id: 'L', from: 2, n: 2 }])).toEqual([['"b"', '"c"'], []])
       const headers = await engine.listCheckpoints({ runId: 'r1' })
       expect(headers.map((row) => row.id)).toEqual(['c2', 'c1'])
       expect(headers[0]).not.toHaveProperty('body')
       expect((await engine.listCheckpoints({ runId: 'r1', before: 'c2' })).map((row) => row.id)).toEqual(['c1'])
-      if (engine.getCheckpoints) expect((await engine.getCheckpoints(['c2', 'nope', 'c1'])).map((row) => row.id).sort()).toEqual(['c1', 'c2'])
+      expect(await engine.listCheckpoints({ runId: 'r1', rows: true, limit: 1 })).toEqual([checkpointRow({ id: 'c2', runId: 'r1', seq: 2 }, more)])
+      expect((await engine.getCheckpoints(['c2', 'nope', 'c1'])).map((row) => row.id).sort()).toEqual(['c1', 'c2'])
     })
 
     it('a commit writes nothing when the seq is stale, an id is taken or a list has moved on', async () => {
@@ -39,11 +42,11 @@ export function engineRowCases(ctx: EngineContext): void {
       expect(await engine.commit(commitOne({ runId: 'other', id: 'c1', seq: 1 }))).toEqual({ ok: false, reason: 'duplicate_id' })
       expect(await engine.getRun('other')).toBeUndefined()
       expect(await engine.getRun('run')).toMatchObject({ lastSeq: 1 })
-      expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"']])
-      expect(await engine.getEffect('run', 'e1')).toBeUndefined()
+      expect(await engine.readLists('run', [{ id: 'L', n: 2 }])).toEqual([['"a"']])
+      expect(await engine.listEffects('run', ['e1'])).toEqual([])
       expect(await engine.commit(commitOne({ runId: 'run', id: 'c2', seq: 2, appends: appendB, intents }))).toEqual({ ok: true })
-      expect(await engine.readLists('run', [{ id: 'L', n: 2, h: '' }])).toEqual([['"a"', '"b"']])
-      expect(await engine.getEffect('run', 'e1')).toMatchObject({ status: 'pending', attempts: 1 })
+      expect(await engine.readLists('run', [{ id: 'L', n: 2 }])).toEqual([['"a"', '"b"']])
+      expect(await engine.listEffects('run', ['e1'])).toMatchObject([{ status: 'pending', attempts: 1 }])
     })
 
     it('deleteCheckpoints drops the list items no remaining checkpoint of the run references', async () => {
@@ -52,12 +55,12 @@ export function engineRowCases(ctx: EngineContext): void {
       await engine.commit(commitOne({ runId: 'r1', id: 'c2', seq: 2, appends: [{ listId: 'L', expectedLength: 2, items: ['3', '4'] }, { listId: 'M', expectedLength: 0, items: ['m'] }] }))
       await engine.commit(commitOne({ runId: 'r2', id: 'd1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['x'] }] }))
       expect(await engine.deleteCheckpoints('r1', ['c2'])).toBe(1)
-      expect(await engine.getCheckpoint('c2')).toBeUndefined()
-      expect(await engine.readLists('r1', [{ id: 'L', n: 4, h: '' }, { id: 'M', n: 1, h: '' }])).toEqual([['1', '2'], []])
+      expect(await engine.getCheckpoints(['c2'])).toEqual([])
+      expect(await engine.readLists('r1', [{ id: 'L', n: 4 }, { id: 'M', n: 1 }])).toEqual([['1', '2'], []])
       expect(await engine.deleteCheckpoints('r1', ['c1', 'nope'])).toBe(1)
-      expect(await engine.readLists('r1', [{ id: 'L', n: 4, h: '' }])).toEqual([[]])
+      expect(await engine.readLists('r1', [{ id: 'L', n: 4 }])).toEqual([[]])
       // Another run's lists are untouched, and the emptied run takes new appends from zero.
-      expect(await engine.readLists('r2', [{ id: 'L', n: 1, h: '' }])).toEqual([['x']])
+      expect(await engine.readLists('r2', [{ id: 'L', n: 1 }])).toEqual([['x']])
       expect(await engine.commit(commitOne({ runId: 'r1', id: 'c3', seq: 3, appends: [{ listId: 'L', expectedLength: 0, items: ['y'] }] }))).toEqual({ ok: true })
     })
 
@@ -77,9 +80,9 @@ export function engineRowCases(ctx: EngineContext): void {
       await engine.commit(commitOne({ runId: 'a', id: 'a1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1'] }], intents: [effectRow({ runId: 'a', callId: 'e' })] }))
       expect(await engine.deleteRun('a')).toBe(true)
       expect(await engine.deleteRun('a')).toBe(false)
-      expect(await engine.getCheckpoint('a1')).toBeUndefined()
+      expect(await engine.getCheckpoints(['a1'])).toEqual([])
       expect(await engine.listEffects('a')).toEqual([])
-      expect(await engine.readLists('a', [{ id: 'L', n: 1, h: '' }])).toEqual([[]])
+      expect(await engine.readLists('a', [{ id: 'L', n: 1 }])).toEqual([[]])
     })
 
     it("run digests: a new row's digest and seal are stored as given, a patch's digestOf recomputes the digest, a commit moves the seal with the last seq", async () => {
@@ -102,22 +105,41 @@ export function engineRowCases(ctx: EngineContext): void {
       expect(await engine.getRun('e')).toMatchObject({ lastSeq: 1, digest: 'new-run', seal: 'seal-e1' })
     })
 
-    it('effects: an intent counts attempts, start marks it started, the first outcome wins', async () => {
+    it('effects ride in commits: an intent counts attempts, a start marks it started once, the first outcome wins', async () => {
       const engine = ctx.engine()
       await engine.insertRun(runRow({ runId: 'r' }))
-      expect(await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e1', startedAt: 2 }))).toMatchObject({ attempts: 1, status: 'pending' })
-      expect(await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e1', startedAt: 2 }))).toMatchObject({ attempts: 2 })
-      await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e0', startedAt: 1 }))
-      expect(await engine.startEffect('r', 'e1')).toMatchObject({ status: 'started' })
+      const effects = (parts: NonNullable<CommitRequest['effects']>): CommitRequest => ({ rows: [], appends: [], run: runRow({ runId: 'r' }), effects: parts })
+      expect(await engine.commit(effects({ intents: [effectRow({ runId: 'r', callId: 'e1', startedAt: 2 })] }))).toEqual({ ok: true })
+      expect(await engine.commit(effects({ intents: [effectRow({ runId: 'r', callId: 'e1', startedAt: 2 }), effectRow({ runId: 'r', callId: 'e0', startedAt: 1 })] }))).toEqual({ ok: true })
+      expect(await engine.listEffects('r', ['e1'])).toMatchObject([{ attempts: 2, status: 'pending' }])
+      expect(await engine.commit(effects({ starts: ['e1'] }))).toEqual({ ok: true })
+      expect(await engine.commit(effects({ starts: ['e1'] }))).toEqual({ ok: false, reason: 'effect_not_pending', callId: 'e1', status: 'started' })
+      expect(await engine.commit(effects({ starts: ['nope'] }))).toEqual({ ok: false, reason: 'effect_not_pending', callId: 'nope', status: null })
       const done = { runId: 'r', callId: 'e1', status: 'succeeded' as const, output: '"ok"', outputHash: 'h1', completedAt: 5 }
-      expect(await engine.completeEffect(done)).toMatchObject({ recorded: true, row: { status: 'succeeded', output: '"ok"', completedAt: 5 } })
-      expect(await engine.completeEffect({ ...done, status: 'failed', output: '"late"' })).toMatchObject({ recorded: false, row: { status: 'succeeded', output: '"ok"' } })
-      expect(await engine.startEffect('r', 'e1')).toMatchObject({ status: 'succeeded' })
-      expect((await engine.listEffects('r')).map((row) => row.callId)).toEqual(['e0', 'e1'])
-      await engine.recordEffectIntent(effectRow({ runId: 'r', callId: 'e2', startedAt: 3 }))
+      expect(await engine.commit(effects({ completions: [done] }))).toEqual({ ok: true })
+      expect(await engine.commit(effects({ completions: [{ ...done, status: 'failed', output: '"late"' }] }))).toEqual({ ok: true })
+      expect(await engine.listEffects('r', ['e1', 'nope'])).toMatchObject([{ status: 'succeeded', output: '"ok"', completedAt: 5 }])
+      // An intent and its outcome in one commit; a start of an intent of the same commit.
+      expect(await engine.commit(effects({ intents: [effectRow({ runId: 'r', callId: 'e2', startedAt: 3 })], starts: ['e2'], completions: [{ ...done, callId: 'e2' }] }))).toEqual({ ok: true })
+      expect((await engine.listEffects('r')).map((row) => [row.callId, row.status])).toEqual([['e0', 'pending'], ['e1', 'succeeded'], ['e2', 'succeeded']])
       expect(await engine.deleteEffects('r')).toBe(3)
       expect(await engine.listEffects('r')).toEqual([])
-      expect(await engine.getEffect('r', 'e1')).toBeUndefined()
+    })
+
+    it('loadRun reads the run, its newest checkpoints, the lists they refer to, its log and its effects', async () => {
+      const engine = ctx.engine()
+      const intents = [effectRow({ runId: 'r', callId: 'e1' })]
+      await engine.commit(commitOne({ runId: 'r', id: 'c1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items: ['1'] }, { listId: 'run-log', expectedLength: 0, items: ['["started","e1"]'] }], intents }))
+      await engine.commit(commitOne({ runId: 'r', id: 'c2', seq: 2, appends: [{ listId: 'L', expectedLength: 1, items: ['2'] }, { listId: 'M', expectedLength: 0, items: ['m'] }] }))
+      await engine.commit(commitOne({ runId: 'r', id: 'c3', seq: 3 }))
+      const read = await engine.loadRun('r', { recent: 2 })
+      expect(read.run).toMatchObject({ runId: 'r', lastSeq: 3 })
+      expect(read.checkpoints.map((row) => row.id)).toEqual(['c3', 'c2'])
+      expect(read.checkpoints[1]).toEqual(checkpointRow({ id: 'c2', runId: 'r', seq: 2 }, [{ listId: 'L', expectedLength: 1, items: ['2'] }, { listId: 'M', expectedLength: 0, items: ['m'] }]))
+      const lists = Object.fromEntries(read.lists.map((list) => [list.id, list.items]))
+      expect(lists).toMatchObject({ L: ['1', '2'], M: ['m'], 'run-log': ['["started","e1"]'] })
+      expect(read.effects.map((row) => row.callId)).toEqual(['e1'])
+      expect(await engine.loadRun('nope', { recent: 2 })).toMatchObject({ run: undefined, checkpoints: [], effects: [] })
     })
 
     it('a second handle on the same data sees every commit', async () => {
@@ -127,7 +149,7 @@ export function engineRowCases(ctx: EngineContext): void {
       expect(await other.commit(commitOne({ runId: 'r1', id: 'c2', seq: 1 }))).toEqual({ ok: false, reason: 'stale_seq', lastSeq: 1 })
       expect(await other.commit(commitOne({ runId: 'r1', id: 'c2', seq: 2, appends: [{ listId: 'L', expectedLength: 1, items: ['2'] }] }))).toEqual({ ok: true })
       expect((await engine.getLatest({ runId: 'r1' }))?.id).toBe('c2')
-      expect(await engine.readLists('r1', [{ id: 'L', n: 2, h: '' }])).toEqual([['1', '2']])
+      expect(await engine.readLists('r1', [{ id: 'L', n: 2 }])).toEqual([['1', '2']])
     })
   })
 }

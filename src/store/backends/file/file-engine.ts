@@ -2,12 +2,12 @@ import { access, rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { CheckpointCorruptionError, InvalidArgumentError, StoreError } from '../../../core/errors.js'
-import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { ListRunsQuery } from '../../checkpoint-store.js'
+import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths, RUN_LOG_LIST } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
-import { firstNotPending } from '../../engine/effect-starts.js'
+import { checkCommit } from '../../engine/commit-checks.js'
 import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
 import { acquireDirectory, deletedCheckpointsFile, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { type EffectEdits, FileEffects } from './file-effects.js'
@@ -170,14 +170,11 @@ export class FileEngine implements StorageEngine {
       const held = fence && leases?.check(fence)
       if (held && !held.held) return { ok: false, reason: 'fenced' }
       const index = await this.#dir.index()
-      if (rows.some((row) => index.has(row.id))) return { ok: false, reason: 'duplicate_id' }
-      const lastSeq = lastSeqOf(state)
-      const first = rows[0]
-      if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
       const stored = new Map<string, EffectRow['status'] | undefined>()
       for (const callId of effects?.starts ?? []) stored.set(callId, (await this.#effects.get(run.runId, callId))?.status)
-      const notPending = firstNotPending(effects, (callId) => stored.get(callId))
-      if (notPending) return notPending
+      // The list lengths are checked as the appends are planned (below): a list file may hold a torn tail to cut.
+      const refused = checkCommit(request, { lastSeq: lastSeqOf(state), hasCheckpoint: (id) => index.has(id), effectStatus: (callId) => stored.get(callId) })
+      if (refused) return refused
       const files = rows.map((row) => ({ seq: row.seq, id: row.id, name: checkpointFileName(row.seq, row.id) }))
       // Claim the ids before the next await, so a concurrent commit in another run cannot take them.
       for (const file of files) index.set(file.id, { runId: run.runId, file })
@@ -212,14 +209,17 @@ export class FileEngine implements StorageEngine {
     })
   }
 
-  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
-    assertSafeId(checkpointId, 'checkpointId')
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    for (const id of checkpointIds) assertSafeId(id, 'checkpointId')
     await this.#begin()
-    const entry = await this.#dir.find(checkpointId)
-    if (!entry) return undefined
-    const read = await readCheckpointFile(this.#layout, entry.runId, entry.file)
-    // A corrupt file comes back as a row EngineStore rejects: it must not look absent.
-    return read.state === 'missing' ? undefined : read.row
+    const rows: CheckpointRow[] = []
+    for (const id of checkpointIds) {
+      const entry = await this.#dir.find(id)
+      const read = entry && (await readCheckpointFile(this.#layout, entry.runId, entry.file))
+      // A corrupt file comes back as a row EngineStore rejects: it must not look absent.
+      if (read && read.state !== 'missing') rows.push(read.row)
+    }
+    return rows
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -242,20 +242,29 @@ export class FileEngine implements StorageEngine {
     return rows.sort(compareCheckpointsNewestFirst)[0]
   }
 
-  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    if (query.runId !== undefined) return this.#listRunCheckpoints({ ...query, runId: query.runId })
-    await this.#begin()
-    const rows = (await this.#allCheckpoints())
-      .filter((row) => query.workflowName === undefined || isUnreadable(row) || row.workflowName === query.workflowName)
-      .sort(compareCheckpointsNewestFirst)
-    return page(rows, (row) => row.id, query.before, query.limit).map(header)
+  async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
+    const rows = query.runId !== undefined ? await this.#listRunCheckpoints({ ...query, runId: query.runId }) : await this.#listAllCheckpoints(query)
+    return query.rows === true ? rows : rows.map(header)
   }
 
-  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+  async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
     this.#layout.runDir(runId)
-    for (const ref of refs) this.#layout.listFile(runId, ref.id)
+    for (const range of ranges) this.#layout.listFile(runId, range.id)
     await this.#begin()
-    return this.#lists.read(runId, refs)
+    return this.#lists.read(runId, ranges)
+  }
+
+  /** Read under the run's lock, so no commit of this process lands half-way through. */
+  async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
+    this.#layout.runDir(runId)
+    await this.#begin()
+    return this.#dir.withRunLock(runId, async () => {
+      const run = await this.getRun(runId)
+      const checkpoints = await this.#listRunCheckpoints({ runId, limit: recent })
+      const wanted = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
+      const lists = (await this.#lists.read(runId, wanted)).map((items, k) => ({ id: wanted[k]!.id, items }))
+      return { run, checkpoints, lists: lists.filter((list) => list.items.length > 0), effects: await this.#effects.list(runId) }
+    })
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
@@ -286,34 +295,13 @@ export class FileEngine implements StorageEngine {
     })
   }
 
-  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
-    this.#layout.effectFile(row.runId, row.callId)
-    await this.#beginWrite()
-    return this.#dir.withRunLock(row.runId, () => this.#effects.recordIntent(row))
-  }
-
-  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
-    this.#layout.effectFile(completion.runId, completion.callId)
-    await this.#beginWrite()
-    return this.#dir.withRunLock(completion.runId, () => this.#effects.complete(completion))
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    this.#layout.effectFile(runId, callId)
-    await this.#beginWrite()
-    return this.#dir.withRunLock(runId, () => this.#effects.start(runId, callId))
-  }
-
-  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    this.#layout.effectFile(runId, callId)
-    await this.#begin()
-    return this.#effects.get(runId, callId)
-  }
-
-  async listEffects(runId: string): Promise<EffectRow[]> {
+  async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
     this.#layout.effectsDir(runId)
+    for (const callId of callIds ?? []) this.#layout.effectFile(runId, callId)
     await this.#begin()
-    return this.#effects.list(runId)
+    if (callIds === undefined) return this.#effects.list(runId)
+    const rows = await Promise.all(callIds.map((callId) => this.#effects.get(runId, callId)))
+    return rows.filter((row) => row !== undefined).sort((a, b) => a.startedAt - b.startedAt)
   }
 
   async deleteEffects(runId: string): Promise<number> {
@@ -463,7 +451,15 @@ export class FileEngine implements StorageEngine {
     state.lagging = false
   }
 
-  async #listRunCheckpoints(query: ListCheckpointsQuery & { runId: string }): Promise<CheckpointHeaderRow[]> {
+  async #listAllCheckpoints(query: CheckpointListing): Promise<CheckpointRow[]> {
+    await this.#begin()
+    const rows = (await this.#allCheckpoints())
+      .filter((row) => query.workflowName === undefined || isUnreadable(row) || row.workflowName === query.workflowName)
+      .sort(compareCheckpointsNewestFirst)
+    return page(rows, (row) => row.id, query.before, query.limit)
+  }
+
+  async #listRunCheckpoints(query: CheckpointListing & { runId: string }): Promise<CheckpointRow[]> {
     const { runId, workflowName, before, limit } = query
     this.#layout.runDir(runId)
     await this.#begin()
@@ -478,13 +474,13 @@ export class FileEngine implements StorageEngine {
       if (!cursor || !matches(await this.#readListed(runId, cursor))) return []
       start = at + 1
     }
-    const rows: CheckpointHeaderRow[] = []
+    const rows: CheckpointRow[] = []
     for (let i = start; i < files.length && (limit === undefined || rows.length < limit); i += READ_BATCH) {
       const batch = await Promise.all(files.slice(i, i + READ_BATCH).map((file) => this.#readListed(runId, file)))
       for (const [k, row] of batch.entries()) {
         if (!matches(row) || (limit !== undefined && rows.length >= limit)) continue
         await this.#assertParentKept(runId, row, files, i + k)
-        rows.push(header(row))
+        rows.push(row)
       }
     }
     return rows

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { ListAppend, ListRef } from '../../engine/rows.js'
+import type { ListAppend } from '../../engine/rows.js'
+import type { ListRange } from '../../engine/storage-engine.js'
 import type { DirectoryState } from './directory-state.js'
 import { ensureDirectory, listDirectory, readIfExists, readLines, scanLines, syncDirectory, truncateFile } from './driver.js'
 import { type FileBatch, writeFileAtomic } from './file-batch.js'
@@ -64,7 +65,7 @@ export class FileLists {
   }
 
   /** The first `n` complete lines of each referenced list, reading each file once. */
-  async read(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
+  async read(runId: string, refs: readonly ListRange[]): Promise<string[][]> {
     const wanted = new Map<string, number>()
     for (const ref of refs) wanted.set(ref.id, Math.max(wanted.get(ref.id) ?? 0, ref.n))
     const lines = new Map<string, string[]>()
@@ -74,7 +75,7 @@ export class FileLists {
         lines.set(listId, bytes ? readLines(bytes, n) : [])
       }),
     )
-    return refs.map((ref) => (lines.get(ref.id) ?? []).slice(0, Math.max(0, ref.n)))
+    return refs.map((ref) => (lines.get(ref.id) ?? []).slice(ref.from ?? 0, Math.max(0, ref.n)))
   }
 
   /** Replace items in place: each list file is written anew (atomically), its complete lines kept. */

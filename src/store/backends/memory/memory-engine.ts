@@ -1,12 +1,11 @@
-import { WAITING_STATUSES, type ListCheckpointsQuery, type ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, ListRange, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import { WAITING_STATUSES, type ListRunsQuery } from '../../checkpoint-store.js'
+import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased } from '../../leases/lease-table.js'
-import { intentRowsOf } from '../../engine/effect-outcomes.js'
-import { firstNotPending } from '../../engine/effect-starts.js'
+import { checkCommit, effectWrites } from '../../engine/commit-checks.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 
 /**
@@ -123,17 +122,14 @@ export class MemoryEngine implements StorageEngine {
     const held = fence && this.#leases.check(fence)
     if (held && !held.held) return { ok: false, reason: 'fenced' }
     const current = this.#runs.get(run.runId)
-    const lastSeq = current?.lastSeq ?? 0
-    if (rows.some((row) => this.#checkpoints.has(row.id))) return { ok: false, reason: 'duplicate_id' }
-    const first = rows[0]
-    if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
-    for (const append of appends) {
-      if ((this.#lists.get(listKey(run.runId, append.listId))?.length ?? 0) !== append.expectedLength) {
-        return { ok: false, reason: 'list_conflict' }
-      }
-    }
-    const notPending = firstNotPending(effects, (callId) => this.#effects.get(listKey(run.runId, callId))?.status)
-    if (notPending) return notPending
+    const refused = checkCommit({ rows, appends, effects }, {
+      lastSeq: current?.lastSeq ?? 0,
+      hasCheckpoint: (id) => this.#checkpoints.has(id),
+      listLength: (listId) => this.#lists.get(listKey(run.runId, listId))?.length ?? 0,
+      effectStatus: (callId) => this.#effects.get(listKey(run.runId, callId))?.status,
+    })
+    if (refused) return refused
+    const changed = effectWrites(run.runId, effects, (callId) => this.#effects.get(listKey(run.runId, callId)))
     for (const append of appends) {
       const key = listKey(run.runId, append.listId)
       const items = this.#lists.get(key) ?? []
@@ -152,16 +148,16 @@ export class MemoryEngine implements StorageEngine {
       this.#checkpoints.set(row.id, copy)
       history.push(copy)
     }
-    for (const intent of intentRowsOf(effects)) this.#recordIntent(intent)
-    for (const callId of effects?.starts ?? []) this.#start(run.runId, callId)
-    for (const completion of effects?.completions ?? []) this.#complete(completion)
+    for (const [callId, row] of changed) this.#effects.set(listKey(run.runId, callId), row)
     if (runPatch) Object.assign(runRow, applyRunPatch(runRow, runPatch))
     return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
   }
 
-  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
-    const row = this.#checkpoints.get(checkpointId)
-    return row && { ...row }
+  async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
+    return checkpointIds.flatMap((id) => {
+      const row = this.#checkpoints.get(id)
+      return row ? [{ ...row }] : []
+    })
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -175,7 +171,7 @@ export class MemoryEngine implements StorageEngine {
     return row && { ...row }
   }
 
-  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+  async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
     let rows: CheckpointRow[]
     if (query.runId !== undefined) {
       rows = [...(this.#byRun.get(query.runId) ?? [])].reverse()
@@ -185,15 +181,21 @@ export class MemoryEngine implements StorageEngine {
         .filter((row) => query.workflowName === undefined || row.workflowName === query.workflowName)
         .sort(compareCheckpointsNewestFirst)
     }
-    return page(rows, (row) => row.id, query.before, query.limit).map(header)
+    return page(rows, (row) => row.id, query.before, query.limit).map(query.rows === true ? (row) => ({ ...row }) : header)
   }
 
-  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
-    return refs.map((ref) => (this.#lists.get(listKey(runId, ref.id)) ?? []).slice(0, ref.n))
+  async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    return ranges.map((range) => (this.#lists.get(listKey(runId, range.id)) ?? []).slice(range.from ?? 0, range.n))
   }
 
-  async readListRanges(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-    return ranges.map((range) => (this.#lists.get(listKey(runId, range.id)) ?? []).slice(range.from, range.n))
+  async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
+    const checkpoints = (this.#byRun.get(runId) ?? []).slice(-recent).reverse().map((row) => ({ ...row }))
+    const wanted = retainedListLengths(checkpoints) ?? retainedListLengths([])!
+    const lists = [...wanted].flatMap(([id, n]) => {
+      const items = this.#lists.get(listKey(runId, id))
+      return items ? [{ id, items: items.slice(0, n) }] : []
+    })
+    return { run: await this.getRun(runId), checkpoints, lists, effects: await this.listEffects(runId) }
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
@@ -227,26 +229,10 @@ export class MemoryEngine implements StorageEngine {
 
   readonly #keyChecks = new Map<string, string>()
 
-  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
-    return this.#recordIntent(row)
-  }
-
-  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
-    return this.#complete(completion)
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    return this.#start(runId, callId)
-  }
-
-  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    const row = this.#effects.get(listKey(runId, callId))
-    return row && { ...row }
-  }
-
-  async listEffects(runId: string): Promise<EffectRow[]> {
+  async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
+    const only = callIds && new Set(callIds)
     return [...this.#effects.values()]
-      .filter((row) => row.runId === runId)
+      .filter((row) => row.runId === runId && (!only || only.has(row.callId)))
       .sort((a, b) => a.startedAt - b.startedAt)
       .map((row) => ({ ...row }))
   }
@@ -294,36 +280,6 @@ export class MemoryEngine implements StorageEngine {
   }
 
   async close(): Promise<void> {}
-
-  #recordIntent(row: EffectRow): EffectRow {
-    const key = listKey(row.runId, row.callId)
-    const existing = this.#effects.get(key)
-    if (existing) {
-      existing.attempts++
-      return { ...existing }
-    }
-    this.#effects.set(key, { ...row })
-    return { ...row }
-  }
-
-  #complete(completion: EffectCompletionRow): { recorded: boolean; row: EffectRow | undefined } {
-    const existing = this.#effects.get(listKey(completion.runId, completion.callId))
-    if (!existing) return { recorded: false, row: undefined }
-    if (existing.status !== 'pending' && existing.status !== 'started') return { recorded: false, row: { ...existing } }
-    Object.assign(existing, {
-      status: completion.status,
-      output: completion.output,
-      outputHash: completion.outputHash,
-      completedAt: completion.completedAt,
-    })
-    return { recorded: true, row: { ...existing } }
-  }
-
-  #start(runId: string, callId: string): EffectRow | undefined {
-    const existing = this.#effects.get(listKey(runId, callId))
-    if (existing?.status === 'pending') existing.status = 'started'
-    return existing && { ...existing }
-  }
 }
 
 function listKey(runId: string, id: string): string {

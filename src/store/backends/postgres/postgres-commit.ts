@@ -5,7 +5,7 @@
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
-import { firstNotPending } from '../../engine/effect-starts.js'
+import { checkCommit } from '../../engine/commit-checks.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
@@ -44,14 +44,16 @@ db: PostgresQueryable,
     if (!lease || lease.owner !== fence.owner || Number(lease.epoch) !== fence.epoch) return { ok: false, reason: 'fenced' }
     cancelRequested = lease.cancelRequested === true
   }
-  if (state.duplicate === true) return { ok: false, reason: 'duplicate_id' }
   const lastSeq = Number(state.lastSeq)
-  const first = rows[0]
-  if (first && first.seq <= lastSeq) return { ok: false, reason: 'stale_seq', lastSeq }
+  // The list lengths are checked in SQL (below), the rest as every engine checks them.
+  const view = { lastSeq, hasCheckpoint: () => state.duplicate === true, effectStatus: () => undefined }
+  const refused = checkCommit({ rows, appends: [] }, view)
+  if (refused) return refused
   if (!(await listsHaveLengths(db, sql, run.runId, appends))) return { ok: false, reason: 'list_conflict' }
+  const starts = effects?.starts ?? []
   const stored = new Map<string, EffectRow['status'] | undefined>()
-  for (const callId of effects?.starts ?? []) stored.set(callId, (await db.query(sql.getEffect, [run.runId, callId])).rows[0]?.status as EffectRow['status'] | undefined)
-  const notPending = firstNotPending(effects, (callId) => stored.get(callId))
+  if (starts.length > 0) for (const row of (await db.query(sql.getEffects, [run.runId, [...starts]])).rows) stored.set(row.callId as string, row.status as EffectRow['status'])
+  const notPending = checkCommit({ rows: [], appends: [], effects }, { ...view, effectStatus: (callId) => stored.get(callId) })
   if (notPending) return notPending
   const items = appends.flatMap((append) => append.items.map((item, i) => [append.listId, append.expectedLength + i, item] as const))
   if (items.length > 0) {
@@ -68,7 +70,7 @@ db: PostgresQueryable,
   const intents = intentRowsOf(effects)
   if (intents.length > 1 && distinctCalls(intents)) await db.query(sql.recordEffectIntents, EFFECT_PARAMS.map((key) => intents.map((intent) => intent[key])))
   else for (const intent of intents) await db.query(sql.recordEffectIntent, EFFECT_PARAMS.map((key) => intent[key]))
-  for (const callId of effects?.starts ?? []) await db.query(sql.startEffect, [run.runId, callId])
+  for (const callId of starts) await db.query(sql.startEffect, [run.runId, callId])
   const completions = effects?.completions ?? []
   if (completions.length > 1 && distinctCalls(completions)) {
     const params = completions.map(completionParams)

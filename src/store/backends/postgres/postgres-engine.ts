@@ -1,15 +1,14 @@
 import { CairnError, StoreError } from '../../../core/errors.js'
-import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { ListRunsQuery } from '../../checkpoint-store.js'
+import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
-import { commitInTransaction, completionParams, patchRunInTransaction } from './postgres-commit.js'
+import { commitInTransaction, patchRunInTransaction } from './postgres-commit.js'
 import { PostgresLeases } from './postgres-leases.js'
 import {
   DEFAULT_SCHEMA,
-  EFFECT_PARAMS,
   RUN_PARAMS,
   assertSchemaName,
   listCheckpointsSql,
@@ -142,11 +141,6 @@ export class PostgresEngine implements StorageEngine {
     }
   }
 
-  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
-    const { rows } = await this.#query(this.#sql.getCheckpoint, [checkpointId])
-    return rows[0] && checkpointRow(rows[0])
-  }
-
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
     const rows: CheckpointRow[] = []
     // Bounded batches: one round trip per thousand ids rather than one per id.
@@ -157,22 +151,19 @@ export class PostgresEngine implements StorageEngine {
     return rows
   }
 
-  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
-    const { rows } = await this.#query(this.#sql.runCheckpoints, [runId])
-    return rows.map(checkpointRow)
-  }
-
-  /**
-   * The run's row and its newest checkpoint in one statement (one round trip where `getRun` then
-   * `getLatest` take two), read in one snapshot: the checkpoint is never older than the row.
-   */
-  async getRunAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined }> {
-    const { rows } = await this.#query(this.#sql.runAndLatest, [runId])
-    const { run, latest } = rows[0] as { run: string | null; latest: string | null }
+  /** One statement, so one round trip and one snapshot (see the `loadRun` statement). */
+  async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
+    const { rows } = await this.#query(this.#sql.loadRun, [runId, recent])
+    const read = rows[0] as { run: string | null; checkpoints: string; effects: string; lists: string }
     // The server wrote the JSON: numbers and booleans arrive as JSON values, text as it is stored.
+    const checkpoints = (JSON.parse(read.checkpoints) as Record<string, unknown>[]).map(checkpointRow)
+    const wanted = retainedListLengths(checkpoints) ?? retainedListLengths([])!
+    const lists = (JSON.parse(read.lists) as { id: string; items: string[] }[]).flatMap(({ id, items }) => (wanted.has(id) ? [{ id, items: items.slice(0, wanted.get(id)) }] : []))
     return {
-      run: run === null ? undefined : runRow(JSON.parse(run) as Record<string, unknown>),
-      latest: latest === null ? undefined : checkpointRow(JSON.parse(latest) as Record<string, unknown>),
+      run: read.run === null ? undefined : runRow(JSON.parse(read.run) as Record<string, unknown>),
+      checkpoints,
+      lists,
+      effects: (JSON.parse(read.effects) as Record<string, unknown>[]).map(effectRow),
     }
   }
 
@@ -182,22 +173,17 @@ export class PostgresEngine implements StorageEngine {
     return rows[0] && checkpointRow(rows[0])
   }
 
-  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
-    const { text, values } = listCheckpointsSql(this.#schema, query)
-    return (await this.#query(text, values)).rows.map(headerRow)
+  async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
+    const { text, values } = listCheckpointsSql(this.#schema, query, query.rows === true)
+    return (await this.#query(text, values)).rows.map(query.rows === true ? checkpointRow : headerRow)
   }
 
-  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
-    const { text, values } = listCheckpointsSql(this.#schema, query, true)
-    return (await this.#query(text, values)).rows.map(checkpointRow)
-  }
-
-  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
-    if (refs.length === 0) return []
-    // One statement for every ref: one round trip and one snapshot, so a concurrent prune
+  async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    if (ranges.length === 0) return []
+    // One statement for every range: one round trip and one snapshot, so a concurrent prune
     // cannot cut a list between two reads.
-    const { rows } = await this.#query(this.#sql.readLists, [runId, refs.map((ref) => ref.id), refs.map((ref) => ref.n)])
-    const lists = refs.map((): string[] => [])
+    const { rows } = await this.#query(this.#sql.readLists, [runId, ranges.map((range) => range.id), ranges.map((range) => range.from ?? 0), ranges.map((range) => range.n)])
+    const lists = ranges.map((): string[] => [])
     for (const row of rows) lists[Number(row.ref) - 1]?.push(row.item as string)
     return lists
   }
@@ -215,23 +201,6 @@ export class PostgresEngine implements StorageEngine {
     })
   }
 
-  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
-    const { rows } = await this.#query(this.#sql.recordEffectIntent, EFFECT_PARAMS.map((key) => row[key]))
-    return effectRow(rows[0]!)
-  }
-
-  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
-    // First writer wins: a concurrent UPDATE waits for the row lock, then finds it already complete.
-    const updated = await this.#query(this.#sql.completeEffect, completionParams(completion))
-    if (updated.rows[0]) return { recorded: true, row: effectRow(updated.rows[0]) }
-    return { recorded: false, row: await this.getEffect(completion.runId, completion.callId) }
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    const started = await this.#query(this.#sql.startEffect, [runId, callId])
-    return started.rows[0] ? effectRow(started.rows[0]) : this.getEffect(runId, callId)
-  }
-
   async getKeyCheck(keyId: string): Promise<string | undefined> {
     const { rows } = await this.#query(this.#sql.getKeyCheck, [keyId])
     return (rows[0] as { value: string } | undefined)?.value
@@ -242,13 +211,9 @@ export class PostgresEngine implements StorageEngine {
     return (await this.getKeyCheck(keyId)) ?? value
   }
 
-  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    const { rows } = await this.#query(this.#sql.getEffect, [runId, callId])
-    return rows[0] && effectRow(rows[0])
-  }
-
-  async listEffects(runId: string): Promise<EffectRow[]> {
-    return (await this.#query(this.#sql.listEffects, [runId])).rows.map(effectRow)
+  async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
+    const { rows } = callIds === undefined ? await this.#query(this.#sql.listEffects, [runId]) : await this.#query(this.#sql.getEffects, [runId, [...callIds]])
+    return rows.map(effectRow)
   }
 
   async deleteEffects(runId: string): Promise<number> {

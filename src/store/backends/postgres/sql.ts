@@ -152,21 +152,23 @@ export function postgresStatements(schema: string) {
     lockRunForPatch: `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     runLastSeq: `SELECT last_seq AS "lastSeq" FROM ${s}.runs WHERE run_id = $1`,
 
-    getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = $1`,
     getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
-    runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq`,
     latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
     /**
-     * The run's row and its newest checkpoint, each as the JSON text of a row with the columns
-     * above (null when there is none), in one statement: one round trip, one snapshot.
+     * What a resume reads, in one statement (one round trip, one snapshot), each part as JSON
+     * text of rows with the columns above: the run, its `$2` newest checkpoints (newest first),
+     * its effects, and the items of each of its lists (which the engine cuts to the lengths
+     * the checkpoints refer to: a list's items past them are only ever a torn commit's).
      */
-    runAndLatest: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
-      (SELECT row_to_json(c)::text FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT 1) c) AS latest`,
+    loadRun: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
+      (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints,
+      (SELECT coalesce(json_agg(e)::text, '[]') FROM (SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord) e) AS effects,
+      (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT list_id AS id, json_agg(item ORDER BY idx) AS items FROM ${s}.list_items WHERE run_id = $1 GROUP BY list_id) l) AS lists`,
     latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
-    /** Every ref's items in one statement (one snapshot): `ref` is the ref's 1-based position. */
-    readLists: `SELECT r.ref AS ref, i.item FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS r(list_id, n, ref)
-      JOIN ${s}.list_items i ON i.run_id = $1 AND i.list_id = r.list_id AND i.idx < r.n
+    /** Every range's items in one statement (one snapshot): `ref` is the range's 1-based position. */
+    readLists: `SELECT r.ref AS ref, i.item FROM unnest($2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(list_id, first, n, ref)
+      JOIN ${s}.list_items i ON i.run_id = $1 AND i.list_id = r.list_id AND i.idx >= r.first AND i.idx < r.n
       ORDER BY r.ref, i.idx`,
 
     lockRun: `SELECT 1 FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
@@ -176,11 +178,11 @@ export function postgresStatements(schema: string) {
     truncateLists: `DELETE FROM ${s}.list_items i WHERE i.run_id = $1
       AND i.idx >= coalesce((SELECT k.n FROM unnest($2::text[], $3::bigint[]) AS k(list_id, n) WHERE k.list_id = i.list_id), 0)`,
 
+    /** An intent: a new row, or one more attempt on the stored one. */
     recordEffectIntent: `INSERT INTO ${s}.effects
         (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
       VALUES (${placeholders(EFFECT_PARAMS.length)})
-      ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = effects.attempts + 1
-      RETURNING ${EFFECT_COLUMNS}`,
+      ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = effects.attempts + 1`,
     /**
      * `recordEffectIntent` for many intents of distinct call ids in one statement (`$1`…: one
      * array per column, in {@link EFFECT_PARAMS} order), inserted in array order.
@@ -198,11 +200,10 @@ export function postgresStatements(schema: string) {
       WHERE e.run_id = c.run_id AND e.call_id = c.call_id AND e.status IN ('pending', 'started')`,
     /** The first outcome wins: only an effect still `pending` or `started` takes one. */
     completeEffect: `UPDATE ${s}.effects SET status = $3, output = $4, output_hash = $5, completed_at = $6
-      WHERE run_id = $1 AND call_id = $2 AND status IN ('pending', 'started')
-      RETURNING ${EFFECT_COLUMNS}`,
-    startEffect: `UPDATE ${s}.effects SET status = 'started' WHERE run_id = $1 AND call_id = $2 AND status = 'pending'
-      RETURNING ${EFFECT_COLUMNS}`,
-    getEffect: `SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 AND call_id = $2`,
+      WHERE run_id = $1 AND call_id = $2 AND status IN ('pending', 'started')`,
+    startEffect: `UPDATE ${s}.effects SET status = 'started' WHERE run_id = $1 AND call_id = $2 AND status = 'pending'`,
+    /** Some effects of a run, in `listEffects` order. */
+    getEffects: `SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 AND call_id = ANY($2::text[]) ORDER BY started_at, ord`,
     getKeyCheck: `SELECT value FROM ${s}.key_checks WHERE key_id = $1`,
     putKeyCheck: `INSERT INTO ${s}.key_checks (key_id, value) VALUES ($1, $2) ON CONFLICT (key_id) DO NOTHING`,
     /** Ties on `started_at` keep insertion order (`ord`), as the memory engine does. */

@@ -58,14 +58,13 @@ export const SQL = {
       (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 
-  getCheckpoint: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id = ?`,
-  runCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq`,
   /** Many checkpoints in one statement: the ids as a JSON array, each looked up by primary key. */
   getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE id IN (SELECT value FROM json_each(?))`,
   latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT 1`,
+  /** A run's newest checkpoints, newest first (what a resume reads). */
+  recentOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE run_id = ? ORDER BY seq DESC LIMIT ?`,
   latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM checkpoints WHERE workflow_name = ?
     ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
-  readList: `SELECT item FROM list_items WHERE run_id = ? AND list_id = ? AND idx < ? ORDER BY idx`,
   readListRange: `SELECT item FROM list_items WHERE run_id = ? AND list_id = ? AND idx >= ? AND idx < ? ORDER BY idx`,
   deleteCheckpoint: `DELETE FROM checkpoints WHERE id = ? AND run_id = ?`,
   /** Rows without lists are left out. */
@@ -73,25 +72,18 @@ export const SQL = {
   listIdsOfRun: `SELECT DISTINCT list_id FROM list_items WHERE run_id = ?`,
   truncateList: `DELETE FROM list_items WHERE run_id = ? AND list_id = ? AND idx >= ?`,
 
-  recordEffectIntent: `INSERT INTO effects
-      (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
-    VALUES (:runId, :callId, :name, :inputHash, :idempotencyKey, :status, :output, :outputHash, :attempts, :startedAt, :completedAt)
-    ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = attempts + 1
-    RETURNING ${EFFECT_COLUMNS}`,
-  /** `recordEffectIntent` inside a commit, which reads nothing back. */
+  /** An intent inside a commit: a new row, or one more attempt on the stored one. */
   commitEffectIntent: `INSERT INTO effects
       (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
     VALUES (:runId, :callId, :name, :inputHash, :idempotencyKey, :status, :output, :outputHash, :attempts, :startedAt, :completedAt)
     ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = attempts + 1`,
-  /** `completeEffect` inside a commit, which reads nothing back. */
+  /** An outcome inside a commit: only on an effect still pending or started. */
   commitEffectCompletion: `UPDATE effects SET status = :status, output = :output, output_hash = :outputHash, completed_at = :completedAt
     WHERE run_id = :runId AND call_id = :callId AND status IN ('pending', 'started')`,
-  completeEffect: `UPDATE effects SET status = :status, output = :output, output_hash = :outputHash, completed_at = :completedAt
-    WHERE run_id = :runId AND call_id = :callId AND status IN ('pending', 'started')
-    RETURNING ${EFFECT_COLUMNS}`,
-  startEffect: `UPDATE effects SET status = 'started' WHERE run_id = ? AND call_id = ? AND status = 'pending'
-    RETURNING ${EFFECT_COLUMNS}`,
+  startEffect: `UPDATE effects SET status = 'started' WHERE run_id = ? AND call_id = ? AND status = 'pending'`,
   getEffect: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE run_id = ? AND call_id = ?`,
+  /** Some effects of a run: the call ids as a JSON array. */
+  getEffects: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE run_id = ? AND call_id IN (SELECT value FROM json_each(?)) ORDER BY started_at, rowid`,
   /** Ties on `started_at` keep insertion order, as the memory engine does. */
   listEffects: `SELECT ${EFFECT_COLUMNS} FROM effects WHERE run_id = ? ORDER BY started_at, rowid`,
   deleteEffects: `DELETE FROM effects WHERE run_id = ?`,

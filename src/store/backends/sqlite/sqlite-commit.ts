@@ -2,7 +2,7 @@
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
 import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
-import { firstNotPending } from '../../engine/effect-starts.js'
+import { checkCommit } from '../../engine/commit-checks.js'
 import { applyRunPatch } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
@@ -10,10 +10,10 @@ import { SQL } from './sql.js'
 export type Statements = { [K in keyof typeof SQL]: SqliteStatement }
 
 /** Statements whose result is a single column return that value (`pluck`). */
-const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readList', 'readListRange', 'listIdsOfRun'] as const)
+const PLUCKED: ReadonlySet<keyof typeof SQL> = new Set(['runLastSeq', 'listLength', 'readListRange', 'listIdsOfRun'] as const)
 
 /** Statements that read checkpoint or effect rows return each as an array of its columns (`raw`): quicker to build. */
-const RAW: ReadonlySet<keyof typeof SQL> = new Set(['getCheckpoint', 'runCheckpoints', 'getCheckpoints', 'latestOfRun', 'latestOfWorkflow', 'listEffects'] as const)
+const RAW: ReadonlySet<keyof typeof SQL> = new Set(['getCheckpoints', 'latestOfRun', 'latestOfWorkflow', 'recentOfRun', 'listEffects', 'getEffects'] as const)
 
 /**
  * The engine's statements, each prepared on first use: opening a store (a fresh process about to
@@ -48,17 +48,19 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     if (!lease || lease.owner !== fence.owner || lease.epoch !== fence.epoch) return { ok: false, reason: 'fenced' }
     cancelRequested = lease.cancelRequested === 1
   }
-  // A taken id is found by the primary key as the rows go in; a commit refused before that
-  // looks for one first, so that it is reported as it would be there.
-  const refuse = (result: CommitResult): CommitResult => (anyTaken(s, rows) ? { ok: false, reason: 'duplicate_id' } : result)
   const lastSeq = (s.runLastSeq.get(run.runId) as number | undefined) ?? 0
-  const first = rows[0]
-  if (first && first.seq <= lastSeq) return refuse({ ok: false, reason: 'stale_seq', lastSeq })
-  for (const append of appends) {
-    if (s.listLength.get(run.runId, append.listId) !== append.expectedLength) return refuse({ ok: false, reason: 'list_conflict' })
-  }
-  const notPending = firstNotPending(effects, (callId) => (s.getEffect.get(run.runId, callId) as EffectRow | undefined)?.status)
-  if (notPending) return refuse(notPending)
+  const refused = checkCommit(
+    { rows, appends, effects },
+    {
+      lastSeq,
+      // A taken id is found by the primary key as the rows go in (see below).
+      hasCheckpoint: () => false,
+      listLength: (listId) => s.listLength.get(run.runId, listId) as number,
+      effectStatus: (callId) => (s.getEffect.get(run.runId, callId) as EffectRow | undefined)?.status,
+    },
+  )
+  // A commit refused before its rows go in looks for a taken id first, so that it is reported as it would be there.
+  if (refused) return anyTaken(s, rows) ? { ok: false, reason: 'duplicate_id' } : refused
   for (const append of appends) {
     append.items.forEach((item, i) => s.insertItem.run(run.runId, append.listId, append.expectedLength + i, item))
   }
@@ -88,7 +90,7 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
     throw err
   }
   for (const intent of intentRowsOf(effects)) s.commitEffectIntent.run(intent)
-  for (const callId of effects?.starts ?? []) s.startEffect.get(run.runId, callId)
+  for (const callId of effects?.starts ?? []) s.startEffect.run(run.runId, callId)
   for (const completion of effects?.completions ?? []) s.commitEffectCompletion.run(completion)
   if (runPatch) patchRun(s, run.runId, runPatch)
   return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }

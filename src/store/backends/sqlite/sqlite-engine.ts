@@ -1,6 +1,6 @@
-import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { CommitRequest, CommitResult, ListRange, RewriteRequest, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListRef, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { ListRunsQuery } from '../../checkpoint-store.js'
+import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { configureConnection, SynchronousLevel, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
@@ -34,8 +34,8 @@ export class SqliteEngine implements StorageEngine {
   readonly #commit: SqliteTransaction<[CommitRequest], CommitResult>
   readonly #deleteCheckpoints: SqliteTransaction<[runId: string, ids: readonly string[]], number>
   readonly #deleteRun: SqliteTransaction<[runId: string], boolean>
-  readonly #readLists: SqliteTransaction<[runId: string, refs: readonly ListRef[]], string[][]>
-  readonly #readListRanges: SqliteTransaction<[runId: string, ranges: readonly ListRange[]], string[][]>
+  readonly #readLists: SqliteTransaction<[runId: string, ranges: readonly ListRange[]], string[][]>
+  readonly #loadRun: SqliteTransaction<[runId: string, recent: number], RunLoad>
   readonly #inTransaction: SqliteTransaction<[fn: () => unknown], unknown>
   #leases: SqliteLeases | undefined
 
@@ -50,12 +50,8 @@ export class SqliteEngine implements StorageEngine {
     this.#deleteCheckpoints = db.transaction((runId: string, ids: readonly string[]) => this.#deleteCheckpointsNow(runId, ids))
     this.#deleteRun = db.transaction((runId: string) => this.#deleteRunNow(runId))
     this.#inTransaction = db.transaction((fn: () => unknown) => fn())
-    this.#readLists = db.transaction((runId: string, refs: readonly ListRef[]) =>
-      refs.map((ref) => this.#statements.readList.all(runId, ref.id, ref.n) as string[]),
-    )
-    this.#readListRanges = db.transaction((runId: string, ranges: readonly ListRange[]) =>
-      ranges.map((range) => this.#statements.readListRange.all(runId, range.id, range.from, range.n) as string[]),
-    )
+    this.#readLists = db.transaction((runId: string, ranges: readonly ListRange[]) => this.#readListsNow(runId, ranges))
+    this.#loadRun = db.transaction((runId: string, recent: number) => this.#loadRunNow(runId, recent))
   }
 
   /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
@@ -111,17 +107,9 @@ export class SqliteEngine implements StorageEngine {
     return commitImmediate(this.#commit, request)
   }
 
-  async getCheckpoint(checkpointId: string): Promise<CheckpointRow | undefined> {
-    return checkpointRow(this.#statements.getCheckpoint.get(checkpointId))
-  }
-
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
     if (checkpointIds.length === 0) return []
     return (this.#statements.getCheckpoints.all(JSON.stringify(checkpointIds)) as unknown[][]).map(rawCheckpointRow)
-  }
-
-  async getRunCheckpoints(runId: string): Promise<CheckpointRow[]> {
-    return (this.#statements.runCheckpoints.all(runId) as unknown[][]).map(rawCheckpointRow)
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
@@ -129,22 +117,21 @@ export class SqliteEngine implements StorageEngine {
     return checkpointRow(row)
   }
 
-  async listCheckpoints(query: ListCheckpointsQuery): Promise<CheckpointHeaderRow[]> {
+  async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
+    if (query.rows === true) {
+      const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
+      return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
+    }
     return (this.#listStatement(listCheckpointsSql(listShape(query))).all(listParams(query)) as StoredHeader[]).map(headerRow)
   }
 
-  async listCheckpointRows(query: ListCheckpointsQuery): Promise<CheckpointRow[]> {
-    const statement = this.#listStatement(listCheckpointsSql(listShape(query), true)).raw(true)
-    return (statement.all(listParams(query)) as unknown[][]).map(rawCheckpointRow)
+  async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    // One snapshot for all ranges, so a concurrent prune cannot cut a list between two reads.
+    return ranges.length === 0 ? [] : this.#readLists.deferred(runId, ranges)
   }
 
-  async readLists(runId: string, refs: readonly ListRef[]): Promise<string[][]> {
-    // One snapshot for all refs, so a concurrent prune cannot cut a list between two reads.
-    return refs.length === 0 ? [] : this.#readLists.deferred(runId, refs)
-  }
-
-  async readListRanges(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-    return ranges.length === 0 ? [] : this.#readListRanges.deferred(runId, ranges)
+  async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
+    return this.#loadRun.deferred(runId, recent)
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
@@ -152,31 +139,9 @@ export class SqliteEngine implements StorageEngine {
     return this.#deleteCheckpoints.immediate(runId, checkpointIds)
   }
 
-  async recordEffectIntent(row: EffectRow): Promise<EffectRow> {
-    return this.#write(() => this.#statements.recordEffectIntent.get(row) as EffectRow)
-  }
-
-  async completeEffect(completion: EffectCompletionRow): Promise<{ recorded: boolean; row: EffectRow | undefined }> {
-    return this.#write(() => {
-      const updated = this.#statements.completeEffect.get(completion) as EffectRow | undefined
-      if (updated) return { recorded: true, row: updated }
-      return { recorded: false, row: this.#statements.getEffect.get(completion.runId, completion.callId) as EffectRow | undefined }
-    })
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    return this.#write(() => {
-      const started = this.#statements.startEffect.get(runId, callId) as EffectRow | undefined
-      return started ?? (this.#statements.getEffect.get(runId, callId) as EffectRow | undefined)
-    })
-  }
-
-  async getEffect(runId: string, callId: string): Promise<EffectRow | undefined> {
-    return this.#statements.getEffect.get(runId, callId) as EffectRow | undefined
-  }
-
-  async listEffects(runId: string): Promise<EffectRow[]> {
-    return (this.#statements.listEffects.all(runId) as unknown[][]).map(rawEffectRow)
+  async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
+    const rows = callIds === undefined ? this.#statements.listEffects.all(runId) : this.#statements.getEffects.all(runId, JSON.stringify(callIds))
+    return (rows as unknown[][]).map(rawEffectRow)
   }
 
   async deleteEffects(runId: string): Promise<number> {
@@ -209,6 +174,19 @@ export class SqliteEngine implements StorageEngine {
   /** Closing the last connection checkpoints the WAL into the database file. */
   async close(): Promise<void> {
     this.#db.close()
+  }
+
+  #readListsNow(runId: string, ranges: readonly ListRange[]): string[][] {
+    return ranges.map((range) => this.#statements.readListRange.all(runId, range.id, range.from ?? 0, range.n) as string[])
+  }
+
+  /** Inside one read transaction: the run, its newest checkpoints, their lists and its effects. */
+  #loadRunNow(runId: string, recent: number): RunLoad {
+    const s = this.#statements
+    const checkpoints = (s.recentOfRun.all(runId, recent) as unknown[][]).map(rawCheckpointRow)
+    const wanted = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
+    const lists = this.#readListsNow(runId, wanted).map((items, k) => ({ id: wanted[k]!.id, items }))
+    return { run: s.getRun.get(runId) as RunRow | undefined, checkpoints, lists: lists.filter((list) => list.items.length > 0), effects: (s.listEffects.all(runId) as unknown[][]).map(rawEffectRow) }
   }
 
   #deleteCheckpointsNow(runId: string, checkpointIds: readonly string[]): number {
@@ -252,11 +230,11 @@ export class SqliteEngine implements StorageEngine {
   }
 }
 
-function listShape(query: ListCheckpointsQuery): ListCheckpointsShape {
+function listShape(query: CheckpointListing): ListCheckpointsShape {
   return { runId: query.runId !== undefined, workflowName: query.workflowName !== undefined, before: query.before !== undefined }
 }
 
-function listParams(query: ListCheckpointsQuery): Record<string, unknown> {
+function listParams(query: CheckpointListing): Record<string, unknown> {
   const params: Record<string, unknown> = { limit: query.limit ?? -1 }
   if (query.runId !== undefined) params.runId = query.runId
   if (query.workflowName !== undefined) params.workflowName = query.workflowName
