@@ -28,7 +28,7 @@ async function tempDir(): Promise<string> {
   return dir
 }
 
-const event = (version: string, i: number): JsonObject => ({ type: 'text_delta', version, i })
+const event = (version: string, i: number): JsonObject => ({ type: 'text_delta', version, i, text: version === 'new' ? 're-sealed text of another length' : 'text' })
 
 const backends: [string, () => Promise<CheckpointStore>, boolean][] = [
   ['memory', async () => new MemoryStore(), true],
@@ -48,6 +48,12 @@ describe.each(backends)('replacing a run event log on %s', (_name, open, keepsCu
       const after = await log.read('r1')
       expect(after.map((s) => s.event)).toEqual([event('new', 0), event('new', 1), event('new', 2)])
       if (keepsCursors) expect(after.map((s) => s.cursor)).toEqual(before)
+      else {
+        // Byte-offset cursors of the old lines that no longer end a line are refused by name.
+        const stale = before.filter((cursor) => !after.some((s) => s.cursor === cursor))
+        expect(stale.length).toBeGreaterThan(0)
+        for (const cursor of stale) await expect(log.read('r1', { after: cursor })).rejects.toThrow(/the log was rewritten since that cursor was read/)
+      }
       expect((await log.read('other')).map((s) => s.event)).toEqual([event('other', 0)])
       // Nothing after the last event until something is appended; the append follows on.
       const last = after[2]!.cursor

@@ -1,7 +1,7 @@
 import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { JsonObject } from '../../core/codec.js'
-import { StoreError } from '../../core/errors.js'
+import { InvalidArgumentError, StoreError } from '../../core/errors.js'
 import { syncDirectory, tempPathFor, writeNewFileSynced } from '../backends/file/driver.js'
 import { assertId } from '../encoding/validate.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
@@ -51,6 +51,7 @@ export class FileEventLog implements RunEventLog {
     const handle = await this.#openForRead(runId)
     if (!handle) return out
     try {
+      await assertLineStart(handle, runId, offset)
       while (out.length < limit) {
         const buffer = Buffer.alloc(READ_CHUNK)
         const { bytesRead } = await handle.read(buffer, 0, READ_CHUNK, offset)
@@ -67,6 +68,7 @@ export class FileEventLog implements RunEventLog {
       }
       return out
     } catch (err) {
+      if (err instanceof InvalidArgumentError) throw err
       throw new StoreError(`run ${runId}: cannot read its event file: ${(err as Error).message}`, { runId, cause: err })
     } finally {
       await handle.close()
@@ -191,6 +193,22 @@ export class FileEventLog implements RunEventLog {
   #path(runId: string): string {
     return join(this.#dir, `${encodeURIComponent(runId)}.jsonl`)
   }
+}
+
+/**
+ * A cursor is the offset just past a newline (or 0). One that is not — a cursor of this log
+ * before `rekey` rewrote it with lines of other sizes — is refused by name rather than read from
+ * the middle of a line.
+ */
+async function assertLineStart(handle: FileHandle, runId: string, offset: number): Promise<void> {
+  if (offset === 0) return
+  const byte = Buffer.alloc(1)
+  const { bytesRead } = await handle.read(byte, 0, 1, offset - 1)
+  if (bytesRead === 1 && byte[0] === NEWLINE) return
+  const { size } = await handle.stat()
+  // Past the end is a cursor of lines not written yet (a crash cut them off): nothing to read.
+  if (offset > size) return
+  throw new InvalidArgumentError(`cursor ${offset} is not the end of an event in run ${runId}'s event file: the log was rewritten since that cursor was read (a rekey re-seals it); read the run's events again from the start`)
 }
 
 /** The offset just past the file's last newline (0 when it has none). */
