@@ -33,14 +33,7 @@ export class FileEventLog implements RunEventLog {
   append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
     assertId(runId, 'runId')
     if (events.length === 0) return Promise.resolve([])
-    // One append at a time per run, in call order.
-    const queued = (this.#queues.get(runId) ?? Promise.resolve()).then(() => this.#appendNow(runId, events))
-    const tail = queued.catch(() => {})
-    this.#queues.set(runId, tail)
-    void tail.then(() => {
-      if (this.#queues.get(runId) === tail) this.#queues.delete(runId)
-    })
-    return queued
+    return this.#inTurn(runId, () => this.#appendNow(runId, events))
   }
 
   async read(runId: string, options: ReadEventsOptions = {}): Promise<StoredRunEvent[]> {
@@ -97,13 +90,7 @@ export class FileEventLog implements RunEventLog {
    */
   replace(runId: string, events: readonly JsonObject[]): Promise<void> {
     assertId(runId, 'runId')
-    const queued = (this.#queues.get(runId) ?? Promise.resolve()).then(() => this.#replaceNow(runId, events))
-    const tail = queued.catch(() => {})
-    this.#queues.set(runId, tail)
-    void tail.then(() => {
-      if (this.#queues.get(runId) === tail) this.#queues.delete(runId)
-    })
-    return queued
+    return this.#inTurn(runId, () => this.#replaceNow(runId, events))
   }
 
   async close(): Promise<void> {
@@ -111,6 +98,17 @@ export class FileEventLog implements RunEventLog {
     const files = [...this.#open.values()]
     this.#open.clear()
     for (const file of files) await (await file.catch(() => undefined))?.handle.close()
+  }
+
+  /** Run `write` after this process's earlier writes to the run's file: one at a time, in call order. */
+  #inTurn<T>(runId: string, write: () => Promise<T>): Promise<T> {
+    const queued = (this.#queues.get(runId) ?? Promise.resolve()).then(write)
+    const tail = queued.catch(() => {})
+    this.#queues.set(runId, tail)
+    void tail.then(() => {
+      if (this.#queues.get(runId) === tail) this.#queues.delete(runId)
+    })
+    return queued
   }
 
   async #appendNow(runId: string, events: readonly JsonObject[]): Promise<string[]> {

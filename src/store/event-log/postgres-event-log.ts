@@ -1,6 +1,6 @@
 import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
-import { guardClient, type PostgresPool, type PostgresPoolClient } from '../backends/postgres/driver.js'
+import { inTransaction, type PostgresPool } from '../backends/postgres/driver.js'
 import { PostgresListener } from '../backends/postgres/postgres-listener.js'
 import { quoteIdent } from '../backends/postgres/sql.js'
 import { assertId } from '../encoding/validate.js'
@@ -119,24 +119,14 @@ export class PostgresEventLog implements RunEventLog {
     assertId(runId, 'runId')
     await this.#ensureTable()
     const bodies = events.map((event) => JSON.stringify(event))
-    let client: PostgresPoolClient | undefined
-    let unguard = () => {}
-    let destroy = true
     try {
-      client = await this.#pool.connect()
-      unguard = guardClient(client)
-      await client.query('BEGIN')
-      await client.query(`DELETE FROM ${this.#table} WHERE run_id = $1`, [runId])
-      await client.query(`INSERT INTO ${this.#table} (run_id, seq, body) SELECT $1, t.ord, t.body FROM unnest($2::text[]) WITH ORDINALITY AS t(body, ord)`, [runId, bodies])
-      await client.query('SELECT pg_notify($1, $2)', [this.#channel, runId])
-      await client.query('COMMIT')
-      destroy = false
+      await inTransaction(this.#pool, async (db) => {
+        await db.query(`DELETE FROM ${this.#table} WHERE run_id = $1`, [runId])
+        await db.query(`INSERT INTO ${this.#table} (run_id, seq, body) SELECT $1, t.ord, t.body FROM unnest($2::text[]) WITH ORDINALITY AS t(body, ord)`, [runId, bodies])
+        await db.query('SELECT pg_notify($1, $2)', [this.#channel, runId])
+      })
     } catch (err) {
-      await client?.query('ROLLBACK').then(() => (destroy = false), () => {})
       throw wrap(runId, 'rewrite events', err)
-    } finally {
-      client?.release(destroy)
-      unguard()
     }
     this.#waiters.notify(runId)
   }

@@ -36,11 +36,7 @@ export class SqliteEventLog implements RunEventLog {
     if (events.length === 0) return []
     const bodies = events.map((event) => JSON.stringify(event))
     const cursors = this.#call(runId, 'append events', () => {
-      if (!this.#created) {
-        this.#db.exec(CREATE)
-        this.#created = true
-      }
-      const s = this.#prepared()!
+      const s = this.#table()
       // The level is left as it is: an append goes with the durability of the run's commits
       // around it (relaxed after an `async` commit, synced after a `sync` one), and switching it
       // here would sync every append of an `async` run, several per step.
@@ -83,11 +79,7 @@ export class SqliteEventLog implements RunEventLog {
     assertId(runId, 'runId')
     const bodies = events.map((event) => JSON.stringify(event))
     this.#call(runId, 'rewrite events', () => {
-      if (!this.#created) {
-        this.#db.exec(CREATE)
-        this.#created = true
-      }
-      const s = this.#prepared()!
+      const s = this.#table()
       SynchronousLevel.of(this.#db)?.use()
       const rewrite = this.#db.transaction(() => {
         s.remove.run(runId)
@@ -100,6 +92,15 @@ export class SqliteEventLog implements RunEventLog {
 
   async close(): Promise<void> {
     this.#waiters.notify()
+  }
+
+  /** The statements, the table created first when nothing was appended yet. */
+  #table(): Statements {
+    if (!this.#created) {
+      this.#db.exec(CREATE)
+      this.#created = true
+    }
+    return this.#prepared()!
   }
 
   /** The statements, or undefined while the table does not exist (nothing was appended yet). */

@@ -42,6 +42,35 @@ export function guardClient(client: PostgresPoolClient): () => void {
   return () => emitter.removeListener?.('error', ignore)
 }
 
+/**
+ * Run `fn` in a transaction on one connection of `pool`; commit when `keep` says so, else roll
+ * back. A connection whose transaction could not be ended cleanly is discarded, not reused.
+ */
+export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQueryable) => Promise<T>, keep: (result: T) => boolean = () => true): Promise<T> {
+  const client = await pool.connect()
+  const unguard = guardClient(client)
+  let destroy = true
+  try {
+    await client.query('BEGIN')
+    let result: T
+    try {
+      result = await fn(client)
+    } catch (err) {
+      await client.query('ROLLBACK').then(
+        () => (destroy = false),
+        () => {},
+      )
+      throw err
+    }
+    await client.query(keep(result) ? 'COMMIT' : 'ROLLBACK')
+    destroy = false
+    return result
+  } finally {
+    client.release(destroy)
+    unguard()
+  }
+}
+
 /** The constraint a unique violation (SQLSTATE 23505) names, if `err` is one. */
 export function uniqueViolation(err: unknown): string | undefined {
   const { code, constraint } = (err ?? {}) as { code?: unknown; constraint?: unknown }

@@ -1,5 +1,5 @@
 import { SchemaVersionError } from '../../../core/errors.js'
-import { guardClient, type PostgresPool, type PostgresQueryable } from './driver.js'
+import { inTransaction, type PostgresPool, type PostgresQueryable } from './driver.js'
 import { assertSchemaName, quoteIdent } from './sql.js'
 
 /** One step of the Postgres schema. Versions start at 1 and increase by one. */
@@ -139,23 +139,7 @@ export async function migratePostgres(pool: PostgresPool, schema: string, migrat
   const latest = migrations.reduce((max, step) => Math.max(max, step.version), 0)
   // Fast path without the lock: a schema already at the latest version.
   if ((await appliedVersions(pool, schema, latest)).at(-1) === latest) return []
-  const client = await pool.connect()
-  const unguard = guardClient(client)
-  let broken = false
-  try {
-    await client.query('BEGIN')
-    try {
-      const done = await migrateLocked(client, schema, migrations, latest)
-      await client.query('COMMIT')
-      return done
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => (broken = true))
-      throw err
-    }
-  } finally {
-    client.release(broken)
-    unguard()
-  }
+  return inTransaction(pool, (client) => migrateLocked(client, schema, migrations, latest))
 }
 
 async function migrateLocked(client: PostgresQueryable, schema: string, migrations: readonly PostgresMigration[], latest: number): Promise<number[]> {

@@ -3,7 +3,7 @@ import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
-import { guardClient, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
+import { inTransaction, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
 import { commitInTransaction, patchRunInTransaction } from './postgres-commit.js'
 import { PostgresLeases } from './postgres-leases.js'
@@ -261,28 +261,7 @@ export class PostgresEngine implements StorageEngine {
   async #transaction<T>(fn: (db: PostgresQueryable) => Promise<T>, keep: (result: T) => boolean = () => true): Promise<T> {
     this.#assertOpen()
     await this.ready()
-    const client = await this.#pool.connect()
-    const unguard = guardClient(client)
-    let destroy = true
-    try {
-      await client.query('BEGIN')
-      let result: T
-      try {
-        result = await fn(client)
-      } catch (err) {
-        await client.query('ROLLBACK').then(
-          () => (destroy = false),
-          () => {},
-        )
-        throw err
-      }
-      await client.query(keep(result) ? 'COMMIT' : 'ROLLBACK')
-      destroy = false
-      return result
-    } finally {
-      client.release(destroy)
-      unguard()
-    }
+    return inTransaction(this.#pool, fn, keep)
   }
 
   #assertOpen(): void {
