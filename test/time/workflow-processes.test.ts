@@ -1,50 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { afterAll, afterEach, describe, expect, it } from 'vitest'
 import { CairnClient } from '../../src/index.js'
-import type { EngineStore } from '../../src/engine.js'
-import { SqliteStore } from '../../src/sqlite.js'
-import { postgresTarget } from '../fixtures/postgres-target.js'
 import { waitFor } from '../support/wait.js'
 import { logOf } from './fixtures/time-agents.js'
-import type { TimeWorkerConfig } from './fixtures/time-worker.js'
+import { backends, cleanups, runCleanups, startWorker, target } from './fixtures/time-processes.js'
 
-const SCRIPT = fileURLToPath(new URL('./fixtures/time-worker.ts', import.meta.url))
-const target = await postgresTarget()
-const cleanups: (() => Promise<unknown>)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
+afterEach(runCleanups)
 afterAll(() => target.dropSchemas())
-
-function startWorker(config: TimeWorkerConfig): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', SCRIPT, JSON.stringify(config)], { stdio: ['ignore', 'ignore', 'inherit'] })
-  const exited = new Promise((resolve) => child.on('exit', resolve))
-  cleanups.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
-    await exited
-  })
-  return child
-}
-
-const backends = [
-  {
-    name: 'SQLite (several processes on one file)',
-    skip: undefined as string | undefined,
-    open: (dir: string) => ({ store: new SqliteStore({ path: join(dir, 'cairn.db') }), backend: { kind: 'sqlite' as const, path: join(dir, 'cairn.db') } }),
-  },
-  {
-    name: 'Postgres (several processes)',
-    skip: target.skipChildProcesses,
-    open: () => {
-      const schema = target.freshSchema()
-      return { store: target.openStore(schema) as EngineStore, backend: { kind: 'postgres' as const, connectionString: target.connectionString!, schema } }
-    },
-  },
-]
 
 describe.each(backends)('workflows in real time, real worker processes: $name', ({ skip, open }) => {
   it.skipIf(skip !== undefined)('three workers and one workflow sleeping 2 s: woken once, not before; its worker SIGKILLed right at the wake, another finishes it with the effect once', { timeout: 90_000 }, async () => {
