@@ -1,35 +1,10 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { CairnClient, Runner, Worker, type WorkerEvent, type WorkerOptions } from '../../src/index.js'
-import { SqliteStore } from '../../src/sqlite.js'
+import { CairnClient, Runner, type WorkerEvent } from '../../src/index.js'
 import { waitFor } from '../support/wait.js'
-import { askerAgent, logOf, ManualClock, quickAgent, sleeperAgent, waiterAgent } from './fixtures/time-agents.js'
+import { runCleanups, setup, startWorker } from './fixtures/time-setup.js'
+import { askerAgent, logOf, quickAgent, sleeperAgent, waiterAgent } from './fixtures/time-agents.js'
 
-const cleanups: (() => Promise<unknown>)[] = []
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
-})
-
-/** A temp directory (the tools' log and effects) and a SQLite file in it; `open()` gives another handle, as another process would have. */
-async function setup() {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-time-'))
-  cleanups.push(() => rm(dir, { recursive: true, force: true }))
-  const open = () => {
-    const store = new SqliteStore({ path: join(dir, 'cairn.db') })
-    cleanups.push(() => store.close())
-    return store
-  }
-  return { dir, open, store: open(), clock: new ManualClock() }
-}
-
-async function startWorker(options: Omit<WorkerOptions, 'onEvent'>, events: WorkerEvent[] = []): Promise<Worker> {
-  const worker = new Worker({ pollMs: 20, sweepMs: 10, ...options, onEvent: (event) => events.push(event) })
-  cleanups.push(() => worker.stop({ timeoutMs: 0 }))
-  await worker.start()
-  return worker
-}
+afterEach(runCleanups)
 
 const MINUTE = 60_000
 
