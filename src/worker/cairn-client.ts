@@ -5,7 +5,7 @@ import { CairnError, CheckpointNotFoundError, InterruptExpiredError, InvalidArgu
 import { newId } from '../core/ids.js'
 import type { RunWaits } from '../store/waits/run-waits.js'
 import { scheduleBodyOf, scheduleInfoOf, type ScheduleInfo, type ScheduleOptions } from './schedules.js'
-import { wakeReadyWaits } from './time-sweep.js'
+import { wakeWaitsFor } from './time-sweep.js'
 import type { ContentBlock } from '../model/messages.js'
 import type { RunStatus } from '../store/checkpoint-store.js'
 import type { CancelOutcome } from '../store/engine/lease-engine.js'
@@ -75,7 +75,8 @@ export class CairnClient {
    * Send an event to the runs that wait for it (`ctx.waitForEvent(name, { match })`). It is kept
    * in the store until a wait takes it, so an event sent before the run gets to its wait is not
    * lost; each event is taken by one wait. With an `idempotencyKey` sent before, nothing is sent
-   * again (`sent: false`). A run waiting for it is queued again at once (`woken`); workers resume it.
+   * again (`sent: false`). A run waiting for it is queued again at once; `woken` names the runs
+   * waiting for it, queued by this call or by a worker that saw the event first. Workers resume them.
    */
   async send(name: string, payload: JsonValue, options: SendOptions = {}): Promise<{ eventId: string; sent: boolean; woken: string[] }> {
     if (typeof name !== 'string' || name === '') throw new InvalidArgumentError('send needs the name of the event runs wait for')
@@ -85,7 +86,7 @@ export class CairnClient {
     if (typeof eventId !== 'string' || eventId === '') throw new InvalidArgumentError(`send('${name}'): idempotencyKey must be a non-empty string`)
     const waits = this.#waits('send')
     const sent = await waits.sendEvent({ eventId, name, match, payload: serialize(payload, 'payload'), sentAt: this.#clock.now() })
-    const woken = await wakeReadyWaits({ waits, leases: requireLeases(this.store), now: () => this.#clock.now() })
+    const woken = await wakeWaitsFor({ waits, leases: requireLeases(this.store), now: () => this.#clock.now() }, { name, match })
     return { eventId, sent, woken }
   }
 

@@ -73,6 +73,24 @@ export async function wakeReadyWaits(ctx: SweepContext): Promise<string[]> {
   return woken
 }
 
+/**
+ * {@link wakeReadyWaits}, answering with the runs waiting for one event (its `name` and `match`):
+ * queued by this call, or already on their way — queued, running or about to be handed back by a
+ * worker whose sweep saw the event first.
+ */
+export async function wakeWaitsFor(ctx: SweepContext, event: { name: string; match: string }): Promise<string[]> {
+  const woken: string[] = []
+  const seen = new Set<string>()
+  for (const wait of await ctx.waits.readyWaits(SWEEP_LIMIT)) {
+    if (seen.has(wait.runId)) continue
+    seen.add(wait.runId)
+    const outcome = await requeue(ctx, wait.runId)
+    if (outcome === 'gone') await ctx.waits.clearRun(wait.runId)
+    else if (wait.name === event.name && wait.match === event.match) woken.push(wait.runId)
+  }
+  return woken
+}
+
 /** Enqueue the run of every schedule's due tick (or skip missed ticks, as the schedule says). */
 export async function fireSchedules(ctx: SweepContext): Promise<string[]> {
   const scheduled: string[] = []
