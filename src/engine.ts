@@ -29,12 +29,13 @@ export type {
   ListAppend,
   ListRef,
   PendingWriteRow,
-  RunDigestOf,
+  RunChanged,
   RunPatch,
   RunRow,
+  RunSwap,
 } from './store/engine/rows.js'
 export { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from './store/engine/run-digest.js'
-export { applyRunPatch } from './store/engine/run-patch.js'
+export { applyRunPatch, RUN_CHANGED, swapFails } from './store/engine/run-patch.js'
 export type {
   CancelOutcome,
   ClaimedRun,

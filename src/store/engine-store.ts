@@ -37,7 +37,7 @@ import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced
 import type { Fence } from './engine/lease-engine.js'
 import { WriterStates, type WriterState } from './encoding/list-cache.js'
 import { RunLeases } from './leases/run-leases.js'
-import { decodeRunRow, encodeMetadata, toRunPatch } from './encoding/run-rows.js'
+import { changeRun, decodeRunRow, encodeMetadata, swapPatch, toRunPatch } from './encoding/run-rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
 import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
@@ -152,7 +152,7 @@ export class EngineStore implements CheckpointStore {
   async updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
     assertId(runId, 'runId')
     const rowPatch = toRunPatch(patch)
-    const row = await this.#call(runId, 'update run', () => this.#engine.updateRun(runId, rowPatch))
+    const row = await this.#call(runId, 'update run', () => changeRun(runId, () => this.#engine.getRun(runId), (before) => this.#engine.updateRun(runId, swapPatch(before, rowPatch))))
     if (!row) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     if (rowPatch.status !== undefined) await this.#withRunLock(runId, () => this.#log.append(runId, [['status', rowPatch.status!]]))
     return decodeRunRow(row)
@@ -176,7 +176,7 @@ export class EngineStore implements CheckpointStore {
   get leases(): RunLeases | undefined {
     const engine = this.#engine.leases
     if (!engine) return undefined
-    this.#leases ??= new RunLeases(engine, (runId) => this.getRun(runId), (runId, what, fn) => this.#call(runId, what, fn), {
+    this.#leases ??= new RunLeases(engine, (runId) => this.#call(runId, 'read run', () => this.#engine.getRun(runId)), (runId, what, fn) => this.#call(runId, what, fn), {
       append: (runId, entries) => this.#withRunLock(runId, () => this.#log.append(runId, entries)),
       checkStatus: (runId, status) => this.#trusted(() => this.#log.checkStatus(runId, status)),
       forget: (runId) => this.#log.forget(runId),
@@ -227,17 +227,18 @@ export class EngineStore implements CheckpointStore {
     assertFence(fence)
     const commit: FencedCommit = {
       write: (batch) => this.#write(batch, fence),
-      effects: async (runId, parts) => {
+      effects: async (runId, { runPatch: change, ...parts }) => {
         const run = newRunRow(runId, null, Date.now(), 0)
         const result = await this.#withRunLock(runId, async () => {
           for (let attempt = 1; ; attempt++) {
-            const log = await this.#log.appendFor(runId, entriesOf(parts))
-            const request: CommitRequest = { rows: [], appends: log ? [log] : [], run, fence, ...parts }
+            const runPatch = change && swapPatch((await this.#call(runId, 'read run', () => this.#engine.getRun(runId))) ?? run, change)
+            const log = await this.#log.appendFor(runId, entriesOf({ ...parts, runPatch }))
+            const request: CommitRequest = { rows: [], appends: log ? [log] : [], run, fence, ...parts, ...(runPatch ? { runPatch } : {}) }
             const outcome = await this.#call(runId, 'write under a lease', () => this.#engine.commit(request))
             if (outcome.ok) this.#log.committed(runId, log)
             else this.#log.forget(runId)
-            // Another writer appended to the run's log: read its length again.
-            if (outcome.ok || outcome.reason !== 'list_conflict' || attempt === MAX_SAVE_ATTEMPTS) return outcome
+            // Another writer appended to the run's log, or changed the run row: read again.
+            if (outcome.ok || (outcome.reason !== 'list_conflict' && outcome.reason !== 'run_changed') || attempt === MAX_SAVE_ATTEMPTS) return outcome
           }
         })
         if (result.ok) return { cancelRequested: result.cancelRequested === true }
@@ -262,13 +263,15 @@ export class EngineStore implements CheckpointStore {
       completions: (batch.completions ?? []).map((completion) => completionRow(completion, runId)),
       ...(batch.starts === undefined || batch.starts.length === 0 ? {} : { starts: startIds(batch.starts) }),
     }
-    const runPatch = batch.run === undefined ? undefined : toRunPatch(batch.run)
+    const change = batch.run === undefined ? undefined : toRunPatch(batch.run)
     return this.#withRunLock(runId, async () => {
       for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt++) {
         // An effects-only write (an effect start, an outcome, a run change) encodes nothing.
         const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
         const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
+        // A run change is a compare-and-set on the row as read (the row this commit creates, when there is none).
+        const runPatch = change && swapPatch((await this.#call(runId, 'read run', () => this.#engine.getRun(runId))) ?? run, change)
         // The run's log records the effect starts, outcomes and status change with them, in the same commit.
         const log = await this.#log.appendFor(runId, entriesOf({ effects, runPatch }))
         const request: CommitRequest = { rows, appends: log ? [...appends, log] : appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}), ...durabilityOf(batch) }

@@ -49,7 +49,7 @@ export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptio
   if (!(engine instanceof SealedEngine)) throw new InvalidArgumentError('rekey needs a store opened with keys ({ keys: [newKey, ...oldKeys] })')
   const rewrite = engine.inner.rewrite?.bind(engine.inner)
   if (!rewrite) throw new InvalidArgumentError('this store backend cannot rewrite records in place, so it cannot be rekeyed')
-  const { encrypt } = engine.sealing
+  const { encrypt } = engine.records.sealing
   checkEncryptionOptions(options, encrypt)
   await context.call(undefined, 'check the writing key', () => engine.checkWritingKey())
   const runIds = await allRunIds(context)

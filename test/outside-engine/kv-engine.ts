@@ -1,5 +1,7 @@
 import {
   applyRunPatch,
+  RUN_CHANGED,
+  swapFails,
   checkCommit,
   effectWrites,
   compareCheckpointsNewestFirst,
@@ -16,6 +18,7 @@ import {
   type LeaseEngine,
   type ListRange,
   type ListRunsQuery,
+  type RunChanged,
   type RunLoad,
   type RunPatch,
   type RunRow,
@@ -56,9 +59,10 @@ export class KvEngine implements StorageEngine {
     return page(runs.sort(compareRunsNewestFirst), (run) => run.runId, query.before, query.limit)
   }
 
-  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
     const run = this.#db.get<RunRow>(key.run(runId))
     if (!run) return undefined
+    if (swapFails(run, patch.swap)) return RUN_CHANGED
     const next = applyRunPatch(run, patch)
     this.#db.set(key.run(runId), next)
     return next
@@ -86,6 +90,7 @@ export class KvEngine implements StorageEngine {
       effectStatus: (callId) => effect(callId)?.status,
     })
     if (refused) return refused
+    if (runPatch && swapFails(stored ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
     for (const append of appends) this.#db.set(key.list(run.runId, append.listId), [...this.#list(run.runId, append.listId), ...append.items])
     let next: RunRow = stored ?? run
     for (const row of rows) {

@@ -164,7 +164,8 @@ describe('run rows in memory carry digests checked on every read', () => {
   it('a patch that recomputes the digest (as the store writes one) reads back', async () => {
     const engine = new MemoryEngine()
     await writeRun(new EngineStore(engine))
-    await engine.updateRun('r', { status: 'paused', updatedAt: Date.now(), digestOf: runDigest })
+    const before = (await engine.getRun('r'))!
+    await engine.updateRun('r', { status: 'paused', updatedAt: Date.now(), swap: { ifDigest: before.digest ?? null, digest: runDigest({ ...before, status: 'paused' }) } })
     expect(await new EngineStore(engine).getRun('r')).toMatchObject({ status: 'paused' })
   })
 })

@@ -79,7 +79,8 @@ function memoryBackend(): Attacked {
     runRow: async (runId) => ({ ...(await engine.getRun(runId))! }),
     putRunRow: async (runId, row) => {
       const { status, metadata, digest } = row as { status: 'queued'; metadata: string; digest: string }
-      await engine.updateRun(runId, { status, metadata, updatedAt: Date.now(), digestOf: () => digest })
+      const current = (await engine.getRun(runId))!
+      await engine.updateRun(runId, { status, metadata, updatedAt: Date.now(), swap: { ifDigest: current.digest ?? null, digest } })
     },
   }
 }

@@ -160,7 +160,8 @@ describe('a signed memory store signs every trusted field of a run row', () => {
       const engine = new MemoryEngine()
       await writeRun(new EngineStore(engine, keyed))
       const row = (await engine.getRun('r'))! as unknown as Record<string, unknown>
-      await engine.updateRun('r', { [field]: change(row[field]), updatedAt: Date.now(), digestOf: runDigest })
+      const edited = { ...(row as unknown as RunRow), [field]: change(row[field]) }
+      await engine.updateRun('r', { [field]: change(row[field]), updatedAt: Date.now(), swap: { ifDigest: (row.digest as string | null) ?? null, digest: runDigest(edited) } })
       await expectRefused(new EngineStore(engine, keyed))
     })
   }

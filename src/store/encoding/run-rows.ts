@@ -1,7 +1,9 @@
 import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
-import { CairnError, CheckpointCorruptionError, InvalidArgumentError } from '../../core/errors.js'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { CairnError, CheckpointCorruptionError, InvalidArgumentError, StoreError } from '../../core/errors.js'
 import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../store-types.js'
-import type { RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
+import type { RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
+import { applyRunPatch } from '../engine/run-patch.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { isSignature } from '../trust/seal.js'
 import { assertRunPatch } from './validate.js'
@@ -10,7 +12,7 @@ import { assertRunPatch } from './validate.js'
 export function toRunPatch(patch: UpdateRunInput): RunPatch {
   assertRunPatch(patch)
   // lastSeq, createdAt and the id are the store's.
-  const rowPatch: RunPatch = { updatedAt: Date.now(), digestOf: digestAfterCheck }
+  const rowPatch: RunPatch = { updatedAt: Date.now() }
   for (const key of ['status', 'name', 'threadId', 'workflowName', 'configSignature'] as const) {
     if (patch[key] !== undefined) Object.assign(rowPatch, { [key]: patch[key] })
   }
@@ -19,12 +21,43 @@ export function toRunPatch(patch: UpdateRunInput): RunPatch {
 }
 
 /**
- * The digest of a run row about to be written, once the row it replaces has passed the checks of
- * every read: a status or metadata change never re-digests a row edited behind the store's back.
+ * The compare-and-set of a change computed from `before`, the row as read: its digest as
+ * patched, written only while the stored row still has `before`'s. `before` passes the checks of
+ * every read first, so a change never re-digests a row edited behind the store's back.
  */
-export const digestAfterCheck: RunDigestOf = (row, before) => {
+export function swapFor(before: RunRow, patch: RunPatch): RunSwap {
   checkRunRow(before)
-  return runDigest(row)
+  return { ifDigest: before.digest ?? null, digest: runDigest(applyRunPatch(before, patch)) }
+}
+
+/** `patch` with the swap computed from `before` (see {@link swapFor}). */
+export function swapPatch(before: RunRow, patch: RunPatch): RunPatch {
+  return { ...patch, swap: swapFor(before, patch) }
+}
+
+/** Whether an engine's answer says the run row changed under a swap. */
+export function isRunChanged(answer: unknown): answer is RunChanged {
+  return typeof answer === 'object' && answer !== null && (answer as { outcome?: unknown }).outcome === 'changed'
+}
+
+/** Most times a change of a run row is computed again because another writer changed the row first. */
+const RUN_CHANGE_ATTEMPTS = 12
+
+/**
+ * Change a run row by compare-and-set: `read` it, `write` the change computed from it (with a
+ * {@link RunSwap}), and when another writer changed the row in between, read and compute again.
+ * Undefined when the run does not exist.
+ */
+export async function changeRun<T>(runId: string, read: () => Promise<RunRow | undefined>, write: (before: RunRow) => Promise<T | RunChanged>): Promise<T | undefined> {
+  for (let attempt = 1; attempt <= RUN_CHANGE_ATTEMPTS; attempt++) {
+    const before = await read()
+    if (!before) return undefined
+    const answer = await write(before)
+    if (!isRunChanged(answer)) return answer
+    // Another writer changed the row: back off with jitter so two writers do not keep colliding.
+    await sleep(Math.random() * 2 ** attempt)
+  }
+  throw new StoreError(`run ${runId}: its row kept changing under concurrent writers after ${RUN_CHANGE_ATTEMPTS} attempts`, { runId })
 }
 
 /** Metadata is persisted through the codec, so it may hold Dates and the other tagged values. */

@@ -1,5 +1,5 @@
 import type { Fence, RunStatus } from '../store-types.js'
-import type { RunDigestOf, RunPatch, RunRow } from './rows.js'
+import type { RunChanged, RunPatch, RunRow, RunSwap } from './rows.js'
 
 export type { Fence } from '../store-types.js'
 
@@ -25,29 +25,34 @@ export interface LeaseEngine {
   claim(request: ClaimRequest): Promise<ClaimedRun[]>
   /** Extend the leases `owner` still holds at the given epochs; returns those (the others were lost). */
   heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]>
-  /** Give a run back: clear its owner and lease and apply `patch`; false when the fence is stale. */
-  release(request: ReleaseRequest): Promise<boolean>
+  /**
+   * Give a run back: clear its owner and lease and apply `patch`; false when the fence is stale,
+   * `{ outcome: 'changed' }` (nothing written) when the patch's swap expects another digest.
+   */
+  release(request: ReleaseRequest): Promise<boolean | RunChanged>
   /**
    * Cancel a run: a run nobody holds (queued, paused, or its lease lapsed) becomes `cancelled` at
    * once (and a lapsed holder is fenced out); a held run gets a cancel request its holder sees at its
    * next fenced write or heartbeat. Undefined for an unknown run. A run cancelled at once gets
-   * its new `digest` from `digestOf` (when given), under the same lock.
+   * the digest of `swap`. With a `swap`, nothing at all changes unless the stored digest is the
+   * one it expects (else `{ outcome: 'changed' }`).
    */
-  cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined>
+  cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined>
   /**
    * Queue a `paused` run again, in one atomic step: only while the run is still `paused`, was
-   * enqueued, and no live lease holds it (its worker has handed it back), set it `queued` with
-   * the metadata `request.metadata` computes from the run as it is at that instant, clear a
-   * lapsed holder (fenced out by a raised epoch) and wake idle workers as `enqueue` does.
-   * Otherwise change nothing and say why. Undefined for an unknown run.
+   * enqueued, no live lease holds it (its worker has handed it back) and its digest is the one
+   * `request.swap` expects (the metadata was computed from the row as read), set it `queued` with
+   * `request.metadata` and the swap's digest, clear a lapsed holder (fenced out by a raised epoch)
+   * and wake idle workers as `enqueue` does. Otherwise change nothing and say why. Undefined for
+   * an unknown run.
    */
-  requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined>
+  requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined>
   /**
    * `requeuePaused` for several runs in one write transaction (one commit), each decided as on
    * its own (a run named twice is decided once, its later requests finding it queued); the
    * outcomes in the order of `requests`. Optional: without it, callers requeue one run at a time.
    */
-  requeuePausedMany?(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]>
+  requeuePausedMany?(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]>
   /**
    * Take the lease of one named run for `owner`, in one atomic step: when nobody holds it (never
    * leased, released, or its holder's lease lapsed — or it is held by exactly `takeFrom`, a holder
@@ -155,15 +160,12 @@ export interface CancelOutcome {
 /** What `requeuePaused` takes. */
 export interface RequeueRequest {
   runId: string
-  /**
-   * The run's new metadata (encoded), from the run as stored when the requeue happens (under the
-   * backend's lock). Called only when the run is requeued; synchronous, so nothing interleaves.
-   */
-  metadata: (run: RunRow) => string
+  /** The run's new metadata (encoded), computed from the row as read: written only under `swap`. */
+  metadata: string
   /** Unix ms: the run's `updatedAt` becomes at least this. */
   now: number
-  /** The requeued row's new `digest`, from the row as requeued (see {@link RunPatch.digestOf}). */
-  digestOf?: RunDigestOf
+  /** The digest the row must still have, and the requeued row's new one. */
+  swap: RunSwap
   /**
    * An item to append to the end of the run's list `listId` in the same transaction, when (and
    * only when) the run is queued: the run log's record of the change (see `RunLog`), so a batch

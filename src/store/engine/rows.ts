@@ -26,28 +26,34 @@ export interface RunRow {
   /**
    * The digest of the run's other trusted fields (`r1.`, see `runDigest`) or, in a keyed store,
    * their signature; null or absent in a row written before run rows had one. An engine stores
-   * it as given on a new row and recomputes it with `RunPatch.digestOf` when it patches one.
+   * it as given on a new row, and a patch's {@link RunSwap} replaces it. It doubles as the row's
+   * version: a change computed from the row as read is written only while the digest is the same.
    */
   digest?: string | null
 }
 
 /**
- * The digest of a run row as it is about to be stored (see {@link RunRow.digest}), given the row
- * as it was stored before: a function that refuses (throws) when that row's own digest does not
- * match, so a write never re-digests a row edited behind the store's back. The engine lets the
- * error end its write with nothing written.
+ * A compare-and-set on a run row's fields: the change it comes with is written, with `digest` as
+ * the row's new digest, only while the stored row's digest is `ifDigest` (null: the row has none).
+ * When it is not, the engine writes nothing and answers `{ outcome: 'changed' }` (a commit:
+ * `run_changed`): another writer changed the row, and the caller reads it and computes again.
+ * An engine compares and stores these strings; it never computes a digest.
  */
-export type RunDigestOf = (row: RunRow, before: RunRow) => string
+export interface RunSwap {
+  ifDigest: string | null
+  digest: string
+}
+
+/** An engine's answer when a {@link RunSwap} found the run row changed: read it again and retry. */
+export interface RunChanged {
+  outcome: 'changed'
+}
 
 /** Fields `updateRun` may change. */
 export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata' | 'seal'>> & {
   updatedAt: number
-  /**
-   * Computes the row's new `digest` from the row as patched (every field but the digest set) and
-   * the row as it was; called by the engine under the same lock as the write, synchronously.
-   * Absent: the digest stays as it is (a patch of the seal alone).
-   */
-  digestOf?: RunDigestOf
+  /** The row's new digest, written only while the stored one is as expected. Absent: the digest stays as it is. */
+  swap?: RunSwap
 }
 
 /** A checkpoint's header as an engine stores it; `metadata` is JSON text. */

@@ -1,20 +1,28 @@
-import type { RunPatch, RunRow } from './rows.js'
+import type { RunChanged, RunPatch, RunRow, RunSwap } from './rows.js'
 import { runProgressDigest } from './run-digest.js'
 
 /** The fields a {@link RunPatch} may change; a stray run id or last seq never reaches a stored row. */
 export const PATCHABLE_RUN_FIELDS = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'seal', 'updatedAt'] as const
 
 /**
- * A run row with `patch` applied, as an engine stores it: the fields the patch sets, then the
- * digest recomputed by `patch.digestOf` from the row so patched (kept as it is without one).
- * For engines that patch a row in code; a SQL engine reads the row under its write lock first.
+ * A run row with `patch` applied, as an engine stores it: the fields the patch sets, and the
+ * digest of its swap (kept as it is without one). For engines that patch a row in code; check
+ * the swap first ({@link swapFails}).
  */
 export function applyRunPatch(row: RunRow, patch: RunPatch): RunRow {
   const updated: RunRow = { ...row }
   for (const key of PATCHABLE_RUN_FIELDS) if (patch[key] !== undefined) Object.assign(updated, { [key]: patch[key] })
-  if (patch.digestOf) updated.digest = patch.digestOf(updated, row)
+  if (patch.swap) updated.digest = patch.swap.digest
   return updated
 }
+
+/** Whether a {@link RunSwap} must refuse its change: the stored row's digest is not the one it expects. */
+export function swapFails(row: Pick<RunRow, 'digest'>, swap: RunSwap | undefined): boolean {
+  return swap !== undefined && (row.digest ?? null) !== swap.ifDigest
+}
+
+/** What an engine answers when a swap fails. */
+export const RUN_CHANGED: RunChanged = Object.freeze({ outcome: 'changed' })
 
 /**
  * A row whose last seq the engine moves from what the row says to `lastSeq` (the file store's

@@ -1,6 +1,6 @@
 import type { EffectStatus, ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js'
 import type { Fence, LeaseEngine } from './lease-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, PendingWriteRow, RunPatch, RunRow } from './rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, PendingWriteRow, RunChanged, RunPatch, RunRow } from './rows.js'
 
 /**
  * The storage-engine interface under every Cairn store. An engine moves rows and strings; it
@@ -16,8 +16,11 @@ export interface StorageEngine {
   getRun(runId: string): Promise<RunRow | undefined>
   /** Newest first (by `createdAt`, then `runId`); `before` is an exclusive run-id cursor. */
   listRuns(query: ListRunsQuery): Promise<RunRow[]>
-  /** Apply a patch; `undefined` when the run does not exist. */
-  updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined>
+  /**
+   * Apply a patch and return the row as patched; `undefined` when the run does not exist,
+   * `{ outcome: 'changed' }` (nothing written) when the patch's swap expects another digest.
+   */
+  updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined>
   /** Remove the run and all its rows; false when it did not exist. */
   deleteRun(runId: string): Promise<boolean>
 
@@ -164,7 +167,10 @@ export interface CommitRequest {
      */
     starts?: readonly string[]
   }
-  /** A change to the run row, applied last (the run must exist by then). */
+  /**
+   * A change to the run row, applied last (the run must exist by then). When its swap expects
+   * another digest, nothing of the commit is written (`run_changed`).
+   */
   runPatch?: RunPatch
   /** Write only while this lease is held (see {@link StorageEngine.commit}). */
   fence?: Fence
@@ -184,6 +190,7 @@ export type CommitResult =
   | { ok: false; reason: 'stale_seq'; lastSeq: number }
   | { ok: false; reason: 'list_conflict' }
   | { ok: false; reason: 'duplicate_id' }
+  | { ok: false; reason: 'run_changed' }
   | { ok: false; reason: 'effect_not_pending'; callId: string; status: EffectStatus | null }
 
 /** Sealed contents of existing records of one run, replaced in place by {@link StorageEngine.rewrite}. */

@@ -14,8 +14,9 @@ import type {
   LeaseRow,
   LeaseSubscription,
   RequeueOutcome,
+  RequeueRequest,
 } from '../engine/lease-engine.js'
-import { decodeRunRow, digestAfterCheck, encodeMetadata, toRunPatch } from '../encoding/run-rows.js'
+import { changeRun, decodeRunRow, encodeMetadata, isRunChanged, swapFor, swapPatch, toRunPatch } from '../encoding/run-rows.js'
 import { runDigest, runProgressDigest } from '../engine/run-digest.js'
 import { assertId, assertRunPatch } from '../encoding/validate.js'
 import type { RunLogEntry } from '../encoding/rollback.js'
@@ -91,13 +92,14 @@ export interface RunLogAccess {
  */
 export class RunLeases {
   readonly #engine: LeaseEngine
-  readonly #getRun: (runId: string) => Promise<RunRecord | undefined>
+  readonly #readRun: (runId: string) => Promise<RunRow | undefined>
   readonly #call: Call
   readonly #log: RunLogAccess
 
-  constructor(engine: LeaseEngine, getRun: (runId: string) => Promise<RunRecord | undefined>, call: Call, log: RunLogAccess) {
+  /** `readRun` reads a run row as the store's engine gives it (verified, in a keyed store). */
+  constructor(engine: LeaseEngine, readRun: (runId: string) => Promise<RunRow | undefined>, call: Call, log: RunLogAccess) {
     this.#engine = engine
-    this.#getRun = getRun
+    this.#readRun = readRun
     this.#call = call
     this.#log = log
   }
@@ -134,9 +136,9 @@ export class RunLeases {
     })
     const created = await this.#call(runId, 'enqueue run', () => this.#engine.enqueue(row, { queue, priority }))
     if (created) return { run: decodeRunRow(row), created }
-    const existing = await this.#getRun(runId)
+    const existing = await this.#readRun(runId)
     if (!existing) throw new CheckpointNotFoundError(`run ${runId} disappeared while it was enqueued (deleted concurrently)`, { runId, code: 'run_not_found' })
-    return { run: existing, created }
+    return { run: decodeRunRow(existing), created }
   }
 
   /** Claim runs for `request.owner` (see {@link LeaseEngine.claim}). */
@@ -181,18 +183,23 @@ export class RunLeases {
 
   /** Give a run back (clear its lease, apply a final status); throws {@link LeaseLostError} when the fence is stale. */
   async release(fence: Fence, options: ReleaseOptions = {}): Promise<void> {
-    const patch = options.status !== undefined || options.metadata !== undefined ? toRunPatch({ ...pick(options) }) : undefined
+    const change = options.status !== undefined || options.metadata !== undefined ? toRunPatch({ ...pick(options) }) : undefined
+    const failed = options.failed === true
     const released = await this.#call(fence.runId, 'release run', () =>
-      this.#engine.release({ fence, ...(patch ? { patch } : {}), failed: options.failed === true }),
+      change
+        ? changeRun(fence.runId, () => this.#readRun(fence.runId), (before) => this.#engine.release({ fence, patch: swapPatch(before, change), failed }))
+        : this.#engine.release({ fence, failed }),
     )
-    if (!released) throw new LeaseLostError({ ...fence, message: `worker ${fence.owner} could not release run ${fence.runId}: it no longer holds it (epoch ${fence.epoch})` })
-    if (patch?.status !== undefined) await this.#log.append(fence.runId, [['status', patch.status]])
+    if (released !== true) throw new LeaseLostError({ ...fence, message: `worker ${fence.owner} could not release run ${fence.runId}: it no longer holds it (epoch ${fence.epoch})` })
+    if (change?.status !== undefined) await this.#log.append(fence.runId, [['status', change.status]])
   }
 
   /** Cancel a run now, or ask its holder to (see {@link LeaseEngine.cancel}). */
   async cancel(runId: string): Promise<CancelOutcome> {
     assertId(runId, 'runId')
-    const outcome = await this.#call(runId, 'cancel run', () => this.#engine.cancel(runId, digestAfterCheck))
+    const outcome = await this.#call(runId, 'cancel run', () =>
+      changeRun(runId, () => this.#readRun(runId), (before) => this.#engine.cancel(runId, swapFor(before, { status: 'cancelled', updatedAt: Date.now() }))),
+    )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     if (outcome.outcome === 'cancelled') await this.#log.append(runId, [['status', 'cancelled']])
     return outcome
@@ -200,18 +207,15 @@ export class RunLeases {
 
   /**
    * Queue a `paused` run again for the workers, with its metadata rewritten by `metadata` from the
-   * run as stored at that instant, in one atomic step: it happens only while the run is still
-   * paused, was enqueued, and no live lease holds it (see {@link LeaseEngine.requeuePaused}).
+   * run as stored, in one atomic step: it happens only while the run is still paused, was
+   * enqueued, no live lease holds it and its row is as read (see {@link LeaseEngine.requeuePaused}).
    * Two concurrent calls never both succeed, and a cancel is never undone. Otherwise nothing
    * changes and the outcome says why; an unknown run is a `run_not_found` error.
    */
   async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
     assertId(runId, 'runId')
-    // A paused row put back over a completion or a cancel is refused before it is queued.
-    const run = await this.#getRun(runId)
-    if (run) await this.#log.checkStatus(runId, run.status)
     const outcome = await this.#call(runId, 'queue paused run again', () =>
-      this.#engine.requeuePaused({ runId, now: Date.now(), metadata: (row) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck, append: QUEUED_ENTRY }),
+      changeRun(runId, () => this.#readRun(runId), async (before) => this.#engine.requeuePaused(await this.#requeueOf(before, metadata))),
     )
     if (!outcome) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     if (outcome.outcome !== 'queued') return outcome
@@ -220,29 +224,47 @@ export class RunLeases {
 
   /**
    * {@link requeuePaused} for several runs, in one write of the engine when it can
-   * (`requeuePausedMany`), else one run at a time; each run is decided as on its own. The
-   * outcomes in the order of `runIds`; an unknown run's is undefined.
+   * (`requeuePausedMany`), else one run at a time; each run is decided as on its own (a run whose
+   * row changed between its read and the write is decided again alone). The outcomes in the
+   * order of `runIds`; an unknown run's is undefined.
    */
   async requeuePausedMany(runIds: readonly string[], metadata: (run: RunRecord) => JsonObject): Promise<(RequeueOutcome | undefined)[]> {
     for (const runId of runIds) assertId(runId, 'runId')
-    // A paused row put back over a completion or a cancel is refused before it is queued (the
-    // runs are read a few at a time: one after the other, a batch's reads would take longer than its write).
-    await eachLimited(runIds, CHECKS_AT_ONCE, async (runId) => {
-      const run = await this.#getRun(runId)
-      if (run) await this.#log.checkStatus(runId, run.status)
+    // The runs are read a few at a time: one after the other, a batch's reads would take longer than its write.
+    const requests = new Map<string, RequeueRequest>()
+    await eachLimited([...new Set(runIds)], CHECKS_AT_ONCE, async (runId) => {
+      const row = await this.#readRun(runId)
+      if (row) requests.set(runId, await this.#requeueOf(row, metadata))
     })
-    const requests = runIds.map((runId) => ({ runId, now: Date.now(), metadata: (row: RunRow) => encodeMetadata(metadata(decodeRunRow(row))), digestOf: digestAfterCheck, append: QUEUED_ENTRY }))
+    const batch = runIds.flatMap((runId) => requests.get(runId) ?? [])
     const engine = this.#engine
-    const outcomes = engine.requeuePausedMany
-      ? await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, () => engine.requeuePausedMany!(requests))
-      : await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, async () => {
-          const each: (RequeueOutcome | undefined)[] = []
-          for (const request of requests) each.push(await engine.requeuePaused(request))
-          return each
-        })
-    const logged: (RequeueOutcome | undefined)[] = []
-    for (const [i, outcome] of outcomes.entries()) logged.push(outcome?.outcome === 'queued' ? await this.#logged(runIds[i]!, outcome) : outcome)
-    return logged
+    const outcomes = await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, async () => {
+      if (engine.requeuePausedMany) return engine.requeuePausedMany(batch)
+      const each: Awaited<ReturnType<LeaseEngine['requeuePaused']>>[] = []
+      for (const request of batch) each.push(await engine.requeuePaused(request))
+      return each
+    })
+    const decided = new Map<string, (RequeueOutcome | undefined)[]>()
+    for (const [k, request] of batch.entries()) {
+      const outcome = outcomes[k]
+      const queue = decided.get(request.runId) ?? []
+      decided.set(request.runId, queue)
+      if (isRunChanged(outcome)) queue.push(await this.requeuePaused(request.runId, metadata))
+      else queue.push(outcome?.outcome === 'queued' ? await this.#logged(request.runId, outcome) : outcome)
+    }
+    return runIds.map((runId) => decided.get(runId)?.shift())
+  }
+
+  /**
+   * The requeue of a run as read: its status checked against its log (a paused row put back over
+   * a completion or a cancel is refused before it is queued), its new metadata computed.
+   */
+  async #requeueOf(before: RunRow, metadata: (run: RunRecord) => JsonObject): Promise<RequeueRequest> {
+    const run = decodeRunRow(before)
+    await this.#log.checkStatus(run.runId, run.status)
+    const now = Date.now()
+    const encoded = encodeMetadata(metadata(run))
+    return { runId: run.runId, now, metadata: encoded, swap: swapFor(before, { status: 'queued', metadata: encoded, updatedAt: now }), append: QUEUED_ENTRY }
   }
 
   /**

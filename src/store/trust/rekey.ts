@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError, EncryptionChangeError, InvalidArgumentError } from '../../core/errors.js'
+import { CheckpointCorruptionError, EncryptionChangeError, InvalidArgumentError, StoreError } from '../../core/errors.js'
 import { listRows, type RewriteRequest } from '../engine/storage-engine.js'
 import type { CheckpointRow, EffectRow, ListRef, RunRow } from '../engine/rows.js'
 import { aheadOfRun, checkLatestAgainstRun } from '../encoding/rollback.js'
@@ -9,6 +9,7 @@ import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { checkRunRow } from '../encoding/run-rows.js'
 import { isCiphertext, isSignature, keyIdOf } from './seal.js'
 import type { SealedEngine } from './sealed-engine.js'
+import { runFieldsSeal, runSeal, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
 /** Options of `store.rekey()`. */
 export interface RekeyOptions {
@@ -92,7 +93,7 @@ export function checkEncryptionOptions(options: RekeyOptions, encrypt: boolean):
  */
 export async function rekeyRun(engine: SealedEngine, runId: string, options: RekeyOptions): Promise<{ request: RewriteRequest; before: EncryptionCount }> {
   const inner = engine.inner
-  const { keyId, encrypt } = engine.sealing
+  const { keyId, encrypt } = engine.records.sealing
   const stored = await listRows(inner, { runId })
   const storedEffects = await inner.listEffects(runId)
   const lists = listsOf(stored)
@@ -100,16 +101,16 @@ export async function rekeyRun(engine: SealedEngine, runId: string, options: Rek
   const before = countEncrypted(stored, storedItems, storedEffects)
   refuseUnaskedChange(runId, before, encrypt, options)
   const plain = stored.map((row) => openRow(engine, row, options))
-  const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [engine.sealCheckpoint(plain[k]!)]))
+  const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [engine.records.sealCheckpoint(plain[k]!)]))
   const items = resealItems(engine, runId, plain, lists, storedItems)
   const effects: RewriteRequest['effects'][number][] = []
   for (const row of storedEffects) {
     if (effectSealed(row, keyId, encrypt)) continue
     const open = openEffect(engine, row, options)
-    const intent = engine.sealIntent(open)
+    const intent = engine.records.sealIntent(open)
     const done = open.status === 'succeeded' || open.status === 'failed'
     const outcome = done
-      ? engine.sealCompletion({ runId, callId: open.callId, status: open.status as 'succeeded' | 'failed', output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
+      ? engine.records.sealCompletion({ runId, callId: open.callId, status: open.status as 'succeeded' | 'failed', output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
       : undefined
     effects.push({ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null })
   }
@@ -126,10 +127,10 @@ export async function checkRunForRekey(engine: SealedEngine, runId: string): Pro
   const row = await engine.inner.getRun(runId)
   if (!row) return undefined
   const newest = await engine.inner.getLatest({ runId })
-  if (isSignature(row.seal)) engine.verifyRun(row, newest)
+  if (isSignature(row.seal)) verifyRunSeal(engine.ring, row, newest)
   else if (checkLatestAgainstRun(row, newest, runId) === 'ahead') throw aheadOfRun(row, newest!, runId)
   // Fields signed are verified; an unkeyed digest must match; a row without one predates both.
-  if (isSignature(row.digest)) engine.verifyRunFields(row)
+  if (isSignature(row.digest)) verifyRunFields(engine.ring, row)
   else checkRunRow({ ...row, seal: null })
   return row
 }
@@ -138,14 +139,18 @@ export async function checkRunForRekey(engine: SealedEngine, runId: string): Pro
 export async function resealRun(engine: SealedEngine, runId: string, before: RunRow | undefined): Promise<void> {
   if (!before) return
   const newest = await engine.inner.getLatest({ runId })
-  const seal = engine.sealRun(before, newest)
-  const digest = engine.sealRunFields(before)
-  // The fields signed are those checked before (a row changed since then does not verify).
-  if (seal !== before.seal || digest !== before.digest) await engine.inner.updateRun(runId, { seal, updatedAt: before.updatedAt, digestOf: () => digest })
+  const seal = runSeal(engine.ring, runId, before.lastSeq, newest)
+  const digest = runFieldsSeal(engine.ring, before)
+  if (seal === before.seal && digest === before.digest) return
+  // The fields signed are those checked before: a row changed since then is not signed.
+  const changed = await engine.inner.updateRun(runId, { seal, updatedAt: before.updatedAt, swap: { ifDigest: before.digest ?? null, digest } })
+  if (changed !== undefined && 'outcome' in changed) {
+    throw new StoreError(`run ${runId} changed while it was rekeyed, so its row was not signed; run rekey again`, { runId })
+  }
 }
 
 function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions): CheckpointRow {
-  if (isSignature(row.digest) || options.signUnsigned !== true) return engine.openCheckpoint(row)
+  if (isSignature(row.digest) || options.signUnsigned !== true) return engine.records.openCheckpoint(row)
   if (!digestMatches(row.digest, checkpointDigest(row))) {
     throw new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId} does not match its digest; it is not signed until it is repaired or deleted`, {
       runId: row.runId,
@@ -156,7 +161,7 @@ function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions
 }
 
 function openEffect(engine: SealedEngine, row: EffectRow, options: RekeyOptions): EffectRow {
-  if (row.inputHash.includes('|s1.') || options.signUnsigned !== true) return engine.openEffect(row)
+  if (row.inputHash.includes('|s1.') || options.signUnsigned !== true) return engine.records.openEffect(row)
   try {
     // Its output hash and digests checked as an unkeyed store reads it.
     decodeEffectRow(row)
@@ -218,11 +223,11 @@ function resealItems(engine: SealedEngine, runId: string, rows: readonly Checkpo
     for (const ref of JSON.parse(row.lists) as ListRef[]) refsByList.set(ref.id, [...(refsByList.get(ref.id) ?? []), ref])
   }
   if (longest.length === 0) return []
-  const { keyId, encrypt } = engine.sealing
+  const { keyId, encrypt } = engine.records.sealing
   const out: RewriteRequest['items'][number][] = []
   longest.forEach((list, k) => {
     const items = stored[k] ?? []
-    const plain = items.map((item, idx) => engine.openItem(runId, list.id, idx, item))
+    const plain = items.map((item, idx) => engine.records.openItem(runId, list.id, idx, item))
     for (const ref of refsByList.get(list.id)!) {
       if (plain.length < ref.n || chainHash('', plain.slice(0, ref.n)) !== ref.h) {
         throw new CheckpointCorruptionError(`list ${list.id} of run ${runId} does not match the checkpoints that refer to it; it is not re-sealed`, { runId })
@@ -231,7 +236,7 @@ function resealItems(engine: SealedEngine, runId: string, rows: readonly Checkpo
     items.forEach((item, idx) => {
       const sealed = parseSealedItem(item)
       const wanted = encrypt ? sealed !== undefined && keyIdOf(sealed) === keyId : sealed === undefined
-      if (!wanted) out.push({ listId: list.id, idx, item: engine.sealItem(runId, list.id, idx, plain[idx]!) })
+      if (!wanted) out.push({ listId: list.id, idx, item: engine.records.sealItem(runId, list.id, idx, plain[idx]!) })
     })
   })
   return out

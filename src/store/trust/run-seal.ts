@@ -1,5 +1,6 @@
-import type { AcquireOutcome, AcquireRequest, ClaimRequest, ClaimedRun, EnqueueJob, LeaseEngine, LeaseSubscription, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
-import type { CheckpointRow, RunDigestOf, RunPatch, RunRow } from '../engine/rows.js'
+import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimRequest, ClaimedRun, EnqueueJob, LeaseEngine, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
+import type { CheckpointRow, RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
+import { applyRunPatch, RUN_CHANGED } from '../engine/run-patch.js'
 import { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from '../engine/run-digest.js'
 import type { KeyRing } from './key-ring.js'
 import { integrity, isSignature, sign, verify, type SealContext } from './seal.js'
@@ -31,17 +32,24 @@ export function openedRun(row: RunRow): RunRow {
   return { ...row, digest: runDigest(row), seal: runProgressDigest(row.runId, row.lastSeq) }
 }
 
-/** A run patch whose digest is the field signature (the unkeyed digest a caller asked for is replaced). */
-export function signedPatch(ring: KeyRing, patch: RunPatch): RunPatch {
-  return patch.digestOf ? { ...patch, digestOf: signer(ring) } : patch
+/**
+ * A change from the store above, whose swap is in the unkeyed digests of the rows a keyed engine
+ * hands out, as the engine below stores it: the stored row's field signature verified first (a
+ * change never re-signs a row edited behind the store's back), then a swap that expects the
+ * stored signature and writes the signature of the row as changed. `changed` when the stored row
+ * is not the row the change was computed from (another writer changed it in between).
+ */
+export function signedSwap(ring: KeyRing, stored: RunRow, patch: RunPatch & { swap: RunSwap }): RunSwap | RunChanged {
+  verifyRunFields(ring, stored)
+  if (runDigest(stored) !== patch.swap.ifDigest) return RUN_CHANGED
+  return { ifDigest: stored.digest ?? null, digest: runFieldsSeal(ring, applyRunPatch(stored, patch)) }
 }
 
-/** Computes the field signature of a row as an engine is about to store it, once the row it replaces verifies. */
-export function signer(ring: KeyRing): RunDigestOf {
-  return (row, before) => {
-    verifyRunFields(ring, before)
-    return runFieldsSeal(ring, row)
-  }
+/** {@link signedSwap} of a whole patch (a patch without a swap passes as it is). */
+export function signedPatch(ring: KeyRing, stored: RunRow, patch: RunPatch): RunPatch | RunChanged {
+  if (!patch.swap) return patch
+  const swap = signedSwap(ring, stored, { ...patch, swap: patch.swap })
+  return 'outcome' in swap ? swap : { ...patch, swap }
 }
 
 /** Whether a stored row's fields are signed (not necessarily verifiable). */
@@ -101,16 +109,28 @@ export function sealCoversEarlier(ring: KeyRing, row: RunRow, earlier: readonly 
   return false
 }
 
-/** The lease protocol of a keyed engine: runs it creates are sealed, runs it hands out verified. */
+/** How {@link SealedLeases} reads and opens the run rows of its engine. */
+export interface SealedRuns {
+  /** A run row as stored, unverified. */
+  stored(runId: string): Promise<RunRow | undefined>
+  /** A stored run row checked against its seal and newest checkpoint, as `getRun` hands it out. */
+  open(row: RunRow): Promise<RunRow>
+}
+
+/**
+ * The lease protocol of a keyed engine: runs it creates are sealed, runs a claim hands out
+ * verified, and every change of a run's fields (release, cancel, requeue) re-signed from the
+ * stored row (see {@link signedSwap}).
+ */
 export class SealedLeases implements LeaseEngine {
   readonly #inner: LeaseEngine
   readonly #ring: KeyRing
-  readonly #open: (row: RunRow) => Promise<RunRow>
+  readonly #runs: SealedRuns
 
-  constructor(inner: LeaseEngine, ring: KeyRing, open: (row: RunRow) => Promise<RunRow>) {
+  constructor(inner: LeaseEngine, ring: KeyRing, runs: SealedRuns) {
     this.#inner = inner
     this.#ring = ring
-    this.#open = open
+    this.#runs = runs
   }
 
   async subscribe(onWake: () => void): Promise<LeaseSubscription | undefined> {
@@ -123,41 +143,71 @@ export class SealedLeases implements LeaseEngine {
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
     const claimed = await this.#inner.claim(request)
-    return Promise.all(claimed.map(async ({ run, lease }) => ({ run: await this.#open(run), lease })))
+    return Promise.all(claimed.map(async ({ run, lease }) => ({ run: await this.#runs.open(run), lease })))
   }
 
   heartbeat: LeaseEngine['heartbeat'] = (request) => this.#inner.heartbeat(request)
-  release: LeaseEngine['release'] = (request) => this.#inner.release(request.patch ? { ...request, patch: signedPatch(this.#ring, request.patch) } : request)
-  cancel: LeaseEngine['cancel'] = (runId, digestOf) => this.#inner.cancel(runId, digestOf && signer(this.#ring))
-  requeuePaused: LeaseEngine['requeuePaused'] = (request) => this.#inner.requeuePaused(this.#sealedRequeue(request))
-  #sealedRequeue(request: RequeueRequest): RequeueRequest {
-    return {
-      ...request,
-      // The row as stored under the engine's lock: its fields verified before its metadata is rewritten from them.
-      metadata: (row) => {
-        verifyRunFields(this.#ring, row)
-        return request.metadata(openedRun(row))
-      },
-      ...(request.digestOf ? { digestOf: signer(this.#ring) } : {}),
-    }
-  }
-  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
-    const inner = this.#inner
-    if (inner.requeuePausedMany) return inner.requeuePausedMany(requests.map((request) => this.#sealedRequeue(request)))
-    const outcomes: (RequeueOutcome | undefined)[] = []
-    for (const request of requests) outcomes.push(await inner.requeuePaused(this.#sealedRequeue(request)))
-    return outcomes
-  }
   getLease: LeaseEngine['getLease'] = (runId) => this.#inner.getLease(runId)
 
+  async release(request: ReleaseRequest): Promise<boolean | RunChanged> {
+    if (!request.patch?.swap) return this.#inner.release(request)
+    const stored = await this.#runs.stored(request.fence.runId)
+    if (!stored) return false
+    const patch = signedPatch(this.#ring, stored, request.patch)
+    return 'outcome' in patch ? patch : this.#inner.release({ ...request, patch })
+  }
+
+  async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
+    if (!swap) return this.#inner.cancel(runId)
+    const stored = await this.#runs.stored(runId)
+    if (!stored) return undefined
+    const signed = signedSwap(this.#ring, stored, { status: 'cancelled', updatedAt: stored.updatedAt, swap })
+    return 'outcome' in signed ? signed : this.#inner.cancel(runId, signed)
+  }
+
+  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
+    const sealed = await this.#sealedRequeue(request)
+    return sealed === undefined || 'outcome' in sealed ? sealed : this.#inner.requeuePaused(sealed)
+  }
+
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
+    const sealed = await Promise.all(requests.map((request) => this.#sealedRequeue(request)))
+    const ready = sealed.filter((request): request is RequeueRequest => request !== undefined && !('outcome' in request))
+    const inner = this.#inner
+    const outcomes = inner.requeuePausedMany ? await inner.requeuePausedMany(ready) : await sequentially(ready, (request) => inner.requeuePaused(request))
+    let next = 0
+    return sealed.map((request) => (request === undefined || 'outcome' in request ? request : outcomes[next++]))
+  }
+
+  /** A requeue as the engine below takes it: its swap re-signed from the stored row (undefined: no such run). */
+  async #sealedRequeue(request: RequeueRequest): Promise<RequeueRequest | RunChanged | undefined> {
+    const stored = await this.#runs.stored(request.runId)
+    if (!stored) return undefined
+    const swap = signedSwap(this.#ring, stored, { status: 'queued', metadata: request.metadata, updatedAt: request.now, swap: request.swap })
+    return 'outcome' in swap ? swap : { ...request, swap }
+  }
+
+  /**
+   * The lease of a named run; the run handed out has its fields' signature verified. Its progress
+   * (last seq) is checked against its newest checkpoint by the read a resume makes next
+   * (`loadRun`), so the acquire does not read that checkpoint as well: the row's seal is left out.
+   */
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
     const outcome = await this.#inner.acquire(request.create ? { ...request, create: this.#sealNew(request.create) } : request)
-    return outcome.outcome === 'acquired' ? { ...outcome, run: await this.#open(outcome.run) } : outcome
+    if (outcome.outcome !== 'acquired') return outcome
+    verifyRunFields(this.#ring, outcome.run)
+    return { ...outcome, run: { ...outcome.run, digest: runDigest(outcome.run), seal: null } }
   }
 
   #sealNew(row: RunRow): RunRow {
     return { ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) }
   }
+}
+
+async function sequentially<T, R>(items: readonly T[], fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = []
+  for (const item of items) results.push(await fn(item))
+  return results
 }
 
 function fieldsOf(row: Pick<RunRow, RunDigestField>): (string | number | null | undefined)[] {

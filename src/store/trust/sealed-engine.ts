@@ -1,18 +1,17 @@
 import { InvalidArgumentError, WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
 import type { ListRunsQuery } from '../checkpoint-store.js'
 import { listRows, type CheckpointListing, type CommitRequest, type CommitResult, type ListRange, type RunLoad, type StorageEngine } from '../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
-import { checkpointDigest } from '../encoding/checkpoint-rows.js'
-import { RUN_LOG_LIST } from '../engine/list-retention.js'
+import type { LeaseEngine } from '../engine/lease-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../engine/rows.js'
 import type { KeyRing } from './key-ring.js'
-import { decrypt, encrypt, integrity, isCiphertext, keyCheckValue, sign, verify, type SealContext } from './seal.js'
+import { keyCheckValue } from './seal.js'
+import { RecordSeal } from './record-seal.js'
 import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
 /** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
 const LAGGING_COMMIT_LIMIT = 16
 /** Most times a read of a run row and its newest checkpoint is made again while commits land in between. */
 const CATCH_UP_READS = 8
-import type { LeaseEngine } from '../engine/lease-engine.js'
 
 /** What a keyed store does to what it writes. */
 export interface SealOptions {
@@ -24,46 +23,39 @@ export interface SealOptions {
 /**
  * A {@link StorageEngine} that signs (and, with `encrypt`, encrypts) every record a resume
  * trusts on its way into the engine below, and verifies (and decrypts) it on the way out, so
- * every backend gets the same protection from one place.
- *
- * - A checkpoint row's `digest` becomes an HMAC over its SHA-256 digest, which covers the run id,
- *   id, seq, parent, header, metadata, body and list refs: an edit, a swap with another row or a
- *   row copied from another run does not verify. With encryption the body and the list refs'
- *   chain hashes are one AES-GCM ciphertext bound to the row's identity; ids, seqs, phases, times
- *   and list lengths stay readable.
- * - List items are covered by the chain hashes in the signed rows that refer to them; with
- *   encryption each item is a ciphertext bound to its run, list and index.
- * - An effect's intent (name, input hash, idempotency key) and its outcome (status, output) are
- *   each signed with its run and call id; the outcome's output is encrypted.
+ * every backend gets the same protection from one place. Checkpoints, list items, effects and
+ * pending writes are sealed one record at a time ({@link RecordSeal}); run rows here:
  *
  * - A run row carries a progress signature (its `seal`) over its run id, last seq and the id and
  *   signed digest of the checkpoint at that seq, written by the commit that advances it and
- *   checked on every read of the row (`getRun`, `listRuns`, claims, and the rollback check of
- *   `getLatest`): a lowered last seq, a deleted or replaced newest checkpoint, or a row restored
- *   from before later commits does not verify.
- *
+ *   checked on every read of the row (`getRun`, `listRuns`, claims, `loadRun`): a lowered last
+ *   seq, a deleted or replaced newest checkpoint, or a row restored from before later commits
+ *   does not verify.
  * - A run row's fields (run id, status, name, thread, workflow name, config signature, metadata,
- *   creation time) are signed in its `digest`, bound to the run id, by every write that changes
- *   them (a patch's `digestOf`, the lease code's release, requeue and cancel), each after the row
- *   it replaces verifies; checked on every read of the row.
+ *   creation time) are signed in its `digest`, bound to the run id. A change of them (a patch, a
+ *   commit's run patch, the lease protocol's release, cancel and requeue) comes from the store
+ *   above as a compare-and-set on the unkeyed digest of the row it read; here it becomes one on
+ *   the stored signature, with the signature of the row as changed, once the stored row verifies
+ *   (see `signedSwap`). The engine below compares and stores strings; it computes nothing.
  *
  * A run row's update time, list headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
   readonly #inner: StorageEngine
   readonly #ring: KeyRing
-  readonly #encrypt: boolean
+  /** How each record is sealed and opened. */
+  readonly records: RecordSeal
 
   constructor(inner: StorageEngine, options: SealOptions) {
     this.#inner = inner
     this.#ring = options.ring
-    this.#encrypt = options.encrypt
+    this.records = new RecordSeal(options.ring, options.encrypt)
   }
 
   get leases(): LeaseEngine | undefined {
     const inner = this.#inner.leases
     if (!inner) return undefined
-    this.#leases ??= new SealedLeases(inner, this.#ring, async (row) => (await this.#openRun(row)).run)
+    this.#leases ??= new SealedLeases(inner, this.#ring, { stored: (runId) => this.#inner.getRun(runId), open: async (row) => this.#openRun(row) })
     return this.#leases
   }
 
@@ -72,6 +64,11 @@ export class SealedEngine implements StorageEngine {
   /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
   get inner(): StorageEngine {
     return this.#inner
+  }
+
+  /** The key ring records are signed with (for rekeying). */
+  get ring(): KeyRing {
+    return this.#ring
   }
 
   /**
@@ -105,22 +102,29 @@ export class SealedEngine implements StorageEngine {
     await this.checkWritingKey()
     return this.#inner.insertRun({ ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) })
   }
+
   async getRun(runId: string): Promise<RunRow | undefined> {
     const row = await this.#inner.getRun(runId)
-    return row && (await this.#openRun(row)).run
+    return row && this.#openRun(row)
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
     const rows = await this.#inner.listRuns(query)
-    return Promise.all(rows.map(async (row) => (await this.#openRun(row)).run))
+    return Promise.all(rows.map(async (row) => this.#openRun(row)))
   }
-  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
     await this.checkWritingKey()
-    // The seal is the commit's to write, never a caller's; the digest is the field signature.
+    // The seal is the commit's to write, never a caller's; the swap is re-signed from the stored row.
     const { seal: _seal, ...fields } = patch
-    const row = await this.#inner.updateRun(runId, signedPatch(this.#ring, fields))
-    return row && (await this.#openRun(row)).run
+    const stored = await this.#inner.getRun(runId)
+    if (!stored) return undefined
+    const signed = signedPatch(this.#ring, stored, fields)
+    if ('outcome' in signed) return signed
+    const row = await this.#inner.updateRun(runId, signed)
+    return row && !('outcome' in row) ? this.#openRun(row) : row
   }
+
   deleteRun(runId: string): Promise<boolean> {
     return this.#inner.deleteRun(runId)
   }
@@ -128,47 +132,49 @@ export class SealedEngine implements StorageEngine {
   async commit(request: CommitRequest): Promise<CommitResult> {
     if (!this.#writerChecked) await this.checkWritingKey()
     const { effects } = request
-    const rows = request.rows.map((row) => this.sealCheckpoint(row))
+    const records = this.records
+    const rows = request.rows.map((row) => records.sealCheckpoint(row))
     const newest = rows[rows.length - 1]
     const { runId } = request.run
     const seal = runSeal(this.#ring, runId, newest?.seq ?? 0, newest)
-    const sealed: CommitRequest = {
-      ...request,
-      rows,
-      appends: this.#encrypt ? request.appends.map((append) => this.#sealAppend(runId, append)) : request.appends,
-      // A commit that advances the run writes the signature of its new last seq and newest checkpoint with them.
-      run: { ...request.run, seal, digest: runFieldsSeal(this.#ring, request.run) },
+    // A commit that advances the run writes the signature of its new last seq and newest checkpoint with them.
+    const run = { ...request.run, seal, digest: runFieldsSeal(this.#ring, request.run) }
+    const sealed: CommitRequest = { ...request, rows, appends: request.appends.map((append) => records.sealAppend(runId, append)), run }
+    if (request.runPatch?.swap) {
+      // The run row the patch changes: as stored, or the one this commit creates.
+      const runPatch = signedPatch(this.#ring, (await this.#inner.getRun(runId)) ?? run, request.runPatch)
+      if ('outcome' in runPatch) return { ok: false, reason: 'run_changed' }
+      sealed.runPatch = runPatch
     }
-    if (request.runPatch) sealed.runPatch = signedPatch(this.#ring, request.runPatch)
     if (effects) {
       sealed.effects = {
         ...effects,
-        ...(effects.intents ? { intents: effects.intents.map((row) => this.sealIntent(row)) } : {}),
-        ...(effects.completions ? { completions: effects.completions.map((row) => this.sealCompletion(row)) } : {}),
+        ...(effects.intents ? { intents: effects.intents.map((row) => records.sealIntent(row)) } : {}),
+        ...(effects.completions ? { completions: effects.completions.map((row) => records.sealCompletion(row)) } : {}),
       }
     }
     return this.#inner.commit(sealed)
   }
 
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
-    return (await this.#inner.getCheckpoints(checkpointIds)).map((row) => this.openCheckpoint(row))
+    return (await this.#inner.getCheckpoints(checkpointIds)).map((row) => this.records.openCheckpoint(row))
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
     const row = await this.#inner.getLatest(query)
-    return row && this.openCheckpoint(row)
+    return row && this.records.openCheckpoint(row)
   }
 
   async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
     const rows = await this.#inner.listCheckpoints(query)
-    return query.rows === true ? rows.map((row) => this.openCheckpoint(row as CheckpointRow)) : rows
+    return query.rows === true ? rows.map((row) => this.records.openCheckpoint(row as CheckpointRow)) : rows
   }
 
   async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
     const lists = await this.#inner.readLists(runId, ranges)
     return lists.map((items, k) => {
       const range = ranges[k]
-      return items.map((item, idx) => this.openItem(runId, range?.id ?? '?', (range?.from ?? 0) + idx, item))
+      return items.map((item, idx) => this.records.openItem(runId, range?.id ?? '?', (range?.from ?? 0) + idx, item))
     })
   }
 
@@ -185,9 +191,9 @@ export class SealedEngine implements StorageEngine {
     else run = read.run && (await this.#checkRun(read.run, newest))
     return {
       run,
-      checkpoints: read.checkpoints.map((row) => this.openCheckpoint(row)),
-      lists: read.lists.map(({ id, items }) => ({ id, items: items.map((item, idx) => this.openItem(runId, id, idx, item)) })),
-      effects: read.effects.map((row) => this.openEffect(row)),
+      checkpoints: read.checkpoints.map((row) => this.records.openCheckpoint(row)),
+      lists: read.lists.map(({ id, items }) => ({ id, items: items.map((item, idx) => this.records.openItem(runId, id, idx, item)) })),
+      effects: read.effects.map((row) => this.records.openEffect(row)),
     }
   }
 
@@ -196,7 +202,7 @@ export class SealedEngine implements StorageEngine {
   }
 
   async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
-    return (await this.#inner.listEffects(runId, callIds)).map((row) => this.openEffect(row))
+    return (await this.#inner.listEffects(runId, callIds)).map((row) => this.records.openEffect(row))
   }
 
   deleteEffects(runId: string): Promise<number> {
@@ -205,38 +211,20 @@ export class SealedEngine implements StorageEngine {
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     if (!this.#inner.putWrites) throw new InvalidArgumentError('this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites')
-    await this.#inner.putWrites(rows.map((row) => this.#sealWrite(row)))
+    await this.#inner.putWrites(rows.map((row) => this.records.sealWrite(row)))
   }
 
   async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
     if (!this.#inner.listWrites) throw new InvalidArgumentError('this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites')
-    return (await this.#inner.listWrites(runId, checkpointIds)).map((row) => this.#openWrite(row))
+    return (await this.#inner.listWrites(runId, checkpointIds)).map((row) => this.records.openWrite(row))
   }
 
   close(): Promise<void> {
     return this.#inner.close()
   }
 
-  /** A pending write as stored: its value encrypted when asked, then signed with its key. */
-  #sealWrite(row: PendingWriteRow): PendingWriteRow {
-    const value = this.#encrypt ? JSON.stringify(encrypt(this.#ring, row.value, writeAad(row))) : row.value
-    return { ...row, value: `${value}|${sign(this.#ring, 'pending-write', writeFields(row, value))}` }
-  }
-
-  #openWrite(row: PendingWriteRow): PendingWriteRow {
-    const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.checkpointId), what: `a pending write (task ${String(row.taskId)}, index ${String(row.idx)}) of checkpoint ${String(row.checkpointId)}` }
-    const [value, signature] = splitSealed(row.value)
-    verify(this.#ring, signature, 'pending-write', writeFields(row, value), context)
-    if (value === undefined) throw integrity(context, 'has no value')
-    const plain = value.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(value) as string, writeAad(row), context) : value
-    return { ...row, value: plain }
-  }
-
-  /**
-   * A stored run row checked against its seal and its newest checkpoint (see {@link verifyRunSeal}),
-   * and that newest checkpoint as stored (not yet opened).
-   */
-  async #openRun(row: RunRow): Promise<{ run: RunRow; newest: CheckpointRow | undefined }> {
+  /** A stored run row read with the run's newest checkpoint, checked against its seal and its field signature. */
+  async #openRun(row: RunRow): Promise<RunRow> {
     let current = row
     let newest = await this.#inner.getLatest({ runId: row.runId })
     // Commits may land between the two reads (one or several, on a busy run): read the row again,
@@ -246,7 +234,7 @@ export class SealedEngine implements StorageEngine {
       current = (await this.#inner.getRun(row.runId)) ?? current
       newest = await this.#inner.getLatest({ runId: row.runId })
     }
-    return { run: await this.#checkRun(current, newest), newest }
+    return this.#checkRun(current, newest)
   }
 
   /** A run row read with its newest checkpoint (as stored), checked against its seal and its field signature. */
@@ -267,159 +255,4 @@ export class SealedEngine implements StorageEngine {
     const earlier = (await listRows(this.#inner, { runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })).slice(1)
     return sealCoversEarlier(this.#ring, row, earlier)
   }
-
-  /** Seal a run row as a commit would, from its stored newest checkpoint (for `rekey`). */
-  sealRun(row: RunRow, newest: CheckpointRow | undefined): string {
-    return runSeal(this.#ring, row.runId, row.lastSeq, newest)
-  }
-
-  /** Check a stored run row's seal (for `rekey`). */
-  verifyRun(row: RunRow, newest: CheckpointRow | undefined): void {
-    verifyRunSeal(this.#ring, row, newest)
-  }
-
-  /** Check a stored run row's field signature (for `rekey`). */
-  verifyRunFields(row: RunRow): void {
-    verifyRunFields(this.#ring, row)
-  }
-
-  /** Sign a run row's fields (for `rekey`). */
-  sealRunFields(row: RunRow): string {
-    return runFieldsSeal(this.#ring, row)
-  }
-
-  /** A checkpoint row as it is stored: encrypted when asked, signed always. */
-  sealCheckpoint(row: CheckpointRow): CheckpointRow {
-    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(row)]) }
-    const refs = JSON.parse(row.lists) as ListRef[]
-    const stored = {
-      ...row,
-      body: JSON.stringify(encrypt(this.#ring, JSON.stringify([row.body, row.lists]), checkpointAad(row))),
-      lists: JSON.stringify(refs.map((ref) => ({ id: ref.id, n: ref.n, h: '' }))),
-    }
-    return { ...stored, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(stored)]) }
-  }
-
-  /** Verify (and decrypt) a stored checkpoint row into the plain row the store decodes. */
-  openCheckpoint(row: CheckpointRow): CheckpointRow {
-    const context = checkpointContext(row)
-    const digest = checkpointDigest(row)
-    verify(this.#ring, row.digest, 'checkpoint', [digest], context)
-    if (typeof row.body !== 'string' || !row.body.startsWith('"e1.')) return { ...row, digest }
-    const opened = parseSealedPair(decrypt(this.#ring, JSON.parse(row.body) as string, checkpointAad(row), context), context)
-    const plain = { ...row, body: opened[0], lists: opened[1] }
-    return { ...plain, digest: checkpointDigest(plain) }
-  }
-
-  /** An effect intent row as stored: its input hash carries the intent's signature. */
-  sealIntent(row: EffectRow): EffectRow {
-    return { ...row, inputHash: `${row.inputHash}|${sign(this.#ring, 'effect-intent', intentFields(row, row.inputHash))}` }
-  }
-
-  /** An effect outcome as stored: output encrypted when asked, output hash carrying the outcome's signature. */
-  sealCompletion(row: EffectCompletionRow): EffectCompletionRow {
-    const output = this.#encrypt ? JSON.stringify(encrypt(this.#ring, row.output, effectAad(row.runId, row.callId, row.status))) : row.output
-    const signature = sign(this.#ring, 'effect-outcome', [row.runId, row.callId, row.status, output, row.outputHash])
-    return { ...row, output, outputHash: `${row.outputHash}|${signature}` }
-  }
-
-  /** Verify (and decrypt) a stored effect row. */
-  openEffect(row: EffectRow): EffectRow {
-    const context: SealContext = { runId: stringOr(row.runId), what: `effect ${String(row.callId)} of run ${String(row.runId)}` }
-    const [inputHash, intentSignature] = splitSealed(row.inputHash)
-    verify(this.#ring, intentSignature, 'effect-intent', intentFields(row, inputHash), context)
-    // A signature over strings verified: the fields are strings.
-    if (inputHash === undefined) throw integrity(context, 'has no input hash')
-    const done = row.status === 'succeeded' || row.status === 'failed'
-    if (!done) {
-      if (row.output !== null || row.outputHash !== null) throw integrity(context, `is marked ${String(row.status)} but holds an outcome: its status was rolled back`)
-      return { ...row, inputHash }
-    }
-    const [outputHash, outcomeSignature] = splitSealed(row.outputHash)
-    verify(this.#ring, outcomeSignature, 'effect-outcome', [row.runId, row.callId, row.status, row.output, outputHash], context)
-    if (outputHash === undefined || typeof row.output !== 'string') throw integrity(context, 'has no output')
-    const output = typeof row.output === 'string' && row.output.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(row.output) as string, effectAad(row.runId, row.callId, row.status), context) : row.output
-    return { ...row, inputHash, output, outputHash }
-  }
-
-  /** The id of the key this engine writes with, and whether it encrypts. */
-  get sealing(): { keyId: string; encrypt: boolean } {
-    return { keyId: this.#ring.writeKeyId, encrypt: this.#encrypt }
-  }
-
-  #sealAppend(runId: string, append: ListAppend): ListAppend {
-    // The run's log holds call ids and statuses, nothing secret, and is checked without a key.
-    if (append.listId === RUN_LOG_LIST) return append
-    return { ...append, items: append.items.map((item, k) => this.sealItem(runId, append.listId, append.expectedLength + k, item)) }
-  }
-
-  /** A list item as stored: a ciphertext bound to its place when encrypting, else as is. */
-  sealItem(runId: string, listId: string, idx: number, item: string): string {
-    return this.#encrypt ? JSON.stringify(encrypt(this.#ring, item, itemAad(runId, listId, idx))) : item
-  }
-
-  /** A stored list item decrypted (a plain item is returned as is: the chain hashes of signed rows cover it). */
-  openItem(runId: string, listId: string, idx: number, item: string): string {
-    if (typeof item !== 'string' || !item.startsWith('"e1.')) return item
-    let sealed: unknown
-    try {
-      sealed = JSON.parse(item)
-    } catch {
-      return item
-    }
-    if (!isCiphertext(sealed)) return item
-    return decrypt(this.#ring, sealed, itemAad(runId, listId, idx), { runId, what: `item ${idx} of list ${listId} of run ${runId}` })
-  }
-}
-
-function checkpointAad(row: CheckpointRow): string {
-  return JSON.stringify(['checkpoint', row.runId, row.id, row.seq])
-}
-
-function itemAad(runId: string, listId: string, idx: number): string {
-  return JSON.stringify(['item', runId, listId, idx])
-}
-
-function effectAad(runId: string, callId: string, status: string): string {
-  return JSON.stringify(['effect', runId, callId, status])
-}
-
-function writeAad(row: PendingWriteRow): string {
-  return JSON.stringify(['write', row.runId, row.checkpointId, row.taskId, row.idx])
-}
-
-function writeFields(row: PendingWriteRow, value: string | undefined): (string | undefined)[] {
-  return [row.runId, row.checkpointId, row.taskId, String(row.idx), row.channel, row.taskPath, value].map(stringOr)
-}
-
-function intentFields(row: EffectRow, inputHash: unknown): (string | undefined)[] {
-  return [row.runId, row.callId, row.name, stringOr(inputHash), row.idempotencyKey].map(stringOr)
-}
-
-function checkpointContext(row: CheckpointRow): SealContext {
-  return { runId: stringOr(row.runId), checkpointId: stringOr(row.id), what: `checkpoint ${String(row.id)} of run ${String(row.runId)}` }
-}
-
-/** `original|signature` → [original, signature]; a value without one yields no signature. */
-function splitSealed(value: unknown): [string | undefined, string | undefined] {
-  if (typeof value !== 'string') return [undefined, undefined]
-  const at = value.lastIndexOf('|s1.')
-  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + 1)]
-}
-
-function parseSealedPair(text: string, context: SealContext): [string, string] {
-  let pair: unknown
-  try {
-    pair = JSON.parse(text)
-  } catch {
-    pair = undefined
-  }
-  if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
-    throw integrity(context, 'holds a ciphertext that is not a checkpoint body')
-  }
-  return [pair[0], pair[1]]
-}
-
-function stringOr(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined
 }

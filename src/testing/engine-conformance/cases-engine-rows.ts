@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest'
-import type { RunRow } from '../../store/engine/rows.js'
 import type { CommitRequest } from '../../store/engine/storage-engine.js'
 import type { EngineContext } from './engine-context.js'
 import { checkpointRow, commitOne, effectRow, runRow } from './rows.js'
@@ -85,20 +84,29 @@ export function engineRowCases(ctx: EngineContext): void {
       expect(await engine.readLists('a', [{ id: 'L', n: 1 }])).toEqual([[]])
     })
 
-    it("run digests: a new row's digest and seal are stored as given, a patch's digestOf recomputes the digest, a commit moves the seal with the last seq", async () => {
+    it("run digests: a new row's digest and seal are stored as given, a swap replaces the digest only while the stored one is as expected, a commit moves the seal with the last seq", async () => {
       const engine = ctx.engine()
       expect(await engine.insertRun(runRow({ runId: 'd', digest: 'as-given', seal: 'seal-0' }))).toBe(true)
       expect(await engine.getRun('d')).toMatchObject({ digest: 'as-given', seal: 'seal-0' })
-      const digestOf = (row: RunRow) => `${row.status}|${row.metadata}|${row.lastSeq}`
-      expect(await engine.updateRun('d', { status: 'paused', metadata: '{"k":2}', updatedAt: 5, digestOf })).toMatchObject({ digest: 'paused|{"k":2}|0' })
-      expect(await engine.updateRun('d', { updatedAt: 6 })).toMatchObject({ digest: 'paused|{"k":2}|0' })
+      // A swap that expects another digest writes nothing and says the row changed.
+      expect(await engine.updateRun('d', { status: 'paused', updatedAt: 5, swap: { ifDigest: 'other', digest: 'paused' } })).toEqual({ outcome: 'changed' })
+      expect(await engine.getRun('d')).toMatchObject({ status: 'running', digest: 'as-given' })
+      expect(await engine.updateRun('d', { status: 'paused', metadata: '{"k":2}', updatedAt: 5, swap: { ifDigest: 'as-given', digest: 'paused' } })).toMatchObject({ status: 'paused', digest: 'paused' })
+      expect(await engine.updateRun('d', { updatedAt: 6 })).toMatchObject({ digest: 'paused' })
       const commit = commitOne({ runId: 'd', id: 'd1', seq: 1 })
       expect(await engine.commit({ ...commit, run: { ...commit.run, seal: 'seal-1' } })).toEqual({ ok: true })
-      expect(await engine.getRun('d')).toMatchObject({ lastSeq: 1, seal: 'seal-1', digest: 'paused|{"k":2}|0' })
-      // An effects-only commit leaves the seal; a run patch in a commit recomputes the digest.
-      const effectsOnly = { rows: [], appends: [], run: runRow({ runId: 'd', seal: 'seal-0' }), runPatch: { status: 'running' as const, updatedAt: 7, digestOf } }
-      expect(await engine.commit(effectsOnly)).toEqual({ ok: true })
-      expect(await engine.getRun('d')).toMatchObject({ lastSeq: 1, seal: 'seal-1', digest: 'running|{"k":2}|1' })
+      expect(await engine.getRun('d')).toMatchObject({ lastSeq: 1, seal: 'seal-1', digest: 'paused' })
+      // An effects-only commit leaves the seal; a run patch in a commit swaps the digest, or refuses the whole commit.
+      const effectsOnly = (ifDigest: string): CommitRequest => ({
+        rows: [],
+        appends: [{ listId: 'log', expectedLength: 0, items: ['"x"'] }],
+        run: runRow({ runId: 'd', seal: 'seal-0' }),
+        runPatch: { status: 'running', updatedAt: 7, swap: { ifDigest, digest: 'running' } },
+      })
+      expect(await engine.commit(effectsOnly('stale'))).toEqual({ ok: false, reason: 'run_changed' })
+      expect(await engine.readLists('d', [{ id: 'log', n: 1 }])).toEqual([[]])
+      expect(await engine.commit(effectsOnly('paused'))).toEqual({ ok: true })
+      expect(await engine.getRun('d')).toMatchObject({ lastSeq: 1, status: 'running', seal: 'seal-1', digest: 'running' })
       // A commit that creates its run stores the run's digest and seal as given.
       const created = commitOne({ runId: 'e', id: 'e1', seq: 1 })
       await engine.commit({ ...created, run: { ...created.run, digest: 'new-run', seal: 'seal-e1' } })

@@ -192,6 +192,29 @@ export function leaseCases(ctx: EngineContext): void {
       expect((await store.listRuns()).map((run) => run.status)).toEqual(['queued'])
     })
 
+    it("the engine's release, requeue and cancel change a run row only while its digest is the one their swap expects", async () => {
+      const store = await ctx.openStore()
+      const engine = ctx.engine()
+      const leases = engine.leases!
+      await leasesOf(store).enqueue({ runId: 's' })
+      const queued = (await engine.getRun('s'))!.digest ?? null
+      const stale = { ifDigest: 'not-the-digest', digest: 'never' }
+      const [held] = await leasesOf(store).claim({ owner: 'w1', limit: 1, leaseMs: 60_000 })
+      expect(await leases.release({ fence: held!.fence, patch: { status: 'paused', updatedAt: 1, swap: stale } })).toEqual({ outcome: 'changed' })
+      expect(await leases.getLease('s')).toMatchObject({ owner: 'w1' })
+      expect(await leases.release({ fence: held!.fence, patch: { status: 'paused', updatedAt: 1, swap: { ifDigest: queued, digest: 'paused' } } })).toBe(true)
+      expect(await engine.getRun('s')).toMatchObject({ status: 'paused', digest: 'paused' })
+      const requeue = { runId: 's', metadata: '{"answer":1}', now: Date.now() }
+      expect(await leases.requeuePaused({ ...requeue, swap: stale })).toEqual({ outcome: 'changed' })
+      expect(await engine.getRun('s')).toMatchObject({ status: 'paused', metadata: '{}', digest: 'paused' })
+      expect(await leases.requeuePaused({ ...requeue, swap: { ifDigest: 'paused', digest: 'requeued' } })).toMatchObject({ outcome: 'queued' })
+      expect(await engine.getRun('s')).toMatchObject({ status: 'queued', metadata: '{"answer":1}', digest: 'requeued' })
+      expect(await leases.cancel('s', stale)).toEqual({ outcome: 'changed' })
+      expect(await engine.getRun('s')).toMatchObject({ status: 'queued', digest: 'requeued' })
+      expect(await leases.cancel('s', { ifDigest: 'requeued', digest: 'cancelled' })).toEqual({ outcome: 'cancelled', status: 'cancelled' })
+      expect(await engine.getRun('s')).toMatchObject({ status: 'cancelled', digest: 'cancelled' })
+    })
+
     it('enqueue is idempotent by run id, and a store without the run refuses a fence', async () => {
       const store = await ctx.openStore()
       const leases = leasesOf(store)

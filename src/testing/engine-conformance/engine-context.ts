@@ -53,13 +53,13 @@ export function useEngineContext(factory: EngineFactory): EngineContext {
   }
 }
 
-/** Open one engine on a scratch location to see which optional capabilities it has, then close it. */
 /** The optional capabilities of an engine the suite found. */
 export interface EngineCapabilities {
   leases: boolean
   pendingWrites: boolean
 }
 
+/** Open one engine on a scratch location to see which optional capabilities it has, then close it. */
 export async function probeCapabilities(factory: EngineFactory): Promise<EngineCapabilities> {
   const location = await mkdtemp(join(tmpdir(), 'cairn-engine-probe-'))
   try {

@@ -4,11 +4,11 @@ import { randomBytes } from 'node:crypto'
 import { CheckpointCorruptionError, InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths, RUN_LOG_LIST } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { checkCommit } from '../../engine/commit-checks.js'
-import { applyRunPatch, carryProgress } from '../../engine/run-patch.js'
+import { applyRunPatch, carryProgress, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import { acquireDirectory, deletedCheckpointsFile, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
 import { type EffectEdits, FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
@@ -118,11 +118,12 @@ export class FileEngine implements StorageEngine {
     return page(matching, (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
   }
 
-  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
     this.#layout.runDir(runId)
     return this.#write(runId, async (state) => {
       if (state.error) throw state.error
       if (!state.row) return undefined
+      if (swapFails(state.row, patch.swap)) return RUN_CHANGED
       const updated = applyRunPatch(state.row, patch)
       await this.#writeRunFile(updated, false)
       state.row = updated
@@ -175,6 +176,7 @@ export class FileEngine implements StorageEngine {
       // The list lengths are checked as the appends are planned (below): a list file may hold a torn tail to cut.
       const refused = checkCommit(request, { lastSeq: lastSeqOf(state), hasCheckpoint: (id) => index.has(id), effectStatus: (callId) => stored.get(callId) })
       if (refused) return refused
+      if (runPatch && swapFails(state.row ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
       const files = rows.map((row) => ({ seq: row.seq, id: row.id, name: checkpointFileName(row.seq, row.id) }))
       // Claim the ids before the next await, so a concurrent commit in another run cannot take them.
       for (const file of files) index.set(file.id, { runId: run.runId, file })

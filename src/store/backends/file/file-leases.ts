@@ -1,6 +1,6 @@
 import { join } from 'node:path'
-import type { RunDigestOf, RunRow } from '../../engine/rows.js'
-import { applyRunPatch } from '../../engine/run-patch.js'
+import type { RunChanged, RunRow, RunSwap } from '../../engine/rows.js'
+import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import {
   CLAIMABLE_STATUSES,
   type AcquireOutcome,
@@ -106,11 +106,12 @@ export class FileLeases implements LeaseEngine {
     return held
   }
 
-  async release({ fence, patch, failed = false }: Parameters<LeaseEngine['release']>[0]): Promise<boolean> {
+  async release({ fence, patch, failed = false }: Parameters<LeaseEngine['release']>[0]): Promise<boolean | RunChanged> {
     const table = await this.#writable(fence.runId)
     return this.#runs.write(fence.runId, async (state) => {
       if (state.error) throw state.error
       if (!state.row || !table.check(fence).held) return false
+      if (patch && swapFails(state.row, patch.swap)) return RUN_CHANGED
       if (patch) {
         const updated = applyRunPatch(state.row, patch)
         await this.#runs.writeRunFile(updated, false)
@@ -122,15 +123,16 @@ export class FileLeases implements LeaseEngine {
     })
   }
 
-  async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
+  async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     const table = await this.#writable(runId)
     return this.#runs.write(runId, async (state) => {
       if (state.error) throw state.error
       if (!state.row) return undefined
+      if (swapFails(state.row, swap)) return RUN_CHANGED
       const outcome = table.cancel(runId, state.row.status)
       await this.#persist(table)
       if (outcome === 'cancelled') {
-        const updated = applyRunPatch(state.row, { status: 'cancelled', updatedAt: Math.max(state.row.updatedAt, Date.now()), ...(digestOf ? { digestOf } : {}) })
+        const updated = applyRunPatch(state.row, { status: 'cancelled', updatedAt: Math.max(state.row.updatedAt, Date.now()), ...(swap ? { swap } : {}) })
         await this.#runs.writeRunFile(updated, false)
         state.row = updated
       }
@@ -138,15 +140,16 @@ export class FileLeases implements LeaseEngine {
     })
   }
 
-  async requeuePaused({ runId, metadata, now, digestOf }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused({ runId, metadata, now, swap }: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
     const table = await this.#writable(runId)
-    const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | undefined> => {
+    const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | RunChanged | undefined> => {
       if (state.error) throw state.error
       if (!state.row) return undefined
       if (!WAITING_STATUSES.includes(state.row.status)) return { outcome: 'not_paused', status: state.row.status }
       const blocked = table.blocksRequeue(runId, now)
       if (blocked) return blocked
-      const patch = { status: 'queued' as const, metadata: metadata({ ...state.row }), updatedAt: Math.max(state.row.updatedAt, now), ...(digestOf ? { digestOf } : {}) }
+      if (swapFails(state.row, swap)) return RUN_CHANGED
+      const patch = { status: 'queued' as const, metadata, updatedAt: Math.max(state.row.updatedAt, now), swap }
       const updated = applyRunPatch(state.row, patch)
       table.requeue(runId)
       await this.#persist(table)

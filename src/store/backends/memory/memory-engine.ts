@@ -1,12 +1,12 @@
 import { WAITING_STATUSES, type ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased } from '../../leases/lease-table.js'
 import { checkCommit, effectWrites } from '../../engine/commit-checks.js'
-import { applyRunPatch } from '../../engine/run-patch.js'
+import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 
 /**
  * A {@link StorageEngine} in process memory. Rows hold only strings and numbers and are copied
@@ -40,25 +40,27 @@ export class MemoryEngine implements StorageEngine {
     release: async ({ fence, patch, failed = false }) => {
       const run = this.#runs.get(fence.runId)
       if (!run || !this.#leases.check(fence).held) return false
+      if (patch && swapFails(run, patch.swap)) return RUN_CHANGED
       if (patch) Object.assign(run, applyRunPatch(run, patch))
       return this.#leases.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(run.status) })
     },
-    cancel: async (runId, digestOf) => {
+    cancel: async (runId, swap) => {
       const run = this.#runs.get(runId)
       if (!run) return undefined
+      if (swapFails(run, swap)) return RUN_CHANGED
       const outcome = this.#leases.cancel(runId, run.status)
-      if (outcome === 'cancelled') Object.assign(run, applyRunPatch(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()), ...(digestOf ? { digestOf } : {}) }))
+      if (outcome === 'cancelled') Object.assign(run, applyRunPatch(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()), ...(swap ? { swap } : {}) }))
       return { outcome, status: run.status }
     },
-    requeuePaused: async ({ runId, metadata, now, digestOf }) => {
+    requeuePaused: async ({ runId, metadata, now, swap }) => {
       const run = this.#runs.get(runId)
       if (!run) return undefined
       if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
       const blocked = this.#leases.blocksRequeue(runId, now)
       if (blocked) return blocked
-      const updated = metadata({ ...run })
+      if (swapFails(run, swap)) return RUN_CHANGED
       this.#leases.requeue(runId)
-      Object.assign(run, applyRunPatch(run, { status: 'queued', metadata: updated, updatedAt: Math.max(run.updatedAt, now), ...(digestOf ? { digestOf } : {}) }))
+      Object.assign(run, applyRunPatch(run, { status: 'queued', metadata, updatedAt: Math.max(run.updatedAt, now), swap }))
       this.#leases.wake()
       return { outcome: 'queued' }
     },
@@ -100,9 +102,10 @@ export class MemoryEngine implements StorageEngine {
     return page(rows, (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
   }
 
-  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
     const row = this.#runs.get(runId)
     if (!row) return undefined
+    if (swapFails(row, patch.swap)) return RUN_CHANGED
     Object.assign(row, applyRunPatch(row, patch))
     return { ...row }
   }
@@ -129,6 +132,7 @@ export class MemoryEngine implements StorageEngine {
       effectStatus: (callId) => this.#effects.get(listKey(run.runId, callId))?.status,
     })
     if (refused) return refused
+    if (runPatch && swapFails(current ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
     const changed = effectWrites(run.runId, effects, (callId) => this.#effects.get(listKey(run.runId, callId)))
     for (const append of appends) {
       const key = listKey(run.runId, append.listId)

@@ -3,10 +3,10 @@
  * seq, list lengths) and the writes of one {@link CommitRequest}.
  */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import type { EffectCompletionRow, EffectRow, ListAppend, RunPatch, RunRow } from '../../engine/rows.js'
+import type { EffectCompletionRow, EffectRow, ListAppend, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { checkCommit } from '../../engine/commit-checks.js'
-import { applyRunPatch } from '../../engine/run-patch.js'
+import { swapFails } from '../../engine/run-patch.js'
 import type { PostgresQueryable } from './driver.js'
 import { CHECKPOINT_PARAMS, EFFECT_PARAMS, RUN_PARAMS, updateRunSql, type PostgresStatements } from './sql.js'
 import { CheckpointNotFoundError } from '../../../core/errors.js'
@@ -49,6 +49,7 @@ db: PostgresQueryable,
   const view = { lastSeq, hasCheckpoint: () => state.duplicate === true, effectStatus: () => undefined }
   const refused = checkCommit({ rows, appends: [] }, view)
   if (refused) return refused
+  if (runPatch && swapFails(state, runPatch.swap)) return { ok: false, reason: 'run_changed' }
   if (!(await listsHaveLengths(db, sql, run.runId, appends))) return { ok: false, reason: 'list_conflict' }
   const starts = effects?.starts ?? []
   const stored = new Map<string, EffectRow['status'] | undefined>()
@@ -78,24 +79,12 @@ db: PostgresQueryable,
   } else {
     for (const completion of completions) await db.query(sql.completeEffect, completionParams(completion))
   }
-  if (runPatch) await patchRunInTransaction(db, { sql, schema }, run.runId, runPatch)
-  return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
-}
-
-/**
- * Apply a run patch inside the caller's transaction; a patch that brings `digestOf` locks and
- * reads the row first, to compute the digest of the row as patched.
- */
-export async function patchRunInTransaction(db: PostgresQueryable, { sql, schema }: CommitContext, runId: string, patch: RunPatch): Promise<RunRow | undefined> {
-  let digest: string | undefined
-  if (patch.digestOf) {
-    const current = (await db.query(sql.lockRunForPatch, [runId])).rows[0]
-    if (!current) return undefined
-    digest = applyRunPatch(runRowOf(current), patch).digest ?? undefined
+  if (runPatch) {
+    // The run row is locked and its digest checked above.
+    const { text, values } = updateRunSql(schema, run.runId, runPatch)
+    await db.query(text, values)
   }
-  const { text, values } = updateRunSql(schema, runId, patch, digest)
-  const { rows } = await db.query(text, values)
-  return rows[0] && runRowOf(rows[0])
+  return cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
 }
 
 /** The run columns of a selected row (`bigint` columns arrive as strings). */

@@ -1,11 +1,12 @@
 import { CairnError, StoreError } from '../../../core/errors.js'
 import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
+import { RUN_CHANGED } from '../../engine/run-patch.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { inTransaction, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
-import { commitInTransaction, patchRunInTransaction } from './postgres-commit.js'
+import { commitInTransaction } from './postgres-commit.js'
 import { PostgresLeases } from './postgres-leases.js'
 import {
   DEFAULT_SCHEMA,
@@ -103,13 +104,12 @@ export class PostgresEngine implements StorageEngine {
     return (await this.#query(text, values)).rows.map(runRow)
   }
 
-  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
-    if (!patch.digestOf) {
-      const { text, values } = updateRunSql(this.#schema, runId, patch)
-      const { rows } = await this.#query(text, values)
-      return rows[0] && runRow(rows[0])
-    }
-    return this.#transaction((db) => patchRunInTransaction(db, { sql: this.#sql, schema: this.#schema }, runId, patch))
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
+    const { text, values } = updateRunSql(this.#schema, runId, patch)
+    const { rows } = await this.#query(text, values)
+    if (rows[0]) return runRow(rows[0])
+    // No row updated: the run does not exist, or its digest is not the one the swap expects.
+    return patch.swap && (await this.getRun(runId)) ? RUN_CHANGED : undefined
   }
 
   async deleteRun(runId: string): Promise<boolean> {

@@ -1,6 +1,6 @@
 import { sha256 } from '../../../core/hash.js'
-import type { RunDigestOf, RunRow } from '../../engine/rows.js'
-import { applyRunPatch } from '../../engine/run-patch.js'
+import type { RunChanged, RunRow, RunSwap } from '../../engine/rows.js'
+import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import { runRowOf } from './postgres-commit.js'
 import type {
   AcquireOutcome,
@@ -46,8 +46,7 @@ export class PostgresLeases implements LeaseEngine {
   readonly #db: PostgresLeaseAccess
   readonly #sql: LeaseStatements
   readonly #insertRun: string
-  readonly #lockRunForPatch: string
-  readonly #setDigest: string
+  readonly #getRun: string
   readonly #channel: string
 
   constructor(access: PostgresLeaseAccess) {
@@ -55,8 +54,7 @@ export class PostgresLeases implements LeaseEngine {
     this.#sql = leaseStatements(access.schema)
     const statements = postgresStatements(access.schema)
     this.#insertRun = statements.insertRun
-    this.#lockRunForPatch = statements.lockRunForPatch
-    this.#setDigest = statements.setDigest
+    this.#getRun = statements.getRun
     this.#channel = wakeChannel(access.schema)
   }
 
@@ -121,39 +119,31 @@ export class PostgresLeases implements LeaseEngine {
     return rows.map((row) => ({ runId: row.runId as string, cancelRequested: row.cancelRequested === true }))
   }
 
-  async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean> {
-    if (!patch?.digestOf) {
-      const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch })
-      return (await this.#db.query(text, values)).rows.length === 1
-    }
-    return this.#db.transaction(async (db) => {
-      // The digest of the row as patched, read under the row's lock.
-      const current = (await db.query(this.#lockRunForPatch, [fence.runId])).rows[0]
-      if (!current) return false
-      const digest = applyRunPatch(runRowOf(current), patch).digest ?? undefined
-      const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch, digest })
-      return (await db.query(text, values)).rows.length === 1
-    })
+  async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean | RunChanged> {
+    const { text, values } = releaseSql(this.#db.schema, { ...fence, failed, channel: this.#channel, patch })
+    if ((await this.#db.query(text, values)).rows.length === 1) return true
+    // Nothing released: the fence is stale, or the digest is not the one the patch's swap expects.
+    const row = patch?.swap && (await this.#db.query(this.#getRun, [fence.runId])).rows[0]
+    return row && swapFails(row, patch.swap) ? RUN_CHANGED : false
   }
 
-  async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
+  async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     return this.#db.transaction(async (db) => {
       const run = (await db.query(this.#sql.lockForCancel, [runId])).rows[0]
       if (!run) return undefined
+      if (swapFails(run, swap)) return RUN_CHANGED
       const status = run.status as RunRow['status']
       if (status === 'completed' || status === 'failed' || status === 'cancelled') return { outcome: 'unchanged', status }
       if (run.live === true) {
         await db.query(this.#sql.requestCancel, [runId])
         return { outcome: 'requested', status }
       }
-      const before = runRowOf((await db.query(this.#lockRunForPatch, [runId])).rows[0]!)
-      await db.query(this.#sql.cancelNow, [runId, Date.now()])
-      await this.#redigest(db, runId, digestOf, before)
+      await db.query(this.#sql.cancelNow, [runId, Date.now(), swap?.digest ?? null])
       return { outcome: 'cancelled', status: 'cancelled' }
     })
   }
 
-  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
     return this.#db.transaction((db) => this.#requeue(db, request))
   }
 
@@ -163,13 +153,13 @@ export class PostgresLeases implements LeaseEngine {
    * second finds the runs queued already), decided, queued, given their digests and log entries,
    * and the workers woken.
    */
-  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
     if (requests.length === 0) return []
     return this.#db.transaction(async (db) => {
       const { rows } = await db.query(this.#sql.lockManyForRequeue, [[...new Set(requests.map((request) => request.runId))]])
       const locked = new Map(rows.map((row) => [row.runId as string, row]))
-      const outcomes: (RequeueOutcome | undefined)[] = []
-      const queued = new Map<string, { request: RequeueRequest; before: RunRow }>()
+      const outcomes: (RequeueOutcome | RunChanged | undefined)[] = []
+      const queued = new Map<string, RequeueRequest>()
       for (const request of requests) {
         const row = locked.get(request.runId)
         if (!row) {
@@ -181,21 +171,18 @@ export class PostgresLeases implements LeaseEngine {
         else if (!WAITING_STATUSES.includes(run.status)) outcomes.push({ outcome: 'not_paused', status: run.status })
         else if (row.queue === null) outcomes.push({ outcome: 'not_enqueued' })
         else if (row.live === true) outcomes.push({ outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) })
+        else if (swapFails(run, request.swap)) outcomes.push(RUN_CHANGED)
         else {
-          queued.set(request.runId, { request, before: run })
+          queued.set(request.runId, request)
           outcomes.push(request.append ? { outcome: 'queued', appended: true } : { outcome: 'queued' })
         }
       }
       if (queued.size === 0) return outcomes
       const runIds = [...queued.keys()]
-      const now = Math.max(...[...queued.values()].map(({ request }) => request.now))
-      const updated = await db.query(this.#sql.requeueMany, [runIds, [...queued.values()].map(({ request, before }) => request.metadata(before)), now])
-      const digests = updated.rows.flatMap((row) => {
-        const { request, before } = queued.get(row.runId as string)!
-        return request.digestOf ? [[before.runId, request.digestOf(runRowOf(row), before)] as const] : []
-      })
-      if (digests.length > 0) await db.query(this.#sql.setDigests, [digests.map(([runId]) => runId), digests.map(([, digest]) => digest)])
-      const appends = [...queued.values()].flatMap(({ request }) => (request.append ? [{ runId: request.runId, ...request.append }] : []))
+      const decided = [...queued.values()]
+      const now = Math.max(...decided.map((request) => request.now))
+      const updated = await db.query(this.#sql.requeueMany, [runIds, decided.map((request) => request.metadata), now, decided.map((request) => request.swap.digest)])
+      const appends = decided.flatMap((request) => (request.append ? [{ runId: request.runId, ...request.append }] : []))
       if (appends.length > 0) await db.query(this.#sql.appendItems, [appends.map((a) => a.runId), appends.map((a) => a.listId), appends.map((a) => a.item)])
       await db.query(this.#sql.wakeMany, [this.#channel, [...new Set(updated.rows.map((row) => row.queue as string))]])
       return outcomes
@@ -203,24 +190,18 @@ export class PostgresLeases implements LeaseEngine {
   }
 
   /** Inside a transaction: one run's `requeuePaused`. */
-  async #requeue(db: PostgresQueryable, { runId, metadata, now, digestOf, append }: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async #requeue(db: PostgresQueryable, { runId, metadata, now, swap, append }: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
     const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
     if (!row) return undefined
     const run = runRowOf(row)
     if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
     if (row.queue === null) return { outcome: 'not_enqueued' }
     if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
-    await db.query(this.#sql.requeuePaused, [runId, metadata(run), now, this.#channel])
-    await this.#redigest(db, runId, digestOf, run)
+    if (swapFails(run, swap)) return RUN_CHANGED
+    await db.query(this.#sql.requeuePaused, [runId, metadata, now, this.#channel, swap.digest])
     if (!append) return { outcome: 'queued' }
     await db.query(this.#sql.appendItem, [runId, append.listId, append.item])
     return { outcome: 'queued', appended: true }
-  }
-
-  /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */
-  async #redigest(db: PostgresQueryable, runId: string, digestOf: RunDigestOf | undefined, before: RunRow): Promise<void> {
-    const row = digestOf && (await db.query(this.#lockRunForPatch, [runId])).rows[0]
-    if (row) await db.query(this.#setDigest, [runId, digestOf(runRowOf(row), before)])
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {

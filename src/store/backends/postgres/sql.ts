@@ -123,7 +123,7 @@ export function postgresStatements(schema: string) {
      * id of `$2` is taken. The fencing check of the worker layer belongs next to this read.
      */
     lockRunForCommit: `SELECT r.last_seq AS "lastSeq", EXISTS (SELECT 1 FROM ${s}.checkpoints c WHERE c.id = ANY($2::text[])) AS "duplicate",
-        r.owner, r.lease_epoch AS epoch, r.cancel_requested AS "cancelRequested"
+        r.owner, r.lease_epoch AS epoch, r.cancel_requested AS "cancelRequested", r.digest
       FROM ${s}.runs r WHERE r.run_id = $1 FOR UPDATE OF r`,
     /** The lease a commit to another run (a child run) is fenced on, share-locked until the commit ends. */
     fenceOf: `SELECT owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested" FROM ${s}.runs WHERE run_id = $1 FOR SHARE`,
@@ -146,10 +146,6 @@ export function postgresStatements(schema: string) {
       SELECT u.id, u.run_id, u.parent_id, u.seq, u.kind, u.phase, u.schema_version, u.created_at, u.workflow_name, u.terminal, u.metadata, u.body, u.lists, u.digest
       FROM unnest(${CHECKPOINT_PARAMS.map((key, i) => `$${i + 5}::${CHECKPOINT_TYPES[key]}[]`).join(', ')})
         AS u(id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)`,
-    /** A run's digest after a statement changed a field it covers (in the same transaction). */
-    setDigest: `UPDATE ${s}.runs SET digest = $2 WHERE run_id = $1`,
-    /** The run, locked for a patch whose digest is computed from it. */
-    lockRunForPatch: `SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     runLastSeq: `SELECT last_seq AS "lastSeq" FROM ${s}.runs WHERE run_id = $1`,
 
     getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE id = ANY($1::text[])`,
@@ -287,10 +283,10 @@ export function leaseStatements(schema: string) {
       WHERE r.run_id = h.run_id AND r.lease_epoch = h.epoch AND r.owner = $1
       RETURNING r.run_id AS "runId", r.cancel_requested AS "cancelRequested"`,
     /** The run `$1` with its lease state, locked for a cancel. */
-    lockForCancel: `SELECT status, owner IS NOT NULL AND lease_expires_at >= now() AS live FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
+    lockForCancel: `SELECT status, digest, owner IS NOT NULL AND lease_expires_at >= now() AS live FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     requestCancel: `UPDATE ${s}.runs SET cancel_requested = true WHERE run_id = $1`,
-    /** Cancel a run nobody holds; a lapsed holder is fenced out by a raised epoch. */
-    cancelNow: `UPDATE ${s}.runs SET status = 'cancelled', updated_at = greatest(updated_at, $2), cancel_requested = true,
+    /** Cancel a run nobody holds (its digest `$3` when not null); a lapsed holder is fenced out by a raised epoch. */
+    cancelNow: `UPDATE ${s}.runs SET status = 'cancelled', digest = coalesce($3, digest), updated_at = greatest(updated_at, $2), cancel_requested = true,
         lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
       WHERE run_id = $1`,
     getLease: `SELECT ${LEASE_COLUMNS} FROM ${s}.runs WHERE run_id = $1`,
@@ -299,11 +295,11 @@ export function leaseStatements(schema: string) {
         greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000) AS "leaseLeftMs"
       FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     /**
-     * Queue the paused run `$1` again with metadata `$2` (`updated_at` at least `$3`), fence out a
-     * lapsed holder by a raised epoch, and wake workers on channel `$4` (delivered at commit).
+     * Queue the paused run `$1` again with metadata `$2` and digest `$5` (`updated_at` at least `$3`),
+     * fence out a lapsed holder by a raised epoch, and wake workers on channel `$4` (delivered at commit).
      */
     requeuePaused: `WITH requeued AS (
-        UPDATE ${s}.runs SET status = 'queued', metadata = $2, updated_at = greatest(updated_at, $3),
+        UPDATE ${s}.runs SET status = 'queued', metadata = $2, digest = $5, updated_at = greatest(updated_at, $3),
           lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
         WHERE run_id = $1 AND status IN ('paused', 'sleeping', 'waiting') RETURNING queue
       )
@@ -316,14 +312,12 @@ export function leaseStatements(schema: string) {
     lockManyForRequeue: `SELECT ${RUN_COLUMNS}, queue, owner, owner IS NOT NULL AND lease_expires_at >= now() AS live,
         greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000) AS "leaseLeftMs"
       FROM ${s}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id COLLATE "C" FOR UPDATE`,
-    /** `requeuePaused` for the runs `$1` with metadata `$2` (arrays in step), `updated_at` at least `$3`; returns the rows as queued. */
-    requeueMany: `UPDATE ${s}.runs r SET status = 'queued', metadata = u.metadata, updated_at = greatest(r.updated_at, $3),
+    /** `requeuePaused` for the runs `$1` with metadata `$2` and digests `$4` (arrays in step), `updated_at` at least `$3`; returns the rows as queued. */
+    requeueMany: `UPDATE ${s}.runs r SET status = 'queued', metadata = u.metadata, digest = u.digest, updated_at = greatest(r.updated_at, $3),
         lease_epoch = r.lease_epoch + (r.owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
-      FROM unnest($1::text[], $2::text[]) AS u(run_id, metadata)
+      FROM unnest($1::text[], $2::text[], $4::text[]) AS u(run_id, metadata, digest)
       WHERE r.run_id = u.run_id AND r.status IN ('paused', 'sleeping', 'waiting')
       RETURNING ${RUN_COLUMNS_OF_R}, r.queue`,
-    /** Set the digests `$2` of the runs `$1` (arrays in step). */
-    setDigests: `UPDATE ${s}.runs r SET digest = u.digest FROM unnest($1::text[], $2::text[]) AS u(run_id, digest) WHERE r.run_id = u.run_id`,
     /** Append item `$3[k]` at the end of run `$1[k]`'s list `$2[k]` (each run once). */
     appendItems: `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
       SELECT u.run_id, u.list_id, coalesce((SELECT max(i.idx) + 1 FROM ${s}.list_items i WHERE i.run_id = u.run_id AND i.list_id = u.list_id), 0), u.item
@@ -335,21 +329,15 @@ export function leaseStatements(schema: string) {
 
 /**
  * `release`: clear the lease of run `$1` held by owner `$2` at epoch `$3`, count a recovery
- * when `$4` is 1, apply the patch, and wake idle workers (channel `$5`) when the run is
- * claimable again. Returns one row when released.
+ * when `$4` is 1, apply the patch (only while the digest is the one its swap expects), and wake
+ * idle workers (channel `$5`) when the run is claimable again. Returns one row when released.
  */
-export function releaseSql(
-  schema: string,
-  params: { runId: string; owner: string; epoch: number; failed: boolean; channel: string; patch: RunPatch | undefined; digest?: string | undefined },
-): SqlQuery {
+export function releaseSql(schema: string, params: { runId: string; owner: string; epoch: number; failed: boolean; channel: string; patch: RunPatch | undefined }): SqlQuery {
   const values: unknown[] = [params.runId, params.owner, params.epoch, params.failed ? 1 : 0, params.channel]
-  const sets = ['owner = NULL', 'lease_expires_at = NULL', 'recoveries = recoveries + $4']
-  for (const [key, column] of patchColumns(params.patch, params.digest)) {
-    values.push(key === 'digest' ? params.digest : params.patch?.[key])
-    sets.push(`${column} = $${values.length}`)
-  }
+  const { sets, where } = patchSets(params.patch, values)
   const text = `WITH released AS (
-      UPDATE ${quoteIdent(schema)}.runs SET ${sets.join(', ')} WHERE run_id = $1 AND owner = $2 AND lease_epoch = $3 RETURNING queue, status
+      UPDATE ${quoteIdent(schema)}.runs SET ${['owner = NULL', 'lease_expires_at = NULL', 'recoveries = recoveries + $4', ...sets].join(', ')}
+      WHERE run_id = $1 AND owner = $2 AND lease_epoch = $3${where} RETURNING queue, status
     )
     SELECT CASE WHEN status IN ('queued', 'running') THEN pg_notify($5, queue) END AS woke FROM released`
   return { text, values }
@@ -361,7 +349,7 @@ export interface SqlQuery {
   values: unknown[]
 }
 
-type PatchColumn = Exclude<keyof RunPatch, 'digestOf'>
+type PatchColumn = Exclude<keyof RunPatch, 'swap'>
 
 const RUN_PATCH_COLUMNS: Record<PatchColumn, string> = {
   status: 'status',
@@ -374,21 +362,25 @@ const RUN_PATCH_COLUMNS: Record<PatchColumn, string> = {
   updatedAt: 'updated_at',
 }
 
-/** The columns a patch sets, and the digest when one was computed for it. */
-function patchColumns(patch: RunPatch | undefined, digest: string | undefined): [PatchColumn | 'digest', string][] {
-  const columns: [PatchColumn | 'digest', string][] = (Object.entries(RUN_PATCH_COLUMNS) as [PatchColumn, string][]).filter(([key]) => patch?.[key] !== undefined)
-  return digest === undefined ? columns : [...columns, ['digest', 'digest']]
-}
-
-/** `updateRun`: set exactly the fields the patch has (a field set to null is set to null), and the digest computed for it. */
-export function updateRunSql(schema: string, runId: string, patch: RunPatch, digest?: string): SqlQuery {
-  const values: unknown[] = [runId]
+/** The `SET` terms of exactly the fields a patch has (a field set to null is set to null), and the `WHERE` term of its swap; values appended to `values`. */
+function patchSets(patch: RunPatch | undefined, values: unknown[]): { sets: string[]; where: string } {
   const sets: string[] = []
-  for (const [key, column] of patchColumns(patch, digest)) {
-    values.push(key === 'digest' ? digest : patch[key])
+  for (const [key, column] of Object.entries(RUN_PATCH_COLUMNS) as [PatchColumn, string][]) {
+    if (patch?.[key] === undefined) continue
+    values.push(patch[key])
     sets.push(`${column} = $${values.length}`)
   }
-  return { text: `UPDATE ${quoteIdent(schema)}.runs SET ${sets.join(', ')} WHERE run_id = $1 RETURNING ${RUN_COLUMNS}`, values }
+  if (!patch?.swap) return { sets, where: '' }
+  values.push(patch.swap.digest, patch.swap.ifDigest)
+  sets.push(`digest = $${values.length - 1}`)
+  return { sets, where: ` AND digest IS NOT DISTINCT FROM $${values.length}` }
+}
+
+/** `updateRun`: the patch's fields and digest, only while the digest is the one its swap expects. */
+export function updateRunSql(schema: string, runId: string, patch: RunPatch): SqlQuery {
+  const values: unknown[] = [runId]
+  const { sets, where } = patchSets(patch, values)
+  return { text: `UPDATE ${quoteIdent(schema)}.runs SET ${sets.join(', ')} WHERE run_id = $1${where} RETURNING ${RUN_COLUMNS}`, values }
 }
 
 /**

@@ -133,17 +133,15 @@ export const LEASE_SQL = {
   release: `UPDATE runs SET owner = NULL, lease_expires_at = NULL, recoveries = recoveries + :failed
     WHERE run_id = :runId AND owner = :owner AND lease_epoch = :epoch`,
   /** Cancel a run nobody holds (or whose holder lapsed, who is fenced out by a raised epoch). */
-  cancelNow: `UPDATE runs SET status = 'cancelled', updated_at = max(updated_at, :now), cancel_requested = 1,
+  cancelNow: `UPDATE runs SET status = 'cancelled', digest = coalesce(:digest, digest), updated_at = max(updated_at, :now), cancel_requested = 1,
       lease_epoch = lease_epoch + (owner IS NOT NULL), owner = NULL, lease_expires_at = NULL
     WHERE run_id = :runId`,
   requestCancel: `UPDATE runs SET cancel_requested = 1 WHERE run_id = :runId`,
   /** Queue a paused run again with new metadata; a lapsed holder is fenced out by a raised epoch. */
-  requeuePaused: `UPDATE runs SET status = 'queued', metadata = :metadata, updated_at = max(updated_at, :now),
+  requeuePaused: `UPDATE runs SET status = 'queued', metadata = :metadata, digest = :digest, updated_at = max(updated_at, :now),
       lease_epoch = lease_epoch + (owner IS NOT NULL), owner = NULL, lease_expires_at = NULL
     WHERE run_id = :runId AND status IN ('paused', 'sleeping', 'waiting')`,
-  getLease: `SELECT ${LEASE_COLUMNS}, status FROM runs WHERE run_id = ?`,
-  /** A run's digest after a lease statement changed a field it covers (in the same transaction). */
-  setDigest: `UPDATE runs SET digest = :digest WHERE run_id = :runId`,
+  getLease: `SELECT ${LEASE_COLUMNS}, status, digest FROM runs WHERE run_id = ?`,
   /** Append `:item` at the end of a run's list (a requeue's run-log entry, in its transaction). */
   appendItem: `INSERT INTO list_items (run_id, list_id, idx, item)
     SELECT :runId, :listId, coalesce(max(idx) + 1, 0), :item FROM list_items WHERE run_id = :runId AND list_id = :listId`,

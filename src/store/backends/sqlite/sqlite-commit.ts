@@ -1,9 +1,9 @@
 /** What the SQLite engine runs inside a write transaction. */
 import type { CommitRequest, CommitResult } from '../../engine/storage-engine.js'
-import type { EffectRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { EffectRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { intentRowsOf } from '../../engine/effect-outcomes.js'
 import { checkCommit } from '../../engine/commit-checks.js'
-import { applyRunPatch } from '../../engine/run-patch.js'
+import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import type { SqliteDatabase, SqliteStatement } from './driver.js'
 import { SQL } from './sql.js'
 
@@ -61,6 +61,7 @@ export function commitInTransaction(s: Statements, { rows, appends, run, effects
   )
   // A commit refused before its rows go in looks for a taken id first, so that it is reported as it would be there.
   if (refused) return anyTaken(s, rows) ? { ok: false, reason: 'duplicate_id' } : refused
+  if (runPatch?.swap && swapFails((s.getRun.get(run.runId) as RunRow | undefined) ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
   for (const append of appends) {
     append.items.forEach((item, i) => s.insertItem.run(run.runId, append.listId, append.expectedLength + i, item))
   }
@@ -139,14 +140,14 @@ export function commitImmediate(commit: { immediate(request: CommitRequest): Com
   }
 }
 
-/** Apply a run patch (inside the caller's transaction); its digest is computed from the row read under the same lock. */
-export function patchRun(s: Statements, runId: string, patch: RunPatch): RunRow | undefined {
-  let digest: string | undefined
-  if (patch.digestOf) {
+/** Apply a run patch (inside the caller's transaction), unless its swap expects another digest than the row's. */
+export function patchRun(s: Statements, runId: string, patch: RunPatch): RunRow | RunChanged | undefined {
+  if (patch.swap) {
     const current = s.getRun.get(runId) as RunRow | undefined
     if (!current) return undefined
-    digest = applyRunPatch(current, patch).digest ?? undefined
+    if (swapFails(current, patch.swap)) return RUN_CHANGED
   }
+  const digest = patch.swap?.digest
   const params = {
     runId,
     updatedAt: patch.updatedAt,

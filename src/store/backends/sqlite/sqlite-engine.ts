@@ -1,6 +1,6 @@
 import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../../engine/rows.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { configureConnection, SynchronousLevel, type SqliteConnectionOptions, type SqliteDatabase, type SqliteStatement, type SqliteTransaction } from './driver.js'
 import { migrateSqlite } from './migrations.js'
@@ -92,7 +92,7 @@ export class SqliteEngine implements StorageEngine {
     return this.#listStatement(listRunsSql(shape)).all(params) as RunRow[]
   }
 
-  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | undefined> {
+  async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
     return this.#write(() => patchRun(this.#statements, runId, patch))
   }
 

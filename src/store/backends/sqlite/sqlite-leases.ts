@@ -1,4 +1,5 @@
-import type { RunDigestOf, RunPatch, RunRow } from '../../engine/rows.js'
+import type { RunChanged, RunPatch, RunRow, RunSwap } from '../../engine/rows.js'
+import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import type {
   AcquireOutcome,
   AcquireRequest,
@@ -115,8 +116,9 @@ export class SqliteLeases implements LeaseEngine {
     })
   }
 
-  async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean> {
+  async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean | RunChanged> {
     const release = () => {
+      if (patch && swapFails((this.#getRun.get(fence.runId) as RunRow | undefined) ?? {}, patch.swap)) return RUN_CHANGED
       const released = this.#s.release.run({ runId: fence.runId, owner: fence.owner, epoch: fence.epoch, failed: failed ? 1 : 0 }).changes === 1
       if (released && patch) this.#patchRun(fence.runId, patch)
       return released
@@ -124,33 +126,32 @@ export class SqliteLeases implements LeaseEngine {
     return patch ? this.#write(release) : this.#leaseOnly(release)
   }
 
-  async cancel(runId: string, digestOf?: RunDigestOf): Promise<CancelOutcome | undefined> {
+  async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     return this.#write(() => {
       const now = Date.now()
-      const lease = this.#s.getLease.get(runId) as (StoredLease & { status: RunRow['status'] }) | undefined
+      const lease = this.#s.getLease.get(runId) as (StoredLease & { status: RunRow['status']; digest: string | null }) | undefined
       if (!lease) return undefined
+      if (swapFails(lease, swap)) return RUN_CHANGED
       if (lease.status === 'completed' || lease.status === 'failed' || lease.status === 'cancelled') return { outcome: 'unchanged', status: lease.status }
       if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
         this.#s.requestCancel.run({ runId })
         return { outcome: 'requested', status: lease.status }
       }
-      const before = this.#getRun.get(runId) as RunRow
-      this.#s.cancelNow.run({ runId, now })
-      this.#redigest(runId, digestOf, before)
+      this.#s.cancelNow.run({ runId, now, digest: swap?.digest ?? null })
       return { outcome: 'cancelled', status: 'cancelled' }
     })
   }
 
-  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | undefined> {
+  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
     return this.#write(() => this.#requeue(request))
   }
 
-  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | undefined)[]> {
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
     return this.#write(() => requests.map((request) => this.#requeue(request)))
   }
 
   /** Inside a write transaction: one run's `requeuePaused`. */
-  #requeue({ runId, metadata, now, digestOf, append }: RequeueRequest): RequeueOutcome | undefined {
+  #requeue({ runId, metadata, now, swap, append }: RequeueRequest): RequeueOutcome | RunChanged | undefined {
     const run = this.#getRun.get(runId) as RunRow | undefined
     const lease = this.#s.getLease.get(runId) as StoredLease | undefined
     if (!run || !lease) return undefined
@@ -159,8 +160,8 @@ export class SqliteLeases implements LeaseEngine {
     if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
       return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
     }
-    this.#s.requeuePaused.run({ runId, metadata: metadata(run), now })
-    this.#redigest(runId, digestOf, run)
+    if (swapFails(run, swap)) return RUN_CHANGED
+    this.#s.requeuePaused.run({ runId, metadata, now, digest: swap.digest })
     if (!append) return { outcome: 'queued' }
     this.#s.appendItem.run({ runId, listId: append.listId, item: append.item })
     return { outcome: 'queued', appended: true }
@@ -179,12 +180,6 @@ export class SqliteLeases implements LeaseEngine {
     const live = this.#s.liveCounts.all({ now, queues: JSON.stringify(limits.map(([queue]) => queue)) }) as { queue: string; n: number }[]
     for (const { queue, n } of live) budgets.set(queue, (budgets.get(queue) ?? 0) - n)
     return budgets
-  }
-
-  /** Inside the transaction of a statement that changed a field the digest covers: the row's new digest. */
-  #redigest(runId: string, digestOf: RunDigestOf | undefined, before: RunRow): void {
-    const row = digestOf && (this.#getRun.get(runId) as RunRow | undefined)
-    if (row) this.#s.setDigest.run({ runId, digest: digestOf(row, before) })
   }
 
   #write<T>(fn: () => T): T {
