@@ -168,7 +168,7 @@ export class CheckpointReads {
         break
       }
       const record = latest && (base?.id === latest.id ? base : await this.#decode(latest, read.lists))
-      const writer = latest && run ? { lastSeq: run.lastSeq, lastId: latest.id, lists: listCacheOf(latest, checkRow(latest)) } : undefined
+      const writer = latest && run ? { lastSeq: run.lastSeq, lastId: latest.id, lists: listCacheOf(latest, checkRow(latest)), run } : undefined
       return { run, latest: record, base, effects: read.effects, writer, logLength: logItems.length }
     })
   }

@@ -39,6 +39,7 @@ import { WriterStates, type WriterState } from './encoding/list-cache.js'
 import { RunLeases } from './leases/run-leases.js'
 import { changeRun, decodeRunRow, encodeMetadata, swapPatch, toRunPatch } from './encoding/run-rows.js'
 import { runDigest, runProgressDigest } from './engine/run-digest.js'
+import { applyRunPatch } from './engine/run-patch.js'
 import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { resealEvents, SealedEventLog } from './trust/sealed-event-log.js'
@@ -154,6 +155,8 @@ export class EngineStore implements CheckpointStore {
     const rowPatch = toRunPatch(patch)
     const row = await this.#call(runId, 'update run', () => changeRun(runId, () => this.#engine.getRun(runId), (before) => this.#engine.updateRun(runId, swapPatch(before, rowPatch))))
     if (!row) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
+    const cached = this.#cache.get(runId)
+    if (cached) cached.run = row
     if (rowPatch.status !== undefined) await this.#withRunLock(runId, () => this.#log.append(runId, [['status', rowPatch.status!]]))
     return decodeRunRow(row)
   }
@@ -270,15 +273,19 @@ export class EngineStore implements CheckpointStore {
         const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
         const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
         const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
-        // A run change is a compare-and-set on the row as read (the row this commit creates, when there is none).
-        const runPatch = change && swapPatch((await this.#call(runId, 'read run', () => this.#engine.getRun(runId))) ?? run, change)
+        // A run change is a compare-and-set on the row as last seen (as read, or the row this commit creates).
+        const before = change && (this.#cache.get(runId)?.run ?? (await this.#call(runId, 'read run', () => this.#engine.getRun(runId))) ?? run)
+        const runPatch = change && swapPatch(before!, change)
         // The run's log records the effect starts, outcomes and status change with them, in the same commit.
         const log = await this.#log.appendFor(runId, entriesOf({ effects, runPatch }))
         const request: CommitRequest = { rows, appends: log ? [...appends, log] : appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}), ...durabilityOf(batch) }
         const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
         if (result.ok) {
           this.#log.committed(runId, log)
-          if (next) this.#cache.set(runId, next, rows[rows.length - 1]!.terminal)
+          const cached = this.#cache.get(runId)
+          const after = before && runPatch ? applyRunPatch(before, runPatch) : cached?.run
+          if (next) this.#cache.set(runId, { ...next, run: after }, rows[rows.length - 1]!.terminal)
+          else if (cached) cached.run = after
           return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
         }
         if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
@@ -320,7 +327,9 @@ export class EngineStore implements CheckpointStore {
     assertId(runId, 'runId')
     const opened = await this.#reads.openRun(runId, query)
     // What a resume read is where its first write goes on from: no read of the run before it.
-    if (opened.writer && !this.#cache.get(runId)) this.#cache.set(runId, opened.writer, opened.latest?.terminal === true)
+    const cached = this.#cache.get(runId)
+    if (!cached && opened.writer) this.#cache.set(runId, opened.writer, opened.latest?.terminal === true)
+    else if (cached) cached.run = opened.run
     this.#log.remember(runId, opened.logLength)
     return {
       run: opened.run && decodeRunRow(opened.run),

@@ -1,3 +1,4 @@
+import type { RunRow } from '../engine/rows.js'
 import type { ListCache } from './payload-lists.js'
 
 /** What a writer remembers of a run between saves: its seq, newest checkpoint and list refs. */
@@ -5,6 +6,11 @@ export interface WriterState {
   lastSeq: number
   lastId: string | null
   lists: ListCache
+  /**
+   * The run row as this store last read or wrote it: what a change of the run's fields is
+   * computed from (a compare-and-set on its digest: a row changed since is read again).
+   */
+  run?: RunRow | undefined
 }
 
 /** How many runs a store remembers where their writes left off. */
