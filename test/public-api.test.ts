@@ -74,18 +74,18 @@ const API: Record<string, { values: string[]; types: string[] }> = {
   engine: {
     values: [
       'CLAIMABLE_STATUSES', 'DEFAULT_QUEUE', 'DelegatingRunStore', 'DelegatingStore', 'EngineStore', 'FINISHED_STATUSES', 'FencedStore',
-      'FileEngine', 'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'MemoryEventLog', 'MemoryRunWaits', 'RUN_DIGEST_FIELDS', 'RUN_DOCUMENT_FORMAT',
+      'FileEngine', 'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'MemoryEventLog', 'MemoryRunWaits', 'RUN_CHANGED', 'RUN_DIGEST_FIELDS', 'RUN_DOCUMENT_FORMAT',
       'RunLeases', 'SchemaRegistry', 'WAITING_STATUSES', 'applyRunPatch', 'canonicalJson', 'checkCommit', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst',
       'decodeValue', 'defaultSchemas', 'describeCheckpoints', 'effectWrites', 'encodeValue', 'expandPhases', 'idTimestamp', 'importPeer',
       'listRows', 'loadPhase', 'newId', 'page', 'requirePeer', 'retainedListLengths', 'runDigest', 'runProgressDigest', 'runtimeOf', 'sha256', 'statusMatches',
-      'storedIdOf', 'unleased',
+      'storedIdOf', 'swapFails', 'unleased',
     ],
     types: [
       'AcquireOutcome', 'AcquireRequest', 'CancelOutcome', 'CheckpointHeaderRow', 'CheckpointListing', 'CheckpointRow', 'ClaimRequest', 'ClaimedRun', 'CommitRefusal', 'CommitRequest',
       'CommitResult', 'CommitView', 'DecodeContext', 'EffectCompletionRow', 'EffectRow', 'EffectStatus', 'EngineStoreOptions', 'EnqueueJob', 'ExternalEventRow', 'Fence', 'FenceHooks',
       'HeartbeatRequest', 'HeartbeatRow', 'LeaseEngine', 'LeaseEntry', 'LeaseRow', 'LeaseSubscription', 'ListAppend', 'ListCheckpointsQuery',
       'ListRange', 'ListRef', 'ListRunsQuery', 'Migration', 'OptionalPeer', 'PeerRequest', 'PendingWriteRow', 'PhaseLog', 'PhaseLogEntry', 'ReleaseRequest',
-      'RequeueOutcome', 'RequeueRequest', 'RewriteRequest', 'RunDigestField', 'RunDigestOf', 'RunLoad', 'RunPatch', 'RunRow', 'RunStatus', 'RunWaits',
+      'RequeueOutcome', 'RequeueRequest', 'RewriteRequest', 'RunChanged', 'RunDigestField', 'RunLoad', 'RunPatch', 'RunRow', 'RunStatus', 'RunSwap', 'RunWaits',
       'ScheduleRow', 'StorageEngine', 'TakeEventRequest', 'TimelineContext', 'TimerRow', 'UpgradeInput', 'WaitRow',
     ],
   },
