@@ -20,7 +20,8 @@ import type {
 } from '../../engine/lease-engine.js'
 import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './driver.js'
 import { PostgresListener } from './postgres-listener.js'
-import { RUN_PARAMS, leaseStatements, postgresStatements, releaseSql, type LeaseStatements } from './sql.js'
+import { RUN_PARAMS, postgresStatements } from './sql.js'
+import { leaseStatements, releaseSql, type LeaseStatements } from './lease-sql.js'
 import { WAITING_STATUSES } from '../../checkpoint-store.js'
 
 /** What the leases need of their engine. */
