@@ -1,4 +1,4 @@
-import { CheckpointCorruptionError, CheckpointNotFoundError, InvalidArgumentError } from '../core/errors.js'
+import { CheckpointCorruptionError, CheckpointIntegrityError, CheckpointNotFoundError, InvalidArgumentError } from '../core/errors.js'
 import type { SchemaRegistry } from '../core/schema.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointTail, LatestQuery, ListCheckpointsQuery, LoadRunQuery, LoadTailsQuery, OpenRunQuery } from './checkpoint-store.js'
 import { listRows, type RunLoad, type StorageEngine } from './engine/storage-engine.js'
@@ -215,6 +215,19 @@ export class CheckpointReads {
 }
 
 /** A listing's `limit`, when given, is a positive integer. */
+/**
+ * Run a read of a keyed store: a record that fails any check (a list whose items do not match the
+ * signed refs, a torn body) is an integrity failure, not mere corruption.
+ */
+export async function trustedRead<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read()
+  } catch (err) {
+    if (!(err instanceof CheckpointCorruptionError) || err instanceof CheckpointIntegrityError) throw err
+    throw new CheckpointIntegrityError(`${err.message} (this store verifies its records: nothing of this one is used)`, { runId: err.runId, checkpointId: err.checkpointId, cause: err })
+  }
+}
+
 export function assertLimit(limit: number | undefined): void {
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
     throw new InvalidArgumentError(`limit must be a positive integer, got ${String(limit)}`)

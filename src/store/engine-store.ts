@@ -1,5 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises'
-import { CairnError, CheckpointCorruptionError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, InvalidArgumentError, LeaseLostError, StoreError } from '../core/errors.js'
+import { CairnError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, InvalidArgumentError, StoreError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
 import type {
@@ -29,26 +28,24 @@ import type {
   UpdateRunInput,
   WriteBatch,
 } from './checkpoint-store.js'
-import { encodeBatch } from './encoding/batch.js'
 import { decodeWriteRow, orderWrites, writeRows } from './encoding/write-rows.js'
-import { completionRow, decodeEffectRow, intentRow } from './encoding/effect-rows.js'
-import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
+import { decodeEffectRow } from './encoding/effect-rows.js'
+import type { StorageEngine } from './engine/storage-engine.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
-import { WriterStates, type WriterState } from './encoding/list-cache.js'
 import { RunLeases } from './leases/run-leases.js'
-import { changeRun, decodeRunRow, encodeMetadata, swapPatch, toRunPatch } from './encoding/run-rows.js'
-import { runDigest, runProgressDigest } from './engine/run-digest.js'
-import { applyRunPatch } from './engine/run-patch.js'
-import { assertCheckpointInput, assertId, assertRunPatch } from './encoding/validate.js'
+import { CheckpointWrites } from './checkpoint-writes.js'
+import { EffectJournal } from './effect-journal.js'
+import { changeRun, decodeRunRow, newRunRow, swapPatch, toRunPatch } from './encoding/run-rows.js'
+import { assertCheckpointInput, assertId } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { resealEvents, SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
-import { assertLimit, CheckpointReads } from './checkpoint-reads.js'
+import { assertLimit, CheckpointReads, trustedRead } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
-import { assertFence, durabilityOf, newRunRow, noWritesError, notPendingError, startIds } from './commit-parts.js'
+import { assertFence, noWritesError } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
-import { entriesOf, RunLog } from './run-log.js'
+import { RunLog } from './run-log.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'
 import { pruneEvents } from './event-log/prune-events.js'
@@ -72,8 +69,6 @@ export interface EngineStoreOptions {
   encrypt?: boolean
 }
 
-const MAX_SAVE_ATTEMPTS = 12
-
 /**
  * A {@link CheckpointStore} over any {@link StorageEngine}: the one place where payloads are
  * encoded, split into append-only lists, hashed, validated and migrated. `MemoryStore`,
@@ -82,8 +77,6 @@ const MAX_SAVE_ATTEMPTS = 12
 export class EngineStore implements CheckpointStore {
   readonly #engine: StorageEngine
   readonly #schemas: SchemaRegistry
-  readonly #cache = new WriterStates()
-  readonly #runLocks = new Map<string, Promise<unknown>>()
   #closed = false
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
@@ -94,6 +87,8 @@ export class EngineStore implements CheckpointStore {
   readonly #keyed: boolean
   readonly #reads: CheckpointReads
   readonly #log: RunLog
+  readonly #writes: CheckpointWrites
+  readonly #effects: EffectJournal
 
   constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
     if (options.encrypt === true && options.keys === undefined) {
@@ -107,30 +102,15 @@ export class EngineStore implements CheckpointStore {
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
     this.#log = new RunLog(this.#engine, this.#call.bind(this))
+    const writerState = (runId: string) => this.#trusted(() => this.#reads.writerState(runId))
+    this.#writes = new CheckpointWrites({ engine: this.#engine, schemas: this.#schemas, log: this.#log, call: this.#call.bind(this), writerState })
+    this.#effects = new EffectJournal({ engine: this.#engine, log: this.#log, call: this.#call.bind(this), trusted: this.#trusted.bind(this), write: (batch) => this.#writes.write(batch, undefined) })
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
     const runId = input.runId ?? newId()
     assertId(runId, 'runId')
-    const now = Date.now()
-    const createdAt = input.createdAt ?? now
-    if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
-      throw new InvalidArgumentError(`run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
-    }
-    const fields = {
-      runId,
-      status: input.status ?? 'running',
-      name: input.name ?? null,
-      threadId: input.threadId ?? null,
-      workflowName: input.workflowName ?? null,
-      configSignature: input.configSignature ?? null,
-      lastSeq: 0,
-      createdAt,
-      updatedAt: Math.max(now, createdAt),
-      metadata: encodeMetadata(input.metadata),
-    }
-    assertRunPatch(fields)
-    const row = { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, 0) }
+    const row = newRunRow(runId, input)
     const inserted = await this.#call(runId, 'create run', () => this.#engine.insertRun(row))
     if (!inserted) {
       throw new CheckpointError('run_exists', `run ${runId} already exists; pick another runId or resume the existing run`, { runId })
@@ -155,9 +135,8 @@ export class EngineStore implements CheckpointStore {
     const rowPatch = toRunPatch(patch)
     const row = await this.#call(runId, 'update run', () => changeRun(runId, () => this.#engine.getRun(runId), (before) => this.#engine.updateRun(runId, swapPatch(before, rowPatch))))
     if (!row) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
-    const cached = this.#cache.get(runId)
-    if (cached) cached.run = row
-    if (rowPatch.status !== undefined) await this.#withRunLock(runId, () => this.#log.append(runId, [['status', rowPatch.status!]]))
+    this.#writes.changed(runId, row)
+    if (rowPatch.status !== undefined) await this.#writes.withRunLock(runId, () => this.#log.append(runId, [['status', rowPatch.status!]]))
     return decodeRunRow(row)
   }
 
@@ -169,7 +148,7 @@ export class EngineStore implements CheckpointStore {
 
   async write(batch: WriteBatch): Promise<string[]> {
     if (batch.fence !== undefined) assertFence(batch.fence)
-    return (await this.#write(batch, batch.fence)).ids
+    return (await this.#writes.write(batch, batch.fence)).ids
   }
 
   /**
@@ -180,7 +159,7 @@ export class EngineStore implements CheckpointStore {
     const engine = this.#engine.leases
     if (!engine) return undefined
     this.#leases ??= new RunLeases(engine, (runId) => this.#call(runId, 'read run', () => this.#engine.getRun(runId)), (runId, what, fn) => this.#call(runId, what, fn), {
-      append: (runId, entries) => this.#withRunLock(runId, () => this.#log.append(runId, entries)),
+      append: (runId, entries) => this.#writes.withRunLock(runId, () => this.#log.append(runId, entries)),
       checkStatus: (runId, status) => this.#trusted(() => this.#log.checkStatus(runId, status)),
       forget: (runId) => this.#log.forget(runId),
     })
@@ -229,107 +208,21 @@ export class EngineStore implements CheckpointStore {
   fenced(fence: Fence, hooks: FenceHooks = {}): FencedStore {
     assertFence(fence)
     const commit: FencedCommit = {
-      write: (batch) => this.#write(batch, fence),
-      effects: async (runId, { runPatch: change, ...parts }) => {
-        const run = newRunRow(runId, null, Date.now(), 0)
-        const result = await this.#withRunLock(runId, async () => {
-          for (let attempt = 1; ; attempt++) {
-            const runPatch = change && swapPatch((await this.#call(runId, 'read run', () => this.#engine.getRun(runId))) ?? run, change)
-            const log = await this.#log.appendFor(runId, entriesOf({ ...parts, runPatch }))
-            const request: CommitRequest = { rows: [], appends: log ? [log] : [], run, fence, ...parts, ...(runPatch ? { runPatch } : {}) }
-            const outcome = await this.#call(runId, 'write under a lease', () => this.#engine.commit(request))
-            if (outcome.ok) this.#log.committed(runId, log)
-            else this.#log.forget(runId)
-            // Another writer appended to the run's log, or changed the run row: read again.
-            if (outcome.ok || (outcome.reason !== 'list_conflict' && outcome.reason !== 'run_changed') || attempt === MAX_SAVE_ATTEMPTS) return outcome
-          }
-        })
-        if (result.ok) return { cancelRequested: result.cancelRequested === true }
-        if (result.reason === 'fenced') throw new LeaseLostError(fence)
-        if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
-        throw new StoreError(`run ${runId}: an effects-only write was refused (${result.reason})`, { runId })
-      },
+      write: (batch) => this.#writes.write(batch, fence),
+      effects: (runId, parts) => this.#writes.effects(runId, parts, fence),
     }
     return new FencedStore(this, fence, commit, hooks)
   }
 
-  async #write(batch: WriteBatch, fence: Fence | undefined): Promise<{ ids: string[]; cancelRequested: boolean }> {
-    const { runId } = batch
-    assertId(runId, 'runId')
-    const inputs = batch.checkpoints ?? []
-    for (const input of inputs) {
-      assertCheckpointInput(input)
-      if (input.runId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds a checkpoint of run ${input.runId}`, { runId })
-    }
-    const effects = {
-      intents: (batch.intents ?? []).map((intent) => intentRow(intent, runId)),
-      completions: (batch.completions ?? []).map((completion) => completionRow(completion, runId)),
-      ...(batch.starts === undefined || batch.starts.length === 0 ? {} : { starts: startIds(batch.starts) }),
-    }
-    const change = batch.run === undefined ? undefined : toRunPatch(batch.run)
-    return this.#withRunLock(runId, async () => {
-      for (let attempt = 1; attempt <= MAX_SAVE_ATTEMPTS; attempt++) {
-        // An effects-only write (an effect start, an outcome, a run change) encodes nothing.
-        const encoded = inputs.length === 0 ? undefined : encodeBatch(inputs, await this.#writerState(runId), this.#schemas)
-        const { rows, appends, next } = encoded ?? { rows: [], appends: [], next: undefined }
-        const run = newRunRow(runId, rows[0]?.workflowName ?? null, rows[0]?.createdAt ?? Date.now(), rows[rows.length - 1]?.seq ?? 0)
-        // A run change is a compare-and-set on the row as last seen (as read, or the row this commit creates).
-        const before = change && (this.#cache.get(runId)?.run ?? (await this.#call(runId, 'read run', () => this.#engine.getRun(runId))) ?? run)
-        const runPatch = change && swapPatch(before!, change)
-        // The run's log records the effect starts, outcomes and status change with them, in the same commit.
-        const log = await this.#log.appendFor(runId, entriesOf({ effects, runPatch }))
-        const request: CommitRequest = { rows, appends: log ? [...appends, log] : appends, run, effects, ...(runPatch ? { runPatch } : {}), ...(fence ? { fence } : {}), ...durabilityOf(batch) }
-        const result = await this.#call(runId, 'save checkpoint', () => this.#engine.commit(request))
-        if (result.ok) {
-          this.#log.committed(runId, log)
-          const cached = this.#cache.get(runId)
-          const after = before && runPatch ? applyRunPatch(before, runPatch) : cached?.run
-          if (next) this.#cache.set(runId, { ...next, run: after }, rows[rows.length - 1]!.terminal)
-          else if (cached) cached.run = after
-          return { ids: rows.map((row) => row.id), cancelRequested: result.cancelRequested === true }
-        }
-        if (result.reason === 'effect_not_pending') throw notPendingError(runId, result)
-        this.#cache.delete(runId)
-        this.#log.forget(runId)
-        if (result.reason === 'fenced') throw new LeaseLostError(fence!)
-        const explicitSeq = inputs[0]?.seq !== undefined
-        if (result.reason === 'duplicate_id') {
-          throw new InvalidArgumentError(`a checkpoint id of this write already exists; omit id to get a fresh one`, { runId })
-        }
-        if (result.reason === 'stale_seq' && explicitSeq) {
-          throw new CheckpointError(
-            'seq_conflict',
-            `run ${runId} is already at seq ${result.lastSeq}; a checkpoint with seq ${inputs[0]?.seq} would move its latest backwards (omit seq to append)`,
-            { runId, checkpointId: rows[0]?.id },
-          )
-        }
-        // Another writer got in first: back off with jitter so one warm writer cannot starve the other.
-        await sleep(Math.random() * 2 ** attempt)
-      }
-      throw new StoreError(`run ${runId}: save kept conflicting with concurrent writers after ${MAX_SAVE_ATTEMPTS} attempts`, { runId })
-    })
-  }
-
-  async startEffect(runId: string, callId: string): Promise<EffectRecord> {
-    assertId(runId, 'runId')
-    // A compare-and-set inside one commit: pending → started happens once.
-    await this.#write({ runId, starts: [callId] }, undefined)
-    return (await this.#effectRow(runId, callId))!
-  }
-
-  /** An effect's row as stored now (after a write of this store), decoded. */
-  async #effectRow(runId: string, callId: string): Promise<EffectRecord | undefined> {
-    const [row] = await this.#call(runId, `read effect ${callId}`, () => this.#engine.listEffects(runId, [callId]))
-    return row && decodeEffectRow(row)
+  startEffect(runId: string, callId: string): Promise<EffectRecord> {
+    return this.#effects.start(runId, callId)
   }
 
   async openRun<P = unknown>(runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
     assertId(runId, 'runId')
     const opened = await this.#reads.openRun(runId, query)
     // What a resume read is where its first write goes on from: no read of the run before it.
-    const cached = this.#cache.get(runId)
-    if (!cached && opened.writer) this.#cache.set(runId, opened.writer, opened.latest?.terminal === true)
-    else if (cached) cached.run = opened.run
+    this.#writes.opened(runId, opened.writer, opened.latest?.terminal === true, opened.run)
     this.#log.remember(runId, opened.logLength)
     return {
       run: opened.run && decodeRunRow(opened.run),
@@ -367,9 +260,8 @@ export class EngineStore implements CheckpointStore {
     assertId(checkpointId, 'checkpointId')
     const [row] = await this.#call(undefined, `read checkpoint ${checkpointId}`, () => this.#engine.getCheckpoints([checkpointId]))
     if (!row) return false
-    return this.#withRunLock(row.runId, async () => {
-      this.#cache.delete(row.runId)
-      this.#log.forget(row.runId)
+    return this.#writes.withRunLock(row.runId, async () => {
+      this.#writes.forget(row.runId)
       const deleted = await this.#call(row.runId, 'delete checkpoint', () => this.#engine.deleteCheckpoints(row.runId, [checkpointId]))
       return deleted > 0
     })
@@ -377,9 +269,8 @@ export class EngineStore implements CheckpointStore {
 
   async deleteRun(runId: string): Promise<boolean> {
     assertId(runId, 'runId')
-    return this.#withRunLock(runId, async () => {
-      this.#cache.delete(runId)
-      this.#log.forget(runId)
+    return this.#writes.withRunLock(runId, async () => {
+      this.#writes.forget(runId)
       const deleted = await this.#call(runId, 'delete run', () => this.#engine.deleteRun(runId))
       const events = (await this.#events?.deleteRun(runId)) ?? 0
       await this.#waits?.clearRun(runId)
@@ -391,51 +282,24 @@ export class EngineStore implements CheckpointStore {
     return forkRun(this, options)
   }
 
-  /** An intent in a commit of its own; the row as stored after it (one more attempt when it was there). */
-  async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
-    const runId = intent.runId
-    assertId(runId, 'runId')
-    await this.#write({ runId, intents: [intent] }, undefined)
-    return (await this.#effectRow(runId, intent.callId))!
+  recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
+    return this.#effects.recordIntent(intent)
   }
 
-  /** An outcome in a commit of its own, with its entry in the run's log; the first outcome wins. */
-  async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
-    const { runId, callId } = completion
-    assertId(runId, 'runId')
-    const sent = completionRow(completion, runId)
-    const before = await this.#effectRow(runId, callId)
-    if (!before) throw new InvalidArgumentError(`run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
-    if (before.status !== 'pending' && before.status !== 'started') return { recorded: false, effect: before }
-    await this.#write({ runId, completions: [completion] }, undefined)
-    const effect = (await this.#effectRow(runId, callId))!
-    // Recorded when this outcome is the one stored (another writer's may have landed first).
-    const recorded = effect.status === completion.status && effect.completedAt !== null && effect.completedAt >= sent.completedAt && sent.outputHash.includes(effect.outputHash ?? '\u0000')
-    return { recorded, effect }
+  completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
+    return this.#effects.complete(completion)
   }
 
-  async getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
-    assertId(runId, 'runId')
-    const read = () => this.#call(runId, `read effect ${callId}`, () => this.#engine.listEffects(runId, [callId]))
-    const [row] = await this.#trusted(() => this.#log.checkEffects(runId, read, callId))
-    return row && decodeEffectRow(row)
+  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    return this.#effects.get(runId, callId)
   }
 
-  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
-    assertId(runId, 'runId')
-    for (const callId of callIds) assertId(callId, 'callId')
-    const read = () => this.#call(runId, `read ${callIds.length} effects`, () => this.#engine.listEffects(runId, callIds))
-    const rows = await this.#trusted(() => this.#log.checkEffects(runId, read, new Set(callIds)))
-    // In the order given.
-    const byId = new Map(rows.map((row) => [row.callId, row]))
-    return callIds.flatMap((callId) => byId.get(callId) ?? []).map(decodeEffectRow)
+  getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    return this.#effects.getMany(runId, callIds)
   }
 
-  async listEffects(runId: string): Promise<EffectRecord[]> {
-    assertId(runId, 'runId')
-    // Checked against the run's log: a row put back to pending or deleted is refused, never run again.
-    const rows = await this.#trusted(() => this.#log.checkEffects(runId, () => this.#call(runId, 'list effects', () => this.#engine.listEffects(runId))))
-    return rows.map(decodeEffectRow)
+  listEffects(runId: string): Promise<EffectRecord[]> {
+    return this.#effects.list(runId)
   }
 
   async putPendingWrites(input: PutPendingWritesInput): Promise<void> {
@@ -487,7 +351,7 @@ export class EngineStore implements CheckpointStore {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    await Promise.allSettled([...this.#runLocks.values()])
+    await this.#writes.settled()
     await this.#events?.close()
     await this.#waits?.close()
     await this.#engine.close()
@@ -498,11 +362,8 @@ export class EngineStore implements CheckpointStore {
       engine: this.#engine,
       call: this.#call.bind(this),
       trusted: this.#trusted.bind(this),
-      withRunLock: this.#withRunLock.bind(this),
-      forgetLists: (runId) => {
-        this.#cache.delete(runId)
-        this.#log.forget(runId)
-      },
+      withRunLock: (runId, fn) => this.#writes.withRunLock(runId, fn),
+      forgetLists: (runId) => this.#writes.forget(runId),
       log: this.#log,
       resealEvents: async (runId, encrypt) => {
         const ring = this.#ring
@@ -511,43 +372,9 @@ export class EngineStore implements CheckpointStore {
     }
   }
 
-  async #writerState(runId: string): Promise<WriterState> {
-    const cached = this.#cache.get(runId)
-    if (cached) return cached
-    return this.#trusted(() => this.#reads.writerState(runId))
-  }
-
-  /**
-   * Run a read of checkpoints; in a keyed store, a record that fails any check (a list whose
-   * items do not match the signed refs, a torn body) is an integrity failure, not mere corruption.
-   */
-  async #trusted<T>(read: () => Promise<T>): Promise<T> {
-    if (!this.#keyed) return read()
-    try {
-      return await read()
-    } catch (err) {
-      if (!(err instanceof CheckpointCorruptionError) || err instanceof CheckpointIntegrityError) throw err
-      throw new CheckpointIntegrityError(`${err.message} (this store verifies its records: nothing of this one is used)`, {
-        runId: err.runId,
-        checkpointId: err.checkpointId,
-        cause: err,
-      })
-    }
-  }
-
-  async #withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#runLocks.get(runId) ?? Promise.resolve()
-    const next = previous.then(fn, fn)
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    )
-    this.#runLocks.set(runId, settled)
-    try {
-      return await next
-    } finally {
-      if (this.#runLocks.get(runId) === settled) this.#runLocks.delete(runId)
-    }
+  /** A read of checkpoints; in a keyed store a record that fails any check is an integrity failure (see {@link trustedRead}). */
+  #trusted<T>(read: () => Promise<T>): Promise<T> {
+    return this.#keyed ? trustedRead(read) : read()
   }
 
   async #call<T>(runId: string | undefined, what: string, fn: () => Promise<T>): Promise<T> {

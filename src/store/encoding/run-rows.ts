@@ -1,7 +1,7 @@
 import { decodeValue, parseJson, serialize, type JsonObject } from '../../core/codec.js'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { CairnError, CheckpointCorruptionError, InvalidArgumentError, StoreError } from '../../core/errors.js'
-import { RUN_STATUSES, type RunRecord, type UpdateRunInput } from '../store-types.js'
+import { RUN_STATUSES, type CreateRunInput, type RunRecord, type UpdateRunInput } from '../store-types.js'
 import type { RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
 import { applyRunPatch } from '../engine/run-patch.js'
 import { compareRunDigest, runDigest, runProgressDigest } from '../engine/run-digest.js'
@@ -58,6 +58,31 @@ export async function changeRun<T>(runId: string, read: () => Promise<RunRow | u
     await sleep(Math.random() * 2 ** attempt)
   }
   throw new StoreError(`run ${runId}: its row kept changing under concurrent writers after ${RUN_CHANGE_ATTEMPTS} attempts`, { runId })
+}
+
+/**
+ * A new run row from what a caller gives (status `running` unless said), checked, with its
+ * digest and the progress digest of seq 0.
+ */
+export function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>, now = Date.now()): RunRow {
+  const createdAt = input.createdAt ?? now
+  if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
+    throw new InvalidArgumentError(`run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
+  }
+  const fields = {
+    runId,
+    status: input.status ?? 'running',
+    name: input.name ?? null,
+    threadId: input.threadId ?? null,
+    workflowName: input.workflowName ?? null,
+    configSignature: input.configSignature ?? null,
+    lastSeq: 0,
+    createdAt,
+    updatedAt: Math.max(now, createdAt),
+    metadata: encodeMetadata(input.metadata),
+  }
+  assertRunPatch(fields)
+  return { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, 0) }
 }
 
 /** Metadata is persisted through the codec, so it may hold Dates and the other tagged values. */

@@ -16,9 +16,8 @@ import type {
   RequeueOutcome,
   RequeueRequest,
 } from '../engine/lease-engine.js'
-import { changeRun, decodeRunRow, encodeMetadata, isRunChanged, swapFor, swapPatch, toRunPatch } from '../encoding/run-rows.js'
-import { runDigest, runProgressDigest } from '../engine/run-digest.js'
-import { assertId, assertRunPatch } from '../encoding/validate.js'
+import { changeRun, decodeRunRow, encodeMetadata, isRunChanged, newRunRow, swapFor, swapPatch, toRunPatch } from '../encoding/run-rows.js'
+import { assertId } from '../encoding/validate.js'
 import type { RunLogEntry } from '../encoding/rollback.js'
 import { RUN_LOG_LIST } from '../engine/list-retention.js'
 
@@ -121,19 +120,7 @@ export class RunLeases {
     if (!Number.isSafeInteger(priority) || Math.abs(priority) > 2 ** 31 - 1) {
       throw new InvalidArgumentError(`priority must be a 32-bit integer, got ${String(priority)}`, { runId })
     }
-    const now = Date.now()
-    const row = withDigests({
-      runId,
-      status: 'queued',
-      name: input.name ?? null,
-      threadId: input.threadId ?? null,
-      workflowName: null,
-      configSignature: null,
-      lastSeq: 0,
-      createdAt: now,
-      updatedAt: now,
-      metadata: encodeMetadata(input.metadata),
-    })
+    const row = newRunRow(runId, { status: 'queued', name: input.name ?? null, threadId: input.threadId ?? null, ...(input.metadata ? { metadata: input.metadata } : {}) })
     const created = await this.#call(runId, 'enqueue run', () => this.#engine.enqueue(row, { queue, priority }))
     if (created) return { run: decodeRunRow(row), created }
     const existing = await this.#readRun(runId)
@@ -314,28 +301,6 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
     while (next < items.length) await fn(items[next++]!)
   }
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane))
-}
-
-function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>): RunRow {
-  const now = Date.now()
-  return withDigests({
-    runId,
-    status: input.status ?? 'running',
-    name: input.name ?? null,
-    threadId: input.threadId ?? null,
-    workflowName: input.workflowName ?? null,
-    configSignature: input.configSignature ?? null,
-    lastSeq: 0,
-    createdAt: now,
-    updatedAt: now,
-    metadata: encodeMetadata(input.metadata),
-  })
-}
-
-/** A new run row, checked, with its digest and the progress digest of seq 0. */
-function withDigests(row: RunRow): RunRow {
-  assertRunPatch(row)
-  return { ...row, digest: runDigest(row), seal: runProgressDigest(row.runId, 0) }
 }
 
 function pick(options: ReleaseOptions): { status?: RunStatus; metadata?: JsonObject } {
