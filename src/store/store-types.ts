@@ -80,7 +80,7 @@ export interface CheckpointInfo {
   seq: number
   /** Which layer wrote it: `agent`, `runner`, `workflow`, or your own. */
   kind: string
-  /** The boundary it was written at (`after_model`, `post_llm`, `superstep`, …). */
+  /** The boundary it was written at: a name its writer chooses; the store never interprets it. */
   phase: string
   /** Version of the payload format of `kind`; migrations upgrade older ones on load. */
   schemaVersion: number
