@@ -154,12 +154,14 @@ export class FileEngine implements StorageEngine {
   }
 
   /**
-   * Files cannot change together atomically, so a commit is written in steps that keep every
-   * prefix consistent, each synced before the next starts: effect intents and starts; list lines
-   * and the checkpoint files (renamed into place in seq order once all are synced); the run's
-   * last seq; completions; the run patch. A step costs one round of syncs however many files it
-   * writes (see `FileBatch`). A crash part-way leaves the first checkpoints of the batch, each
-   * whole. A fence is checked first, under the run's lock (a claim skips a locked run).
+   * Files cannot change together atomically, so a commit is one `FileBatch` whose files are
+   * renamed into place in an order that keeps every prefix consistent: the effect files, the
+   * checkpoint files in seq order, then run.json (the new last seq, with the run patch). The
+   * list lines they reference are appended and synced with the temp files, before any rename.
+   * The whole batch costs one round of syncs; the run's log is appended after it. A crash
+   * part-way leaves the effects and the first checkpoints of the batch, each whole, with run.json
+   * behind them (read as a crash's remains). A fence is checked first, under the run's lock (a
+   * claim skips a locked run).
    */
   async commit(request: CommitRequest): Promise<CommitResult> {
     const { rows, appends, run, effects, runPatch, fence } = request
@@ -191,13 +193,8 @@ export class FileEngine implements StorageEngine {
         // and then the rows never finds the log ahead of them. A crash before leaves the log
         // behind, which forgets a transition and never refuses a run that was not rolled back.
         const logPlans = plans.filter((plan) => plan.append.listId === RUN_LOG_LIST)
-        await this.#effects.publish(run.runId, await this.#effectEdits(run.runId, effects))
-        await this.#writeCommit({ state, rows, run, files, plans: plans.filter((plan) => !logPlans.includes(plan)) })
-        if (runPatch && state.row) {
-          const updated = applyRunPatch(state.row, runPatch)
-          await this.#writeRunFile(updated, false)
-          state.row = updated
-        }
+        const edits = await this.#effectEdits(run.runId, effects)
+        await this.#writeCommit({ state, rows, run, files, edits, runPatch, plans: plans.filter((plan) => !logPlans.includes(plan)) })
         await this.#appendLists(run.runId, logPlans)
         return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
       } catch (err) {
@@ -417,38 +414,48 @@ export class FileEngine implements StorageEngine {
     }
   }
 
-  async #writeCommit(params: { state: RunState; rows: readonly CheckpointRow[]; run: RunRow; files: CheckpointFile[]; plans: AppendPlan[] }): Promise<void> {
-    const { state, rows, run, files, plans } = params
+  async #writeCommit(params: {
+    state: RunState
+    rows: readonly CheckpointRow[]
+    run: RunRow
+    files: CheckpointFile[]
+    edits: EffectEdits
+    runPatch: RunPatch | undefined
+    plans: AppendPlan[]
+  }): Promise<void> {
+    const { state, rows, run, files, edits, runPatch, plans } = params
     if (!state.row) {
       // Written before the checkpoints: at the seq the files show now, its progress digest (given for the commit's last seq) carried there.
       const created = carryProgress({ ...run, lastSeq: rows[rows.length - 1]?.seq ?? run.lastSeq }, lastSeqOf(state))
       await this.#writeRunFile(created, true)
       state.row = created
     }
-    // The list lines and checkpoint files are synced together; only then are the checkpoints
-    // renamed into place, so none appears before every line it references is durable.
+    const last = rows[rows.length - 1]
+    // The progress digest (or signature) of the new last seq lands in the same write as the last seq.
+    const seal = run.seal === undefined ? {} : { seal: run.seal }
+    const advanced = last ? { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal } : state.row
+    const updated = runPatch ? applyRunPatch(advanced, runPatch) : advanced
+    // The list lines and every file are synced together; only then are the files renamed into
+    // place, so none appears before every line it references is durable.
     const batch = new FileBatch()
     try {
+      if (edits.size > 0) await ensureDirectory(this.#layout.effectsDir(run.runId))
+      for (const [path, stored] of edits) batch.replace(path, JSON.stringify(stored))
       const listsWritten = await this.#lists.stage(batch, run.runId, plans)
       if (rows.length > 0) await ensureDirectory(this.#layout.checkpointsDir(run.runId))
       for (const [i, row] of rows.entries()) batch.replace(join(this.#layout.checkpointsDir(run.runId), files[i]!.name), JSON.stringify(row))
+      if (updated !== state.row) batch.replace(this.#layout.runFile(run.runId), JSON.stringify(updated))
       await batch.publish()
       listsWritten()
     } catch (err) {
       batch.discard()
       throw err
     }
-    if (rows.length === 0) return
-    const last = rows[rows.length - 1]!
-    // The progress digest (or signature) of the new last seq lands in the same write as the last seq.
-    const seal = run.seal === undefined ? {} : { seal: run.seal }
-    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal }
-    await this.#writeRunFile(updated, false)
     // The new checkpoints and the row that records them appear to this process's readers at once
     // (no await between): a reader never pairs the old row with a newer checkpoint.
     state.checkpoints.push(...files)
     state.row = updated
-    state.lagging = false
+    if (last) state.lagging = false
   }
 
   async #listAllCheckpoints(query: CheckpointListing): Promise<CheckpointRow[]> {
