@@ -1,8 +1,9 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { inflateRawSync } from 'node:zlib'
 import Database from 'better-sqlite3'
+import { afterEach, describe, expect, it } from 'vitest'
 import { Agent, FileStore, MemoryStore, Runner, tool, type CheckpointStore, type JsonObject, type RunEvent } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
@@ -221,9 +222,14 @@ describe('the SQLite event log', () => {
     expect([...first, ...second]).toEqual(['1', '2', '3', '4', '5'])
     expect((await log.read('r', { after: '2', limit: 2 })).map((e) => e.event)).toEqual([{ n: 3 }, { n: 4 }])
     expect((await log.read('r', { after: '4' })).map((e) => e.cursor)).toEqual(['5'])
-    const db = new Database(path, { readonly: true })
+    const db = new Database(path)
     expect(db.prepare('SELECT seq FROM run_events WHERE run_id = ? ORDER BY seq').pluck().all('r')).toEqual([3, 5])
+    // Stored deflated; a row of JSON text (one event or an array) reads as well.
+    const body = db.prepare('SELECT body FROM run_events WHERE run_id = ? AND seq = 3').pluck().get('r') as Buffer
+    expect(JSON.parse(inflateRawSync(body).toString('utf8'))).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }])
+    db.prepare('INSERT INTO run_events (run_id, seq, body) VALUES (?, ?, ?), (?, ?, ?)').run('t', 1, '{"n":1}', 't', 3, '[{"n":2},{"n":3}]')
     db.close()
+    expect((await log.read('t', { after: '1' })).map((e) => [e.cursor, e.event])).toEqual([['2', { n: 2 }], ['3', { n: 3 }]])
     expect(await log.deleteRun('r')).toBe(5)
     expect(await log.read('r')).toEqual([])
     await store.close()

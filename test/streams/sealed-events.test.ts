@@ -1,6 +1,7 @@
 import { readdir, readFile, rm, mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { deflateRawSync, inflateRawSync } from 'node:zlib'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Agent, CheckpointIntegrityError, FileStore, Runner, type CheckpointStore, type RunEvent } from '../../src/index.js'
@@ -99,12 +100,13 @@ describe('an encrypted SQLite store\'s event log', () => {
 
     expect(first.cursor).toBe('1')
     const db = new Database(path)
-    // The row holding event 1 (an append's row holds its events as a JSON array).
-    const firstRow = (runId: string) => db.prepare('SELECT seq, body FROM run_events WHERE run_id = ? ORDER BY seq LIMIT 1').raw().get(runId) as [number, string]
+    // The row holding event 1 (an append's row holds its events as a JSON array, deflated).
+    const firstRow = (runId: string) => db.prepare('SELECT seq, body FROM run_events WHERE run_id = ? ORDER BY seq LIMIT 1').raw().get(runId) as [number, Buffer]
+    const eventsOf = (body: Buffer) => JSON.parse(inflateRawSync(body).toString('utf8')) as unknown[]
     const [seqA, bodyA] = firstRow('a')
-    const eventsA = JSON.parse(bodyA) as unknown[]
-    const eventB = (JSON.parse(firstRow('b')[1]) as unknown[])[0]
-    const setFirst = (event: unknown) => db.prepare('UPDATE run_events SET body = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify([event, ...eventsA.slice(1)]), 'a', seqA)
+    const eventsA = eventsOf(bodyA)
+    const eventB = eventsOf(firstRow('b')[1])[0]
+    const setFirst = (event: unknown) => db.prepare('UPDATE run_events SET body = ? WHERE run_id = ? AND seq = ?').run(deflateRawSync(JSON.stringify([event, ...eventsA.slice(1)])), 'a', seqA)
     const reopen = () => new SqliteStore({ path, keys: [KEY], encrypt: true })
 
     // Moved from run b into run a.

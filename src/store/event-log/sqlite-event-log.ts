@@ -1,3 +1,4 @@
+import { deflateRawSync } from 'node:zlib'
 import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
 import { SynchronousLevel, type SqliteDatabase, type SqliteStatement } from '../backends/sqlite/driver.js'
@@ -11,14 +12,14 @@ const MAX_POLL_MS = 80
 const CREATE = `CREATE TABLE IF NOT EXISTS run_events (
   run_id TEXT NOT NULL,
   seq INTEGER NOT NULL,
-  body TEXT NOT NULL,
+  body BLOB NOT NULL,
   PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID`
 
 /**
  * The `SqliteStore`'s {@link RunEventLog}: a table `run_events` of the same database file,
  * created by the first append. A cursor is the event's sequence number in its run. An append is
- * one row (see `event-rows.ts`: the JSON array of its events, keyed by the number of the last),
+ * one row (see `event-rows.ts`: the JSON array of its events, deflated, keyed by the number of the last),
  * written in one transaction that takes the write lock up front, so sequence numbers become
  * visible in order. A wait is woken at once by an append of this process, and otherwise reads
  * the run's newest sequence number (one index lookup) with backoff up to 80 ms.
@@ -36,7 +37,7 @@ export class SqliteEventLog implements RunEventLog {
   async append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
     assertId(runId, 'runId')
     if (events.length === 0) return []
-    const body = rowOf(events)
+    const body = deflatedRowOf(events)
     const last = this.#call(runId, 'append events', () => {
       const s = this.#table()
       // The level is left as it is: an append goes with the durability of the run's commits
@@ -57,7 +58,7 @@ export class SqliteEventLog implements RunEventLog {
     assertId(runId, 'runId')
     const after = seqOf(options.after)
     const limit = limitOf(options.limit)
-    const rows = this.#call(runId, 'read events', () => this.#prepared()?.read.all(runId, after, limit) ?? []) as [number, string][]
+    const rows = this.#call(runId, 'read events', () => this.#prepared()?.read.all(runId, after, limit) ?? []) as [number, string | Uint8Array][]
     return eventsOfRows(rows, after, limit)
   }
 
@@ -85,7 +86,7 @@ export class SqliteEventLog implements RunEventLog {
 
   async replace(runId: string, events: readonly JsonObject[]): Promise<void> {
     assertId(runId, 'runId')
-    const body = events.length === 0 ? undefined : rowOf(events)
+    const body = events.length === 0 ? undefined : deflatedRowOf(events)
     this.#call(runId, 'rewrite events', () => {
       const s = this.#table()
       SynchronousLevel.of(this.#db)?.use()
@@ -136,6 +137,15 @@ export class SqliteEventLog implements RunEventLog {
       throw new StoreError(`run ${runId}: cannot ${what} in the SQLite event log: ${(err as Error).message}`, { runId, cause: err })
     }
   }
+}
+
+/**
+ * A row's body as stored: deflated at the fastest level. An append's events repeat their keys
+ * and often their text (a tool's output after its call), and deflate costs less time than
+ * writing the pages it saves.
+ */
+function deflatedRowOf(events: readonly JsonObject[]): Buffer {
+  return deflateRawSync(rowOf(events), { level: 1 })
 }
 
 interface Statements {
