@@ -110,8 +110,8 @@ export class EventRecorder {
 
   /** Append everything recorded; rejects with the first append that failed. */
   async close(): Promise<void> {
-    this.#flush()
-    while (this.#inFlight) await this.#inFlight
+    // What arrives during an append goes in the next, not on a later turn: close waits for all.
+    for (this.#flush(); this.#inFlight; this.#flush()) await this.#inFlight
     if (this.#failed !== undefined) throw this.#failed
   }
 

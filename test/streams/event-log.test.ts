@@ -210,6 +210,26 @@ describe('how a run appends to its event log', () => {
     expect(appendsDuringRun.at(-1)).toBeGreaterThanOrEqual(3)
     await store.close()
   })
+
+  it('a run returns with every event appended, even those that came while an append was in flight', async () => {
+    const store = new MemoryStore()
+    const log = store.events!
+    const append = log.append.bind(log)
+    const appended: string[] = []
+    // A slow log: each append takes a while, so the run's last events arrive while one is in flight.
+    log.append = async (runId, events) => {
+      await new Promise((resolve) => setTimeout(resolve, 15))
+      appended.push(...events.map((event) => event.type as string))
+      return append(runId, events)
+    }
+    const result = await new Runner({ store }).run(lookupAgent(3, async (key) => {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      return { key, value: 12 }
+    }), { input: 'Look three keys up', runId: 'slow' })
+    expect(result.state).toBe('completed')
+    expect(appended.at(-1)).toBe('run_finished')
+    await store.close()
+  })
 })
 
 describe('the SQLite event log', () => {
