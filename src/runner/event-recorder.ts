@@ -28,10 +28,13 @@ const SCAN_PAGE = 1000
 
 /**
  * Appends one drive's events to the run's log. Deltas are joined (consecutive ones of a kind and
- * step become one event) and wait at most `flushMs`; any other event is a boundary and is
- * appended at once with everything before it. One append is in flight at a time, and what
- * arrives meanwhile goes in the next, so a run commits at most once per boundary and once per
- * `flushMs`, never once per token.
+ * step become one event) and wait at most `flushMs`; any other event is a boundary, appended with
+ * everything before it on the next turn of the event loop: as soon as the run waits for anything
+ * (a model's reply, a tool's I/O, its own checkpoint write), so the boundaries a step crosses in
+ * one go (a model call finished, its checkpoint staged, its tool started) share one commit
+ * instead of taking one each. One append is in flight at a time, and what arrives meanwhile goes
+ * in the next, so a run commits at most once per turn of the event loop and once per `flushMs`,
+ * never once per token.
  */
 export class EventRecorder {
   readonly #log: RunEventLog
@@ -43,6 +46,9 @@ export class EventRecorder {
   #truncated: boolean
   #pending: RunEvent[] = []
   #timer: NodeJS.Timeout | undefined
+  #immediate: NodeJS.Immediate | undefined
+  /** When the oldest event waiting was recorded (`performance.now()`). */
+  #oldest = 0
   #inFlight: Promise<void> | undefined
   #failed: Error | undefined
   /** Appends made (one commit each). */
@@ -88,35 +94,40 @@ export class EventRecorder {
   /** Take one event of the drive. */
   record(event: RunEvent): void {
     if (this.#failed !== undefined) return
+    if (this.#pending.length === 0) this.#oldest = performance.now()
     if (event.type === 'text_delta' || event.type === 'reasoning_delta') {
       const last = this.#pending[this.#pending.length - 1]
       if (last && last.type === event.type && last.step === event.step) this.#pending[this.#pending.length - 1] = { ...last, text: last.text + event.text }
       else this.#pending.push(event)
       this.#timer ??= setTimeout(() => this.#flush(), this.#flushMs)
-      return
+    } else {
+      this.#pending.push(event)
+      this.#immediate ??= setImmediate(() => this.#flush())
     }
-    this.#pending.push(event)
-    this.#flush()
+    // A loop that never waits (its timers and turns never come) still appends every `flushMs`.
+    if (performance.now() - this.#oldest >= this.#flushMs) this.#flush()
   }
 
   /** Append everything recorded; rejects with the first append that failed. */
   async close(): Promise<void> {
-    this.#flush()
-    while (this.#inFlight) await this.#inFlight
+    // What arrives during an append goes in the next, not on a later turn: close waits for all.
+    for (this.#flush(); this.#inFlight; this.#flush()) await this.#inFlight
     if (this.#failed !== undefined) throw this.#failed
   }
 
   #flush(): void {
     clearTimeout(this.#timer)
     this.#timer = undefined
+    clearImmediate(this.#immediate)
+    this.#immediate = undefined
     if (this.#inFlight || this.#pending.length === 0 || this.#failed !== undefined) return
     const batch = this.#fit(this.#pending.splice(0))
     this.#inFlight = this.#log.append(this.#runId, batch).then(
       () => {
         this.commits++
         this.#inFlight = undefined
-        // What arrived during the append: boundaries go at once, deltas when their timer fires.
-        if (this.#pending.some((event) => event.type !== 'text_delta' && event.type !== 'reasoning_delta')) this.#flush()
+        // What arrived during the append: boundaries go next, deltas when their timer fires.
+        if (this.#pending.some((event) => event.type !== 'text_delta' && event.type !== 'reasoning_delta')) this.#immediate ??= setImmediate(() => this.#flush())
         else if (this.#pending.length > 0) this.#timer ??= setTimeout(() => this.#flush(), this.#flushMs)
       },
       (err: unknown) => {

@@ -157,3 +157,46 @@ describe('a page of a long run reads a bounded number of list items', () => {
     }
   })
 })
+
+describe('paging back through a run whose snapshots are far apart', () => {
+  it('each older page finds the snapshot before it among the headers read for the page after it, and shows what the whole timeline shows', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-sparse-'))
+    const store = new SqliteStore({ path: join(dir, 'sparse.db') })
+    try {
+      // Async durability keeps one runtime snapshot in 32 of those queued: most stored checkpoints hold none.
+      const turns = Array.from({ length: 301 }, (_, cycle) => (cycle < 300 ? [{ text: `turn ${cycle}` }, { toolUse: { toolUseId: `call-${cycle}`, name: 'lookup', input: { n: cycle } } }] : [{ text: 'all looked up' }]))
+      const run = await new Runner({ store, durability: 'async' }).run(new Agent({ name: 'looker', model: new ScriptedModel(turns), tools: [lookupTool()] }), { input: 'Look them up.', runId: 'sparse' })
+      expect(run.state).toBe('completed')
+      const whole = (await buildTimeline(store, 'sparse')).entries
+      const headers = await store.listCheckpoints({ runId: 'sparse', limit: 1000 })
+      const snapshots = headers.filter((info) => info.metadata.snapshot === true).length
+      let listings = 0
+      const counted = new Proxy(store, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target) as unknown
+          if (property === 'listCheckpoints') return (...args: Parameters<SqliteStore['listCheckpoints']>) => (listings++, target.listCheckpoints(...args))
+          return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value
+        },
+      })
+      const pages = new TimelinePages(counted)
+      let page = await pages.page('sparse', { limit: 20 })
+      const read = [...page.entries]
+      let requests = 1
+      listings = 0
+      while (!page.fromStart) {
+        page = await pages.page('sparse', { limit: 20, before: read[0]!.checkpointId })
+        read.unshift(...page.entries)
+        requests++
+      }
+      expect(read.map(shown)).toEqual(whole.map(shown))
+      // Snapshots far apart: a search for the one before a page reads up to 200 headers at a time.
+      expect(snapshots).toBeLessThan(headers.length / 4)
+      // Each older page lists its own headers; a search for its snapshot reads headers again only
+      // when those read before do not reach the snapshot, about once per 200 headers, not once a page.
+      expect(listings - (requests - 1)).toBeLessThanOrEqual(Math.ceil(headers.length / 200) + 1)
+    } finally {
+      await store.close()
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+})

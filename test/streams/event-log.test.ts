@@ -1,8 +1,10 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { inflateRawSync } from 'node:zlib'
+import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { Agent, FileStore, MemoryStore, Runner, type CheckpointStore, type RunEvent } from '../../src/index.js'
+import { Agent, FileStore, MemoryStore, Runner, tool, type CheckpointStore, type JsonObject, type RunEvent } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 
@@ -118,6 +120,138 @@ describe.each(backends)('run event log on %s', (_name, open) => {
     expect((await store.events!.read('old')).length).toBeGreaterThan(0)
     await store.prune({ runId: 'old' })
     expect(await store.events!.read('old')).toEqual([])
+    await store.close()
+  })
+})
+
+/** A tool call of `lookup` for each step, then the answer. */
+function lookupAgent(calls: number, lookup: (key: string) => Promise<JsonObject> | JsonObject): Agent {
+  const turns = Array.from({ length: calls }, (_, i) => [{ toolUse: { toolUseId: `call-${i}`, name: 'lookup', input: { key: `k${i}` } } }])
+  const lookupTool = tool({
+    name: 'lookup',
+    description: 'Look a key up.',
+    inputSchema: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] },
+    callback: (input) => lookup((input as { key: string }).key),
+  })
+  return new Agent({ model: new ScriptedModel([...turns, [{ text: ANSWER }]]), tools: [lookupTool], name: 'analyst' })
+}
+
+/** `store`, with its event log's appends counted. */
+function countAppends(store: CheckpointStore): { appends: number } {
+  const counter = { appends: 0 }
+  const log = store.events!
+  const append = log.append.bind(log)
+  log.append = (runId, events) => {
+    counter.appends++
+    return append(runId, events)
+  }
+  return counter
+}
+
+describe('how a run appends to its event log', () => {
+  it('the boundaries a step crosses in one go share one append, instead of one append each', async () => {
+    const store = new SqliteStore({ path: join(await tempDir(), 'cairn.db') })
+    const counter = countAppends(store)
+    await new Runner({ store }).run(lookupAgent(5, (key) => ({ key, value: 12 })), { input: 'Look five keys up', runId: 'steps' })
+    const stored = await store.events!.read('steps')
+    const boundaries = stored.filter((s) => s.event.type !== 'text_delta' && s.event.type !== 'reasoning_delta')
+    expect(boundaries.length).toBeGreaterThan(30)
+    // A scripted model and a tool that never wait: the run crosses every boundary in a few turns of the event loop.
+    expect(counter.appends).toBeLessThan(boundaries.length / 4)
+    expect(stored.at(-1)!.event).toMatchObject({ type: 'run_finished', state: 'completed' })
+    await store.close()
+  })
+
+  it('a boundary is in the log as soon as the run waits, long before flushMs', async () => {
+    const store = new SqliteStore({ path: join(await tempDir(), 'cairn.db') })
+    let release!: () => void
+    const released = new Promise<void>((resolve) => (release = resolve))
+    let started!: () => void
+    const toolStarted = new Promise<void>((resolve) => (started = resolve))
+    const agent = lookupAgent(1, async (key) => {
+      started()
+      await released
+      return { key, value: 12 }
+    })
+    const running = new Runner({ store, eventLog: { flushMs: 60_000 } }).run(agent, { input: 'Look a key up', runId: 'waits' })
+    await toolStarted
+    // The tool waits: the next turn of the event loop has appended what came before it.
+    expect(await store.events!.waitForMore('waits', undefined, { timeoutMs: 2000 })).toBe(true)
+    const until = Date.now() + 2000
+    let types: string[] = []
+    while (!types.includes('tool_call_started') && Date.now() < until) {
+      types = (await store.events!.read('waits')).map((s) => s.event.type as string)
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    expect(types).toContain('model_call_finished')
+    expect(types).toContain('tool_call_started')
+    expect(types).not.toContain('tool_call_finished')
+    release()
+    expect((await running).state).toBe('completed')
+    await store.close()
+  })
+
+  it('a loop that never waits still appends every flushMs', async () => {
+    const store = new MemoryStore()
+    const counter = countAppends(store)
+    // Each call holds the thread 15 ms without letting the event loop turn.
+    const agent = lookupAgent(6, (key) => {
+      const until = performance.now() + 15
+      while (performance.now() < until);
+      return { key, value: 12 }
+    })
+    const appendsDuringRun: number[] = []
+    const onEvent = (event: RunEvent) => {
+      if (event.type === 'tool_call_started') appendsDuringRun.push(counter.appends)
+    }
+    const runner = new Runner({ store, eventLog: { flushMs: 10 }, onEvent })
+    await runner.run(agent, { input: 'Look six keys up', runId: 'busy' })
+    // By the last call, the earlier ones' events were appended, though no timer nor turn could come.
+    expect(appendsDuringRun.at(-1)).toBeGreaterThanOrEqual(3)
+    await store.close()
+  })
+
+  it('a run returns with every event appended, even those that came while an append was in flight', async () => {
+    const store = new MemoryStore()
+    const log = store.events!
+    const append = log.append.bind(log)
+    const appended: string[] = []
+    // A slow log: each append takes a while, so the run's last events arrive while one is in flight.
+    log.append = async (runId, events) => {
+      await new Promise((resolve) => setTimeout(resolve, 15))
+      appended.push(...events.map((event) => event.type as string))
+      return append(runId, events)
+    }
+    const result = await new Runner({ store }).run(lookupAgent(3, async (key) => {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+      return { key, value: 12 }
+    }), { input: 'Look three keys up', runId: 'slow' })
+    expect(result.state).toBe('completed')
+    expect(appended.at(-1)).toBe('run_finished')
+    await store.close()
+  })
+})
+
+describe('the SQLite event log', () => {
+  it('stores an append as one row however many events it carries, and reads inside it from any cursor', async () => {
+    const path = join(await tempDir(), 'cairn.db')
+    const store = new SqliteStore({ path })
+    const log = store.events!
+    const first = await log.append('r', [{ n: 1 }, { n: 2 }, { n: 3 }])
+    const second = await log.append('r', [{ n: 4 }, { n: 5 }])
+    expect([...first, ...second]).toEqual(['1', '2', '3', '4', '5'])
+    expect((await log.read('r', { after: '2', limit: 2 })).map((e) => e.event)).toEqual([{ n: 3 }, { n: 4 }])
+    expect((await log.read('r', { after: '4' })).map((e) => e.cursor)).toEqual(['5'])
+    const db = new Database(path)
+    expect(db.prepare('SELECT seq FROM run_events WHERE run_id = ? ORDER BY seq').pluck().all('r')).toEqual([3, 5])
+    // Stored deflated; a row of JSON text (one event or an array) reads as well.
+    const body = db.prepare('SELECT body FROM run_events WHERE run_id = ? AND seq = 3').pluck().get('r') as Buffer
+    expect(JSON.parse(inflateRawSync(body).toString('utf8'))).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }])
+    db.prepare('INSERT INTO run_events (run_id, seq, body) VALUES (?, ?, ?), (?, ?, ?)').run('t', 1, '{"n":1}', 't', 3, '[{"n":2},{"n":3}]')
+    db.close()
+    expect((await log.read('t', { after: '1' })).map((e) => [e.cursor, e.event])).toEqual([['2', { n: 2 }], ['3', { n: 3 }]])
+    expect(await log.deleteRun('r')).toBe(5)
+    expect(await log.read('r')).toEqual([])
     await store.close()
   })
 })

@@ -1,6 +1,7 @@
 import { readdir, readFile, rm, mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { deflateRawSync, inflateRawSync } from 'node:zlib'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Agent, CheckpointIntegrityError, FileStore, Runner, type CheckpointStore, type RunEvent } from '../../src/index.js'
@@ -97,26 +98,31 @@ describe('an encrypted SQLite store\'s event log', () => {
     const first = (await store.events!.read('a'))[0]!
     await store.close()
 
+    expect(first.cursor).toBe('1')
     const db = new Database(path)
-    const body = (seq: number, runId: string) => db.prepare('SELECT body FROM run_events WHERE run_id = ? AND seq = ?').pluck().get(runId, seq) as string
-    const bodyA = body(Number(first.cursor), 'a')
-    const bodyB = body(Number(first.cursor), 'b')
+    // The row holding event 1 (an append's row holds its events as a JSON array, deflated).
+    const firstRow = (runId: string) => db.prepare('SELECT seq, body FROM run_events WHERE run_id = ? ORDER BY seq LIMIT 1').raw().get(runId) as [number, Buffer]
+    const eventsOf = (body: Buffer) => JSON.parse(inflateRawSync(body).toString('utf8')) as unknown[]
+    const [seqA, bodyA] = firstRow('a')
+    const eventsA = eventsOf(bodyA)
+    const eventB = eventsOf(firstRow('b')[1])[0]
+    const setFirst = (event: unknown) => db.prepare('UPDATE run_events SET body = ? WHERE run_id = ? AND seq = ?').run(deflateRawSync(JSON.stringify([event, ...eventsA.slice(1)])), 'a', seqA)
     const reopen = () => new SqliteStore({ path, keys: [KEY], encrypt: true })
 
     // Moved from run b into run a.
-    db.prepare('UPDATE run_events SET body = ? WHERE run_id = ? AND seq = ?').run(bodyB, 'a', Number(first.cursor))
+    setFirst(eventB)
     let check = reopen()
     await expect(check.events!.read('a')).rejects.toThrow(/event 1 of run a does not decrypt/)
     await check.close()
     // One character of the ciphertext changed.
-    const sealed = (JSON.parse(bodyA) as { sealed: string }).sealed
+    const sealed = (eventsA[0] as { sealed: string }).sealed
     const flipped = `${sealed.slice(0, -3)}${sealed.at(-3) === 'A' ? 'B' : 'A'}${sealed.slice(-2)}`
-    db.prepare('UPDATE run_events SET body = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify({ sealed: flipped }), 'a', Number(first.cursor))
+    setFirst({ sealed: flipped })
     check = reopen()
     await expect(check.events!.read('a')).rejects.toBeInstanceOf(CheckpointIntegrityError)
     await check.close()
     // Written in the clear.
-    db.prepare('UPDATE run_events SET body = ? WHERE run_id = ? AND seq = ?').run(JSON.stringify({ type: 'text_delta', runId: 'a', step: 0, text: 'forged' }), 'a', Number(first.cursor))
+    setFirst({ type: 'text_delta', runId: 'a', step: 0, text: 'forged' })
     check = reopen()
     await expect(check.events!.read('a')).rejects.toThrow(/is not encrypted/)
     // Run b is untouched.

@@ -37,19 +37,44 @@ interface SnapshotHeader {
  * Reads a run's timeline a page at a time: a page costs its own checkpoints, the effects of its
  * calls and the messages and tool executions of its own steps (read with `loadTails` from the
  * runtime snapshot before the page to the one that describes it), never the whole run. The
- * snapshots a page passes are kept by seq, so the next page (older checkpoints) finds its own
- * without reading headers again.
+ * snapshots a page passes are kept by seq, with the stretches of seqs whose headers have all been
+ * read: the search for the snapshot before a page reads headers ahead of it, so the next page
+ * (older checkpoints) finds its own among them without reading headers again.
  */
 export class TimelinePages {
   readonly #store: StoreReader
   /** Snapshot headers seen, per run, by seq. */
   readonly #snapshots = new Map<string, Map<number, SnapshotHeader>>()
+  /** Per run, the stretches of seqs (first and last, oldest first, apart) whose every stored checkpoint's header was seen. */
+  readonly #covered = new Map<string, [number, number][]>()
 
   constructor(store: StoreReader) {
     this.#store = store
   }
 
-  async page(runId: string, query: PageQuery): Promise<TimelinePage> {
+  page(runId: string, query: PageQuery): Promise<TimelinePage> {
+    return this.#again(runId, () => this.#page(runId, query))
+  }
+
+  /**
+   * The newest messages of the run's conversation (at most `limit`) and how many it holds: the
+   * newest snapshot read from a snapshot at least {@link CONVERSATION_STEPS} steps older.
+   */
+  conversation(runId: string, limit: number): Promise<{ messages: Message[]; count: number }> {
+    return this.#again(runId, () => this.#conversation(runId, limit))
+  }
+
+  /** `read`, and once more after forgetting what was seen of the run if a checkpoint seen before is gone (pruned since). */
+  async #again<T>(runId: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read()
+    } catch (err) {
+      if (!(err instanceof CheckpointNotFoundError) || err.code === 'run_not_found' || !this.#forget(runId)) throw err
+      return read()
+    }
+  }
+
+  async #page(runId: string, query: PageQuery): Promise<TimelinePage> {
     const run = await this.#store.getRun(runId)
     if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; pick one from the list of runs`, { runId, code: 'run_not_found' })
     const { headers, fromStart, gap } = await this.#headers(runId, query)
@@ -71,11 +96,7 @@ export class TimelinePages {
     return { run, entries, fromStart, gap }
   }
 
-  /**
-   * The newest messages of the run's conversation (at most `limit`) and how many it holds: the
-   * newest snapshot read from a snapshot at least {@link CONVERSATION_STEPS} steps older.
-   */
-  async conversation(runId: string, limit: number): Promise<{ messages: Message[]; count: number }> {
+  async #conversation(runId: string, limit: number): Promise<{ messages: Message[]; count: number }> {
     const newest = await this.#snapshotBefore(runId, undefined)
     if (!newest) return { messages: [], count: 0 }
     let base = newest
@@ -97,18 +118,30 @@ export class TimelinePages {
       // A page before a light phase ends before the stored checkpoint that carries it (the page
       // that holds the phase holds that checkpoint).
       const listed = await this.#store.listCheckpoints({ runId, limit: query.limit + 1, ...(query.before === undefined ? {} : { before: storedIdOf(query.before) }) })
+      this.#see(runId, listed)
+      this.#cover(runId, listed, query.limit + 1)
       return { headers: listed.slice(0, query.limit).reverse(), fromStart: listed.length <= query.limit, gap: false }
     }
     const newer: CheckpointInfo[] = []
     let before: string | undefined
     for (;;) {
       const listed = await this.#store.listCheckpoints({ runId, limit: HEADER_PAGE, ...(before === undefined ? {} : { before }) })
+      this.#see(runId, listed)
+      this.#cover(runId, listed, HEADER_PAGE)
       const fresh = listed.filter((info) => info.seq > query.after!)
       newer.push(...fresh)
       if (fresh.length < listed.length || listed.length < HEADER_PAGE || newer.length > query.limit) break
       before = listed.at(-1)!.id
     }
     return { headers: newer.slice(0, query.limit).reverse(), fromStart: query.after === 0 && newer.length <= query.limit, gap: newer.length > query.limit }
+  }
+
+  /** Forget what was seen of a run; false when nothing was. */
+  #forget(runId: string): boolean {
+    const known = this.#snapshots.has(runId) || this.#covered.has(runId)
+    this.#snapshots.delete(runId)
+    this.#covered.delete(runId)
+    return known
   }
 
   /** Remember the snapshots among `headers`. */
@@ -120,18 +153,61 @@ export class TimelinePages {
     }
   }
 
-  /** The newest snapshot older than `header` (or the run's newest), from those seen or else read by headers, a bounded search. */
+  /**
+   * The newest snapshot older than `header` (or the run's newest): found among the headers seen
+   * when every header between it and `header` has been seen, else read by headers, a bounded search.
+   */
   async #snapshotBefore(runId: string, header: { id: string; seq: number } | undefined): Promise<SnapshotHeader | undefined> {
-    let before = header?.id
+    if (header) {
+      const known = this.#seenBefore(runId, header.seq)
+      if (known !== 'unknown') return known
+    }
+    let before = header
     for (let page = 0; page < SNAPSHOT_SEARCH_PAGES; page++) {
-      const listed = await this.#store.listCheckpoints({ runId, limit: HEADER_PAGE, verify: false, ...(before === undefined ? {} : { before }) })
+      const listed = await this.#store.listCheckpoints({ runId, limit: HEADER_PAGE, verify: false, ...(before === undefined ? {} : { before: before.id }) })
       this.#see(runId, listed)
+      // Every header from the oldest listed up to `before` is seen (to the run's start if fewer came).
+      this.#cover(runId, listed, HEADER_PAGE, before && before.seq - 1)
       const found = listed.find((info) => info.kind === RUNNER_KIND && info.metadata.snapshot === true)
       if (found) return this.#snapshots.get(runId)!.get(found.seq)
       if (listed.length < HEADER_PAGE) return undefined
-      before = listed.at(-1)!.id
+      before = listed.at(-1)!
     }
     return undefined
+  }
+
+  /**
+   * Note that every stored checkpoint of `listed` (headers newest first, as asked with `limit`)
+   * and between them has been seen: from the oldest listed (or the run's start, when fewer than
+   * `limit` came) to the newest listed, or to `upTo` (the seq just before the listing's cursor).
+   */
+  #cover(runId: string, listed: readonly CheckpointInfo[], limit: number, upTo?: number): void {
+    const newest = upTo ?? listed[0]?.seq
+    if (newest === undefined) return
+    const from = listed.length < limit ? 0 : listed.at(-1)!.seq
+    const stretches = [...(this.#covered.get(runId) ?? []), [from, newest] as [number, number]].sort((a, b) => a[0] - b[0])
+    const merged: [number, number][] = []
+    for (const [first, last] of stretches) {
+      const previous = merged.at(-1)
+      if (previous && first <= previous[1] + 1) previous[1] = Math.max(previous[1], last)
+      else merged.push([first, last])
+    }
+    this.#covered.set(runId, merged)
+  }
+
+  /**
+   * The newest snapshot before `seq` when the headers seen say which it is (undefined: there is
+   * none, every header down to the run's start seen without one), else 'unknown'.
+   */
+  #seenBefore(runId: string, seq: number): SnapshotHeader | undefined | 'unknown' {
+    const stretch = this.#covered.get(runId)?.find(([first, last]) => first <= seq - 1 && seq - 1 <= last)
+    if (!stretch) return 'unknown'
+    let newest: SnapshotHeader | undefined
+    for (const snapshot of this.#snapshots.get(runId)?.values() ?? []) {
+      if (snapshot.seq >= stretch[0] && snapshot.seq < seq && (!newest || snapshot.seq > newest.seq)) newest = snapshot
+    }
+    if (newest) return newest
+    return stretch[0] === 0 ? undefined : 'unknown'
   }
 
   /** The snapshot the page is described by: the oldest one seen at or after the page's end, else the newest in it, else `base`. */

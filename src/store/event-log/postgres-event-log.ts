@@ -4,6 +4,7 @@ import { inTransaction, type PostgresPool } from '../backends/postgres/driver.js
 import { PostgresListener } from '../backends/postgres/postgres-listener.js'
 import { quoteIdent } from '../backends/postgres/sql.js'
 import { assertId } from '../encoding/validate.js'
+import { cursorsEndingAt, eventsOfRows, rowOf } from './event-rows.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
 /** Checks between notifications: a backstop for one lost while the listening connection reconnected. */
@@ -24,8 +25,9 @@ export interface PostgresEventLogOptions {
 
 /**
  * The `PostgresStore`'s {@link RunEventLog}: a table `run_events` in the store's schema, created
- * by `CREATE TABLE IF NOT EXISTS` on first use. A cursor is the event's sequence number in its
- * run, assigned in the inserting statement from the run's highest; two appenders racing on a run
+ * by `CREATE TABLE IF NOT EXISTS` on first use, with a row per append (see `event-rows.ts`). A
+ * cursor is the event's sequence number in its run, assigned in the inserting statement from the
+ * run's highest; two appenders racing on a run
  * collide on the primary key and the later one retries, so numbers become visible in order.
  * Each append notifies a channel (delivered at commit); waits listen on it over one pooled
  * connection, and poll instead where connections cannot listen.
@@ -52,19 +54,17 @@ export class PostgresEventLog implements RunEventLog {
     assertId(runId, 'runId')
     if (events.length === 0) return []
     await this.#ensureTable()
-    const bodies = events.map((event) => JSON.stringify(event))
     const sql = `WITH ins AS (
         INSERT INTO ${this.#table} (run_id, seq, body)
-        SELECT $1, coalesce((SELECT max(seq) FROM ${this.#table} WHERE run_id = $1), 0) + t.ord, t.body
-        FROM unnest($2::text[]) WITH ORDINALITY AS t(body, ord)
+        SELECT $1, coalesce((SELECT max(seq) FROM ${this.#table} WHERE run_id = $1), 0) + $2, $3
         RETURNING seq)
-      SELECT (SELECT array_agg(seq ORDER BY seq) FROM ins) AS seqs, pg_notify($3, $1)`
+      SELECT (SELECT seq FROM ins) AS last, pg_notify($4, $1)`
+    const params = [runId, events.length, rowOf(events), this.#channel]
     for (let attempt = 1; ; attempt++) {
       try {
-        const result = await this.#pool.query(sql, [runId, bodies, this.#channel])
-        const seqs = (result.rows[0]?.seqs ?? []) as (string | number)[]
+        const result = await this.#pool.query(sql, params)
         this.#waiters.notify(runId)
-        return seqs.map((seq) => String(seq))
+        return cursorsEndingAt(Number(result.rows[0]?.last), events.length)
       } catch (err) {
         // Another appender took the same numbers first: read the new highest and go again.
         if ((err as { code?: unknown }).code === '23505' && attempt < APPEND_ATTEMPTS) continue
@@ -80,7 +80,11 @@ export class PostgresEventLog implements RunEventLog {
     await this.#ensureTable()
     try {
       const result = await this.#pool.query(`SELECT seq, body FROM ${this.#table} WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [runId, after, limit])
-      return result.rows.map((row) => ({ cursor: String(row.seq), event: JSON.parse(String(row.body)) as JsonObject }))
+      return eventsOfRows(
+        result.rows.map((row) => [String(row.seq), String(row.body)] as const),
+        after,
+        limit,
+      )
     } catch (err) {
       throw wrap(runId, 'read events', err)
     }
@@ -109,7 +113,9 @@ export class PostgresEventLog implements RunEventLog {
     assertId(runId, 'runId')
     await this.#ensureTable()
     try {
-      return (await this.#pool.query(`DELETE FROM ${this.#table} WHERE run_id = $1`, [runId])).rowCount ?? 0
+      // Numbers run from 1 without a gap: the newest is how many there were.
+      const result = await this.#pool.query(`WITH gone AS (DELETE FROM ${this.#table} WHERE run_id = $1 RETURNING seq) SELECT coalesce(max(seq), 0) AS count FROM gone`, [runId])
+      return Number(result.rows[0]?.count ?? 0)
     } catch (err) {
       throw wrap(runId, 'delete events', err)
     }
@@ -118,11 +124,10 @@ export class PostgresEventLog implements RunEventLog {
   async replace(runId: string, events: readonly JsonObject[]): Promise<void> {
     assertId(runId, 'runId')
     await this.#ensureTable()
-    const bodies = events.map((event) => JSON.stringify(event))
     try {
       await inTransaction(this.#pool, async (db) => {
         await db.query(`DELETE FROM ${this.#table} WHERE run_id = $1`, [runId])
-        await db.query(`INSERT INTO ${this.#table} (run_id, seq, body) SELECT $1, t.ord, t.body FROM unnest($2::text[]) WITH ORDINALITY AS t(body, ord)`, [runId, bodies])
+        if (events.length > 0) await db.query(`INSERT INTO ${this.#table} (run_id, seq, body) VALUES ($1, $2, $3)`, [runId, events.length, rowOf(events)])
         await db.query('SELECT pg_notify($1, $2)', [this.#channel, runId])
       })
     } catch (err) {

@@ -306,3 +306,8 @@ export function deletedCheckpointsFile(layout: FileLayout, runId: string): strin
 export function compareFiles(a: CheckpointFile, b: CheckpointFile): number {
   return a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 }
+
+/** A run's last seq: run.json's, or its highest checkpoint file's when run.json is behind it. */
+export function lastSeqOf(state: RunState): number {
+  return Math.max(state.row?.lastSeq ?? 0, state.checkpoints[state.checkpoints.length - 1]?.seq ?? 0)
+}

@@ -17,8 +17,18 @@ import { processIsGone } from '../../../core/process-alive.js'
  * names the process writing it (see {@link isTempOfDeadWriter}).
  */
 export function tempPathFor(path: string): string {
-  return join(dirname(path), `.${basename(path)}.${process.pid}-${HOST_TAG}-${randomBytes(6).toString('hex')}.tmp`)
+  tempCount = (tempCount + 1) % TEMP_COUNT_LIMIT
+  return join(dirname(path), `.${basename(path)}.${process.pid}-${HOST_TAG}-${TEMP_PREFIX}${tempCount.toString(16).padStart(6, '0')}.tmp`)
 }
+
+/**
+ * The last 12 hex digits of a temp file's name: 6 drawn once by this process (a later process
+ * with the same pid does not pick the names a crashed one left), then a counter: a commit writes
+ * several temp files, and drawing random bytes for each cost more than writing some of them.
+ */
+const TEMP_PREFIX = randomBytes(3).toString('hex')
+const TEMP_COUNT_LIMIT = 0x1000000
+let tempCount = 0
 
 /** Whether a directory entry is a temp file of {@link writeFileAtomic}. */
 export function isTempFileName(name: string): boolean {

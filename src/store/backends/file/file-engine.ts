@@ -1,22 +1,23 @@
-import { access, rename, rm } from 'node:fs/promises'
+import { rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { CheckpointCorruptionError, InvalidArgumentError, StoreError } from '../../../core/errors.js'
+import { StoreError } from '../../../core/errors.js'
 import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
-import { retainedListLengths, RUN_LOG_LIST } from '../../engine/list-retention.js'
-import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
-import { checkCommit } from '../../engine/commit-checks.js'
+import { retainedListLengths } from '../../engine/list-retention.js'
+import { compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
 import { applyRunPatch, carryProgress, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
-import { acquireDirectory, deletedCheckpointsFile, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
-import { type EffectEdits, FileEffects } from './file-effects.js'
+import { acquireDirectory, deletedCheckpointsFile, lastSeqOf, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
+import { FileCheckpoints, header } from './file-checkpoints.js'
+import { FileCommits } from './file-commit.js'
+import { FileEffects } from './file-effects.js'
 import { FileLeases } from './file-leases.js'
 import { FileWrites } from './file-writes.js'
-import { appendLines, ensureDirectory, readIfExists, readLines, resolveRoot, syncDirectory } from './driver.js'
-import { FileBatch, writeFileAtomic } from './file-batch.js'
-import { type AppendPlan, FileLists } from './file-lists.js'
-import { assertSafeId, checkpointFileName, type CheckpointFile, type FileLayout } from './file-names.js'
+import { appendLines, ensureDirectory, readIfExists, resolveRoot, syncDirectory } from './driver.js'
+import { writeFileAtomic } from './file-batch.js'
+import { FileLists } from './file-lists.js'
+import { assertSafeId, type CheckpointFile, type FileLayout } from './file-names.js'
 import { readCheckpointFile } from './file-rows.js'
 
 /** Options of {@link FileEngine}. */
@@ -50,6 +51,8 @@ export class FileEngine implements StorageEngine {
   readonly #lists: FileLists
   readonly #effects: FileEffects
   readonly #writes: FileWrites
+  readonly #checkpoints: FileCheckpoints
+  readonly #commits: FileCommits
   readonly #warn: (message: string) => void
   #closed = false
   /** The lease protocol, for several workers in this process (see {@link FileLeases}). */
@@ -66,6 +69,13 @@ export class FileEngine implements StorageEngine {
     this.leases = new FileLeases(this.#dir, {
       write: (runId, fn) => this.#write(runId, fn),
       writeRunFile: (row, create) => this.#writeRunFile(row, create),
+    })
+    this.#checkpoints = new FileCheckpoints(this.#dir)
+    this.#commits = new FileCommits(this.#dir, {
+      runs: { write: (runId, fn) => this.#write(runId, fn), writeRunFile: (row, create) => this.#writeRunFile(row, create) },
+      lists: this.#lists,
+      effects: this.#effects,
+      leases: this.leases,
     })
   }
 
@@ -154,98 +164,27 @@ export class FileEngine implements StorageEngine {
     })
   }
 
-  /**
-   * Files cannot change together atomically, so a commit is written in steps that keep every
-   * prefix consistent, each synced before the next starts: effect intents and starts; list lines
-   * and the checkpoint files (renamed into place in seq order once all are synced); the run's
-   * last seq; completions; the run patch. A step costs one round of syncs however many files it
-   * writes (see `FileBatch`). A crash part-way leaves the first checkpoints of the batch, each
-   * whole. A fence is checked first, under the run's lock (a claim skips a locked run).
-   */
+  /** One `FileBatch` renamed into place in an order that keeps every prefix consistent (see {@link FileCommits}). */
   async commit(request: CommitRequest): Promise<CommitResult> {
-    const { rows, appends, run, effects, runPatch, fence } = request
-    assertCommit(request, this.#layout)
-    const leases = fence && (await this.leases.table())
-    return this.#write(run.runId, async (state) => {
-      if (state.error) throw state.error
-      const held = fence && leases?.check(fence)
-      if (held && !held.held) return { ok: false, reason: 'fenced' }
-      const index = await this.#dir.index()
-      const stored = new Map<string, EffectRow['status'] | undefined>()
-      for (const callId of effects?.starts ?? []) stored.set(callId, (await this.#effects.get(run.runId, callId))?.status)
-      // The list lengths are checked as the appends are planned (below): a list file may hold a torn tail to cut.
-      const refused = checkCommit(request, { lastSeq: lastSeqOf(state), hasCheckpoint: (id) => index.has(id), effectStatus: (callId) => stored.get(callId) })
-      if (refused) return refused
-      if (runPatch && swapFails(state.row ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
-      const files = rows.map((row) => ({ seq: row.seq, id: row.id, name: checkpointFileName(row.seq, row.id) }))
-      // Claim the ids before the next await, so a concurrent commit in another run cannot take them.
-      for (const file of files) index.set(file.id, { runId: run.runId, file })
-      try {
-        const plans = await this.#lists.plan(run.runId, appends)
-        if (!plans) {
-          for (const file of files) index.delete(file.id)
-          return { ok: false, reason: 'list_conflict' }
-        }
-        // The journal first, outcomes included: a checkpoint step that fails after it leaves the
-        // journal ahead of the checkpoints (a resume takes the recorded outcomes, runs nothing twice).
-        // The run's log vouches for what its entries record, so it is appended last, once every
-        // change it records is in place: a reader (in this process or another) that reads the log
-        // and then the rows never finds the log ahead of them. A crash before leaves the log
-        // behind, which forgets a transition and never refuses a run that was not rolled back.
-        const logPlans = plans.filter((plan) => plan.append.listId === RUN_LOG_LIST)
-        await this.#effects.publish(run.runId, await this.#effectEdits(run.runId, effects))
-        await this.#writeCommit({ state, rows, run, files, plans: plans.filter((plan) => !logPlans.includes(plan)) })
-        if (runPatch && state.row) {
-          const updated = applyRunPatch(state.row, runPatch)
-          await this.#writeRunFile(updated, false)
-          state.row = updated
-        }
-        await this.#appendLists(run.runId, logPlans)
-        return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
-      } catch (err) {
-        for (const file of files) {
-          if (!(await exists(join(this.#layout.checkpointsDir(run.runId), file.name)))) index.delete(file.id)
-        }
-        throw err
-      }
-    })
+    return this.#commits.commit(request)
   }
 
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
     for (const id of checkpointIds) assertSafeId(id, 'checkpointId')
     await this.#begin()
-    const rows: CheckpointRow[] = []
-    for (const id of checkpointIds) {
-      const entry = await this.#dir.find(id)
-      const read = entry && (await readCheckpointFile(this.#layout, entry.runId, entry.file))
-      // A corrupt file comes back as a row EngineStore rejects: it must not look absent.
-      if (read && read.state !== 'missing') rows.push(read.row)
-    }
-    return rows
+    return this.#checkpoints.get(checkpointIds)
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
-    if ('runId' in query) {
-      this.#layout.runDir(query.runId)
-      await this.#begin()
-      const state = await this.#dir.runState(query.runId)
-      const files = [...state.checkpoints].reverse()
-      for (const [at, file] of files.entries()) {
-        const read = await readCheckpointFile(this.#layout, query.runId, file)
-        // The highest file, even when corrupt: falling back to an older one would rewind the run.
-        if (read.state === 'missing') continue
-        if (read.state === 'ok') await this.#assertParentKept(query.runId, read.row, files, at)
-        return read.row
-      }
-      return undefined
-    }
+    if ('runId' in query) this.#layout.runDir(query.runId)
     await this.#begin()
-    const rows = (await this.#allCheckpoints()).filter((row) => !isUnreadable(row) && row.workflowName === query.workflowName)
-    return rows.sort(compareCheckpointsNewestFirst)[0]
+    return this.#checkpoints.latest(query)
   }
 
   async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
-    const rows = query.runId !== undefined ? await this.#listRunCheckpoints({ ...query, runId: query.runId }) : await this.#listAllCheckpoints(query)
+    if (query.runId !== undefined) this.#layout.runDir(query.runId)
+    await this.#begin()
+    const rows = await this.#checkpoints.list(query)
     return query.rows === true ? rows : rows.map(header)
   }
 
@@ -262,7 +201,7 @@ export class FileEngine implements StorageEngine {
     await this.#begin()
     return this.#dir.withRunLock(runId, async () => {
       const run = await this.getRun(runId)
-      const checkpoints = await this.#listRunCheckpoints({ runId, limit: recent })
+      const checkpoints = await this.#checkpoints.list({ runId, limit: recent })
       const wanted = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
       const lists = (await this.#lists.read(runId, wanted)).map((items, k) => ({ id: wanted[k]!.id, items }))
       return { run, checkpoints, lists: lists.filter((list) => list.items.length > 0), effects: await this.#effects.list(runId) }
@@ -282,7 +221,7 @@ export class FileEngine implements StorageEngine {
       const dir = this.#layout.checkpointsDir(runId)
       // Recorded first: a checkpoint whose parent is gone without this record was removed behind the store's back.
       const removing = state.checkpoints.filter((cp) => doomed.has(cp.id)).map((cp) => cp.id)
-      if (removing.length > 0) await appendLines(this.#deletedFile(runId), removing)
+      if (removing.length > 0) await appendLines(deletedCheckpointsFile(this.#layout, runId), removing)
       let deleted = 0
       for (const file of state.checkpoints.filter((cp) => doomed.has(cp.id))) {
         await rm(join(dir, file.name), { force: true })
@@ -380,23 +319,6 @@ export class FileEngine implements StorageEngine {
     })
   }
 
-  /**
-   * A commit's effect files: those it opens (intents, starts) are written before its
-   * checkpoints, those it completes after them. An effect opened and completed in the same commit
-   * (a caller that did not write its intent ahead) is written once, completed, after the
-   * checkpoints: a crash before then leaves no entry, as on a backend whose commit is one
-   * transaction.
-   */
-  async #effectEdits(runId: string, effects: CommitRequest['effects']): Promise<EffectEdits> {
-    const edits: EffectEdits = new Map()
-    for (const intent of effects?.intents ?? []) await this.#effects.recordIntent(intent, edits)
-    for (const callId of effects?.starts ?? []) await this.#effects.start(runId, callId, edits)
-    // A completion replaces its effect's edit, so an effect opened and completed here is written once.
-    for (const completion of effects?.completions ?? []) await this.#effects.complete(completion, edits)
-    return edits
-  }
-
-
   async #writeRunFile(row: RunRow, create: boolean): Promise<void> {
     if (create) {
       await ensureDirectory(this.#layout.checkpointsDir(row.runId))
@@ -405,199 +327,9 @@ export class FileEngine implements StorageEngine {
     await writeFileAtomic(this.#layout.runFile(row.runId), JSON.stringify(row))
   }
 
-  /** Append to list files in a batch of their own. */
-  async #appendLists(runId: string, plans: readonly AppendPlan[]): Promise<void> {
-    if (plans.length === 0) return
-    const batch = new FileBatch()
-    try {
-      const written = await this.#lists.stage(batch, runId, plans)
-      await batch.publish()
-      written()
-    } catch (err) {
-      batch.discard()
-      throw err
-    }
-  }
-
-  async #writeCommit(params: { state: RunState; rows: readonly CheckpointRow[]; run: RunRow; files: CheckpointFile[]; plans: AppendPlan[] }): Promise<void> {
-    const { state, rows, run, files, plans } = params
-    if (!state.row) {
-      // Written before the checkpoints: at the seq the files show now, its progress digest (given for the commit's last seq) carried there.
-      const created = carryProgress({ ...run, lastSeq: rows[rows.length - 1]?.seq ?? run.lastSeq }, lastSeqOf(state))
-      await this.#writeRunFile(created, true)
-      state.row = created
-    }
-    // The list lines and checkpoint files are synced together; only then are the checkpoints
-    // renamed into place, so none appears before every line it references is durable.
-    const batch = new FileBatch()
-    try {
-      const listsWritten = await this.#lists.stage(batch, run.runId, plans)
-      if (rows.length > 0) await ensureDirectory(this.#layout.checkpointsDir(run.runId))
-      for (const [i, row] of rows.entries()) batch.replace(join(this.#layout.checkpointsDir(run.runId), files[i]!.name), JSON.stringify(row))
-      await batch.publish()
-      listsWritten()
-    } catch (err) {
-      batch.discard()
-      throw err
-    }
-    if (rows.length === 0) return
-    const last = rows[rows.length - 1]!
-    // The progress digest (or signature) of the new last seq lands in the same write as the last seq.
-    const seal = run.seal === undefined ? {} : { seal: run.seal }
-    const updated = { ...state.row, lastSeq: last.seq, updatedAt: Math.max(state.row.updatedAt, last.createdAt), ...seal }
-    await this.#writeRunFile(updated, false)
-    // The new checkpoints and the row that records them appear to this process's readers at once
-    // (no await between): a reader never pairs the old row with a newer checkpoint.
-    state.checkpoints.push(...files)
-    state.row = updated
-    state.lagging = false
-  }
-
-  async #listAllCheckpoints(query: CheckpointListing): Promise<CheckpointRow[]> {
-    await this.#begin()
-    const rows = (await this.#allCheckpoints())
-      .filter((row) => query.workflowName === undefined || isUnreadable(row) || row.workflowName === query.workflowName)
-      .sort(compareCheckpointsNewestFirst)
-    return page(rows, (row) => row.id, query.before, query.limit)
-  }
-
-  async #listRunCheckpoints(query: CheckpointListing & { runId: string }): Promise<CheckpointRow[]> {
-    const { runId, workflowName, before, limit } = query
-    this.#layout.runDir(runId)
-    await this.#begin()
-    const files = [...(await this.#dir.runState(runId)).checkpoints].reverse()
-    // An unreadable file is listed (as a row EngineStore refuses), whatever the filter: never skipped.
-    const matches = (row: CheckpointRow | undefined): row is CheckpointRow =>
-      row !== undefined && (workflowName === undefined || isUnreadable(row) || row.workflowName === workflowName)
-    let start = 0
-    if (before !== undefined) {
-      const at = files.findIndex((file) => file.id === before)
-      const cursor = files[at]
-      if (!cursor || !matches(await this.#readListed(runId, cursor))) return []
-      start = at + 1
-    }
-    const rows: CheckpointRow[] = []
-    for (let i = start; i < files.length && (limit === undefined || rows.length < limit); i += READ_BATCH) {
-      const batch = await Promise.all(files.slice(i, i + READ_BATCH).map((file) => this.#readListed(runId, file)))
-      for (const [k, row] of batch.entries()) {
-        if (!matches(row) || (limit !== undefined && rows.length >= limit)) continue
-        await this.#assertParentKept(runId, row, files, i + k)
-        rows.push(row)
-      }
-    }
-    return rows
-  }
-
-  /**
-   * A checkpoint whose parent is missing where a seq is skipped before it: the parent was removed.
-   * Through `deleteCheckpoints` (prune, delete) the removal is recorded; otherwise a file was
-   * removed behind the store's back, and history, listing and the chain would silently skip it.
-   * (`files` newest first; the one at `at + 1` is the next older file.)
-   */
-  async #assertParentKept(runId: string, row: CheckpointRow, files: readonly CheckpointFile[], at: number): Promise<void> {
-    const older = files[at + 1]
-    const parentId = row.parentId
-    if (older === undefined || typeof parentId !== 'string' || parentId === older.id || row.seq === older.seq + 1) return
-    if (files.some((file) => file.id === parentId)) return
-    const recorded = await readIfExists(this.#deletedFile(runId))
-    if (recorded && readLines(recorded, Number.MAX_SAFE_INTEGER).includes(parentId)) return
-    throw new CheckpointCorruptionError(
-      `checkpoint ${row.id} (#${row.seq}) of run ${runId} continues checkpoint ${parentId}, whose file is missing from ${this.#layout.checkpointsDir(runId)} and was not deleted through the store: ` +
-        'a checkpoint file was removed behind its back; restore it from a backup',
-      { runId, checkpointId: row.id },
-    )
-  }
-
-  /** The ids of the run's checkpoints deleted through the store, one a line. */
-  #deletedFile(runId: string): string {
-    return deletedCheckpointsFile(this.#layout, runId)
-  }
-
-  /** Every checkpoint of every run (what cross-run queries scan), unreadable ones as rows that fail their checks. */
-  async #allCheckpoints(): Promise<CheckpointRow[]> {
-    const rows: CheckpointRow[] = []
-    for (const runId of await this.#dir.runIds()) {
-      const state = await this.#dir.runState(runId)
-      for (let i = 0; i < state.checkpoints.length; i += READ_BATCH) {
-        const batch = await Promise.all(state.checkpoints.slice(i, i + READ_BATCH).map((file) => this.#readListed(runId, file)))
-        for (const row of batch) if (row) rows.push(row)
-      }
-    }
-    return rows
-  }
-
-  /**
-   * A checkpoint for a listing: an unreadable file is listed as the row its file name gives (ids
-   * and seq only), which fails EngineStore's checks and is reported naming the checkpoint; a
-   * file removed since the scan is left out.
-   */
-  async #readListed(runId: string, file: CheckpointFile): Promise<CheckpointRow | undefined> {
-    const read = await readCheckpointFile(this.#layout, runId, file)
-    if (read.state === 'missing') return undefined
-    return read.state === 'ok' ? read.row : unreadable.add(read.row) && read.row
-  }
-
   /** Cut or remove list files to what the remaining checkpoints reference. */
   async #collectLists(runId: string, remaining: readonly CheckpointFile[]): Promise<void> {
-    const rows = await Promise.all(
-      remaining.map(async (file) => {
-        const read = await readCheckpointFile(this.#layout, runId, file)
-        // An unreadable row's refs are unknown: an unparsable `lists` makes GC keep every item.
-        return read.state === 'ok' ? read.row : read.state === 'corrupt' ? { lists: '' } : undefined
-      }),
-    )
-    const keep = retainedListLengths(rows.filter((row) => row !== undefined))
+    const keep = await this.#checkpoints.retainedLists(runId, remaining)
     if (keep) await this.#lists.collect(runId, keep)
-  }
-}
-
-const READ_BATCH = 32
-
-/** Rows standing for checkpoint files that could not be read, as listed. */
-const unreadable = new WeakSet<CheckpointRow>()
-
-function isUnreadable(row: CheckpointRow): boolean {
-  return unreadable.has(row)
-}
-
-/** Validate every id and item of a commit before anything touches the disk. */
-function assertCommit({ rows, appends, run, effects }: CommitRequest, layout: FileLayout): void {
-  layout.runDir(run.runId)
-  for (const row of rows) {
-    checkpointFileName(row.seq, row.id)
-    if (!Number.isSafeInteger(row.seq) || row.seq < 1) {
-      throw new InvalidArgumentError(`checkpoint seq must be a positive integer, got ${String(row.seq)}`, { runId: row.runId })
-    }
-    if (run.runId !== row.runId) {
-      throw new InvalidArgumentError(`commit of run ${row.runId} carries a run row for ${run.runId}`, { runId: row.runId })
-    }
-  }
-  for (const append of appends) {
-    layout.listFile(run.runId, append.listId)
-    if (append.items.some((item) => item.includes('\n'))) {
-      throw new InvalidArgumentError(`list ${append.listId} of run ${run.runId}: an item contains a raw newline`, { runId: run.runId })
-    }
-  }
-  for (const effect of [...(effects?.intents ?? []), ...(effects?.completions ?? [])]) {
-    if (effect.runId !== run.runId) throw new InvalidArgumentError(`commit of run ${run.runId} carries an effect of run ${effect.runId}`)
-    layout.effectFile(effect.runId, effect.callId)
-  }
-}
-
-function lastSeqOf(state: RunState): number {
-  return Math.max(state.row?.lastSeq ?? 0, state.checkpoints[state.checkpoints.length - 1]?.seq ?? 0)
-}
-
-function header(row: CheckpointRow): CheckpointHeaderRow {
-  const { body: _body, lists: _lists, digest: _digest, ...rest } = row
-  return rest
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await access(path)
-    return true
-  } catch {
-    return false
   }
 }
