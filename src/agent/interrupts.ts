@@ -2,6 +2,7 @@ import type { JsonValue } from '../core/codec.js'
 import type { ToolResultBlock, ToolUseBlock } from '../model/messages.js'
 import type { InterruptExpiry, InterruptRequest, ToolContext, ToolTimeHost, WaitForEventOptions } from '../tools/tool.js'
 import { CairnError, InterruptExpiredError, InvalidArgumentError } from '../core/errors.js'
+import { eventMatchOf, eventTimeoutOf, sleepEnd, timeOf } from '../tools/time-args.js'
 
 /** A pause raised by a tool, waiting for a human's response. */
 export interface Interrupt {
@@ -100,7 +101,7 @@ export function waitFunctions(scope: WaitScope): Pick<ToolContext, 'interrupt' |
     if (typeof request?.name !== 'string' || request.name === '') throw new InvalidArgumentError('ctx.interrupt needs a name')
     const id = interruptId(toolUse, request.name)
     if (answered(id)) return responses[id] as R
-    const expiresAt = before(id)?.expiresAt ?? timeOf(request.expiresAt, 'ctx.interrupt expiresAt')
+    const expiresAt = before(id)?.expiresAt ?? (request.expiresAt === undefined ? undefined : timeOf(request.expiresAt, 'ctx.interrupt expiresAt'))
     if (expiresAt !== undefined && now() >= expiresAt) {
       const policy = request.onExpiry ?? 'fail'
       if (policy === 'fail') throw new InterruptExpiredError({ interruptId: id, expiresAt, message: `interrupt ${id} (${request.name}) was not answered by ${new Date(expiresAt).toISOString()}; the run fails, as its onExpiry says` })
@@ -120,7 +121,7 @@ export function waitFunctions(scope: WaitScope): Pick<ToolContext, 'interrupt' |
     const id = interruptId(toolUse, name)
     requireTime(time, 'ctx.sleep')
     if (answered(id)) return
-    const wakeAt = before(id)?.wakeAt ?? timeOf(at, 'ctx.sleepUntil time')!
+    const wakeAt = before(id)?.wakeAt ?? timeOf(at, 'ctx.sleepUntil time')
     if (now() >= wakeAt) return
     throw new InterruptSignal({ id, name, toolUseId: toolUse.toolUseId, wakeAt, reason: { sleepUntil: new Date(wakeAt).toISOString() } })
   }
@@ -128,13 +129,10 @@ export function waitFunctions(scope: WaitScope): Pick<ToolContext, 'interrupt' |
     interrupt,
     sleepUntil,
     sleep: (ms) => {
-      if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new InvalidArgumentError(`ctx.sleep needs a non-negative number of ms, got ${String(ms)}`)
-      return sleepUntil(now() + ms)
+      return sleepUntil(sleepEnd(ms, now()))
     },
     waitForEvent: async <T = JsonValue>(eventName: string, options: WaitForEventOptions = {}): Promise<T | undefined> => {
-      if (typeof eventName !== 'string' || eventName === '') throw new InvalidArgumentError('ctx.waitForEvent needs the name of the event')
-      const match = options.match ?? ''
-      if (typeof match !== 'string') throw new InvalidArgumentError(`ctx.waitForEvent('${eventName}') match must be a string, got ${typeof match}`)
+      const match = eventMatchOf(eventName, options)
       const name = `${EVENT_INTERRUPT}.${++waits}`
       const id = interruptId(toolUse, name)
       const host = requireTime(time, 'ctx.waitForEvent')
@@ -142,10 +140,7 @@ export function waitFunctions(scope: WaitScope): Pick<ToolContext, 'interrupt' |
       if (given?.timedOut === true) return undefined
       const taken = await host.takeEvent({ waitId: id, name: eventName, match })
       if (taken) return taken.payload as T
-      const timeoutMs = options.timeoutMs
-      if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0)) {
-        throw new InvalidArgumentError(`ctx.waitForEvent('${eventName}') timeoutMs must be a non-negative number, got ${String(timeoutMs)}`)
-      }
+      const timeoutMs = eventTimeoutOf(eventName, options)
       const expiresAt = before(id)?.expiresAt ?? (timeoutMs === undefined ? undefined : now() + timeoutMs)
       if (expiresAt !== undefined && now() >= expiresAt) return undefined
       throw new InterruptSignal({
@@ -163,11 +158,4 @@ export function waitFunctions(scope: WaitScope): Pick<ToolContext, 'interrupt' |
 function requireTime(time: ToolTimeHost | undefined, what: string): ToolTimeHost {
   if (time) return time
   throw new CairnError('time_unavailable', `${what} needs a durable runner: run the agent with a Runner or a Worker over a store that keeps waits (MemoryStore, SqliteStore, PostgresStore)`)
-}
-
-function timeOf(value: Date | number | undefined, what: string): number | undefined {
-  if (value === undefined) return undefined
-  const ms = value instanceof Date ? value.getTime() : value
-  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw new InvalidArgumentError(`${what} must be a Date or Unix ms, got ${String(value)}`)
-  return ms
 }

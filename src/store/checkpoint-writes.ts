@@ -13,6 +13,7 @@ import { applyRunPatch } from './engine/run-patch.js'
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
 import { durabilityOf, newRunRow, notPendingError, startIds } from './commit-parts.js'
 import { entriesOf, type RunLog } from './run-log.js'
+import { KeyedLock } from '../core/keyed-lock.js'
 
 const MAX_SAVE_ATTEMPTS = 12
 
@@ -37,7 +38,7 @@ export interface WritesContext {
 export class CheckpointWrites {
   readonly #ctx: WritesContext
   readonly #cache = new WriterStates()
-  readonly #runLocks = new Map<string, Promise<unknown>>()
+  readonly #runLocks = new KeyedLock()
 
   constructor(ctx: WritesContext) {
     this.#ctx = ctx
@@ -64,7 +65,7 @@ export class CheckpointWrites {
 
   /** Once every write in flight has settled. */
   async settled(): Promise<void> {
-    await Promise.allSettled([...this.#runLocks.values()])
+    await this.#runLocks.idle()
   }
 
   /**
@@ -150,19 +151,8 @@ export class CheckpointWrites {
   }
 
   /** Run `fn` after every earlier write of the run in this store has settled. */
-  async withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#runLocks.get(runId) ?? Promise.resolve()
-    const next = previous.then(fn, fn)
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    )
-    this.#runLocks.set(runId, settled)
-    try {
-      return await next
-    } finally {
-      if (this.#runLocks.get(runId) === settled) this.#runLocks.delete(runId)
-    }
+  withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#runLocks.run(runId, fn)
   }
 
   async #writerState(runId: string): Promise<WriterState> {

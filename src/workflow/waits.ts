@@ -1,7 +1,8 @@
 import { isPlainObject, type JsonValue } from '../core/codec.js'
-import { CairnError, InvalidArgumentError } from '../core/errors.js'
+import { CairnError } from '../core/errors.js'
 import type { RunWaits } from '../store/waits/run-waits.js'
 import type { WaitForEventOptions } from '../tools/tool.js'
+import { eventMatchOf, eventTimeoutOf, sleepEnd, timeOf } from '../tools/time-args.js'
 
 /**
  * One `ctx.sleep` or `ctx.waitForEvent` call of a handler, as recorded when the handler stopped:
@@ -54,7 +55,7 @@ export function handlerWaits(params: { runId: string; executorId: string; key: s
   const sleepUntil = async (at: Date | number): Promise<void> => {
     requireTime(time, 'ctx.sleep')
     const before = recorded[waits.length]
-    const wakeAt = before !== undefined && 'sleep' in before ? before.sleep.wakeAt : timeOf(at)
+    const wakeAt = before !== undefined && 'sleep' in before ? before.sleep.wakeAt : timeOf(at, 'ctx.sleepUntil time')
     if (now() >= wakeAt) {
       waits.push({ sleep: { wakeAt } })
       return
@@ -64,17 +65,11 @@ export function handlerWaits(params: { runId: string; executorId: string; key: s
   return {
     sleepUntil,
     sleep: (ms: number): Promise<void> => {
-      if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) throw new InvalidArgumentError(`ctx.sleep needs a non-negative number of ms, got ${String(ms)}`)
-      return sleepUntil(now() + ms)
+      return sleepUntil(sleepEnd(ms, now()))
     },
     waitForEvent: async <T = JsonValue>(name: string, options: WaitForEventOptions = {}): Promise<T | undefined> => {
-      if (typeof name !== 'string' || name === '') throw new InvalidArgumentError('ctx.waitForEvent needs the name of the event')
-      const match = options.match ?? ''
-      if (typeof match !== 'string') throw new InvalidArgumentError(`ctx.waitForEvent('${name}') match must be a string, got ${typeof match}`)
-      const { timeoutMs } = options
-      if (timeoutMs !== undefined && (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0)) {
-        throw new InvalidArgumentError(`ctx.waitForEvent('${name}') timeoutMs must be a non-negative number, got ${String(timeoutMs)}`)
-      }
+      const match = eventMatchOf(name, options)
+      const timeoutMs = eventTimeoutOf(name, options)
       const host = requireTime(time, 'ctx.waitForEvent')
       const before = recorded[waits.length]
       const expiresAt = before !== undefined && 'event' in before ? before.event.expiresAt : timeoutMs === undefined ? undefined : now() + timeoutMs
@@ -159,10 +154,4 @@ function describeWait(wait: RecordedWait): string {
 function requireTime(time: WorkflowTime | undefined, what: string): WorkflowTime {
   if (time?.waits) return time
   throw new CairnError('time_unavailable', `${what} in a workflow needs a store that keeps waits (MemoryStore, SqliteStore, PostgresStore): build the workflow with one, or run it on a Worker`)
-}
-
-function timeOf(value: Date | number): number {
-  const ms = value instanceof Date ? value.getTime() : value
-  if (typeof ms !== 'number' || !Number.isFinite(ms)) throw new InvalidArgumentError(`ctx.sleepUntil time must be a Date or Unix ms, got ${String(value)}`)
-  return ms
 }

@@ -1,5 +1,6 @@
 import { CheckpointCorruptionError, CheckpointIntegrityError, InvalidArgumentError } from '../../core/errors.js'
 import { canonicalJson, sha256 } from '../../core/hash.js'
+import { KeyedLock } from '../../core/keyed-lock.js'
 import type { CheckpointStore, PendingWrite, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import type { ThreadNamespace } from './identity.js'
 
@@ -42,7 +43,7 @@ interface Ledger {
 export class WritesLedgers {
   /** By Cairn checkpoint id: each write's key (`[taskId, index]` as JSON) and its entry. */
   readonly #known = new Map<string, Map<string, LedgerEntry>>()
-  readonly #queues = new Map<string, Promise<unknown>>()
+  readonly #queues = new KeyedLock()
 
   /** A checkpoint just saved in place of a stored one (whose writes went with it) has no writes yet. */
   fresh(checkpointKey: string): void {
@@ -71,14 +72,7 @@ export class WritesLedgers {
       throw new InvalidArgumentError(`CairnSaver.putWrites: the task id ${JSON.stringify(LEDGER_TASK)} is reserved for Cairn's ledger of a checkpoint's writes; use another task id`)
     }
     if (writes.length === 0) return
-    const previous = this.#queues.get(target.checkpointKey) ?? Promise.resolve()
-    const next = previous.catch(() => undefined).then(() => this.#append(store, target, writes))
-    this.#queues.set(target.checkpointKey, next)
-    try {
-      await next
-    } finally {
-      if (this.#queues.get(target.checkpointKey) === next) this.#queues.delete(target.checkpointKey)
-    }
+    await this.#queues.run(target.checkpointKey, () => this.#append(store, target, writes))
   }
 
   /**

@@ -2,6 +2,7 @@ import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises
 import { join } from 'node:path'
 import type { JsonObject } from '../../core/codec.js'
 import { InvalidArgumentError, StoreError } from '../../core/errors.js'
+import { KeyedLock } from '../../core/keyed-lock.js'
 import { syncDirectory, tempPathFor, writeNewFileSynced } from '../backends/file/driver.js'
 import { assertId } from '../encoding/validate.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
@@ -24,7 +25,8 @@ export class FileEventLog implements RunEventLog {
   readonly #waiters = new EventWaiters(MAX_POLL_MS)
   /** Files this process appends to, opened once (the torn tail cut off). */
   readonly #open = new Map<string, Promise<{ handle: FileHandle; size: number }>>()
-  readonly #queues = new Map<string, Promise<unknown>>()
+  /** One write at a time per run file, in call order. */
+  readonly #queues = new KeyedLock()
 
   constructor(directory: string) {
     this.#dir = join(directory, 'events')
@@ -33,7 +35,7 @@ export class FileEventLog implements RunEventLog {
   append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
     assertId(runId, 'runId')
     if (events.length === 0) return Promise.resolve([])
-    return this.#inTurn(runId, () => this.#appendNow(runId, events))
+    return this.#queues.run(runId, () => this.#appendNow(runId, events))
   }
 
   async read(runId: string, options: ReadEventsOptions = {}): Promise<StoredRunEvent[]> {
@@ -90,7 +92,7 @@ export class FileEventLog implements RunEventLog {
    */
   replace(runId: string, events: readonly JsonObject[]): Promise<void> {
     assertId(runId, 'runId')
-    return this.#inTurn(runId, () => this.#replaceNow(runId, events))
+    return this.#queues.run(runId, () => this.#replaceNow(runId, events))
   }
 
   async close(): Promise<void> {
@@ -98,17 +100,6 @@ export class FileEventLog implements RunEventLog {
     const files = [...this.#open.values()]
     this.#open.clear()
     for (const file of files) await (await file.catch(() => undefined))?.handle.close()
-  }
-
-  /** Run `write` after this process's earlier writes to the run's file: one at a time, in call order. */
-  #inTurn<T>(runId: string, write: () => Promise<T>): Promise<T> {
-    const queued = (this.#queues.get(runId) ?? Promise.resolve()).then(write)
-    const tail = queued.catch(() => {})
-    this.#queues.set(runId, tail)
-    void tail.then(() => {
-      if (this.#queues.get(runId) === tail) this.#queues.delete(runId)
-    })
-    return queued
   }
 
   async #appendNow(runId: string, events: readonly JsonObject[]): Promise<string[]> {

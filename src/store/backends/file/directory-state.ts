@@ -9,6 +9,7 @@ import { ensureDirectory, isTempFileName, isTempOfDeadWriter, listDirectory } fr
 import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
 import { readRunFile } from './file-rows.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
+import { KeyedLock } from '../../../core/keyed-lock.js'
 
 /** What the store knows of one run, loaded from disk once and kept up to date by its writes. */
 export interface RunState {
@@ -51,7 +52,7 @@ export class DirectoryState {
   leases: Promise<LeaseTable> | undefined
   /** Writes of `leases.json`, in order. */
   leaseWrites: Promise<void> = Promise.resolve()
-  readonly #locks = new Map<string, Promise<unknown>>()
+  readonly #locks = new KeyedLock()
   #processLock: Promise<ProcessLock> | undefined
   readonly #runs = new Map<string, Promise<RunState>>()
   #ready: Promise<void> | undefined
@@ -106,19 +107,8 @@ export class DirectoryState {
   }
 
   /** Run `fn` after every earlier write to `runId` has settled. */
-  async withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
-    const previous = this.#locks.get(runId) ?? Promise.resolve()
-    const next = previous.then(fn, fn)
-    const settled = next.then(
-      () => undefined,
-      () => undefined,
-    )
-    this.#locks.set(runId, settled)
-    try {
-      return await next
-    } finally {
-      if (this.#locks.get(runId) === settled) this.#locks.delete(runId)
-    }
+  withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
+    return this.#locks.run(runId, fn)
   }
 
   /** Whether a write to `runId` is in progress or waiting (a claim skips such a run). */
@@ -128,7 +118,7 @@ export class DirectoryState {
 
   /** Wait for every write in progress. */
   async idle(): Promise<void> {
-    await Promise.allSettled([...this.#locks.values(), this.leaseWrites])
+    await Promise.allSettled([this.#locks.idle(), this.leaseWrites])
   }
 
   /**
