@@ -279,7 +279,8 @@ describe('PostgresStore', () => {
       ['latestOfRun', s.latestOfRun, ['run-1']],
       ['latestOfWorkflow', s.latestOfWorkflow, ['wf']],
       ['readLists', s.readLists, ['run-1', ['a', 'b'], [0, 1], [3, 4]]],
-      ['loadRun', s.loadRun, ['run-1', 8]],
+      ['loadRun', s.loadRun, ['run-1', 8, 'run-log']],
+      ['loadRunRows', s.loadRunRows, ['run-1', 8]],
       ['listRefsOfRun', s.listRefsOfRun, ['run-1']],
       ['getEffects', s.getEffects, ['run-1', ['c1']]],
       ['listEffects', s.listEffects, ['run-1']],
@@ -383,6 +384,30 @@ describe('PostgresEngine', () => {
     expect(read.checkpoints.map((row) => row.id)).toEqual(['c2', 'c1'])
     expect(read.lists).toEqual([{ id: 'L', items: (await engine.readLists('run', [{ id: 'L', n: 1 }]))[0] }])
     expect(read.effects).toEqual(await engine.listEffects('run'))
+  })
+
+  it('loadRun reads of each list only the items the newest checkpoints refer to, and the run log whole', async () => {
+    const engine = openEngine()
+    const items = (prefix: string, n: number) => Array.from({ length: n }, (_, k) => JSON.stringify(`${prefix}${k}`))
+    await engine.commit(commitOf({ id: 'l1', seq: 1, appends: [{ listId: 'old', expectedLength: 0, items: items('o', 3) }, { listId: 'L', expectedLength: 0, items: items('a', 2) }] }))
+    // Two more items of L and one of the run log, but the checkpoint refers to the first 3 of L only.
+    const appends = [{ listId: 'L', expectedLength: 2, items: items('a', 4).slice(2) }, { listId: 'run-log', expectedLength: 0, items: ['"log"'] }]
+    await engine.commit({ ...commitOf({ id: 'l2', seq: 2, appends }), rows: [{ ...commitOf({ id: 'l2', seq: 2 }).rows[0]!, lists: JSON.stringify([{ id: 'L', n: 3, h: '' }]) }] })
+    const read = await engine.loadRun('run', { recent: 1 })
+    expect(read.checkpoints.map((row) => row.id)).toEqual(['l2'])
+    expect(new Map(read.lists.map((list) => [list.id, list.items]))).toEqual(
+      new Map([
+        ['L', items('a', 3)],
+        ['run-log', ['"log"']],
+      ]),
+    )
+    // Both checkpoints: the old list too.
+    expect((await engine.loadRun('run', { recent: 2 })).lists.map((list) => list.id).sort()).toEqual(['L', 'old', 'run-log'])
+    // A row whose lists is not JSON: the rows still load, with the run log alone.
+    await sql(`UPDATE "${schema}".checkpoints SET lists = 'not json' WHERE id = 'l2'`)
+    const torn = await engine.loadRun('run', { recent: 2 })
+    expect(torn.checkpoints.map((row) => row.id)).toEqual(['l2', 'l1'])
+    expect(torn.lists).toEqual([{ id: 'run-log', items: ['"log"'] }])
   })
 
   it('concurrent commits to one run never move its lastSeq backwards (the run row lock orders them)', async () => {

@@ -3,7 +3,7 @@ import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { RUN_CHANGED } from '../../engine/run-patch.js'
-import { retainedListLengths } from '../../engine/list-retention.js'
+import { RUN_LOG_LIST, retainedListLengths } from '../../engine/list-retention.js'
 import { inTransaction, uniqueViolation, type PostgresPool, type PostgresQueryable, type PostgresQueryResult } from './driver.js'
 import { migratePostgres } from './migrations.js'
 import { commitInTransaction } from './postgres-commit.js'
@@ -151,18 +151,31 @@ export class PostgresEngine implements StorageEngine {
     return rows
   }
 
-  /** One statement, so one round trip and one snapshot (see the `loadRun` statement). */
+  /**
+   * One statement, so one round trip and one snapshot (see the `loadRun` statement): the lists
+   * are read only as far as the newest checkpoints refer to them. When a checkpoint's `lists`
+   * cannot be parsed, the rows and the lists are read in two statements instead.
+   */
   async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
-    const { rows } = await this.#query(this.#sql.loadRun, [runId, recent])
-    const read = rows[0] as { run: string | null; checkpoints: string; effects: string; lists: string }
+    let read: { run: string | null; checkpoints: string; effects: string; lists?: string }
+    try {
+      read = (await this.#query(this.#sql.loadRun, [runId, recent, RUN_LOG_LIST])).rows[0] as typeof read
+    } catch (err) {
+      if (!String((err as { code?: unknown }).code).startsWith('22')) throw err
+      read = (await this.#query(this.#sql.loadRunRows, [runId, recent])).rows[0] as typeof read
+    }
     // The server wrote the JSON: numbers and booleans arrive as JSON values, text as it is stored.
     const checkpoints = (JSON.parse(read.checkpoints) as Record<string, unknown>[]).map(checkpointRow)
     const wanted = retainedListLengths(checkpoints) ?? retainedListLengths([])!
-    const lists = (JSON.parse(read.lists) as { id: string; items: string[] }[]).flatMap(({ id, items }) => (wanted.has(id) ? [{ id, items: items.slice(0, wanted.get(id)) }] : []))
+    const ranges = [...wanted].map(([id, n]) => ({ id, n }))
+    const lists =
+      read.lists === undefined
+        ? (await this.readLists(runId, ranges)).map((items, k) => ({ id: ranges[k]!.id, items }))
+        : (JSON.parse(read.lists) as { id: string; items: string[] | null }[]).map(({ id, items }) => ({ id, items: (items ?? []).slice(0, wanted.get(id) ?? 0) }))
     return {
       run: read.run === null ? undefined : runRow(JSON.parse(read.run) as Record<string, unknown>),
       checkpoints,
-      lists,
+      lists: lists.filter((list) => list.items.length > 0),
       effects: (JSON.parse(read.effects) as Record<string, unknown>[]).map(effectRow),
     }
   }

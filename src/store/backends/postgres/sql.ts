@@ -107,6 +107,7 @@ export type PostgresStatements = ReturnType<typeof postgresStatements>
 /** The fixed statements for tables in `schema` (already validated). */
 export function postgresStatements(schema: string) {
   const s = quoteIdent(schema)
+  const loadEffects = `(SELECT coalesce(json_agg(e)::text, '[]') FROM (SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord) e)`
   const placeholders = (n: number, from = 1) => Array.from({ length: n }, (_, i) => `$${i + from}`).join(', ')
   return {
     insertRun: `INSERT INTO ${s}.runs (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest)
@@ -153,13 +154,25 @@ export function postgresStatements(schema: string) {
     /**
      * What a resume reads, in one statement (one round trip, one snapshot), each part as JSON
      * text of rows with the columns above: the run, its `$2` newest checkpoints (newest first),
-     * its effects, and the items of each of its lists (which the engine cuts to the lengths
-     * the checkpoints refer to: a list's items past them are only ever a torn commit's).
+     * its effects, and the items the checkpoints refer to: of each list they name, the first
+     * `n` items (the largest `n` a ref gives it), and the whole of the run's log (`$3`). A row
+     * whose `lists` is not JSON fails the statement (SQLSTATE class 22); the engine then reads
+     * without it.
      */
-    loadRun: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
+    loadRun: `WITH recent AS (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2),
+      wanted AS (SELECT id, max(n) AS n FROM (
+          SELECT ref->>'id' AS id, (ref->>'n')::numeric AS n FROM recent c, json_array_elements(c.lists::json) AS ref
+          UNION ALL SELECT $3::text, 9007199254740991) w
+        WHERE id IS NOT NULL GROUP BY id)
+      SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
+        (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c) AS checkpoints,
+        ${loadEffects} AS effects,
+        (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT w.id, (SELECT json_agg(i.item ORDER BY i.idx) FROM ${s}.list_items i
+          WHERE i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n) AS items FROM wanted w) l) AS lists`,
+    /** `loadRun` without the lists (read apart when a checkpoint's `lists` is not JSON). */
+    loadRunRows: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
       (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints,
-      (SELECT coalesce(json_agg(e)::text, '[]') FROM (SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord) e) AS effects,
-      (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT list_id AS id, json_agg(item ORDER BY idx) AS items FROM ${s}.list_items WHERE run_id = $1 GROUP BY list_id) l) AS lists`,
+      ${loadEffects} AS effects`,
     latestOfWorkflow: `SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE workflow_name = $1
       ORDER BY created_at DESC, seq DESC, id DESC LIMIT 1`,
     /** Every range's items in one statement (one snapshot): `ref` is the range's 1-based position. */
