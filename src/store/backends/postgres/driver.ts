@@ -3,6 +3,9 @@
  * on the driver's types, and the helpers every part of the backend needs around a connection.
  */
 
+import { runWork, single, type SqlDialect, type SqlDriver, type SqlResult, type SqlRunOptions, type SqlWork } from '../../sql/sql-driver.js'
+import { quoteIdent } from './sql.js'
+
 /** What a query returns: the slice of a `pg` `QueryResult` the engine reads. */
 export interface PostgresQueryResult {
   rows: Record<string, unknown>[]
@@ -75,4 +78,57 @@ export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQuer
 export function uniqueViolation(err: unknown): string | undefined {
   const { code, constraint } = (err ?? {}) as { code?: unknown; constraint?: unknown }
   return code === '23505' && typeof constraint === 'string' ? constraint : undefined
+}
+
+/** What a {@link PostgresSqlDriver} runs on. */
+export interface PostgresSqlDriverOptions {
+  pool: PostgresPool
+  /** The store's schema (validated), which qualifies every table. */
+  schema: string
+  /** Resolves once the schema exists (the store's migrations ran); every call waits for it. */
+  ready: () => Promise<void>
+}
+
+/**
+ * The {@link SqlDriver} of a pool: a statement on any connection, atomic work on one
+ * connection in a transaction.
+ */
+export class PostgresSqlDriver implements SqlDriver {
+  readonly dialect: SqlDialect
+  readonly #pool: PostgresPool
+  readonly #ready: () => Promise<void>
+
+  constructor(options: PostgresSqlDriverOptions) {
+    const schema = quoteIdent(options.schema)
+    this.dialect = {
+      name: 'postgres',
+      label: 'Postgres',
+      table: (name) => `${schema}.${name}`,
+      int: 'bigint',
+      bool: 'boolean',
+      keyed: '',
+      jsonEach: (param) => `json_array_elements(${param}::json) AS each(value)`,
+      isUniqueViolation: (err) => (err as { code?: unknown } | null)?.code === '23505',
+    }
+    this.#pool = options.pool
+    this.#ready = options.ready
+  }
+
+  async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
+    if (options.atomic) {
+      return this.run(() => single({ text, values }), options)
+    }
+    await this.#ready()
+    return resultOf(await this.#pool.query(text, values))
+  }
+
+  async run<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): Promise<T> {
+    await this.#ready()
+    if (!options.atomic) return runWork(work(), async (query) => resultOf(await this.#pool.query(query.text, query.values)))
+    return inTransaction(this.#pool, (db) => runWork(work(), async (query) => resultOf(await db.query(query.text, query.values))))
+  }
+}
+
+function resultOf(result: PostgresQueryResult): SqlResult {
+  return { rows: result.rows, changes: result.rowCount ?? result.rows.length }
 }

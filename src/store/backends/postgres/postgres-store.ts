@@ -1,10 +1,10 @@
 import { importPeer, requirePeer, type PeerRequest } from '../../../core/peers.js'
 import { InvalidArgumentError, StoreError, type CairnError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
-import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
+import { PostgresSqlDriver, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from './driver.js'
 import { PostgresEngine } from './postgres-engine.js'
 import { PostgresEventLog } from '../../event-log/postgres-event-log.js'
-import { PostgresRunWaits } from '../../waits/postgres-run-waits.js'
+import { SqlRunWaits } from '../../waits/sql-run-waits.js'
 
 /**
  * Where a {@link PostgresStore} connects: a `connectionString`, for which the store creates (and
@@ -63,7 +63,7 @@ export class PostgresStore extends EngineStore {
     this.#engine = engine
     const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     this.useEventLog(new PostgresEventLog({ pool, schema: engine.schema, ready: () => engine.ready(), warn }))
-    this.useRunWaits(new PostgresRunWaits({ pool, schema: engine.schema, ready: () => engine.ready() }))
+    this.useRunWaits(new SqlRunWaits(new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready() })))
   }
 
   /** The schema the store's tables live in. */

@@ -3,6 +3,7 @@
  * the driver's types, and how every connection of the backend is set up.
  */
 import { InvalidArgumentError } from '../../../core/errors.js'
+import { runWorkSync, single, type SqlDialect, type SqlDriver, type SqlQuery, type SqlResult, type SqlRunOptions, type SqlWork } from '../../sql/sql-driver.js'
 
 /**
  * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
@@ -24,6 +25,8 @@ export interface SqliteDatabase {
 
 /** The slice of a better-sqlite3 `Statement` the engine uses. */
 export interface SqliteStatement {
+  /** True when the statement returns rows (better-sqlite3's `reader`). */
+  readonly reader?: boolean
   run(...params: unknown[]): { changes: number }
   get(...params: unknown[]): unknown
   all(...params: unknown[]): unknown[]
@@ -144,4 +147,64 @@ const PAUSE = new Int32Array(new SharedArrayBuffer(4))
 function isBusy(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && code.startsWith('SQLITE_BUSY')
+}
+
+/** How SQLite spells what differs between the SQL dialects the store runs on. */
+const SQLITE_DIALECT: SqlDialect = {
+  name: 'sqlite',
+  label: 'SQLite',
+  table: (name) => name,
+  int: 'INTEGER',
+  bool: 'INTEGER',
+  keyed: ' WITHOUT ROWID',
+  jsonEach: (param) => `json_each(${param})`,
+  isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)$/.test(String((err as { code?: unknown } | null)?.code)),
+}
+
+/**
+ * The {@link SqlDriver} of a connection: each statement prepared once, every piece of work run
+ * synchronously (in one `BEGIN IMMEDIATE` transaction when atomic). A boolean value is bound as
+ * 0 or 1, and `undefined` as null.
+ */
+export class SqliteSqlDriver implements SqlDriver {
+  readonly dialect = SQLITE_DIALECT
+  readonly #db: SqliteDatabase
+  readonly #statements = new Map<string, SqliteStatement>()
+  readonly #transaction: SqliteTransaction<[fn: () => unknown], unknown>
+
+  constructor(db: SqliteDatabase) {
+    this.#db = db
+    this.#transaction = db.transaction((fn: () => unknown) => fn())
+  }
+
+  async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
+    return this.runSync(() => single({ text, values }), options)
+  }
+
+  async run<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): Promise<T> {
+    return this.runSync(work, options)
+  }
+
+  /** {@link run}, returning what the work returns as it ends. */
+  runSync<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): T {
+    if (!options.keepLevel) SynchronousLevel.of(this.#db)?.use()
+    const go = () => runWorkSync(work(), (query) => this.#execute(query))
+    return options.atomic ? (this.#transaction.immediate(go) as T) : go()
+  }
+
+  #execute({ text, values }: SqlQuery): SqlResult {
+    let statement = this.#statements.get(text)
+    if (!statement) {
+      statement = this.#db.prepare(text)
+      this.#statements.set(text, statement)
+    }
+    const params: Record<number, unknown> = {}
+    for (let i = 0; i < values.length; i++) {
+      const value = values[i]
+      params[i + 1] = typeof value === 'boolean' ? Number(value) : (value ?? null)
+    }
+    if (statement.reader === false) return { rows: [], changes: statement.run(params).changes }
+    const rows = statement.all(params) as Record<string, unknown>[]
+    return { rows, changes: rows.length }
+  }
 }

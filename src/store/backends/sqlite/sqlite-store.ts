@@ -4,10 +4,10 @@ import { dirname, join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
 import { CairnError, InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
-import type { SqliteConnectionOptions, SqliteDatabase } from './driver.js'
+import { SqliteSqlDriver, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
 import { SqliteEventLog } from '../../event-log/sqlite-event-log.js'
-import { SqliteRunWaits } from '../../waits/sqlite-run-waits.js'
+import { SqlRunWaits } from '../../waits/sql-run-waits.js'
 
 // better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
 // source for export names, a few milliseconds of every process start that opens a store.
@@ -43,7 +43,7 @@ export class SqliteStore extends EngineStore {
     const { engine, database } = openEngine(options)
     super(engine, options)
     this.useEventLog(new SqliteEventLog(database))
-    this.useRunWaits(new SqliteRunWaits(database))
+    this.useRunWaits(new SqlRunWaits(new SqliteSqlDriver(database)))
   }
 }
 

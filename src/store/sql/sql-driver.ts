@@ -1,0 +1,106 @@
+/**
+ * What the parts of the store kept in SQL tables beside the engine's (the event log, the time
+ * tables, the migrations) run on: one small driver interface that SQLite and Postgres both
+ * implement, so each part is written once. Statements name their parameters `$1`, `$2`, … —
+ * Postgres's positional parameters, which SQLite reads as named ones.
+ *
+ * Work of several statements is a generator that yields each statement and receives its result:
+ * SQLite's driver runs it synchronously (better-sqlite3 is synchronous, and a transaction must not
+ * yield to other work on its connection), Postgres's awaits each statement.
+ */
+
+/** A statement and its values. */
+export interface SqlQuery {
+  text: string
+  values: unknown[]
+}
+
+/** What a statement returned: its rows (none for a write without `RETURNING`) and how many rows it changed. */
+export interface SqlResult {
+  rows: Record<string, unknown>[]
+  changes: number
+}
+
+/** Work of several statements: yields each one, receives its result, returns what the work returns. */
+export type SqlWork<T> = Generator<SqlQuery, T, SqlResult>
+
+/** How one database spells what differs between SQLite and Postgres. */
+export interface SqlDialect {
+  readonly name: 'sqlite' | 'postgres'
+  /** `SQLite` or `Postgres`, for messages. */
+  readonly label: string
+  /** A table's name as statements spell it: qualified with the store's schema on Postgres. */
+  table(name: string): string
+  /** Column types: a 64-bit integer, a boolean. */
+  readonly int: string
+  readonly bool: string
+  /** What ends a `CREATE TABLE` of a table whose primary key is its only lookup (SQLite: `WITHOUT ROWID`). */
+  readonly keyed: string
+  /** A table of the elements of a JSON array (a parameter's text), one row each, in a column `value`. */
+  jsonEach(param: string): string
+  /** Whether `err` is a unique or primary key violation. */
+  isUniqueViolation(err: unknown): boolean
+}
+
+/** How a piece of work runs. */
+export interface SqlRunOptions {
+  /** Every statement in one transaction (on SQLite, `BEGIN IMMEDIATE`: the write lock up front). */
+  atomic?: boolean
+  /**
+   * SQLite: leave the connection's `synchronous` level as the last commit set it, so the work
+   * goes with the durability of the commits around it. Otherwise it commits with the
+   * connection's own level.
+   */
+  keepLevel?: boolean
+}
+
+/** A database the SQL parts of the store run on (see the module comment). */
+export interface SqlDriver {
+  readonly dialect: SqlDialect
+  /** One statement. */
+  query(text: string, values?: unknown[], options?: SqlRunOptions): Promise<SqlResult>
+  /** Work of several statements. */
+  run<T>(work: () => SqlWork<T>, options?: SqlRunOptions): Promise<T>
+}
+
+/** A statement of a piece of work: `const { rows } = yield sql('SELECT … WHERE id = $1', id)`. */
+export function sql(text: string, ...values: unknown[]): SqlQuery {
+  return { text, values }
+}
+
+/** Work of one statement, returning its result. */
+export function* single(query: SqlQuery): SqlWork<SqlResult> {
+  return yield query
+}
+
+/** Run `work` to its end, each statement through `execute` (synchronous), its failures thrown into the work. */
+export function runWorkSync<T>(work: SqlWork<T>, execute: (query: SqlQuery) => SqlResult): T {
+  let step = work.next()
+  while (!step.done) {
+    let result: SqlResult
+    try {
+      result = execute(step.value)
+    } catch (err) {
+      step = work.throw(err)
+      continue
+    }
+    step = work.next(result)
+  }
+  return step.value
+}
+
+/** {@link runWorkSync} for a driver whose statements are asynchronous. */
+export async function runWork<T>(work: SqlWork<T>, execute: (query: SqlQuery) => Promise<SqlResult>): Promise<T> {
+  let step = work.next()
+  while (!step.done) {
+    let result: SqlResult
+    try {
+      result = await execute(step.value)
+    } catch (err) {
+      step = work.throw(err)
+      continue
+    }
+    step = work.next(result)
+  }
+  return step.value
+}
