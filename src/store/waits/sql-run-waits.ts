@@ -1,5 +1,5 @@
 import { StoreError } from '../../core/errors.js'
-import { single, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
+import { createTables, single, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
 import type { ExternalEventRow, RunWaits, ScheduleRow, TakeEventRequest, TimerRow, WaitRow } from './run-waits.js'
 
 const EVENT_COLUMNS = 'event_id AS "eventId", name, match, payload, sent_at AS "sentAt", taken_by AS "takenBy"'
@@ -202,23 +202,6 @@ export class SqlRunWaits implements RunWaits {
     })
     return this.#created
   }
-}
-
-/**
- * Run `CREATE … IF NOT EXISTS` statements one by one. Two Postgres processes creating one table
- * at once may collide on the catalog (a unique violation, or "already exists"): the other
- * one's is as good.
- */
-export function createTables(db: SqlDriver, statements: readonly string[]): Promise<void> {
-  return db.run(function* () {
-    for (const text of statements) {
-      try {
-        yield sql(text)
-      } catch (err) {
-        if (!db.dialect.isUniqueViolation(err) && (err as { code?: unknown }).code !== '42P07') throw err
-      }
-    }
-  })
 }
 
 function eventOf(row: Record<string, unknown>): ExternalEventRow {

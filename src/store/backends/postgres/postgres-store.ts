@@ -3,8 +3,14 @@ import { InvalidArgumentError, StoreError, type CairnError } from '../../../core
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import { PostgresSqlDriver, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from './driver.js'
 import { PostgresEngine } from './postgres-engine.js'
-import { PostgresEventLog } from '../../event-log/postgres-event-log.js'
+import { SqlEventLog } from '../../event-log/sql-event-log.js'
+import { PostgresListener } from './postgres-listener.js'
 import { SqlRunWaits } from '../../waits/sql-run-waits.js'
+
+/** How often a wait for a run's events checks the table where connections cannot listen (an embedded PGlite). */
+const EVENT_POLL_MS = 100
+/** Checks between notifications: a backstop for one lost while the listening connection reconnected. */
+const LISTENING_EVENT_POLL_MS = 2000
 
 /**
  * Where a {@link PostgresStore} connects: a `connectionString`, for which the store creates (and
@@ -62,8 +68,14 @@ export class PostgresStore extends EngineStore {
     super(engine, merged)
     this.#engine = engine
     const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
-    this.useEventLog(new PostgresEventLog({ pool, schema: engine.schema, ready: () => engine.ready(), warn }))
-    this.useRunWaits(new SqlRunWaits(new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready() })))
+    const db = new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready() })
+    const channel = `cairn_run_events_${engine.schema}`
+    const listen = async (onWake: () => void) => {
+      const listener = new PostgresListener({ pool, channel, onWake, warn })
+      return (await listener.start()) ? listener : undefined
+    }
+    this.useEventLog(new SqlEventLog({ db, pollMs: EVENT_POLL_MS, notify: { channel, listeningPollMs: LISTENING_EVENT_POLL_MS, listen } }))
+    this.useRunWaits(new SqlRunWaits(db))
   }
 
   /** The schema the store's tables live in. */

@@ -6,12 +6,15 @@ import { CairnError, InvalidArgumentError, StoreError } from '../../../core/erro
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import { SqliteSqlDriver, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
 import { SqliteEngine } from './sqlite-engine.js'
-import { SqliteEventLog } from '../../event-log/sqlite-event-log.js'
+import { SqlEventLog } from '../../event-log/sql-event-log.js'
 import { SqlRunWaits } from '../../waits/sql-run-waits.js'
 
 // better-sqlite3 is a CommonJS module: `require` loads it without the ESM loader's scan of its
 // source for export names, a few milliseconds of every process start that opens a store.
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
+
+/** How often, at most, a wait for a run's events checks the table for another process's appends. */
+const MAX_EVENT_POLL_MS = 80
 
 /**
  * Where a {@link SqliteStore} keeps its data: a database file `path` (its directory is created
@@ -42,8 +45,9 @@ export class SqliteStore extends EngineStore {
   constructor(options: SqliteStoreOptions) {
     const { engine, database } = openEngine(options)
     super(engine, options)
-    this.useEventLog(new SqliteEventLog(database))
-    this.useRunWaits(new SqlRunWaits(new SqliteSqlDriver(database)))
+    const db = new SqliteSqlDriver(database)
+    this.useEventLog(new SqlEventLog({ db, pollMs: MAX_EVENT_POLL_MS }))
+    this.useRunWaits(new SqlRunWaits(db))
   }
 }
 
