@@ -41,6 +41,8 @@ export class SqlEventLog implements RunEventLog {
   readonly #notify: SqlEventLogOptions['notify']
   readonly #waiters: EventWaiters
   #created: Promise<void> | undefined
+  /** Set once the tables are known to exist: calls then skip the wait. */
+  #exists = false
   #listener: Promise<LeaseSubscription | undefined> | undefined
 
   constructor(options: SqlEventLogOptions) {
@@ -112,7 +114,7 @@ export class SqlEventLog implements RunEventLog {
     assertId(runId, 'runId')
     const [t, notify] = [this.#table, this.#notify]
     const body = events.length === 0 ? undefined : this.#bodyOf(events)
-    await this.#ensureTable()
+    if (!this.#exists) await (this.#created ?? this.#createTable())
     try {
       await this.#db.run(
         function* () {
@@ -145,7 +147,7 @@ export class SqlEventLog implements RunEventLog {
   }
 
   async #query(runId: string, what: string, text: string, values: unknown[], options?: SqlRunOptions): Promise<SqlResult> {
-    await this.#ensureTable()
+    if (!this.#exists) await (this.#created ?? this.#createTable())
     try {
       return await this.#db.query(text, values, options)
     } catch (err) {
@@ -158,11 +160,11 @@ export class SqlEventLog implements RunEventLog {
     return new StoreError(`${runId === undefined ? '' : `run ${runId}: `}cannot ${what} in the ${this.#db.dialect.label} event log: ${(err as Error).message}`, { runId, cause: err })
   }
 
-  /** The table exists (created once per process; a failure is tried again by the next call). */
-  #ensureTable(): Promise<void> {
+  /** Create the table (once per process; a failure is tried again by the next call). */
+  #createTable(): Promise<void> {
     const { int, keyed } = this.#db.dialect
     const create = `CREATE TABLE IF NOT EXISTS ${this.#table} (run_id text NOT NULL, seq ${int} NOT NULL, body ${this.#deflate ? 'BLOB' : 'text'} NOT NULL, PRIMARY KEY (run_id, seq))${keyed}`
-    this.#created ??= createTables(this.#db, [create]).catch((err: unknown) => {
+    this.#created = createTables(this.#db, [create]).then(() => void (this.#exists = true)).catch((err: unknown) => {
       this.#created = undefined
       throw this.#error(undefined, 'create the run_events table', err)
     })

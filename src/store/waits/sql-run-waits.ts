@@ -1,5 +1,5 @@
 import { StoreError } from '../../core/errors.js'
-import { createTables, single, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
+import { createTables, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
 import type { ExternalEventRow, RunWaits, ScheduleRow, TakeEventRequest, TimerRow, WaitRow } from './run-waits.js'
 
 const EVENT_COLUMNS = 'event_id AS "eventId", name, match, payload, sent_at AS "sentAt", taken_by AS "takenBy"'
@@ -17,6 +17,8 @@ export class SqlRunWaits implements RunWaits {
   readonly #db: SqlDriver
   readonly #t: Record<'timers' | 'events' | 'waits' | 'schedules', string>
   #created: Promise<void> | undefined
+  /** Set once the tables are known to exist: calls then skip the wait. */
+  #exists = false
 
   constructor(db: SqlDriver) {
     this.#db = db
@@ -170,21 +172,30 @@ export class SqlRunWaits implements RunWaits {
 
   async close(): Promise<void> {}
 
-  #query(what: string, text: string, values: unknown[]): Promise<SqlResult> {
-    return this.#work(what, () => single(sql(text, ...values)))
-  }
-
-  async #work<T>(what: string, work: () => SqlWork<T>): Promise<T> {
-    await this.#ensureTables()
+  async #query(what: string, text: string, values: unknown[]): Promise<SqlResult> {
+    if (!this.#exists) await (this.#created ?? this.#createTables())
     try {
-      return await this.#db.run(work)
+      return await this.#db.query(text, values)
     } catch (err) {
-      throw new StoreError(`cannot ${what} in the ${this.#db.dialect.label} store's time tables: ${(err as Error).message}`, { cause: err })
+      throw this.#error(what, err)
     }
   }
 
-  /** The tables exist (created once per process; a failure is tried again by the next call). */
-  #ensureTables(): Promise<void> {
+  async #work<T>(what: string, work: () => SqlWork<T>): Promise<T> {
+    if (!this.#exists) await (this.#created ?? this.#createTables())
+    try {
+      return await this.#db.run(work)
+    } catch (err) {
+      throw this.#error(what, err)
+    }
+  }
+
+  #error(what: string, err: unknown): StoreError {
+    return new StoreError(`cannot ${what} in the ${this.#db.dialect.label} store's time tables: ${(err as Error).message}`, { cause: err })
+  }
+
+  /** Create the tables (once per process; a failure is tried again by the next call). */
+  #createTables(): Promise<void> {
     const { int, bool, keyed } = this.#db.dialect
     const { timers, events, waits, schedules } = this.#t
     const statements = [
@@ -196,7 +207,7 @@ export class SqlRunWaits implements RunWaits {
       `CREATE TABLE IF NOT EXISTS ${waits} (run_id text NOT NULL, wait_id text NOT NULL, name text NOT NULL, match text NOT NULL, PRIMARY KEY (run_id, wait_id))${keyed}`,
       `CREATE TABLE IF NOT EXISTS ${schedules} (id text PRIMARY KEY, body text NOT NULL, paused ${bool} NOT NULL, last_tick ${int} NOT NULL, created_at ${int} NOT NULL)${keyed}`,
     ]
-    this.#created ??= createTables(this.#db, statements).catch((err: unknown) => {
+    this.#created = createTables(this.#db, statements).then(() => void (this.#exists = true)).catch((err: unknown) => {
       this.#created = undefined
       throw new StoreError(`cannot create the ${this.#db.dialect.label} store's time tables: ${(err as Error).message}`, { cause: err })
     })

@@ -178,7 +178,9 @@ export class SqliteSqlDriver implements SqlDriver {
   }
 
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
-    return this.runSync(() => single({ text, values }), options)
+    if (options.atomic) return this.runSync(() => single({ text, values }), options)
+    if (!options.keepLevel) SynchronousLevel.of(this.#db)?.use()
+    return this.#execute({ text, values })
   }
 
   async run<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): Promise<T> {
