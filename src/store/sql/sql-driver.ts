@@ -36,8 +36,6 @@ export interface SqlDialect {
   readonly bool: string
   /** What ends a `CREATE TABLE` of a table whose primary key is its only lookup (SQLite: `WITHOUT ROWID`). */
   readonly keyed: string
-  /** A table of the elements of a JSON array (a parameter's text), one row each, in a column `value`. */
-  jsonEach(param: string): string
   /** Whether `err` is a unique or primary key violation. */
   isUniqueViolation(err: unknown): boolean
 }

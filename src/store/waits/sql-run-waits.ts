@@ -45,13 +45,17 @@ export class SqlRunWaits implements RunWaits {
 
   async clearTimers(timers: readonly TimerRow[]): Promise<number> {
     if (timers.length === 0) return 0
-    const pairs = JSON.stringify(timers.map((timer) => [timer.runId, timer.wakeAt]))
-    const { int } = this.#db.dialect
-    const { changes } = await this.#query(
-      'clear timers',
-      `DELETE FROM ${this.#t.timers} WHERE (run_id, wake_at) IN (SELECT value ->> 0, CAST(value ->> 1 AS ${int}) FROM ${this.#db.dialect.jsonEach('$1')})`,
-      [pairs],
-    )
+    const t = this.#t.timers
+    // One statement for the batch, each timer found by its run id (the primary key).
+    const { changes } =
+      this.#db.dialect.name === 'postgres'
+        ? await this.#query('clear timers', `DELETE FROM ${t} t USING unnest($1::text[], $2::bigint[]) AS d(run_id, wake_at) WHERE t.run_id = d.run_id AND t.wake_at = d.wake_at`, [
+            timers.map((timer) => timer.runId),
+            timers.map((timer) => timer.wakeAt),
+          ])
+        : await this.#query('clear timers', `DELETE FROM ${t} WHERE (run_id, wake_at) IN (SELECT value ->> 0, value ->> 1 FROM json_each($1))`, [
+            JSON.stringify(timers.map((timer) => [timer.runId, timer.wakeAt])),
+          ])
     return changes
   }
 

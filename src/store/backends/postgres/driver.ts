@@ -107,7 +107,6 @@ export class PostgresSqlDriver implements SqlDriver {
       int: 'bigint',
       bool: 'boolean',
       keyed: '',
-      jsonEach: (param) => `json_array_elements(${param}::json) AS each(value)`,
       isUniqueViolation: (err) => (err as { code?: unknown } | null)?.code === '23505',
     }
     this.#pool = options.pool

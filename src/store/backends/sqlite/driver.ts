@@ -157,7 +157,6 @@ const SQLITE_DIALECT: SqlDialect = {
   int: 'INTEGER',
   bool: 'INTEGER',
   keyed: ' WITHOUT ROWID',
-  jsonEach: (param) => `json_each(${param})`,
   isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)$/.test(String((err as { code?: unknown } | null)?.code)),
 }
 
