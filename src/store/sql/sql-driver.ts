@@ -1,6 +1,6 @@
 /**
- * What the parts of the store kept in SQL tables beside the engine's (the event log, the time
- * tables, the migrations) run on: one small driver interface that SQLite and Postgres both
+ * What the parts of the store kept in SQL tables beside the engine's (the event log and the
+ * time tables) run on: one small driver interface that SQLite and Postgres both
  * implement, so each part is written once. Statements name their parameters `$1`, `$2`, … —
  * Postgres's positional parameters, which SQLite reads as named ones.
  *
