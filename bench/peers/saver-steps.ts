@@ -3,7 +3,8 @@
  * `npx tsx bench/peers/saver-steps.ts [n ...]` (default: 200 500 1000). The peers benchmark's graph
  * (systems/langgraph.ts) is run with no checkpointer, with the delta channel on SqliteSaver, and on
  * CairnSaver over SqliteStore at the same `synchronous` level (read from SqliteSaver's connection);
- * with SAVER_PG=1 also on PostgresSaver with the delta channel and CairnSaver over PostgresStore.
+ * with SAVER_PG=1 also on PostgresSaver with the delta channel and CairnSaver over PostgresStore,
+ * both on the same database at the server's `synchronous_commit` (read and shown in their rows).
  * The systems take turns, SAVER_TRIALS times each (default 3), and the fastest trial of each is
  * kept: on a shared machine, others' work slows a run down and never speeds it up. Prints, per n:
  * the run's wall and CPU time, the time added per superstep over the graph without a checkpointer
@@ -12,6 +13,7 @@
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
+import pg from 'pg'
 import { join } from 'node:path'
 import type { BaseCheckpointSaver } from '@langchain/langgraph'
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite'
@@ -57,6 +59,7 @@ if (withPostgres) {
   if (problem) throw new Error(problem)
   await ensureDatabases()
 }
+const synchronousCommit = withPostgres ? await postgresSynchronousCommit() : ''
 
 const none: Opened = { saver: undefined, close: async () => {} }
 const systems: System[] = [
@@ -82,7 +85,7 @@ const systems: System[] = [
 if (withPostgres) {
   systems.push(
     {
-      id: 'PostgresSaver + delta',
+      id: `PostgresSaver + delta (synchronous_commit = ${synchronousCommit})`,
       delta: true,
       open: async (_, schema) => {
         const { PostgresSaver } = await import('@langchain/langgraph-checkpoint-postgres')
@@ -92,7 +95,7 @@ if (withPostgres) {
       },
     },
     {
-      id: 'CairnSaver, PostgresStore',
+      id: `CairnSaver, PostgresStore (synchronous_commit = ${synchronousCommit})`,
       delta: false,
       open: async (_, schema) => {
         const store = new PostgresStore({ connectionString: pgUrl(PG_DATABASES.langgraph) }, { schema })
@@ -146,6 +149,17 @@ for (const n of sizes) {
   }
 }
 await rm(root, { recursive: true, force: true })
+
+/** The `synchronous_commit` both Postgres savers' connections commit at (neither changes it). */
+async function postgresSynchronousCommit(): Promise<string> {
+  const client = new pg.Client({ connectionString: pgUrl(PG_DATABASES.langgraph) })
+  await client.connect()
+  try {
+    return String((await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]?.synchronous_commit).toUpperCase()
+  } finally {
+    await client.end()
+  }
+}
 
 async function runOnce(system: System, n: number, trial: string): Promise<Trial> {
   const location = await mkdtemp(join(root, 'run-'))

@@ -136,10 +136,12 @@ export class CairnSaver extends BaseCheckpointSaver {
   }
 
   async #put(place: ThreadNamespace, key: string, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<RunnableConfig> {
-    const runId = await this.#ensureRun(place)
+    // A thread's run and its last checkpoint's channels are known after its first put: no await for them.
+    const known = runIdOf(place)
+    const runId = this.#runs.has(known) ? known : await this.#ensureRun(place)
     const parentId = (config.configurable?.checkpoint_id as string | undefined) || null
     const parentKey = parentId === null ? null : checkpointKeyOf(place, parentId)
-    const carried = parentKey === null ? {} : await this.#storedOf(parentKey)
+    const carried = parentKey === null ? {} : (this.#stored.get(parentKey) ?? (await this.#storedOf(parentKey)))
     const { channel_values: channelValues, ...rest } = checkpoint
     const values: Record<string, StoredValue> = {}
     const stored: ChannelVersions = {}

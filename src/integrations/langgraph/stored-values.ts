@@ -1,6 +1,6 @@
 import type { SerializerProtocol } from '@langchain/langgraph-checkpoint'
 import type { JsonValue } from '../../core/codec.js'
-import { freezeDeep } from '../../core/freeze.js'
+import { freezeDeep, freezeTree } from '../../core/freeze.js'
 
 /**
  * A value as a `CairnSaver` stores it: the JSON text the saver's serde made of it (`s`), or its
@@ -52,11 +52,12 @@ export async function storeValue(serde: SerializerProtocol, value: unknown, opti
   const before = previous?.stored.items ?? []
   const sources = previous?.sources ?? []
   const array = value as unknown[]
-  const items: StoredValue[] = []
-  // The leading items the last put stored already, found by identity alone: a put costs what was appended.
+  // The leading items the last put stored already, found by identity alone and taken in one copy:
+  // a put costs what was appended.
   const common = Math.min(array.length, sources.length, before.length)
   let i = 0
-  while (i < common && array[i] === sources[i]) items.push(before[i++]!)
+  while (i < common && array[i] === sources[i]) i++
+  const items: StoredValue[] = i === 0 ? [] : before.slice(0, i)
   for (; i < array.length; i++) {
     const item = array[i]
     const object = typeof item === 'object' && item !== null ? item : undefined
@@ -67,7 +68,8 @@ export async function storeValue(serde: SerializerProtocol, value: unknown, opti
     }
     const stored = await storeItem(serde, item)
     const same = before[i]
-    const kept = same !== undefined && sameStored(same, stored) ? same : freezeDeep(stored)
+    // A stored form is a tree of strings (or bytes): frozen in one walk, as the store freezes what it decodes.
+    const kept = same !== undefined && sameStored(same, stored) ? same : freezeTree(stored)
     if (object && memo) memo.set(object, kept)
     items.push(kept)
   }
