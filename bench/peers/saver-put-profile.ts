@@ -9,7 +9,7 @@
  * (BEGIN … COMMIT, the statements included) by kind of transaction; and for both SQLite savers
  * the WAL frames each superstep writes, by b-tree (a frame is one page written again).
  *
- *   npx tsx bench/saver-put-profile.ts [n] [rounds]     (default: 200 5; synchronous = NORMAL on both)
+ *   npx tsx bench/peers/saver-put-profile.ts [n] [rounds]     (default: 200 5; synchronous = NORMAL on both)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
@@ -18,11 +18,11 @@ import { join } from 'node:path'
 import type BetterSqlite3 from 'better-sqlite3'
 import { MemorySaver, type BaseCheckpointSaver } from '@langchain/langgraph'
 import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite'
-import { CairnSaver } from '../src/langgraph.js'
-import { MemoryStore } from '../src/index.js'
-import { SqliteStore } from '../src/sqlite.js'
-import { buildGraph, config, input } from './peers/systems/langgraph.js'
-import { CycleClock } from './peers/workload.js'
+import { CairnSaver } from '../../src/langgraph.js'
+import { MemoryStore } from '../../src/index.js'
+import { SqliteStore } from '../../src/sqlite.js'
+import { buildGraph, config, input } from './systems/langgraph.js'
+import { CycleClock } from './workload.js'
 
 const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3
 const n = Number(process.argv[2] ?? 200)
