@@ -3,7 +3,8 @@ import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { LeaseTable } from '../../leases/lease-table.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
-import { ensureDirectory, fsyncAsync, isTempOfDeadWriter, listDirectory, openForWriteSync, readJsonFile, readRegular, syncDirectory, writeAllSync, writeFileAtomic } from './driver.js'
+import { CheckpointCorruptionError } from '../../../core/errors.js'
+import { assertRealDirectorySync, ensureDirectory, fsyncAsync, isTempOfDeadWriter, listDirectory, openForWriteSync, readJsonFile, readRegular, syncDirectory, writeAllSync, writeFileAtomic } from './driver.js'
 import { applyRecord, checkHead, emptyLog, encodeFrame, foldFrames, isLogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
@@ -171,6 +172,7 @@ export class DirectoryState {
     const path = this.layout.logFile(runId)
     const created = log.ino === undefined
     if (created) await ensureDirectory(this.layout.runDir(runId))
+    assertRealDirectorySync(this.layout.runDir(runId))
     const { bytes, check } = encodeFrame(log.check, record)
     const fd = openForWriteSync(path, constants.O_WRONLY | constants.O_CREAT)
     try {
@@ -267,14 +269,20 @@ export class DirectoryState {
   /** Read a run's log from disk, checked against its head file (read first: it never runs ahead of the log). */
   #load(runId: string, ino: bigint | undefined): RunLog {
     const log = emptyLog(runId)
+    if (ino === undefined) return log
+    assertRealDirectorySync(this.layout.runDir(runId))
     const headPath = this.layout.headFile(runId)
     const headFile = readJsonFile(headPath)
     const path = this.layout.logFile(runId)
-    const bytes = ino === undefined ? undefined : readRegular(path, 0)
+    const bytes = readRegular(path, 0)
     if (!bytes) return log
     log.ino = ino
     const head = headFile.state === 'parsed' && isLogHead(headFile.value) ? headFile.value : undefined
     const at = foldFrames(log, bytes, path, head?.n)
+    if (headFile.state !== 'missing' && !head) {
+      const reason = headFile.state === 'invalid' ? headFile.reason : 'not a log head'
+      log.error = new CheckpointCorruptionError(`run ${runId}: its head file ${headPath} is corrupt (${reason}); restore it from a backup, or delete it to stop checking the log for rollbacks`, { runId })
+    }
     checkHead(log, head, at, path)
     return log
   }
