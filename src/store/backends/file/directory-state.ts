@@ -29,6 +29,7 @@ export class DirectoryState {
   #ready: Promise<void> | undefined
   /** Checkpoint id → run id over every run, built on first use; a hit is checked against the run's log. */
   #index: Map<string, string> | undefined
+  readonly #claimed = new Set<string>()
   /** Runs with frames not yet synced (async commits) or a head file behind their log. */
   readonly #dirty = new Map<string, { sync: boolean }>()
   #flushTimer: NodeJS.Timeout | undefined
@@ -134,10 +135,21 @@ export class DirectoryState {
     return this.#lookUp(checkpointId)
   }
 
-  /** Whether any of these checkpoint ids is taken, in any run (see {@link find}). */
-  async hasAny(checkpointIds: readonly string[]): Promise<boolean> {
+  /**
+   * Whether any of these checkpoint ids is taken, in any run (see {@link find}), or claimed by a
+   * commit in progress. When none is, they are claimed until `fn` settles, so a concurrent commit
+   * to another run cannot take them.
+   */
+  async claimIds<T>(checkpointIds: readonly string[], fn: () => Promise<T>): Promise<T | 'taken'> {
+    if (checkpointIds.length === 0) return fn()
     if (this.#index === undefined) await this.allRuns()
-    return checkpointIds.some((id) => this.#lookUp(id) !== undefined)
+    if (checkpointIds.some((id) => this.#claimed.has(id) || this.#lookUp(id) !== undefined)) return 'taken'
+    for (const id of checkpointIds) this.#claimed.add(id)
+    try {
+      return await fn()
+    } finally {
+      for (const id of checkpointIds) this.#claimed.delete(id)
+    }
   }
 
   #lookUp(checkpointId: string): RunLog | undefined {

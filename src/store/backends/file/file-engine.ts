@@ -132,34 +132,44 @@ export class FileEngine implements StorageEngine {
 
   /** One frame appended to the run's log; a fence is checked first, under the run's lock (a claim skips a locked run). */
   async commit(request: CommitRequest): Promise<CommitResult> {
-    const { rows, appends, run, effects, runPatch, fence } = request
+    const { rows, run, fence } = request
     assertCommit(request)
     const leases = fence && (await this.leases.table())
     return this.#write(run.runId, async (log) => {
       const held = fence && leases?.check(fence)
       if (held && !held.held) return { ok: false, reason: 'fenced' }
-      const duplicate = rows.length > 0 && (await this.#dir.hasAny(rows.map((row) => row.id)))
-      if (duplicate) return { ok: false, reason: 'duplicate_id' }
-      const refused = checkCommit(request, {
-        lastSeq: log.row?.lastSeq ?? 0,
-        hasCheckpoint: () => false,
-        listLength: (listId) => log.lists.get(listId)?.length ?? 0,
-        effectStatus: (callId) => log.effects.get(callId)?.status,
-      })
-      if (refused) return refused
-      if (runPatch && swapFails(log.row ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
-      const changed = effectWrites(run.runId, effects, (callId) => log.effects.get(callId))
-      let row: RunRow = log.row ?? { ...run, seal: run.seal ?? null, digest: run.digest ?? null }
-      const last = rows[rows.length - 1]
-      if (last) row = { ...row, lastSeq: last.seq, updatedAt: Math.max(row.updatedAt, ...rows.map((cp) => cp.createdAt)), seal: run.seal ?? null }
-      if (runPatch) row = applyRunPatch(row, runPatch)
-      const record: LogRecord = { r: row }
-      if (appends.length > 0) record.a = appends.map((append) => [append.listId, append.expectedLength, [...append.items]])
-      if (changed.size > 0) record.e = [...changed.values()]
-      if (rows.length > 0) record.c = rows.map((cp) => ({ ...cp }))
-      await this.#dir.append(log, record, request.durability !== 'async')
-      return held?.cancelRequested ? { ok: true, cancelRequested: true } : { ok: true }
+      const outcome = await this.#dir.claimIds(
+        rows.map((row) => row.id),
+        () => this.#commitTo(log, request),
+      )
+      if (outcome === 'taken') return { ok: false, reason: 'duplicate_id' }
+      if (outcome.ok && held?.cancelRequested) return { ok: true, cancelRequested: true }
+      return outcome
     })
+  }
+
+  /** Check a commit against the run's folded log and append its frame (ids checked and claimed). */
+  async #commitTo(log: RunLog, request: CommitRequest): Promise<CommitResult> {
+    const { rows, appends, run, effects, runPatch } = request
+    const refused = checkCommit(request, {
+      lastSeq: log.row?.lastSeq ?? 0,
+      hasCheckpoint: () => false,
+      listLength: (listId) => log.lists.get(listId)?.length ?? 0,
+      effectStatus: (callId) => log.effects.get(callId)?.status,
+    })
+    if (refused) return refused
+    if (runPatch && swapFails(log.row ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
+    const changed = effectWrites(run.runId, effects, (callId) => log.effects.get(callId))
+    let row: RunRow = log.row ?? { ...run, seal: run.seal ?? null, digest: run.digest ?? null }
+    const last = rows[rows.length - 1]
+    if (last) row = { ...row, lastSeq: last.seq, updatedAt: Math.max(row.updatedAt, ...rows.map((cp) => cp.createdAt)), seal: run.seal ?? null }
+    if (runPatch) row = applyRunPatch(row, runPatch)
+    const record: LogRecord = { r: row }
+    if (appends.length > 0) record.a = appends.map((append) => [append.listId, append.expectedLength, [...append.items]])
+    if (changed.size > 0) record.e = [...changed.values()]
+    if (rows.length > 0) record.c = rows.map((cp) => ({ ...cp }))
+    await this.#dir.append(log, record, request.durability !== 'async')
+    return { ok: true }
   }
 
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
@@ -200,6 +210,7 @@ export class FileEngine implements StorageEngine {
   }
 
   async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
+    for (const range of ranges) assertSafeId(range.id, 'listId')
     const log = await this.#read(runId)
     return ranges.map((range) => (log.lists.get(range.id) ?? []).slice(range.from ?? 0, range.n))
   }
