@@ -30,6 +30,7 @@ export class DirectoryState {
   /** Checkpoint id → run id over every run, built on first use; a hit is checked against the run's log. */
   #index: Map<string, string> | undefined
   readonly #claimed = new Set<string>()
+  readonly #swept = new Set<string>()
   /** Runs with frames not yet synced (async commits) or a head file behind their log. */
   readonly #dirty = new Map<string, { sync: boolean }>()
   #flushTimer: NodeJS.Timeout | undefined
@@ -272,8 +273,14 @@ export class DirectoryState {
     }
   }
 
-  /** Remove the temp files a crashed compaction of this run left (only those of processes that are gone). */
+  /**
+   * Remove the temp files a crashed compaction or head write of this run left (only those of
+   * processes that are gone, never one a live writer is about to rename): once per run and process,
+   * at its first write.
+   */
   async removeLeftovers(runId: string): Promise<void> {
+    if (this.#swept.has(runId)) return
+    this.#swept.add(runId)
     const dir = this.layout.runDir(runId)
     for (const name of await listDirectory(dir)) if (isTempOfDeadWriter(name)) await rm(join(dir, name), { force: true })
   }

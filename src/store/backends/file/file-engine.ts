@@ -336,6 +336,7 @@ export class FileEngine implements StorageEngine {
       const log = this.#dir.runLog(runId)
       if (log.error) throw log.error
       try {
+        if (log.ino !== undefined) await this.#dir.removeLeftovers(runId)
         return await fn(log)
       } catch (err) {
         this.#dir.forgetRun(runId)
@@ -346,7 +347,6 @@ export class FileEngine implements StorageEngine {
 
   /** Replace the run's log with what its folded state holds now. */
   async #compact(log: RunLog): Promise<void> {
-    await this.#dir.removeLeftovers(log.runId)
     await this.#dir.compact(log, compactRecords(log, log.gen + 1))
   }
 }
