@@ -235,7 +235,7 @@ export class DirectoryState {
     const runs = [...this.#dirty]
     this.#dirty.clear()
     const flush = this.#flushing.then(async () => {
-      let failure: unknown
+      let failure: Error | undefined
       for (const [runId, { sync }] of runs) {
         const log = this.#runs.get(runId)
         if (!log || log.ino === undefined) continue
@@ -252,7 +252,7 @@ export class DirectoryState {
           await this.#writeHead(log, head)
         } catch (err) {
           // A run deleted meanwhile has nothing left to sync.
-          if (this.#runs.get(runId) === log) failure ??= err
+          if (this.#runs.get(runId) === log) failure ??= err as Error
         }
       }
       if (failure !== undefined) throw failure

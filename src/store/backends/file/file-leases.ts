@@ -126,7 +126,7 @@ export class FileLeases implements LeaseEngine {
       if (outcome === 'cancelled') {
         await this.#runs.putRun(state, applyRunPatch(state.row, { status: 'cancelled', updatedAt: Math.max(state.row.updatedAt, Date.now()), ...(swap ? { swap } : {}) }))
       }
-      return { outcome, status: state.row!.status }
+      return { outcome, status: state.row.status }
     })
   }
 

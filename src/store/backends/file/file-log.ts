@@ -123,7 +123,7 @@ function parseRecord(rest: string): LogRecord | undefined {
   const space = rest.indexOf(' ')
   try {
     const value = JSON.parse(rest.slice(space + 1)) as unknown
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as LogRecord) : undefined
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value) : undefined
   } catch {
     return undefined
   }

@@ -52,7 +52,6 @@ export class FileLayout {
 const SAFE_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/
 const PLAIN_CHAR = /[a-z0-9_.@-]/
 const WINDOWS_DEVICE = /^(con|prn|aux|nul|com\d|lpt\d)(\.|$)/i
-const SEQ_DIGITS = 12
 
 /**
  * Throw unless `id` is a safe id: 1–200 letters, digits or `_ . : @ -`, not starting with `.` or
