@@ -5,7 +5,7 @@ import type { LeaseTable } from '../../leases/lease-table.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
 import { assertRealDirectorySync, ensureDirectory, fsyncAsync, isTempOfDeadWriter, listDirectory, openForWriteSync, readJsonFile, readRegular, syncDirectory, writeAllSync, writeFileAtomic } from './driver.js'
-import { applyRecord, checkHead, emptyLog, encodeFrame, foldFrames, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { applyRecord, checkHead, continues, emptyLog, encodeFrame, foldFrames, isLogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
 
@@ -107,12 +107,14 @@ export class DirectoryState {
     const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
     let log = this.#runs.get(runId)
     if (log && (stat?.ino !== log.ino || (stat !== undefined && stat.size < BigInt(log.end)))) log = undefined
+    if (log && stat && stat.size > BigInt(log.end)) {
+      const bytes = readRegular(path, log.end)
+      if (bytes && continues(log, bytes)) foldFrames(log, bytes, path)
+      else if (bytes) log = undefined
+    }
     if (!log) {
       log = this.#load(runId, stat?.ino)
       this.#runs.set(runId, log)
-    } else if (stat && stat.size > BigInt(log.end)) {
-      const bytes = readRegular(path, log.end)
-      if (bytes) foldFrames(log, bytes, path)
     }
     return log
   }

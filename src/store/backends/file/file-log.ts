@@ -119,6 +119,18 @@ export function foldFrames(log: RunLog, bytes: Buffer, path: string, mark?: numb
   return marked
 }
 
+/**
+ * Whether `bytes` (read from where `log` stopped) go on from the log's last frame: their first
+ * whole frame chains to it. Otherwise the file was rewritten in place, and is read again whole.
+ */
+export function continues(log: RunLog, bytes: Buffer): boolean {
+  const newline = bytes.indexOf(0x0a)
+  if (newline < 0) return true
+  const line = bytes.toString('utf8', 0, newline)
+  const space = line.indexOf(' ')
+  return space > 0 && frameCheck(log.check, line.slice(space + 1)) === line.slice(0, space)
+}
+
 function parseRecord(rest: string): LogRecord | undefined {
   const space = rest.indexOf(' ')
   try {
