@@ -76,7 +76,12 @@ export async function foldRunLog(directory: string, runId: string): Promise<RawR
     for (const [listId, from, items] of record.a ?? []) folded.lists.set(listId, [...(folded.lists.get(listId) ?? []).slice(0, from), ...items])
     if (record.x) folded.effects.clear()
     for (const effect of record.e ?? []) folded.effects.set(String(effect.callId), effect)
-    folded.writes.push(...(record.w ?? []))
+    for (const write of record.w ?? []) {
+      // As the store keeps them: the first write of a key stays, a special one (idx < 0) is replaced.
+      const at = folded.writes.findIndex((row) => row.checkpointId === write.checkpointId && row.taskId === write.taskId && row.idx === write.idx)
+      if (at < 0) folded.writes.push(write)
+      else if ((write.idx as number) < 0) folded.writes[at] = write
+    }
     folded.checkpoints.push(...(record.c ?? []))
   })
   return folded
