@@ -29,11 +29,6 @@ const TEMP_PREFIX = randomBytes(3).toString('hex')
 const TEMP_COUNT_LIMIT = 0x1000000
 let tempCount = 0
 
-/** Whether a directory entry is a temp file of {@link writeFileAtomic}. */
-export function isTempFileName(name: string): boolean {
-  return name.startsWith('.') && name.endsWith('.tmp')
-}
-
 /**
  * Whether a temp file of {@link writeFileAtomic} was left by a process that is gone: its name
  * names a process of this machine that no longer exists. Only such a file may be removed; any
@@ -99,25 +94,6 @@ const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants
 export const MAX_JSON_FILE_BYTES = 256 * 1024 * 1024
 /** The largest run log the store reads. */
 export const MAX_LOG_FILE_BYTES = 2 * 1024 * 1024 * 1024
-
-/** A file's bytes, or `undefined` when it does not exist; anything but a regular file is refused. */
-export async function readIfExists(path: string, maxBytes = MAX_LOG_FILE_BYTES): Promise<Buffer | undefined> {
-  let handle
-  try {
-    handle = await open(path, READ_FLAGS)
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw notRegular(path, err)
-  }
-  try {
-    const stat = await handle.stat()
-    const problem = fileProblem(stat, maxBytes)
-    if (problem) throw new StoreError(`${path} ${problem}; the file store reads only the regular files it wrote`)
-    return await handle.readFile()
-  } finally {
-    await handle.close()
-  }
-}
 
 /** Refuse to write into `directory` unless it is itself (no symbolic link anywhere on its path). */
 export async function assertRealDirectory(directory: string): Promise<void> {
@@ -224,13 +200,13 @@ function readRegularSync(path: string, maxBytes: number, from = 0): Buffer | str
 }
 
 /**
- * A run log's bytes from offset `from`, or `undefined` when it does not exist; anything but a
+ * A file's bytes from offset `from`, or `undefined` when it does not exist; anything but a
  * regular file within the size limit is refused.
  */
-export function readRegular(path: string, from: number): Buffer | undefined {
+export function readRegular(path: string, from = 0, maxBytes = MAX_LOG_FILE_BYTES): Buffer | undefined {
   let read
   try {
-    read = readRegularSync(path, MAX_LOG_FILE_BYTES, from)
+    read = readRegularSync(path, maxBytes, from)
   } catch (err) {
     if (isNotFound(err)) return undefined
     throw notRegular(path, err)

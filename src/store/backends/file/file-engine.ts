@@ -11,7 +11,7 @@ import { checkCommit, effectWrites } from '../../engine/commit-checks.js'
 import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState } from './directory-state.js'
 import { FileLeases } from './file-leases.js'
-import { ensureDirectory, readIfExists, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
+import { ensureDirectory, readRegular, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import { compactRecords, isUnreadable, putWrite, type LogRecord, type RunLog } from './file-log.js'
 import { assertSafeId, type FileLayout } from './file-names.js'
 
@@ -60,7 +60,7 @@ export class FileEngine implements StorageEngine {
   }
 
   async getKeyCheck(keyId: string): Promise<string | undefined> {
-    return (await readIfExists(this.#layout.keyCheckFile(keyId), 1024))?.toString('utf8')
+    return readRegular(this.#layout.keyCheckFile(keyId), 0, 1024)?.toString('utf8')
   }
 
   async putKeyCheck(keyId: string, value: string): Promise<string> {
