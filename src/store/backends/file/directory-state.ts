@@ -100,12 +100,15 @@ export class DirectoryState {
    * A run as its log folds to now. The cached state is used while the log file is the one it was
    * read from and no longer than it was then; a longer log is read from where the state stopped;
    * a replaced or shorter one is read again. (The size is only ever larger than the state's end
-   * for a write of another process, or a torn frame that the next write cuts off.)
+   * for a write of another process, or a torn frame that the next write cuts off.) While this
+   * process writes the run, a read takes the state its writer keeps current, so it never folds a
+   * frame the writer is about to apply; a writer (`writing`, under the run's lock) always checks.
    */
-  runLog(runId: string): RunLog {
+  runLog(runId: string, options: { writing?: boolean } = {}): RunLog {
+    let log = this.#runs.get(runId)
+    if (log && options.writing !== true && this.isLocked(runId)) return log
     const path = this.layout.logFile(runId)
     const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
-    let log = this.#runs.get(runId)
     if (log && (stat?.ino !== log.ino || (stat !== undefined && stat.size < BigInt(log.end)))) log = undefined
     if (log && stat && stat.size > BigInt(log.end)) {
       const bytes = readRegular(path, log.end)
@@ -234,17 +237,18 @@ export class DirectoryState {
   async flush(): Promise<void> {
     if (this.#flushTimer) clearTimeout(this.#flushTimer)
     this.#flushTimer = undefined
-    const runs = [...this.#dirty]
+    // Each head is taken now: it covers only frames that are synced now, or by this flush.
+    const runs = [...this.#dirty].flatMap(([runId, { sync }]) => {
+      const log = this.#runs.get(runId)
+      return log && log.ino !== undefined ? [{ log, sync, head: { g: log.gen, n: log.frames, h: log.check } }] : []
+    })
     this.#dirty.clear()
     const flush = this.#flushing.then(async () => {
       let failure: Error | undefined
-      for (const [runId, { sync }] of runs) {
-        const log = this.#runs.get(runId)
-        if (!log || log.ino === undefined) continue
-        const head = { g: log.gen, n: log.frames, h: log.check }
+      for (const { log, sync, head } of runs) {
         try {
           if (!sync) {
-            const fd = openForWriteSync(this.layout.logFile(runId), constants.O_RDONLY)
+            const fd = openForWriteSync(this.layout.logFile(log.runId), constants.O_RDONLY)
             try {
               await fsyncAsync(fd)
             } finally {
@@ -254,7 +258,7 @@ export class DirectoryState {
           await this.#writeHead(log, head)
         } catch (err) {
           // A run deleted meanwhile has nothing left to sync.
-          if (this.#runs.get(runId) === log) failure ??= err as Error
+          if (this.#runs.get(log.runId) === log) failure ??= err as Error
         }
       }
       if (failure !== undefined) throw failure

@@ -112,7 +112,7 @@ export class FileEngine implements StorageEngine {
     const runDir = this.#layout.runDir(runId)
     await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
-      const log = this.#dir.runLog(runId)
+      const log = this.#dir.runLog(runId, { writing: true })
       if (!log.row && !log.error && log.ino === undefined) return false
       // Move the directory out of sight in one step, so a crash never leaves half a run.
       const doomed = join(this.#layout.runsDir, `.deleted-${randomBytes(8).toString('hex')}`)
@@ -333,7 +333,7 @@ export class FileEngine implements StorageEngine {
     this.#layout.runDir(runId)
     await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
-      const log = this.#dir.runLog(runId)
+      const log = this.#dir.runLog(runId, { writing: true })
       if (log.error) throw log.error
       try {
         if (log.ino !== undefined) await this.#dir.removeLeftovers(runId)
