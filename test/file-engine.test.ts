@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { appendFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -7,13 +7,13 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { encodeValue } from '../src/core/codec.js'
 import { CheckpointCorruptionError, InvalidArgumentError } from '../src/core/errors.js'
 import type { CommitRequest } from '../src/store/engine/storage-engine.js'
-import type { CheckpointRow, RunRow } from '../src/store/engine/rows.js'
+import type { RunRow } from '../src/store/engine/rows.js'
 import { FileEngine } from '../src/store/backends/file/file-engine.js'
-import { checkpointFileName } from '../src/store/backends/file/file-names.js'
 import { FileStore, type FileStoreOptions } from '../src/store/backends/file/file-store.js'
 import { MemoryStore } from '../src/store/backends/memory/memory-store.js'
 import { checkpointDigest } from '../src/store/encoding/checkpoint-rows.js'
 import type { CheckpointStore } from '../src/store/checkpoint-store.js'
+import { runLogOf } from './support/file-log.js'
 
 const cleanup: (() => Promise<void>)[] = []
 
@@ -43,16 +43,15 @@ async function filesUnder(dir: string): Promise<string[]> {
   return entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name).slice(dir.length + 1))
 }
 
-async function listFiles(directory: string, runId: string): Promise<string[]> {
-  const dir = join(directory, 'runs', runId, 'lists')
-  return (await readdir(dir)).map((name) => join(dir, name))
+function logPath(directory: string, runId: string): string {
+  return join(directory, 'runs', runId, 'log.jsonl')
 }
 
-async function checkpointPath(directory: string, runId: string, checkpointId: string): Promise<string> {
-  const dir = join(directory, 'runs', runId, 'checkpoints')
-  const name = (await readdir(dir)).find((file) => file.endsWith(`-${checkpointId}.json`))
-  if (!name) throw new Error(`no file for checkpoint ${checkpointId}`)
-  return join(dir, name)
+/** The list ids a run's log holds after a compaction (its first frame holds every list), the run's log of transitions aside. */
+async function compactedLists(directory: string, runId: string): Promise<string[]> {
+  const [first = ''] = (await readFile(logPath(directory, runId), 'utf8')).split('\n')
+  const record = JSON.parse(first.split(' ').slice(2).join(' ')) as { a?: [string, number, string[]][] }
+  return (record.a ?? []).map(([id]) => id).filter((id) => id !== 'run-log')
 }
 
 async function expectCorruption(promise: Promise<unknown>, ids: { runId: string; checkpointId: string }): Promise<void> {
@@ -150,12 +149,8 @@ describe('FileStore', () => {
     })
     expect((await store.listEffects('r')).map((effect) => effect.callId)).toEqual(callIds)
     expect(await store.getEffect('r', 'never')).toBeUndefined()
-    // Every effect file is inside the run's effects directory; the others are the run's record and its log.
-    const all = await filesUnder(directory)
-    expect(all.filter((file) => !file.includes('effects'))).toEqual([join('runs', 'r', 'run.json'), join('runs', 'r', 'lists', 'run-log.jsonl')])
-    const files = all.filter((file) => file.includes('effects'))
-    expect(files.every((file) => file === join('runs', 'r', 'effects', file.split('/').pop() ?? ''))).toBe(true)
-    expect(files).toHaveLength(callIds.length)
+    // Every effect is in the run's log: no file is named after a call id.
+    expect((await filesUnder(directory)).filter((file) => !file.endsWith('head.json'))).toEqual([join('runs', 'r', 'log.jsonl')])
 
     await store.close()
     const reopened = open(directory)
@@ -163,14 +158,13 @@ describe('FileStore', () => {
     expect(await reopened.prune({ runId: 'r' })).toEqual({ checkpointsDeleted: 0, effectsDeleted: 0 })
   })
 
-  it('writes a commit in steps: the journal before the checkpoints; a failed checkpoint step leaves no checkpoint of it and no temp file, and the run log never ahead of the journal', async () => {
+  it('writes a commit as one frame: its effects, checkpoints and run row land together or not at all', async () => {
     const directory = await tempDir()
     const store = open(directory)
     await store.save({ runId: 'r', id: 'c1', kind: 'agent', phase: 'one', payload: { messages: conversation(2) } })
-    // The second checkpoint of the next commit cannot be renamed into place: a directory holds its name.
-    await mkdir(join(directory, 'runs', 'r', 'checkpoints', checkpointFileName(3, 'c3')))
     const intent = (callId: string) => ({ runId: 'r', callId, name: 'tool', inputHash: 'h', idempotencyKey: `k-${callId}` })
-    const failed = store.write({
+    const framesBefore = (await readFile(logPath(directory, 'r'), 'utf8')).split('\n').length
+    await store.write({
       runId: 'r',
       checkpoints: [
         { runId: 'r', id: 'c2', kind: 'agent', phase: 'two', payload: { messages: conversation(4) } },
@@ -179,51 +173,26 @@ describe('FileStore', () => {
       intents: [intent('ahead'), intent('done')],
       completions: [{ runId: 'r', callId: 'done', status: 'succeeded', output: 'ok' }],
     })
-    await expect(failed).rejects.toThrow(/failed to save checkpoint \(run r\): EISDIR/)
-    // The journal is written before the checkpoints, outcomes included: the effect opened and
-    // completed in the same commit is there once, completed, so a resume would take its outcome.
-    expect(await store.getEffect('r', 'ahead')).toMatchObject({ status: 'pending', attempts: 1 })
-    expect(await store.getEffect('r', 'done')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'ok' })
-    expect((await readdir(join(directory, 'runs', 'r', 'checkpoints'))).filter((name) => name.endsWith('.tmp'))).toEqual([])
+    const text = await readFile(logPath(directory, 'r'), 'utf8')
+    expect(text.split('\n').length).toBe(framesBefore + 1)
+    expect(text.split('\n').at(-2)!.split(' ')[1]).toBe('2:c2,3:c3')
+    await store.close()
 
-    await rm(join(directory, 'runs', 'r', 'checkpoints', checkpointFileName(3, 'c3')), { recursive: true })
+    // The last frame cut short, as a crash part-way through the append leaves it: the commit never happened.
+    await writeFile(logPath(directory, 'r'), text.slice(0, text.length - 40))
+    // The process died before it synced the log, so its head file does not reach the last frame yet.
+    await rm(join(directory, 'runs', 'r', 'head.json'))
     const reopened = open(directory)
-    // The first checkpoint of the failed step was renamed into place before the failure, in order.
-    expect((await reopened.listCheckpoints({ runId: 'r' })).map((cp) => cp.id)).toEqual(['c2', 'c1'])
-    expect((await reopened.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toEqual(conversation(4))
-    await reopened.write({
-      runId: 'r',
-      checkpoints: [{ runId: 'r', kind: 'agent', phase: 'four', payload: { messages: conversation(8) } }],
-      completions: [{ runId: 'r', callId: 'ahead', status: 'succeeded', output: 'late' }],
-    })
-    expect(await reopened.getEffect('r', 'ahead')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'late' })
-    expect(await reopened.getEffect('r', 'done')).toMatchObject({ status: 'succeeded', attempts: 1, output: 'ok' })
+    expect((await reopened.listCheckpoints({ runId: 'r' })).map((cp) => cp.id)).toEqual(['c1'])
+    expect(await reopened.getEffect('r', 'ahead')).toBeUndefined()
+    expect(await reopened.getEffect('r', 'done')).toBeUndefined()
+    expect((await reopened.getRun('r'))?.lastSeq).toBe(1)
+    // The next commit cuts the torn frame off before it appends.
+    await reopened.save({ runId: 'r', kind: 'agent', phase: 'four', payload: { messages: conversation(8) } })
+    const after = await readFile(logPath(directory, 'r'), 'utf8')
+    expect(after.startsWith(text.slice(0, text.lastIndexOf('\n', text.length - 2) + 1))).toBe(true)
+    expect(after.split('\n').length).toBe(framesBefore + 1)
     expect((await reopened.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toEqual(conversation(8))
-  })
-
-  it("cuts a crashed save's leftover list tail on the next append and never reads it", async () => {
-    const directory = await tempDir()
-    const first = open(directory)
-    await first.save({ runId: 'r', kind: 'agent', phase: 'after_model', payload: { messages: conversation(3) } })
-    const second = await first.save({ runId: 'r', kind: 'agent', phase: 'after_tools', payload: { messages: conversation(5) } })
-    await first.close()
-    // What a save that died after appending its lines but before writing its checkpoint leaves.
-    const [listFile] = await listFiles(directory, 'r')
-    if (!listFile) throw new Error('no list file')
-    const clean = await readFile(listFile, 'utf8')
-    await appendFile(listFile, `${JSON.stringify({ role: 'user', text: 'never saved' })}\n{"role":"assistant","te`)
-
-    const store = open(directory)
-    const latest = await store.getLatest<{ messages: unknown[] }>({ runId: 'r' })
-    expect(latest?.id).toBe(second)
-    expect(latest?.payload.messages).toEqual(conversation(5))
-    await store.save({ runId: 'r', kind: 'agent', phase: 'after_model', payload: { messages: conversation(7) } })
-    const lines = (await readFile(listFile, 'utf8')).split('\n')
-    expect(lines.pop()).toBe('')
-    expect(lines.map((line) => JSON.parse(line) as unknown)).toHaveLength(7)
-    expect((await readFile(listFile, 'utf8')).startsWith(clean)).toBe(true)
-    expect(await listFiles(directory, 'r')).toEqual([listFile])
-    expect((await store.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toEqual(conversation(7))
   })
 
   it('rejects path-traversal ids before anything is written', async () => {
@@ -261,10 +230,14 @@ describe('FileStore', () => {
     for (let i = 1; i <= 4; i++) ids.push(await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(i) } }))
     await store.close()
     const [first = '', second = '', third = '', fourth = ''] = ids
-    await writeFile(await checkpointPath(directory, 'r', fourth), '{"id": "torn')
-    await writeFile(await checkpointPath(directory, 'r', third), '[1, 2]')
-    const edited = JSON.parse(await readFile(await checkpointPath(directory, 'r', second), 'utf8')) as CheckpointRow
-    await writeFile(await checkpointPath(directory, 'r', second), JSON.stringify({ ...edited, phase: 'edited' }))
+    // Three records damaged in the log, its checks computed again: cut short, not an object, edited.
+    const log = await runLogOf(directory, 'r')
+    const record = (id: string) => log.lines[log.frameOf(id)]!
+    const header = (id: string) => record(id).split(' ').slice(0, 2).join(' ')
+    log.lines[log.frameOf(fourth)] = `${header(fourth)} {"c":[{"id": "torn`
+    log.lines[log.frameOf(third)] = `${header(third)} [1, 2]`
+    log.lines[log.frameOf(second)] = record(second).replace('"phase":"p"', '"phase":"edited"')
+    await log.write(true)
 
     const reopened = open(directory)
     await expectCorruption(reopened.listCheckpoints({ runId: 'r' }), { runId: 'r', checkpointId: fourth })
@@ -294,19 +267,27 @@ describe('FileStore', () => {
     expect(forked.payload).toEqual({ messages: conversation(1) })
   })
 
-  it('reports an edited list item and a corrupt run.json', async () => {
+  it('reports an edited list item, and a damaged frame that holds no checkpoint as the whole run', async () => {
     const directory = await tempDir()
     const store = open(directory)
     const id = await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(3) } })
+    await store.updateRun('r', { status: 'completed' })
     await store.close()
-    const [listFile = ''] = await listFiles(directory, 'r')
-    await writeFile(listFile, (await readFile(listFile, 'utf8')).replace('message 1', 'message X'))
-    await writeFile(join(directory, 'runs', 'r', 'run.json'), '{"runId":')
+    const log = await runLogOf(directory, 'r')
+    log.lines[0] = log.lines[0]!.replace('message 1', 'message X')
+    await log.write(true)
     const reopened = open(directory)
     await expectCorruption(reopened.load(id), { runId: 'r', checkpointId: id })
-    await expect(reopened.getRun('r')).rejects.toThrow(join(directory, 'runs', 'r', 'run.json'))
-    await expect(reopened.save({ runId: 'r', kind: 'agent', phase: 'p', payload: {} })).rejects.toThrow('run.json')
-    await expect(reopened.listRuns()).rejects.toThrow('run.json')
+    await reopened.close()
+
+    // The frame of the status change, edited without its check computed again.
+    log.lines[1] = log.lines[1]!.replace('completed', 'cancelled')
+    await log.write(false)
+    const again = open(directory)
+    await expect(again.getRun('r')).rejects.toThrow(`frame 2 of its log ${logPath(directory, 'r')} is corrupt`)
+    await expect(again.getRun('r')).rejects.toBeInstanceOf(CheckpointCorruptionError)
+    await expect(again.save({ runId: 'r', kind: 'agent', phase: 'p', payload: {} })).rejects.toThrow('log.jsonl')
+    await expect(again.listRuns()).rejects.toThrow('log.jsonl')
   })
 
   it('keeps storage linear: 200 saves of a growing conversation store it about once', async () => {
@@ -314,15 +295,12 @@ describe('FileStore', () => {
     const store = open(directory)
     const messages = conversation(200)
     for (let i = 1; i <= 200; i++) await store.save({ runId: 'long', kind: 'agent', phase: 'after_model', payload: { messages: messages.slice(0, i) } })
-    // Every message stored once: one line of its encoded JSON each.
-    const finalListBytes = messages.reduce((sum, m) => sum + JSON.stringify(encodeValue(m)).length + 1, 0)
-    const lists = await listFiles(directory, 'long')
-    expect(lists).toHaveLength(1)
-    const listBytes = (await stat(lists[0] ?? '')).size
-    expect(listBytes).toBe(finalListBytes)
+    // Every message stored once, as one JSON string in the frame that appended it.
+    const finalListBytes = messages.reduce((sum, m) => sum + JSON.stringify(JSON.stringify(encodeValue(m))).length + 1, 0)
     let total = 0
     for (const file of await filesUnder(directory)) total += (await stat(join(directory, file))).size
-    // 200 checkpoint files of well under 1 KB each on top of the list: not 200 × 100 KB.
+    // 200 frames of well under 1 KB each besides the list items: not 200 × 100 KB.
+    expect(total).toBeGreaterThan(finalListBytes)
     expect(total).toBeLessThan(finalListBytes + 200 * 1024)
     expect((await store.getLatest<{ messages: unknown[] }>({ runId: 'long' }))?.payload.messages).toHaveLength(200)
   }, 60_000)
@@ -342,30 +320,7 @@ describe('FileStore', () => {
     expect((await second.listEffects('r')).map((effect) => effect.callId)).toEqual(['c1'])
     const id = await second.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(8) } })
     expect((await second.load(id)).seq).toBe(4)
-    const lists = await listFiles(directory, 'r')
-    expect(lists).toHaveLength(1)
-    expect((await readFile(lists[0] ?? '', 'utf8')).split('\n')).toHaveLength(9)
-  })
-
-  it('takes lastSeq from the checkpoint files when run.json lags behind them', async () => {
-    const directory = await tempDir()
-    const store = open(directory)
-    for (let i = 0; i < 3; i++) await store.save({ runId: 'r', kind: 'k', phase: 'p', payload: { i } })
-    await store.close()
-    // A crash between writing checkpoint 3 and updating run.json.
-    const runFile = join(directory, 'runs', 'r', 'run.json')
-    await writeFile(runFile, JSON.stringify({ ...(JSON.parse(await readFile(runFile, 'utf8')) as RunRow), lastSeq: 2 }))
-
-    const reopened = open(directory)
-    expect((await reopened.getRun('r'))?.lastSeq).toBe(3)
-    await expect(reopened.save({ runId: 'r', seq: 3, kind: 'k', phase: 'p', payload: {} })).rejects.toMatchObject({ code: 'seq_conflict' })
-    const latest = await reopened.getLatest({ runId: 'r' })
-    expect(latest?.seq).toBe(3)
-    expect((await reopened.load(await reopened.save({ runId: 'r', kind: 'k', phase: 'p', payload: {} }))).seq).toBe(4)
-    expect(await reopened.delete(latest?.id ?? '')).toBe(true)
-    await reopened.close()
-    const again = open(directory)
-    expect((await again.getRun('r'))?.lastSeq).toBe(4)
+    expect((await second.getLatest<{ messages: unknown[] }>({ runId: 'r' }))?.payload.messages).toHaveLength(8)
   })
 
   it('serializes concurrent saves to one run and shares its lock with another handle on the directory', async () => {
@@ -399,14 +354,13 @@ describe('FileStore', () => {
     for (let i = 1; i <= 3; i++) ids.push(await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(i * 2) } }))
     // The conversation was trimmed: a new list starts.
     ids.push(await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(2, 100) } }))
-    expect(await listFiles(directory, 'r')).toHaveLength(2)
     expect(await store.prune({ runId: 'r', keepLast: 2 })).toEqual({ checkpointsDeleted: 2, effectsDeleted: 0 })
-    const lists = await listFiles(directory, 'r')
-    expect(lists).toHaveLength(2)
+    // The log was compacted to what the two kept checkpoints need: both lists.
+    expect(await compactedLists(directory, 'r')).toHaveLength(2)
     expect(await store.delete(ids[3] ?? '')).toBe(true)
-    expect(await listFiles(directory, 'r')).toHaveLength(1)
+    expect(await compactedLists(directory, 'r')).toHaveLength(1)
     expect(await store.delete(ids[2] ?? '')).toBe(true)
-    expect(await listFiles(directory, 'r')).toEqual([])
+    expect(await compactedLists(directory, 'r')).toEqual([])
     expect((await store.getRun('r'))?.lastSeq).toBe(4)
   })
 
@@ -448,34 +402,41 @@ describe('FileEngine', () => {
     cleanup.push(() => engine.close())
     const append = { listId: 'list-1', expectedLength: 0, items: ['"a"', '"b"'] }
     expect(await engine.commit({ ...commitRequest({ runId: 'r', id: 'cp1', seq: 1 }), appends: [append] })).toEqual({ ok: true })
-    const before = await filesUnder(directory)
+    const before = await readFile(logPath(directory, 'r'), 'utf8')
     expect(await engine.commit(commitRequest({ runId: 'r', id: 'cp2', seq: 1 }))).toEqual({ ok: false, reason: 'stale_seq', lastSeq: 1 })
     expect(await engine.commit(commitRequest({ runId: 'other', id: 'cp1', seq: 1 }))).toEqual({ ok: false, reason: 'duplicate_id' })
     for (const expectedLength of [0, 1, 3]) {
       const conflicting = { ...commitRequest({ runId: 'r', id: 'cp3', seq: 2 }), appends: [{ ...append, expectedLength, items: ['"c"'] }] }
       expect(await engine.commit(conflicting)).toEqual({ ok: false, reason: 'list_conflict' })
     }
-    expect(await filesUnder(directory)).toEqual(before)
+    expect(await readFile(logPath(directory, 'r'), 'utf8')).toBe(before)
+    expect(await readdir(join(directory, 'runs'))).toEqual(['r'])
     expect(await engine.readLists('r', [{ id: 'list-1', n: 5 }])).toEqual([['"a"', '"b"']])
     const concurrent = await Promise.all([engine.commit(commitRequest({ runId: 'r', id: 'x1', seq: 9 })), engine.commit(commitRequest({ runId: 'q', id: 'x1', seq: 1 }))])
     expect(concurrent.filter((result) => result.ok)).toHaveLength(1)
   })
 
-  it('never returns a torn last line of a list file, even to a cold engine', async () => {
+  it('never reads a torn last frame, even as a cold engine, and a reader never cuts it', async () => {
     const directory = await tempDir()
     const engine = new FileEngine({ directory })
     expect(await engine.commit({ ...commitRequest({ runId: 'r', id: 'cp1', seq: 1 }), appends: [{ listId: 'l', expectedLength: 0, items: ['1', '2'] }] })).toEqual({
       ok: true,
     })
     await engine.close()
-    await appendFile(join(directory, 'runs', 'r', 'lists', 'l.jsonl'), '3\n{"torn')
+    const clean = await readFile(logPath(directory, 'r'), 'utf8')
+    await appendFile(logPath(directory, 'r'), '0123456789abcdef0123456789abcdef 2:cp2 {"a":[["l",2,["3"]]],"c":[{"torn')
     const cold = new FileEngine({ directory })
     cleanup.push(() => cold.close())
-    expect(await cold.readLists('r', [{ id: 'l', n: 2 }, { id: 'l', n: 9 }, { id: 'missing', n: 1 }])).toEqual([['1', '2'], ['1', '2', '3'], []])
-    // An append that expects 2 items cuts the unreferenced line and the torn one.
+    expect(await cold.readLists('r', [{ id: 'l', n: 2 }, { id: 'l', n: 9 }, { id: 'missing', n: 1 }])).toEqual([['1', '2'], ['1', '2'], []])
+    expect((await cold.getRun('r'))?.lastSeq).toBe(1)
+    expect((await readFile(logPath(directory, 'r'), 'utf8')).length).toBeGreaterThan(clean.length)
+    // The next append cuts the torn frame off first.
     const request = { ...commitRequest({ runId: 'r', id: 'cp2', seq: 2 }), appends: [{ listId: 'l', expectedLength: 2, items: ['4'] }] }
     expect(await cold.commit(request)).toEqual({ ok: true })
-    expect(await readFile(join(directory, 'runs', 'r', 'lists', 'l.jsonl'), 'utf8')).toBe('1\n2\n4\n')
+    const text = await readFile(logPath(directory, 'r'), 'utf8')
+    expect(text.startsWith(clean)).toBe(true)
+    expect(text.slice(clean.length).split('\n')).toHaveLength(2)
+    expect(await cold.readLists('r', [{ id: 'l', n: 9 }])).toEqual([['1', '2', '4']])
   })
 
   it('keeps ids distinct in file names on case-insensitive file systems', async () => {

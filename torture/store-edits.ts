@@ -1,7 +1,8 @@
 /**
  * Direct edits of stored rows and files (`npm run torture:edits`): what does a store do with
- * records changed behind its back? One reference run is written to a SQLite store and to a file
- * store: checkpoints whose conversation lives in append-only lists, and an effect journal. Then
+ * records changed behind its back? (A file store's run log is folded into rows, edited, and
+ * written back with every frame check and its head file valid, so only the store's own digests
+ * and seals can tell.) One reference run is written to a SQLite store and to a file store: checkpoints whose conversation lives in append-only lists, and an effect journal. Then
  * each edit of a fixed list — effect rows, run rows, deleted or moved checkpoints, edited
  * checkpoint headers — is applied to a fresh copy of each store, and the copy is read the way a
  * resume and an audit read it (run, latest checkpoint, history, effects). Each edit's outcome is
@@ -15,13 +16,14 @@
  *   npx tsx torture/store-edits.ts            # the table
  *   npx tsx torture/store-edits.ts --verbose  # and every edit's outcome
  */
-import { cp, mkdtemp, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises'
+import { cp, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { isDeepStrictEqual } from 'node:util'
 import Database from 'better-sqlite3'
 import { CairnError, FileStore, type CheckpointStore } from '../src/index.js'
 import { SqliteStore } from '../src/sqlite.js'
+import { editRunLog } from '../test/support/file-log.js'
 
 type Outcome = 'typed error' | 'silent change' | 'raw error' | 'no effect'
 type Group = 'effects' | 'runs' | 'rollbacks' | 'history'
@@ -202,11 +204,11 @@ function effectEdit(callId: string, name: string, change: (row: EffectFields) =>
         callId,
       )
     },
-    file: async (dir) => {
-      const path = join(dir, 'runs', RUN, 'effects', `x${Buffer.from(callId).toString('hex')}.json`)
-      const row = JSON.parse(await readFile(path, 'utf8')) as EffectFields
-      await writeFile(path, JSON.stringify({ ...row, ...change(row) }))
-    },
+    file: (dir) =>
+      editRunLog(dir, RUN, (log) => {
+        const row = log.effects.get(callId)!
+        Object.assign(row, change(row as unknown as EffectFields))
+      }),
   }
 }
 
@@ -237,16 +239,8 @@ function runEdit(name: string, column: string, field: string, change: (value: un
       const value = (db.prepare(`SELECT ${column} AS value FROM runs WHERE run_id = ?`).get(RUN) as { value: unknown }).value
       db.prepare(`UPDATE runs SET ${column} = ? WHERE run_id = ?`).run(change(value), RUN)
     },
-    file: async (dir) => {
-      const path = join(dir, 'runs', RUN, 'run.json')
-      const row = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>
-      await writeFile(path, JSON.stringify({ ...row, [field]: change(row[field]) }))
-    },
+    file: (dir) => editRunLog(dir, RUN, (log) => void (log.run![field] = change(log.run![field]))),
   }
-}
-
-async function checkpointFiles(dir: string, runId: string): Promise<string[]> {
-  return (await readdir(join(dir, 'runs', runId, 'checkpoints'))).filter((name) => name.endsWith('.json') && !name.startsWith('.')).sort()
 }
 
 function rollbackEdits(): Edit[] {
@@ -256,18 +250,16 @@ function rollbackEdits(): Edit[] {
       group: 'rollbacks',
       name: `the ${count} newest checkpoints deleted`,
       sqlite: (db) => void db.prepare('DELETE FROM checkpoints WHERE run_id = ? AND seq > ?').run(RUN, CHECKPOINTS - count),
-      file: async (dir) => {
-        for (const name of (await checkpointFiles(dir, RUN)).slice(-count)) await rm(join(dir, 'runs', RUN, 'checkpoints', name))
-      },
+      file: (dir) => editRunLog(dir, RUN, (log) => void log.checkpoints.splice(-count)),
     })
     list.push({
       group: 'rollbacks',
       name: `the ${count} newest checkpoints moved to another run`,
       sqlite: (db) => void db.prepare('UPDATE checkpoints SET run_id = ? WHERE run_id = ? AND seq > ?').run(OTHER, RUN, CHECKPOINTS - count),
       file: async (dir) => {
-        for (const name of (await checkpointFiles(dir, RUN)).slice(-count)) {
-          await rename(join(dir, 'runs', RUN, 'checkpoints', name), join(dir, 'runs', OTHER, 'checkpoints', name.replace(/^\d+/, (seq) => String(Number(seq) + 100).padStart(12, '0'))))
-        }
+        let moved: Record<string, unknown>[] = []
+        await editRunLog(dir, RUN, (log) => void (moved = log.checkpoints.splice(-count)))
+        await editRunLog(dir, OTHER, (log) => void log.checkpoints.push(...moved.map((row) => ({ ...row, runId: OTHER, seq: Number(row.seq) + 100 }))))
       },
     })
   }
@@ -276,7 +268,7 @@ function rollbackEdits(): Edit[] {
       group: 'rollbacks',
       name: `effect ${callId} deleted`,
       sqlite: (db) => void db.prepare('DELETE FROM effects WHERE run_id = ? AND call_id = ?').run(RUN, callId),
-      file: async (dir) => rm(join(dir, 'runs', RUN, 'effects', `x${Buffer.from(callId).toString('hex')}.json`)),
+      file: (dir) => editRunLog(dir, RUN, (log) => void log.effects.delete(callId)),
     })
   }
   list.push({ ...effectEdit('call-3', 'status started -> pending', (row) => ({ ...row, status: 'pending' })), group: 'rollbacks' })
@@ -284,10 +276,7 @@ function rollbackEdits(): Edit[] {
     group: 'rollbacks',
     name: 'the newest checkpoint renumbered below the others',
     sqlite: (db) => void db.prepare('UPDATE checkpoints SET seq = 0 WHERE run_id = ? AND seq = ?').run(RUN, CHECKPOINTS),
-    file: async (dir) => {
-      const name = (await checkpointFiles(dir, RUN)).at(-1)!
-      await rename(join(dir, 'runs', RUN, 'checkpoints', name), join(dir, 'runs', RUN, 'checkpoints', name.replace(/^\d+/, '0'.repeat(12))))
-    },
+    file: (dir) => editRunLog(dir, RUN, (log) => void log.checkpoints.unshift({ ...log.checkpoints.pop()!, seq: 0 })),
   })
   list.push({
     group: 'rollbacks',
@@ -296,14 +285,11 @@ function rollbackEdits(): Edit[] {
       db.prepare('DELETE FROM checkpoints WHERE run_id = ? AND seq = ?').run(RUN, CHECKPOINTS)
       db.prepare('DELETE FROM list_items WHERE run_id = ? AND idx = ?').run(RUN, CHECKPOINTS - 1)
     },
-    file: async (dir) => {
-      await rm(join(dir, 'runs', RUN, 'checkpoints', (await checkpointFiles(dir, RUN)).at(-1)!))
-      const lists = join(dir, 'runs', RUN, 'lists')
-      for (const name of await readdir(lists)) {
-        const lines = (await readFile(join(lists, name), 'utf8')).split('\n').filter(Boolean)
-        await writeFile(join(lists, name), lines.slice(0, CHECKPOINTS - 1).map((line) => `${line}\n`).join(''))
-      }
-    },
+    file: (dir) =>
+      editRunLog(dir, RUN, (log) => {
+        log.checkpoints.pop()
+        for (const items of log.lists.values()) items.length = Math.min(items.length, CHECKPOINTS - 1)
+      }),
   })
   return list
 }
@@ -331,18 +317,18 @@ function historyEdits(): Edit[] {
           const next = change(value)
           db.prepare(`UPDATE checkpoints SET ${column} = ? WHERE run_id = ? AND seq = ?`).run(field === 'terminal' ? Number(next) : next, RUN, seq)
         },
-        file: async (dir) => {
-          const path = join(dir, 'runs', RUN, 'checkpoints', (await checkpointFiles(dir, RUN))[seq - 1]!)
-          const row = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>
-          await writeFile(path, JSON.stringify({ ...row, [field]: field === 'terminal' ? next(row[field]) : change(row[field]) }))
-        },
+        file: (dir) =>
+          editRunLog(dir, RUN, (log) => {
+            const row = log.checkpoints[seq - 1]!
+            row[field] = field === 'terminal' ? next(row[field]) : change(row[field])
+          }),
       })
     }
     list.push({
       group: 'history',
       name: `checkpoint ${seq} made unreadable`,
       sqlite: (db) => void db.prepare('UPDATE checkpoints SET body = ? WHERE run_id = ? AND seq = ?').run('{"broken', RUN, seq),
-      file: async (dir) => writeFile(join(dir, 'runs', RUN, 'checkpoints', (await checkpointFiles(dir, RUN))[seq - 1]!), '{"broken'),
+      file: (dir) => editRunLog(dir, RUN, (log) => void (log.checkpoints[seq - 1]!.body = '{"broken')),
     })
   }
   return list

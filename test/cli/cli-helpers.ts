@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process'
-import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
 import type { PostgresTarget } from '../fixtures/postgres-target.js'
+import { runLogOf } from '../support/file-log.js'
 
 /** The repository root; the tests run the built `cairn` (`npm test` builds first). */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -68,14 +69,17 @@ export function fileStore(dir: string): StoreUnderTest {
   return {
     name: 'file',
     url: `file:${dir}`,
+    // The checkpoint's row edited in its run's log, and the log's checks computed again.
     tamper: async (id) => {
       for (const run of await readdir(join(dir, 'runs'))) {
-        const checkpoints = join(dir, 'runs', run, 'checkpoints')
-        for (const name of await readdir(checkpoints).catch(() => [])) {
-          if (!name.includes(id)) continue
-          const row = JSON.parse(await readFile(join(checkpoints, name), 'utf8')) as Record<string, unknown>
-          await writeFile(join(checkpoints, name), JSON.stringify({ ...row, metadata: '{"edited":true}' }))
-        }
+        const log = await runLogOf(dir, run)
+        const at = log.lines.findIndex((line) => line.split(' ')[1]!.split(',').some((pair) => pair.endsWith(`:${id}`)))
+        if (at < 0) continue
+        const [check, ids, ...json] = log.lines[at]!.split(' ')
+        const record = JSON.parse(json.join(' ')) as { c: Record<string, unknown>[] }
+        for (const row of record.c) if (row.id === id) row.metadata = '{"edited":true}'
+        log.lines[at] = `${check} ${ids} ${JSON.stringify(record)}`
+        await log.write(true)
       }
     },
   }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -83,10 +83,11 @@ describe('FileStore readers', { timeout: 120_000 }, () => {
     const dir = await tempDir()
     const directory = join(dir, 'store')
     const latest = await seed(directory)
-    // What another process's writes leave for a moment: a temp file, a run being deleted.
-    await writeFile(join(directory, 'runs', 'r', 'checkpoints', tempName('000000000003-x.json', process.ppid)), '{}')
-    await writeFile(join(directory, 'runs', 'r', 'checkpoints', tempName('000000000004-y.json', 999_999_999)), '{}')
-    await mkdir(join(directory, 'runs', '.deleted-0011223344556677', 'checkpoints'), { recursive: true })
+    // What another process's writes leave for a moment: temp files, a frame half appended, a run being deleted.
+    await writeFile(join(directory, 'runs', 'r', tempName('log.jsonl', process.ppid)), '{}')
+    await writeFile(join(directory, 'runs', 'r', tempName('head.json', 999_999_999)), '{}')
+    await appendFile(join(directory, 'runs', 'r', 'log.jsonl'), '0123456789abcdef0123456789abcdef 3:c3 {"c":[{"id":"c3"')
+    await mkdir(join(directory, 'runs', '.deleted-0011223344556677'), { recursive: true })
     const before = await snapshot(directory)
 
     const reader = new FileStore({ directory })
@@ -135,21 +136,21 @@ describe('FileStore readers', { timeout: 120_000 }, () => {
     const directory = join(dir, 'store')
     await seed(directory)
     const gone = await runNode(['-e', 'process.stdout.write(String(process.pid))'])
-    const checkpoints = join(directory, 'runs', 'r', 'checkpoints')
-    const dead = tempName('000000000003-a.json', Number(gone.stdout))
-    const live = tempName('000000000003-b.json', process.ppid)
-    await writeFile(join(checkpoints, dead), '{}')
-    await writeFile(join(checkpoints, live), '{}')
+    const runDir = join(directory, 'runs', 'r')
+    const dead = tempName('log.jsonl', Number(gone.stdout))
+    const live = tempName('head.json', process.ppid)
+    await writeFile(join(runDir, dead), '{}')
+    await writeFile(join(runDir, live), '{}')
 
     const store = new FileStore({ directory })
     cleanups.push(() => store.close())
     await store.getLatest({ runId: 'r' })
-    expect(await readdir(checkpoints)).toContain(dead)
+    expect(await readdir(runDir)).toContain(dead)
     await store.save({ runId: 'r', kind: 'demo', phase: 'three', payload: { n: 3 } })
-    const after = await readdir(checkpoints)
+    const after = await readdir(runDir)
     expect(after).not.toContain(dead)
     expect(after).toContain(live)
-    expect(after.filter((name) => name.endsWith('.json'))).toHaveLength(3)
+    expect((await store.listCheckpoints({ runId: 'r' })).map((cp) => cp.seq)).toEqual([3, 2, 1])
   })
 })
 

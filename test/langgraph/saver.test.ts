@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -6,6 +6,7 @@ import { ERROR, INTERRUPT, emptyCheckpoint, uuid6, type Checkpoint } from '@lang
 import { FileStore, MemoryStore, type CheckpointStore } from 'cairn-agents'
 import { DelegatingStore } from 'cairn-agents/engine'
 import { CairnSaver } from 'cairn-agents/langgraph'
+import { foldRunLog } from '../support/file-log.js'
 
 /** A store that counts the calls made to it. */
 class CountingStore extends DelegatingStore {
@@ -103,8 +104,9 @@ describe('CairnSaver', () => {
         config = (await saver.put(config, next, meta, { messages: i + 1 })) as typeof config
       }
       expect((await saver.getTuple(config))?.checkpoint.channel_values).toEqual({ messages })
-      const files = (await readdir(directory, { recursive: true })).filter((name) => name.endsWith('.jsonl'))
-      const lines = (await Promise.all(files.map((name) => readFile(join(directory, name), 'utf8')))).join('').split('\n').filter(Boolean)
+      // Every list item of every run's log: each message once.
+      const lines: string[] = []
+      for (const run of await readdir(join(directory, 'runs'))) for (const items of (await foldRunLog(directory, run)).lists.values()) lines.push(...items)
       expect(lines).toHaveLength(messages.length)
       expect(new Set(lines).size).toBe(lines.length)
       await saver.store.close()

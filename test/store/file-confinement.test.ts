@@ -26,14 +26,8 @@ async function setup(): Promise<{ directory: string; outside: string; ids: strin
   return { directory, outside, ids }
 }
 
-async function checkpointFile(directory: string, id: string): Promise<string> {
-  const dir = join(directory, 'runs', 'r', 'checkpoints')
-  return join(dir, (await readdir(dir)).find((name) => name.endsWith(`-${id}.json`))!)
-}
-
-async function listFile(directory: string): Promise<string> {
-  const dir = join(directory, 'runs', 'r', 'lists')
-  return join(dir, (await readdir(dir))[0]!)
+function logFile(directory: string): string {
+  return join(directory, 'runs', 'r', 'log.jsonl')
 }
 
 async function errorOf(attempt: Promise<unknown>): Promise<unknown> {
@@ -66,58 +60,54 @@ describe('the file store trusts only its own regular files', () => {
     await store.close()
   })
 
-  it('a list file replaced by a symbolic link to an outside file is never appended to', async () => {
+  it('a log replaced by a symbolic link to an outside file is never appended to, nor read', async () => {
     const { directory, outside } = await setup()
-    const list = await listFile(directory)
-    await writeFile(join(outside, 'target.jsonl'), await readFile(list))
-    await rm(list)
-    await symlink(join(outside, 'target.jsonl'), list)
+    const log = logFile(directory)
+    await writeFile(join(outside, 'target.jsonl'), await readFile(log))
+    await rm(log)
+    await symlink(join(outside, 'target.jsonl'), log)
     const before = await readFile(join(outside, 'target.jsonl'), 'utf8')
     const store = new FileStore({ directory })
-    const error = await errorOf(store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(4) } }))
-    expect(error).toBeInstanceOf(CairnError)
+    for (const attempt of [
+      () => store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { messages: conversation(4) } }),
+      () => store.getLatest({ runId: 'r' }),
+      () => store.getRun('r'),
+    ]) {
+      const error = await errorOf(attempt())
+      expect(error).toBeInstanceOf(CairnError)
+      expect((error as Error).message).toContain('symbolic link')
+    }
     expect(await readFile(join(outside, 'target.jsonl'), 'utf8')).toBe(before)
     expect(await readFile(join(outside, 'keep.txt'), 'utf8')).toBe('outside data\n')
     await store.close()
   })
 
-  it('a checkpoint file that is a symbolic link to /dev/zero is a corrupt checkpoint, read without following it', async () => {
-    const { directory, ids } = await setup()
-    const file = await checkpointFile(directory, ids[1]!)
-    await rm(file)
-    await symlink('/dev/zero', file)
+  it('a log that is a symbolic link to /dev/zero is refused, read without following it', async () => {
+    const { directory } = await setup()
+    await rm(logFile(directory))
+    await symlink('/dev/zero', logFile(directory))
     const store = new FileStore({ directory })
-    for (const attempt of [() => store.load(ids[1]!), () => store.getLatest({ runId: 'r' }), () => store.listCheckpoints({ runId: 'r' })]) {
-      const error = await errorOf(attempt())
-      expect(error).toBeInstanceOf(CheckpointCorruptionError)
-      expect(error).toMatchObject({ runId: 'r', checkpointId: ids[1] })
-    }
+    await expect(store.getLatest({ runId: 'r' })).rejects.toThrow(/symbolic link/)
     await store.close()
   })
 
-  it.skipIf(process.platform === 'win32')('a checkpoint file or a list file that is a FIFO never blocks a read', async () => {
+  it.skipIf(process.platform === 'win32')('a log that is a FIFO never blocks a read', async () => {
     const { directory, ids } = await setup()
-    const file = await checkpointFile(directory, ids[1]!)
-    await rm(file)
-    execFileSync('mkfifo', [file])
+    await rm(logFile(directory))
+    execFileSync('mkfifo', [logFile(directory)])
     const store = new FileStore({ directory })
-    await expect(store.load(ids[1]!)).rejects.toMatchObject({ runId: 'r', checkpointId: ids[1] })
-    await expect(store.load(ids[1]!)).rejects.toBeInstanceOf(CheckpointCorruptionError)
-    const list = await listFile(directory)
-    await rm(list)
-    execFileSync('mkfifo', [list])
     const error = await errorOf(store.load(ids[0]!))
     expect(error).toBeInstanceOf(CairnError)
     expect((error as Error).message).toContain('not a regular file')
     await store.close()
   })
 
-  it('a run.json that is a symbolic link is refused as corrupt', async () => {
+  it('a head file that is a symbolic link is refused as corrupt', async () => {
     const { directory, outside } = await setup()
-    const runFile = join(directory, 'runs', 'r', 'run.json')
-    await writeFile(join(outside, 'run.json'), await readFile(runFile))
-    await rm(runFile)
-    await symlink(join(outside, 'run.json'), runFile)
+    const head = join(directory, 'runs', 'r', 'head.json')
+    await writeFile(join(outside, 'head.json'), await readFile(head))
+    await rm(head)
+    await symlink(join(outside, 'head.json'), head)
     const store = new FileStore({ directory })
     const error = await errorOf(store.getRun('r'))
     expect(error).toBeInstanceOf(CheckpointCorruptionError)

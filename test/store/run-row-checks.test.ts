@@ -1,10 +1,11 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, FileStore, type CheckpointStore } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
+import { runLogOf } from '../support/file-log.js'
 
 const dirs: string[] = []
 afterEach(async () => {
@@ -33,9 +34,15 @@ const backends: [string, Backend][] = [
     'file',
     {
       open: (dir) => new FileStore({ directory: dir }),
+      // The run row as the log's last frame leaves it, edited and the log's checks computed again.
       edit: async (dir, field, value) => {
-        const path = join(dir, 'runs', 'r', 'run.json')
-        await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), [field]: value }))
+        const log = await runLogOf(dir, 'r')
+        const last = log.lines.length - 1
+        const [check, ids, ...json] = log.lines[last]!.split(' ')
+        const record = JSON.parse(json.join(' ')) as { r: Record<string, unknown> }
+        record.r[field] = value
+        log.lines[last] = `${check} ${ids} ${JSON.stringify(record)}`
+        await log.write(true)
       },
     },
   ],

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
@@ -6,6 +6,7 @@ import { FileStore, type EngineStoreOptions } from '../../src/index.js'
 import { type EngineStore } from '../../src/engine.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { postgresTarget } from '../fixtures/postgres-target.js'
+import { editRunLog, foldRunLog, type RawRunLog } from '../support/file-log.js'
 
 /** A checkpoint as stored, read around the store (what someone with write access sees). */
 export interface RawCheckpoint {
@@ -159,89 +160,53 @@ export async function sqliteBackend(): Promise<RawBackend> {
   }
 }
 
-/** A file store's directory edited with fs. */
+/** A file store's directory edited with fs: each run's log folded into rows, edited, and written back as a valid log. */
 export async function fileBackend(): Promise<RawBackend> {
   const directory = await tempDir()
-  const runDir = (runId: string) => join(directory, 'runs', runId)
-  const checkpointFile = async (runId: string, id: string) => {
-    const names = await readdir(join(runDir(runId), 'checkpoints'))
-    const name = names.find((file) => file.endsWith(`-${id}.json`))
-    if (!name) throw new Error(`no file for checkpoint ${id}`)
-    return join(runDir(runId), 'checkpoints', name)
+  const edit = (runId: string, fn: (folded: RawRunLog) => void) => editRunLog(directory, runId, fn)
+  const checkpoint = (folded: RawRunLog, id: string) => {
+    const row = folded.checkpoints.find((cp) => cp.id === id)
+    if (!row) throw new Error(`no checkpoint ${id}`)
+    return row
   }
-  const effectFile = (runId: string, callId: string) => join(runDir(runId), 'effects', `x${Buffer.from(callId).toString('hex')}.json`)
   return {
     name: 'file',
     open: (options) => new FileStore({ directory, ...options }),
-    checkpoints: async (runId) => {
-      const names = (await readdir(join(runDir(runId), 'checkpoints'))).filter((name) => name.endsWith('.json')).sort()
-      return Promise.all(names.map(async (name) => JSON.parse(await readFile(join(runDir(runId), 'checkpoints', name), 'utf8')) as RawCheckpoint))
-    },
-    updateCheckpoint: async (runId, id, fields) => {
-      const path = await checkpointFile(runId, id)
-      await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), ...fields }))
-    },
-    deleteCheckpoint: async (runId, id) => unlink(await checkpointFile(runId, id)),
+    checkpoints: async (runId) => (await foldRunLog(directory, runId)).checkpoints as unknown as RawCheckpoint[],
+    updateCheckpoint: (runId, id, fields) => edit(runId, (folded) => void Object.assign(checkpoint(folded, id), fields)),
+    deleteCheckpoint: (runId, id) => edit(runId, (folded) => void (folded.checkpoints = folded.checkpoints.filter((cp) => cp.id !== id))),
     runRow: async (runId) => {
-      const row = JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as RawRun
+      const row = (await foldRunLog(directory, runId)).run as unknown as RawRun
       return { lastSeq: row.lastSeq, seal: row.seal ?? null }
     },
-    writeRunRow: async (runId, fields) => {
-      const row = JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as Record<string, unknown>
-      await writeFile(join(runDir(runId), 'run.json'), JSON.stringify({ ...row, ...fields }))
-    },
-    runColumns: async (runId) => JSON.parse(await readFile(join(runDir(runId), 'run.json'), 'utf8')) as Record<string, unknown>,
+    writeRunRow: (runId, fields) => edit(runId, (folded) => void (folded.run = { ...folded.run, ...fields })),
+    runColumns: async (runId) => ({ ...(await foldRunLog(directory, runId)).run }),
     items: async (runId) => {
       const out: { listId: string; idx: number; item: string }[] = []
-      for (const name of (await readdir(join(runDir(runId), 'lists'))).sort()) {
-        if (name === 'run-log.jsonl') continue
-        const lines = (await readFile(join(runDir(runId), 'lists', name), 'utf8')).split('\n').filter((line) => line !== '')
-        lines.forEach((item, idx) => out.push({ listId: name.replace(/\.jsonl$/, ''), idx, item }))
+      for (const [listId, items] of [...(await foldRunLog(directory, runId)).lists].sort(([a], [b]) => (a < b ? -1 : 1))) {
+        if (listId !== 'run-log') items.forEach((item, idx) => out.push({ listId, idx, item }))
       }
       return out
     },
-    updateItem: async (runId, listId, idx, item) => {
-      const path = join(runDir(runId), 'lists', `${listId}.jsonl`)
-      const lines = (await readFile(path, 'utf8')).split('\n')
-      lines[idx] = item
-      await writeFile(path, lines.join('\n'))
-    },
-    updateEffect: async (runId, callId, fields) => {
-      const path = effectFile(runId, callId)
-      await writeFile(path, JSON.stringify({ ...(JSON.parse(await readFile(path, 'utf8')) as object), ...fields }))
-    },
-    deleteEffect: async (runId, callId) => unlink(effectFile(runId, callId)),
+    updateItem: (runId, listId, idx, item) => edit(runId, (folded) => void (folded.lists.get(listId)![idx] = item)),
+    updateEffect: (runId, callId, fields) => edit(runId, (folded) => void Object.assign(folded.effects.get(callId)!, fields)),
+    deleteEffect: (runId, callId) => edit(runId, (folded) => void folded.effects.delete(callId)),
     fields: async (runId) => {
+      const folded = await foldRunLog(directory, runId)
       const out: RawField[] = []
-      for (const row of await (async () => {
-        const names = (await readdir(join(runDir(runId), 'checkpoints'))).filter((name) => name.endsWith('.json'))
-        return Promise.all(names.map(async (name) => JSON.parse(await readFile(join(runDir(runId), 'checkpoints', name), 'utf8')) as Record<string, unknown>))
-      })()) {
-        for (const column of CHECKPOINT_COLUMNS) out.push({ table: 'checkpoints', id: String(row.id), column, value: row[column] })
-      }
-      for (const name of (await readdir(join(runDir(runId), 'lists'))).sort()) {
-        const lines = (await readFile(join(runDir(runId), 'lists', name), 'utf8')).split('\n').filter((line) => line !== '')
-        lines.forEach((item, idx) => out.push({ table: 'list_items', id: `${name.replace(/\.jsonl$/, '')}#${idx}`, column: 'item', value: item }))
-      }
-      for (const name of await readdir(join(runDir(runId), 'effects'))) {
-        const row = JSON.parse(await readFile(join(runDir(runId), 'effects', name), 'utf8')) as Record<string, unknown>
-        for (const column of EFFECT_COLUMNS) out.push({ table: 'effects', id: String(row.callId), column, value: row[camel(column)] })
-      }
+      for (const row of folded.checkpoints) for (const column of CHECKPOINT_COLUMNS) out.push({ table: 'checkpoints', id: String(row.id), column, value: row[column] })
+      for (const [listId, items] of folded.lists) items.forEach((item, idx) => out.push({ table: 'list_items', id: `${listId}#${idx}`, column: 'item', value: item }))
+      for (const row of folded.effects.values()) for (const column of EFFECT_COLUMNS) out.push({ table: 'effects', id: String(row.callId), column, value: row[camel(column)] })
       return out
     },
-    writeField: async (runId, field, value) => {
-      if (field.table === 'list_items') {
-        const hash = field.id.lastIndexOf('#')
-        const path = join(runDir(runId), 'lists', `${field.id.slice(0, hash)}.jsonl`)
-        const lines = (await readFile(path, 'utf8')).split('\n')
-        lines[Number(field.id.slice(hash + 1))] = typeof value === 'string' ? value : JSON.stringify(value)
-        await writeFile(path, lines.join('\n'))
-        return
-      }
-      const path = field.table === 'checkpoints' ? await checkpointFile(runId, field.id) : effectFile(runId, field.id)
-      const row = JSON.parse(await readFile(path, 'utf8')) as Record<string, unknown>
-      await writeFile(path, JSON.stringify({ ...row, [field.table === 'checkpoints' ? field.column : camel(field.column)]: value }))
-    },
+    writeField: (runId, field, value) =>
+      edit(runId, (folded) => {
+        if (field.table === 'list_items') {
+          const hash = field.id.lastIndexOf('#')
+          folded.lists.get(field.id.slice(0, hash))![Number(field.id.slice(hash + 1))] = typeof value === 'string' ? value : JSON.stringify(value)
+        } else if (field.table === 'checkpoints') checkpoint(folded, field.id)[field.column] = value
+        else folded.effects.get(field.id)![camel(field.column)] = value
+      }),
     dump: async () => {
       const texts: string[] = []
       for (const entry of await readdir(directory, { recursive: true, withFileTypes: true })) {

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
@@ -16,6 +16,7 @@ import {
   type WorkflowCheckpoint,
 } from '../../src/index.js'
 import { JsonTextStorage, squares, squaresWorkflow } from './helpers.js'
+import { runLogOf } from '../support/file-log.js'
 
 describe('checkpoint storage and management', () => {
   let dir = ''
@@ -54,7 +55,7 @@ describe('checkpoint storage and management', () => {
     expect(resumed.getOutputs()).toEqual([squares(2)])
   })
 
-  it('MemoryStore copies in and out; FileStore creates its directory, refuses path traversal and, asked to, skips an unreadable file when listing', async () => {
+  it('MemoryStore copies in and out; FileStore creates its directory, refuses path traversal and, asked to, skips an unreadable record when listing', async () => {
     const memory = new MemoryStore()
     const { workflow } = squaresWorkflow(memory)
     const result = await workflow.run({ message: 2 })
@@ -67,9 +68,11 @@ describe('checkpoint storage and management', () => {
     const files = new FileStore({ directory: storagePath, onWarning: (w) => warnings.push(w) })
     const run = await squaresWorkflow(files).workflow.run({ message: 2 })
     await expect(files.load('../../etc/passwd')).rejects.toThrow(/not a valid id/)
-    const runDir = (await readdir(storagePath, { recursive: true })).find((p) => p.endsWith(`${run.checkpointId!}.json`))
-    expect(runDir).toBeDefined()
-    await writeFile(join(storagePath, runDir!), '{ torn')
+    // The frame of the newest checkpoint torn in the run's log (its line end kept).
+    const log = await runLogOf(storagePath, run.runId)
+    const at = log.frameOf(run.checkpointId!)
+    log.lines[at] = `${log.lines[at]!.split(' ').slice(0, 2).join(' ')} { torn`
+    await log.write(false)
     await expect(listWorkflowCheckpoints(files, { workflowName: 'squares' })).rejects.toBeInstanceOf(CheckpointCorruptionError)
     const listed = await files.listCheckpoints({ workflowName: 'squares', unreadable: 'skip' })
     expect(listed).toHaveLength(3)

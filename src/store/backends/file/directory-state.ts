@@ -1,62 +1,40 @@
-import { lstatSync } from 'node:fs'
+import { closeSync, constants, fstatSync, ftruncateSync, lstatSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { join } from 'node:path'
-import type { RunRow } from '../../engine/rows.js'
-import { carryProgress } from '../../engine/run-patch.js'
 import type { LeaseTable } from '../../leases/lease-table.js'
-import { ensureDirectory, isTempFileName, isTempOfDeadWriter, listDirectory } from './driver.js'
-import { FileLayout, nameToId, parseCheckpointFileName, type CheckpointFile } from './file-names.js'
-import { readRunFile } from './file-rows.js'
-import { lockDirectory, type ProcessLock } from './process-lock.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
-
-/** What the store knows of one run, loaded from disk once and kept up to date by its writes. */
-export interface RunState {
-  /** run.json, with `lastSeq` raised to the highest checkpoint file's seq; undefined if absent. */
-  row: RunRow | undefined
-  /** Why run.json cannot be read: thrown by every call that needs the run. */
-  error: Error | undefined
-  /** run.json's `lastSeq` is behind a checkpoint file (a crash between the two writes). */
-  lagging: boolean
-  /** The run's checkpoint files, by ascending seq. */
-  checkpoints: CheckpointFile[]
-  /** Temp files seen in the run's checkpoint directory when it was read; the run's next write removes those of dead writers. */
-  leftovers: string[]
-  /** What the run's files looked like when this state was read (see {@link runStamp}). */
-  stamp: string
-}
-
-/** Where a checkpoint is: the id index entry. */
-export interface IndexEntry {
-  runId: string
-  file: CheckpointFile
-}
-
-/** A list file whose first `lines` lines end at byte `bytes`, which is also its size. */
-export interface ListState {
-  lines: number
-  bytes: number
-}
+import { CheckpointCorruptionError } from '../../../core/errors.js'
+import { assertRealDirectorySync, ensureDirectory, fsyncAsync, isTempOfDeadWriter, listDirectory, openForWriteSync, readJsonFile, readRegular, syncDirectory, writeAllSync, writeFileAtomic } from './driver.js'
+import { applyRecord, checkHead, continues, emptyLog, encodeFrame, foldFrames, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { FileLayout, nameToId } from './file-names.js'
+import { lockDirectory, type ProcessLock } from './process-lock.js'
 
 /**
  * Locks and caches of one store directory, shared by every `FileEngine` this process opens on
- * it, so two handles on one directory see each other's writes and never interleave them.
+ * it, so two handles on one directory see each other's writes and never interleave them. Each
+ * run's log is folded once and kept: a later use reads only what was appended since (another
+ * process may be writing), or the whole log again when it was replaced (a compaction).
  */
 export class DirectoryState {
   readonly layout: FileLayout
   /** Open engines using this state. */
   refs = 0
-  readonly lists = new Map<string, ListState>()
   /** The lease table (`leases.json`), loaded on first use; see `FileLeases`. */
   leases: Promise<LeaseTable> | undefined
   /** Writes of `leases.json`, in order. */
   leaseWrites: Promise<void> = Promise.resolve()
   readonly #locks = new KeyedLock()
   #processLock: Promise<ProcessLock> | undefined
-  readonly #runs = new Map<string, Promise<RunState>>()
+  readonly #runs = new Map<string, RunLog>()
   #ready: Promise<void> | undefined
-  #index: Promise<Map<string, IndexEntry>> | undefined
+  /** Checkpoint id → run id over every run, built on first use; a hit is checked against the run's log. */
+  #index: Map<string, string> | undefined
+  readonly #claimed = new Set<string>()
+  readonly #swept = new Set<string>()
+  /** Runs with frames not yet synced (async commits) or a head file behind their log. */
+  readonly #dirty = new Map<string, { sync: boolean }>()
+  #flushTimer: NodeJS.Timeout | undefined
+  #flushing: Promise<void> = Promise.resolve()
 
   constructor(root: string) {
     this.layout = new FileLayout(root)
@@ -78,15 +56,11 @@ export class DirectoryState {
   /**
    * Hold the directory's leases for this process (see `lockDirectory`); `onLocked` runs once,
    * when the lock is first taken. Throws `RunBusyError` while another live process holds it.
-   * What was read before is forgotten: the process that held the lock may have written since.
    */
   async lockLeases(runId: string | undefined, onLocked: () => void): Promise<void> {
     await this.ready()
     this.#processLock ??= lockDirectory(this.layout.root, runId).then(
       (lock) => {
-        this.#runs.clear()
-        this.lists.clear()
-        this.#index = undefined
         onLocked()
         return lock
       },
@@ -116,63 +90,87 @@ export class DirectoryState {
     return this.#locks.has(runId)
   }
 
-  /** Wait for every write in progress. */
+  /** Wait for every write in progress, then sync what async commits left unsynced. */
   async idle(): Promise<void> {
     await Promise.allSettled([this.#locks.idle(), this.leaseWrites])
+    await this.flush()
   }
 
   /**
-   * What is known of a run: read from disk when it is not cached, or when its files changed since
-   * it was read (another process wrote the run; see {@link runStamp}). While this process writes
-   * the run, a read takes the state its writer keeps current, so it never pairs the new files of a
-   * change half-way with the old run.json; a writer (`writing`, under the run's lock) always checks.
+   * A run as its log folds to now. The cached state is used while the log file is the one it was
+   * read from and no longer than it was then; a longer log is read from where the state stopped;
+   * a replaced or shorter one is read again. (The size is only ever larger than the state's end
+   * for a write of another process, or a torn frame that the next write cuts off.) While this
+   * process writes the run, a read takes the state its writer keeps current, so it never folds a
+   * frame the writer is about to apply; a writer (`writing`, under the run's lock) always checks.
    */
-  async runState(runId: string, options: { writing?: boolean } = {}): Promise<RunState> {
-    const writing = options.writing === true
-    let state = this.#runs.get(runId)
-    if (state && (writing || !this.isLocked(runId))) {
-      const cached = await state.catch(() => undefined)
-      if (cached && cached.stamp !== runStamp(this.layout, runId) && this.#runs.get(runId) === state) this.#runs.delete(runId)
-      state = this.#runs.get(runId)
+  runLog(runId: string, options: { writing?: boolean } = {}): RunLog {
+    let log = this.#runs.get(runId)
+    if (log && options.writing !== true && this.isLocked(runId)) return log
+    const path = this.layout.logFile(runId)
+    const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
+    if (log && (stat?.ino !== log.ino || (stat !== undefined && stat.size < BigInt(log.end)))) log = undefined
+    if (log && stat && stat.size > BigInt(log.end)) {
+      const bytes = readRegular(path, log.end)
+      if (bytes && continues(log, bytes)) foldFrames(log, bytes, path)
+      else if (bytes) log = undefined
     }
-    if (!state) {
-      state = this.#loadRun(runId, writing)
-      this.#runs.set(runId, state)
-      void state.catch(() => {
-        if (this.#runs.get(runId) === state) this.#runs.delete(runId)
-      })
+    if (!log) {
+      log = this.#load(runId, stat?.ino)
+      this.#runs.set(runId, log)
     }
-    return state
+    return log
+  }
+
+  /** Every run with a directory, folded (cross-run queries); the id index is built again from them. */
+  async allRuns(): Promise<RunLog[]> {
+    const logs = (await this.runIds()).map((runId) => this.runLog(runId))
+    this.#index = new Map()
+    for (const log of logs) for (const id of log.byId.keys()) this.#index.set(id, log.runId)
+    return logs
+  }
+
+  /**
+   * The run that holds a checkpoint id. An id not in the index may have been written by another
+   * process since it was built: the index is built again once before the id is taken as absent.
+   */
+  async find(checkpointId: string): Promise<RunLog | undefined> {
+    const found = this.#lookUp(checkpointId)
+    if (found) return found
+    await this.allRuns()
+    return this.#lookUp(checkpointId)
+  }
+
+  /**
+   * Whether any of these checkpoint ids is taken, in any run (see {@link find}), or claimed by a
+   * commit in progress. When none is, they are claimed until `fn` settles, so a concurrent commit
+   * to another run cannot take them.
+   */
+  async claimIds<T>(checkpointIds: readonly string[], fn: () => Promise<T>): Promise<T | 'taken'> {
+    if (checkpointIds.length === 0) return fn()
+    if (this.#index === undefined) await this.allRuns()
+    if (checkpointIds.some((id) => this.#claimed.has(id) || this.#lookUp(id) !== undefined)) return 'taken'
+    for (const id of checkpointIds) this.#claimed.add(id)
+    try {
+      return await fn()
+    } finally {
+      for (const id of checkpointIds) this.#claimed.delete(id)
+    }
+  }
+
+  #lookUp(checkpointId: string): RunLog | undefined {
+    const runId = this.#index?.get(checkpointId)
+    const log = runId === undefined ? undefined : this.runLog(runId)
+    return log?.byId.has(checkpointId) ? log : undefined
   }
 
   /** Drop what is cached of a run (after it is deleted, or after a write failed half-way). */
   forgetRun(runId: string): void {
     this.#runs.delete(runId)
-    for (const key of [...this.lists.keys()]) if (key.startsWith(`${runId}\u0000`)) this.lists.delete(key)
+    this.#dirty.delete(runId)
   }
 
-  /**
-   * Where a checkpoint's file is. An id not in the index may have been written by another process
-   * since it was built: the index is built again once before the id is taken as absent.
-   */
-  async find(checkpointId: string): Promise<IndexEntry | undefined> {
-    const entry = (await this.index()).get(checkpointId)
-    if (entry) return entry
-    if (this.#locks.size > 0) return undefined
-    this.#index = undefined
-    return (await this.index()).get(checkpointId)
-  }
-
-  /** Checkpoint id → where its file is, over every run. Built from file names on first use. */
-  async index(): Promise<Map<string, IndexEntry>> {
-    this.#index ??= this.#buildIndex().catch((err: unknown) => {
-      this.#index = undefined
-      throw err
-    })
-    return this.#index
-  }
-
-  /** The ids of every run directory (with or without a run.json). */
+  /** The ids of every run directory. */
   async runIds(): Promise<string[]> {
     const ids: string[] = []
     for (const name of await listDirectory(this.layout.runsDir)) {
@@ -182,6 +180,98 @@ export class DirectoryState {
     return ids
   }
 
+  /**
+   * Append one frame to a run's log and apply it to the cached state. A torn frame a crash left
+   * at the end is cut off first. `sync`: the frame is on disk before this returns; otherwise it is
+   * synced within {@link FLUSH_MS} (or when the store closes).
+   */
+  async append(log: RunLog, record: LogRecord, sync: boolean): Promise<void> {
+    const { runId } = log
+    const path = this.layout.logFile(runId)
+    const created = log.ino === undefined
+    if (created) await ensureDirectory(this.layout.runDir(runId))
+    assertRealDirectorySync(this.layout.runDir(runId))
+    const { bytes, check } = encodeFrame(log.check, record)
+    const fd = openForWriteSync(path, constants.O_WRONLY | constants.O_CREAT)
+    try {
+      const stat = fstatSync(fd, { bigint: true })
+      if (stat.size !== BigInt(log.end)) ftruncateSync(fd, log.end)
+      writeAllSync(fd, bytes, log.end)
+      log.ino = stat.ino
+      if (sync) await fsyncAsync(fd)
+    } finally {
+      closeSync(fd)
+    }
+    if (sync && created) await syncDirectory(this.layout.runDir(runId))
+    log.end += bytes.length
+    log.frames++
+    log.check = check
+    applyRecord(log, record)
+    if (this.#index) for (const row of record.c ?? []) this.#index.set(row.id, runId)
+    const dirty = this.#dirty.get(runId)
+    this.#dirty.set(runId, { sync: (dirty?.sync ?? true) && sync })
+    this.#flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), FLUSH_MS).unref()
+  }
+
+  /**
+   * Rewrite a run's log with what its state holds (a compaction: after checkpoints are deleted,
+   * or records rewritten), atomically: a new log of the next generation replaces the old one.
+   */
+  async compact(log: RunLog, records: LogRecord[]): Promise<void> {
+    const fresh = emptyLog(log.runId)
+    const frames: Buffer[] = []
+    for (const record of records) {
+      const { bytes, check } = encodeFrame(fresh.check, record)
+      frames.push(bytes)
+      fresh.check = check
+      fresh.frames++
+    }
+    const path = this.layout.logFile(log.runId)
+    await writeFileAtomic(path, Buffer.concat(frames))
+    this.forgetRun(log.runId)
+    const read = this.runLog(log.runId)
+    await this.#writeHead(read)
+  }
+
+  /** Sync the logs async commits wrote, and bring each head file up to its log. */
+  async flush(): Promise<void> {
+    if (this.#flushTimer) clearTimeout(this.#flushTimer)
+    this.#flushTimer = undefined
+    // Each head is taken now: it covers only frames that are synced now, or by this flush.
+    const runs = [...this.#dirty].flatMap(([runId, { sync }]) => {
+      const log = this.#runs.get(runId)
+      return log && log.ino !== undefined ? [{ log, sync, head: { g: log.gen, n: log.frames, h: log.check } }] : []
+    })
+    this.#dirty.clear()
+    const flush = this.#flushing.then(async () => {
+      let failure: Error | undefined
+      for (const { log, sync, head } of runs) {
+        try {
+          if (!sync) {
+            const fd = openForWriteSync(this.layout.logFile(log.runId), constants.O_RDONLY)
+            try {
+              await fsyncAsync(fd)
+            } finally {
+              closeSync(fd)
+            }
+          }
+          await this.#writeHead(log, head)
+        } catch (err) {
+          // A run deleted meanwhile has nothing left to sync.
+          if (this.#runs.get(log.runId) === log) failure ??= err as Error
+        }
+      }
+      if (failure !== undefined) throw failure
+    })
+    this.#flushing = flush.catch(() => undefined)
+    await flush
+  }
+
+  async #writeHead(log: RunLog, head = { g: log.gen, n: log.frames, h: log.check }): Promise<void> {
+    if (this.#runs.get(log.runId) !== log) return
+    await writeFileAtomic(this.layout.headFile(log.runId), JSON.stringify(head))
+  }
+
   async #prepare(): Promise<void> {
     await ensureDirectory(this.layout.runsDir)
     for (const name of await listDirectory(this.layout.runsDir)) {
@@ -189,68 +279,44 @@ export class DirectoryState {
     }
   }
 
-  /** Note that this process changed the run's files: its cached state is what they now hold. */
-  restamp(state: RunState, runId: string): void {
-    state.stamp = runStamp(this.layout, runId)
-  }
-
   /**
-   * Read a run from disk. run.json behind its checkpoint files is either a crash between the two
-   * writes or another process's commit half-way (its checkpoints renamed into place, run.json
-   * next): a reader reads again for a moment (up to half a second) before taking it as a crash's
-   * remains (and carrying the progress forward, as a writer does at once).
+   * Remove the temp files a crashed compaction or head write of this run left (only those of
+   * processes that are gone, never one a live writer is about to rename): once per run and process,
+   * at its first write.
    */
-  async #loadRun(runId: string, writing: boolean): Promise<RunState> {
-    for (let attempt = 0; ; attempt++) {
-      const leftovers: string[] = []
-      // Stamped first: a write landing while the files are read makes the next use read them again.
-      const stamp = runStamp(this.layout, runId)
-      const [run, checkpoints] = await Promise.all([readRunFile(this.layout, runId), this.#scanCheckpoints(runId, leftovers)])
-      const highest = checkpoints[checkpoints.length - 1]?.seq ?? 0
-      const lagging = run.row !== undefined && run.row.lastSeq < highest
-      if (lagging && !writing && attempt < LAGGING_READS) {
-        await sleep(LAGGING_PAUSE_MS)
-        continue
-      }
-      const row = run.row && carryProgress(run.row, Math.max(run.row.lastSeq, highest))
-      return { row, error: run.error, lagging, checkpoints, leftovers, stamp }
-    }
+  async removeLeftovers(runId: string): Promise<void> {
+    if (this.#swept.has(runId)) return
+    this.#swept.add(runId)
+    const dir = this.layout.runDir(runId)
+    for (const name of await listDirectory(dir)) if (isTempOfDeadWriter(name)) await rm(join(dir, name), { force: true })
   }
 
-  /**
-   * Remove the temp files a crashed write of this run left, once, under the run's lock (a writer
-   * calls it): only those whose writing process is gone, never one a live writer is about to
-   * rename.
-   */
-  async removeLeftovers(runId: string, state: RunState): Promise<void> {
-    const names = state.leftovers
-    state.leftovers = []
-    const dir = this.layout.checkpointsDir(runId)
-    for (const name of names) if (isTempOfDeadWriter(name)) await rm(join(dir, name), { force: true })
-  }
-
-  async #buildIndex(): Promise<Map<string, IndexEntry>> {
-    const index = new Map<string, IndexEntry>()
-    for (const runId of await this.runIds()) {
-      for (const file of await this.#scanCheckpoints(runId)) index.set(file.id, { runId, file })
+  /** Read a run's log from disk, checked against its head file (read first: it never runs ahead of the log). */
+  #load(runId: string, ino: bigint | undefined): RunLog {
+    const log = emptyLog(runId)
+    if (ino === undefined) return log
+    assertRealDirectorySync(this.layout.runDir(runId))
+    const headPath = this.layout.headFile(runId)
+    const headFile = readJsonFile(headPath)
+    const path = this.layout.logFile(runId)
+    const bytes = readRegular(path, 0)
+    if (!bytes) return log
+    log.ino = ino
+    const head = headFile.state === 'parsed' && isLogHead(headFile.value) ? headFile.value : undefined
+    const at = foldFrames(log, bytes, path, head?.n)
+    if (headFile.state !== 'missing' && !head) {
+      const reason = headFile.state === 'invalid' ? headFile.reason : 'not a log head'
+      log.error = new CheckpointCorruptionError(`run ${runId}: its head file ${headPath} is corrupt (${reason}); restore it from a backup, or delete it to stop checking the log for rollbacks`, { runId })
     }
-    return index
-  }
-
-  /** A run's checkpoint files by seq; the names of temp files go to `temps` (read only: nothing is removed here). */
-  async #scanCheckpoints(runId: string, temps?: string[]): Promise<CheckpointFile[]> {
-    const dir = this.layout.checkpointsDir(runId)
-    const files: CheckpointFile[] = []
-    for (const name of await listDirectory(dir)) {
-      const file = parseCheckpointFileName(name)
-      if (file) files.push(file)
-      else if (isTempFileName(name)) temps?.push(name)
-    }
-    return files.sort(compareFiles)
+    checkHead(log, head, at, path)
+    return log
   }
 }
 
 const directories = new Map<string, DirectoryState>()
+
+/** How long an async commit may stay unsynced. */
+const FLUSH_MS = 100
 
 /** The shared state of the directory at `root` (an absolute path). */
 export function acquireDirectory(root: string): DirectoryState {
@@ -267,37 +333,4 @@ export function acquireDirectory(root: string): DirectoryState {
 export function releaseDirectory(state: DirectoryState): void {
   state.refs--
   if (state.refs === 0 && directories.get(state.layout.root) === state) directories.delete(state.layout.root)
-}
-
-/** How many times, at most, a reader reads a run again while run.json is behind its checkpoints. */
-const LAGGING_READS = 100
-const LAGGING_PAUSE_MS = 5
-
-/**
- * What a run's files look like: inode, size and times of run.json and of the record of deleted
- * checkpoints. Every commit that adds checkpoints, and every change of the run row, replaces
- * run.json (a new inode); removing checkpoints through the store appends to that record. A
- * cached state whose stamp differs from the disk's is read again.
- */
-export function runStamp(layout: FileLayout, runId: string): string {
-  return [layout.runFile(runId), deletedCheckpointsFile(layout, runId)]
-    .map((path) => {
-      const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
-      return stat ? `${stat.ino}:${stat.size}:${stat.mtimeNs}:${stat.ctimeNs}` : '-'
-    })
-    .join('/')
-}
-
-/** The ids of the run's checkpoints deleted through the store, one a line. */
-export function deletedCheckpointsFile(layout: FileLayout, runId: string): string {
-  return join(layout.runDir(runId), 'deleted-checkpoints.jsonl')
-}
-
-export function compareFiles(a: CheckpointFile, b: CheckpointFile): number {
-  return a.seq - b.seq || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
-}
-
-/** A run's last seq: run.json's, or its highest checkpoint file's when run.json is behind it. */
-export function lastSeqOf(state: RunState): number {
-  return Math.max(state.row?.lastSeq ?? 0, state.checkpoints[state.checkpoints.length - 1]?.seq ?? 0)
 }

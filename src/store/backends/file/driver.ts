@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { closeSync, constants, fstatSync, fsync, openSync, readSync, realpathSync, writeSync } from 'node:fs'
+import { closeSync, constants, fstatSync, fsync, openSync, readSync, realpathSync, renameSync, rmSync, writeSync } from 'node:fs'
 import { mkdir, open, readdir, realpath } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join } from 'node:path'
@@ -8,8 +8,8 @@ import { CairnError, StoreError } from '../../../core/errors.js'
 import { processIsGone } from '../../../core/process-alive.js'
 
 /**
- * The file-system primitives of the file store: atomic whole-file writes, directory fsyncs, and
- * the append-only line files that hold lists.
+ * The file-system primitives of the file store: bounded reads of regular files, atomic
+ * whole-file writes, and directory fsyncs.
  */
 
 /**
@@ -23,17 +23,11 @@ export function tempPathFor(path: string): string {
 
 /**
  * The last 12 hex digits of a temp file's name: 6 drawn once by this process (a later process
- * with the same pid does not pick the names a crashed one left), then a counter: a commit writes
- * several temp files, and drawing random bytes for each cost more than writing some of them.
+ * with the same pid does not pick the names a crashed one left), then a counter.
  */
 const TEMP_PREFIX = randomBytes(3).toString('hex')
 const TEMP_COUNT_LIMIT = 0x1000000
 let tempCount = 0
-
-/** Whether a directory entry is a temp file of {@link writeFileAtomic}. */
-export function isTempFileName(name: string): boolean {
-  return name.startsWith('.') && name.endsWith('.tmp')
-}
 
 /**
  * Whether a temp file of {@link writeFileAtomic} was left by a process that is gone: its name
@@ -98,27 +92,8 @@ const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants
 
 /** The largest JSON file (a run, a checkpoint row, an effect) the store reads. */
 export const MAX_JSON_FILE_BYTES = 256 * 1024 * 1024
-/** The largest list file the store reads. */
-export const MAX_LIST_FILE_BYTES = 2 * 1024 * 1024 * 1024
-
-/** A file's bytes, or `undefined` when it does not exist; anything but a regular file is refused. */
-export async function readIfExists(path: string, maxBytes = MAX_LIST_FILE_BYTES): Promise<Buffer | undefined> {
-  let handle
-  try {
-    handle = await open(path, READ_FLAGS)
-  } catch (err) {
-    if (isNotFound(err)) return undefined
-    throw notRegular(path, err)
-  }
-  try {
-    const stat = await handle.stat()
-    const problem = fileProblem(stat, maxBytes)
-    if (problem) throw new StoreError(`${path} ${problem}; the file store reads only the regular files it wrote`)
-    return await handle.readFile()
-  } finally {
-    await handle.close()
-  }
-}
+/** The largest run log the store reads. */
+export const MAX_LOG_FILE_BYTES = 2 * 1024 * 1024 * 1024
 
 /** Refuse to write into `directory` unless it is itself (no symbolic link anywhere on its path). */
 export async function assertRealDirectory(directory: string): Promise<void> {
@@ -160,7 +135,7 @@ export async function listDirectory(path: string): Promise<string[]> {
 /** A file as JSON: missing, parsed, or unreadable (not JSON). */
 export type JsonFile = { state: 'missing' } | { state: 'parsed'; value: unknown } | { state: 'invalid'; reason: string }
 
-export async function readJsonFile(path: string): Promise<JsonFile> {
+export function readJsonFile(path: string): JsonFile {
   // Read synchronously: these files are small (a checkpoint row, a run, an effect), and for
   // small files the promise API's per-call overhead dominates — listing 1,000 checkpoints took
   // 56 ms with readFile and 7 ms with readFileSync (bench:store). Only a regular file of bounded
@@ -184,67 +159,6 @@ export async function readJsonFile(path: string): Promise<JsonFile> {
   }
 }
 
-/** Where the complete lines of a list file end. */
-export interface LineScan {
-  /** Complete (newline-terminated) lines, up to the limit asked for. */
-  lines: number
-  /** Byte offset just after the last of those lines. */
-  end: number
-  /** The file's size: more than `end` when it has further lines or a torn tail. */
-  size: number
-}
-
-/** Count up to `limit` complete lines of `bytes`. A last line without its newline is torn. */
-export function scanLines(bytes: Buffer, limit: number): LineScan {
-  let lines = 0
-  let end = 0
-  while (lines < limit) {
-    const newline = bytes.indexOf(0x0a, end)
-    if (newline < 0) break
-    lines++
-    end = newline + 1
-  }
-  return { lines, end, size: bytes.length }
-}
-
-/** The first `limit` complete lines of `bytes`, as strings. */
-export function readLines(bytes: Buffer, limit: number): string[] {
-  const lines: string[] = []
-  let start = 0
-  while (lines.length < limit) {
-    const newline = bytes.indexOf(0x0a, start)
-    if (newline < 0) break
-    lines.push(bytes.toString('utf8', start, newline))
-    start = newline + 1
-  }
-  return lines
-}
-
-/** Append `items` as lines to a list file (created if missing) and fsync it. Returns the new size. */
-export async function appendLines(path: string, items: readonly string[]): Promise<number> {
-  await assertRealDirectory(dirname(path))
-  const handle = await openForWrite(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT)
-  try {
-    await handle.appendFile(items.map((item) => `${item}\n`).join(''), 'utf8')
-    await handle.sync()
-    return (await handle.stat()).size
-  } finally {
-    await handle.close()
-  }
-}
-
-/** Cut a file to `length` bytes and fsync it. */
-export async function truncateFile(path: string, length: number): Promise<void> {
-  await assertRealDirectory(dirname(path))
-  const handle = await openForWrite(path, constants.O_RDWR)
-  try {
-    await handle.truncate(length)
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
-
 export function isNotFound(err: unknown): boolean {
   return (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT'
 }
@@ -265,17 +179,17 @@ function fileProblem(stat: { isFile(): boolean; size: number }, maxBytes: number
   return undefined
 }
 
-/** A regular file's bytes, or why it is refused; throws ENOENT and ELOOP as they come. */
-function readRegularSync(path: string, maxBytes: number): Buffer | string {
+/** A regular file's bytes from offset `from`, or why it is refused; throws ENOENT and ELOOP as they come. */
+function readRegularSync(path: string, maxBytes: number, from = 0): Buffer | string {
   const fd = openSync(path, READ_FLAGS)
   try {
     const stat = fstatSync(fd)
     const problem = fileProblem(stat, maxBytes)
     if (problem) return problem
-    const bytes = Buffer.allocUnsafe(stat.size)
+    const bytes = Buffer.allocUnsafe(Math.max(0, stat.size - from))
     let at = 0
     while (at < bytes.length) {
-      const n = readSync(fd, bytes, at, bytes.length - at, at)
+      const n = readSync(fd, bytes, at, bytes.length - at, from + at)
       if (n === 0) break
       at += n
     }
@@ -283,6 +197,44 @@ function readRegularSync(path: string, maxBytes: number): Buffer | string {
   } finally {
     closeSync(fd)
   }
+}
+
+/**
+ * A file's bytes from offset `from`, or `undefined` when it does not exist; anything but a
+ * regular file within the size limit is refused.
+ */
+export function readRegular(path: string, from = 0, maxBytes = MAX_LOG_FILE_BYTES): Buffer | undefined {
+  let read
+  try {
+    read = readRegularSync(path, maxBytes, from)
+  } catch (err) {
+    if (isNotFound(err)) return undefined
+    throw notRegular(path, err)
+  }
+  if (typeof read === 'string') throw new StoreError(`${path} ${read}; the file store reads only the regular files it wrote`)
+  return read
+}
+
+/**
+ * Replace `path` with `bytes` atomically: write a temp file in the same directory (see
+ * `tempPathFor`), fsync it, rename it over the target, fsync the directory. A crash leaves the
+ * old file or the new one, never a torn one.
+ */
+export async function writeFileAtomic(path: string, bytes: string | Buffer): Promise<void> {
+  assertRealDirectorySync(dirname(path))
+  const temp = tempPathFor(path)
+  const fd = openForWriteSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL)
+  try {
+    writeAllSync(fd, typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes)
+    await fsyncAsync(fd)
+  } catch (err) {
+    closeSync(fd)
+    rmSync(temp, { force: true })
+    throw err
+  }
+  closeSync(fd)
+  renameSync(temp, path)
+  await syncDirectory(dirname(path))
 }
 
 /** Write all of `bytes` at `position` (default: the current offset) of an open file. */
@@ -321,20 +273,4 @@ export function openForWriteSync(path: string, flags: number): number {
     throw new StoreError(`${path} is not a regular file (a FIFO, device or directory); the file store writes only the regular files it made`)
   }
   return fd
-}
-
-/** Open a file to write without following a symbolic link, and only if it is a regular file. */
-async function openForWrite(path: string, flags: number) {
-  let handle
-  try {
-    handle = await open(path, flags | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0), 0o644)
-  } catch (err) {
-    throw notRegular(path, err)
-  }
-  const stat = await handle.stat()
-  if (!stat.isFile()) {
-    await handle.close()
-    throw new StoreError(`${path} is not a regular file (a FIFO, device or directory); the file store writes only the regular files it made`)
-  }
-  return handle
 }

@@ -1,44 +1,39 @@
 import { rename, rm } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { StoreError } from '../../../core/errors.js'
+import { InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
-import { compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
-import { applyRunPatch, carryProgress, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
-import { acquireDirectory, deletedCheckpointsFile, lastSeqOf, releaseDirectory, type DirectoryState, type RunState } from './directory-state.js'
-import { FileCheckpoints, header } from './file-checkpoints.js'
-import { FileCommits } from './file-commit.js'
-import { FileEffects } from './file-effects.js'
+import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
+import { checkCommit, effectWrites } from '../../engine/commit-checks.js'
+import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
+import { acquireDirectory, releaseDirectory, type DirectoryState } from './directory-state.js'
 import { FileLeases } from './file-leases.js'
-import { FileWrites } from './file-writes.js'
-import { appendLines, ensureDirectory, readIfExists, resolveRoot, syncDirectory } from './driver.js'
-import { writeFileAtomic } from './file-batch.js'
-import { FileLists } from './file-lists.js'
-import { assertSafeId, type CheckpointFile, type FileLayout } from './file-names.js'
-import { readCheckpointFile } from './file-rows.js'
+import { ensureDirectory, readRegular, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
+import { compactRecords, isUnreadable, putWrite, type LogRecord, type RunLog } from './file-log.js'
+import { assertSafeId, type FileLayout } from './file-names.js'
 
 /** Options of {@link FileEngine}. */
 export interface FileEngineOptions {
   /** The directory holding the store; created (with its parents) at the first write if missing. Reads never create it. */
   directory: string
-  /** Where warnings go (an unreadable checkpoint file skipped while listing). Defaults to `process.emitWarning`. */
+  /** Where warnings go (a deleted run's files left behind). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
 }
 
 /**
  * A {@link StorageEngine} over a directory, for a single process and no dependencies. Each run
- * is a directory: `run.json`, one JSON file per checkpoint, one append-only `.jsonl` file per
- * list and one JSON file per effect (see `FileLayout`). Whole files are replaced atomically
- * (temp file, fsync, rename, directory fsync); list files only grow, and a checkpoint is written
- * after the list lines it references are durable, so a crash leaves at most unreferenced tail
- * lines, which the next append to that list cuts off.
+ * is one append-only log (`runs/<runId>/log.jsonl`, see `file-log.ts`): a commit appends one
+ * frame holding its checkpoints, list items, effect changes and the run row as changed, so a
+ * commit is one write (and, for `sync` durability, one fsync). The log is folded in memory when
+ * the run is first used and kept while the store is open. Removing checkpoints or rewriting
+ * records replaces the log atomically with what is kept (a compaction).
  *
  * Writes to one run are serialized by an in-process lock shared by every engine this process
  * opens on the same directory. Several processes must not write to one directory at once: use
- * `SqliteStore` for that.
+ * `SqliteStore` for that. Other processes may read: they see the log up to its last whole frame.
  *
  * @example
  * ```ts
@@ -48,11 +43,6 @@ export interface FileEngineOptions {
 export class FileEngine implements StorageEngine {
   readonly #dir: DirectoryState
   readonly #layout: FileLayout
-  readonly #lists: FileLists
-  readonly #effects: FileEffects
-  readonly #writes: FileWrites
-  readonly #checkpoints: FileCheckpoints
-  readonly #commits: FileCommits
   readonly #warn: (message: string) => void
   #closed = false
   /** The lease protocol, for several workers in this process (see {@link FileLeases}). */
@@ -62,25 +52,15 @@ export class FileEngine implements StorageEngine {
     // Resolved once: every path below it must then be itself (see `assertRealDirectory`).
     this.#dir = acquireDirectory(resolveRoot(resolve(options.directory)))
     this.#layout = this.#dir.layout
-    this.#lists = new FileLists(this.#dir)
-    this.#effects = new FileEffects(this.#dir)
-    this.#writes = new FileWrites(this.#dir)
     this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
     this.leases = new FileLeases(this.#dir, {
       write: (runId, fn) => this.#write(runId, fn),
-      writeRunFile: (row, create) => this.#writeRunFile(row, create),
-    })
-    this.#checkpoints = new FileCheckpoints(this.#dir)
-    this.#commits = new FileCommits(this.#dir, {
-      runs: { write: (runId, fn) => this.#write(runId, fn), writeRunFile: (row, create) => this.#writeRunFile(row, create) },
-      lists: this.#lists,
-      effects: this.#effects,
-      leases: this.leases,
+      putRun: (log, row) => this.#dir.append(log, { r: row }, true),
     })
   }
 
   async getKeyCheck(keyId: string): Promise<string | undefined> {
-    return (await readIfExists(this.#layout.keyCheckFile(keyId), 1024))?.toString('utf8')
+    return readRegular(this.#layout.keyCheckFile(keyId), 0, 1024)?.toString('utf8')
   }
 
   async putKeyCheck(keyId: string, value: string): Promise<string> {
@@ -92,33 +72,24 @@ export class FileEngine implements StorageEngine {
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
-    this.#layout.runDir(row.runId)
-    return this.#write(row.runId, async (state) => {
-      if (state.error) throw state.error
-      if (state.row) return false
-      const stored = carryProgress(row, Math.max(row.lastSeq, lastSeqOf(state)))
-      await this.#writeRunFile(stored, true)
-      state.row = stored
-      state.lagging = false
+    return this.#write(row.runId, async (log) => {
+      if (log.row) return false
+      await this.#dir.append(log, { r: { ...row } }, true)
       return true
     })
   }
 
   async getRun(runId: string): Promise<RunRow | undefined> {
-    this.#layout.runDir(runId)
-    await this.#begin()
-    const state = await this.#dir.runState(runId)
-    if (state.error) throw state.error
-    return state.row && { ...state.row }
+    const row = (await this.#read(runId)).row
+    return row && { ...row }
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
     await this.#begin()
-    const states = await Promise.all((await this.#dir.runIds()).map((runId) => this.#dir.runState(runId)))
     const rows: RunRow[] = []
-    for (const state of states) {
-      if (state.error) throw state.error
-      if (state.row) rows.push(state.row)
+    for (const log of await this.#dir.allRuns()) {
+      if (log.error) throw log.error
+      if (log.row) rows.push(log.row)
     }
     const matching = rows
       .filter((run) => statusMatches(run.status, query.status))
@@ -129,29 +100,24 @@ export class FileEngine implements StorageEngine {
   }
 
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
-    this.#layout.runDir(runId)
-    return this.#write(runId, async (state) => {
-      if (state.error) throw state.error
-      if (!state.row) return undefined
-      if (swapFails(state.row, patch.swap)) return RUN_CHANGED
-      const updated = applyRunPatch(state.row, patch)
-      await this.#writeRunFile(updated, false)
-      state.row = updated
-      state.lagging = false
-      return { ...updated }
+    return this.#write(runId, async (log) => {
+      if (!log.row) return undefined
+      if (swapFails(log.row, patch.swap)) return RUN_CHANGED
+      await this.#dir.append(log, { r: applyRunPatch(log.row, patch) }, true)
+      return { ...log.row }
     })
   }
 
   async deleteRun(runId: string): Promise<boolean> {
     const runDir = this.#layout.runDir(runId)
-    return this.#write(runId, async (state) => {
-      if (!state.row && !state.error) return false
-      const index = await this.#dir.index()
+    await this.#beginWrite()
+    return this.#dir.withRunLock(runId, async () => {
+      const log = this.#dir.runLog(runId, { writing: true })
+      if (!log.row && !log.error && log.ino === undefined) return false
       // Move the directory out of sight in one step, so a crash never leaves half a run.
       const doomed = join(this.#layout.runsDir, `.deleted-${randomBytes(8).toString('hex')}`)
       await rename(runDir, doomed)
       await syncDirectory(this.#layout.runsDir)
-      for (const [id, entry] of [...index]) if (entry.runId === runId) index.delete(id)
       this.#dir.forgetRun(runId)
       await this.leases.forget(runId)
       try {
@@ -160,126 +126,177 @@ export class FileEngine implements StorageEngine {
         // The run is already gone; what is left is garbage the next open removes.
         this.#warn(`deleted run ${runId}, but removing its files at ${doomed} failed (${(err as Error).message}); they are removed the next time the store is opened`)
       }
-      return true
+      return log.row !== undefined
     })
   }
 
-  /** One `FileBatch` renamed into place in an order that keeps every prefix consistent (see {@link FileCommits}). */
+  /** One frame appended to the run's log; a fence is checked first, under the run's lock (a claim skips a locked run). */
   async commit(request: CommitRequest): Promise<CommitResult> {
-    return this.#commits.commit(request)
+    const { rows, run, fence } = request
+    assertCommit(request)
+    const leases = fence && (await this.leases.table())
+    return this.#write(run.runId, async (log) => {
+      const held = fence && leases?.check(fence)
+      if (held && !held.held) return { ok: false, reason: 'fenced' }
+      const outcome = await this.#dir.claimIds(
+        rows.map((row) => row.id),
+        () => this.#commitTo(log, request),
+      )
+      if (outcome === 'taken') return { ok: false, reason: 'duplicate_id' }
+      if (outcome.ok && held?.cancelRequested) return { ok: true, cancelRequested: true }
+      return outcome
+    })
+  }
+
+  /** Check a commit against the run's folded log and append its frame (ids checked and claimed). */
+  async #commitTo(log: RunLog, request: CommitRequest): Promise<CommitResult> {
+    const { rows, appends, run, effects, runPatch } = request
+    const refused = checkCommit(request, {
+      lastSeq: log.row?.lastSeq ?? 0,
+      hasCheckpoint: () => false,
+      listLength: (listId) => log.lists.get(listId)?.length ?? 0,
+      effectStatus: (callId) => log.effects.get(callId)?.status,
+    })
+    if (refused) return refused
+    if (runPatch && swapFails(log.row ?? run, runPatch.swap)) return { ok: false, reason: 'run_changed' }
+    const changed = effectWrites(run.runId, effects, (callId) => log.effects.get(callId))
+    let row: RunRow = log.row ?? { ...run, seal: run.seal ?? null, digest: run.digest ?? null }
+    const last = rows[rows.length - 1]
+    if (last) row = { ...row, lastSeq: last.seq, updatedAt: Math.max(row.updatedAt, ...rows.map((cp) => cp.createdAt)), seal: run.seal ?? null }
+    if (runPatch) row = applyRunPatch(row, runPatch)
+    const record: LogRecord = { r: row }
+    if (appends.length > 0) record.a = appends.map((append) => [append.listId, append.expectedLength, [...append.items]])
+    if (changed.size > 0) record.e = [...changed.values()]
+    if (rows.length > 0) record.c = rows.map((cp) => ({ ...cp }))
+    await this.#dir.append(log, record, request.durability !== 'async')
+    return { ok: true }
   }
 
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
     for (const id of checkpointIds) assertSafeId(id, 'checkpointId')
     await this.#begin()
-    return this.#checkpoints.get(checkpointIds)
+    const rows: CheckpointRow[] = []
+    for (const id of checkpointIds) {
+      // A checkpoint of a damaged frame comes back as a row EngineStore rejects: it must not look absent.
+      const row = (await this.#dir.find(id))?.byId.get(id)
+      if (row) rows.push({ ...row })
+    }
+    return rows
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
-    if ('runId' in query) this.#layout.runDir(query.runId)
+    if ('runId' in query) {
+      const { checkpoints } = await this.#read(query.runId)
+      const row = checkpoints[checkpoints.length - 1]
+      return row && { ...row }
+    }
     await this.#begin()
-    return this.#checkpoints.latest(query)
+    const rows = (await this.#dir.allRuns()).flatMap((log) => log.checkpoints.filter((row) => !isUnreadable(row) && row.workflowName === query.workflowName))
+    const row = rows.sort(compareCheckpointsNewestFirst)[0]
+    return row && { ...row }
   }
 
   async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
-    if (query.runId !== undefined) this.#layout.runDir(query.runId)
-    await this.#begin()
-    const rows = await this.#checkpoints.list(query)
-    return query.rows === true ? rows : rows.map(header)
+    // A checkpoint of a damaged frame is listed (as a row EngineStore refuses), whatever the filter: never skipped.
+    const matches = (row: CheckpointRow) => query.workflowName === undefined || isUnreadable(row) || row.workflowName === query.workflowName
+    let rows: CheckpointRow[]
+    if (query.runId !== undefined) {
+      rows = (await this.#read(query.runId)).checkpoints.filter(matches).reverse()
+    } else {
+      await this.#begin()
+      rows = (await this.#dir.allRuns()).flatMap((log) => log.checkpoints.filter(matches)).sort(compareCheckpointsNewestFirst)
+    }
+    return page(rows, (row) => row.id, query.before, query.limit).map(query.rows === true ? (row) => ({ ...row }) : header)
   }
 
   async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-    this.#layout.runDir(runId)
-    for (const range of ranges) this.#layout.listFile(runId, range.id)
-    await this.#begin()
-    return this.#lists.read(runId, ranges)
+    for (const range of ranges) assertSafeId(range.id, 'listId')
+    const log = await this.#read(runId)
+    return ranges.map((range) => (log.lists.get(range.id) ?? []).slice(range.from ?? 0, range.n))
   }
 
-  /** Read under the run's lock, so no commit of this process lands half-way through. */
   async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
-    this.#layout.runDir(runId)
-    await this.#begin()
-    return this.#dir.withRunLock(runId, async () => {
-      const run = await this.getRun(runId)
-      const checkpoints = await this.#checkpoints.list({ runId, limit: recent })
-      const wanted = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
-      const lists = (await this.#lists.read(runId, wanted)).map((items, k) => ({ id: wanted[k]!.id, items }))
-      return { run, checkpoints, lists: lists.filter((list) => list.items.length > 0), effects: await this.#effects.list(runId) }
+    const log = await this.#read(runId)
+    const newest = log.checkpoints.slice(-recent).reverse()
+    const checkpoints = newest.map((row) => ({ ...row }))
+    const wanted = retainedListLengths(newest.map(listsOf)) ?? retainedListLengths([])!
+    const lists = [...wanted].flatMap(([id, n]) => {
+      const items = log.lists.get(id)
+      return items && items.length > 0 ? [{ id, items: items.slice(0, n) }] : []
     })
+    return { run: log.row && { ...log.row }, checkpoints, lists, effects: effectsOf(log) }
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
-    this.#layout.runDir(runId)
-    return this.#write(runId, async (state) => {
-      const index = await this.#dir.index()
-      if (state.row && state.lagging) {
-        // Persist the lastSeq the files imply before removing them, so it never moves back.
-        await this.#writeRunFile(state.row, false)
-        state.lagging = false
-      }
+    return this.#write(runId, async (log) => {
       const doomed = new Set(checkpointIds)
-      const dir = this.#layout.checkpointsDir(runId)
-      // Recorded first: a checkpoint whose parent is gone without this record was removed behind the store's back.
-      const removing = state.checkpoints.filter((cp) => doomed.has(cp.id)).map((cp) => cp.id)
-      if (removing.length > 0) await appendLines(deletedCheckpointsFile(this.#layout, runId), removing)
-      let deleted = 0
-      for (const file of state.checkpoints.filter((cp) => doomed.has(cp.id))) {
-        await rm(join(dir, file.name), { force: true })
-        state.checkpoints = state.checkpoints.filter((cp) => cp !== file)
-        if (index.get(file.id)?.runId === runId) index.delete(file.id)
-        deleted++
+      const remaining = log.checkpoints.filter((row) => !doomed.has(row.id))
+      const deleted = log.checkpoints.length - remaining.length
+      const writes = checkpointIds.some((id) => log.writes.has(id))
+      if (deleted === 0 && !writes) return 0
+      for (const id of doomed) log.writes.delete(id)
+      for (const row of log.checkpoints) if (doomed.has(row.id)) log.byId.delete(row.id)
+      log.checkpoints = remaining
+      const keep = retainedListLengths(remaining.map(listsOf))
+      if (keep) {
+        for (const [listId, items] of [...log.lists]) {
+          const n = keep.get(listId) ?? 0
+          if (n === 0) log.lists.delete(listId)
+          else items.length = Math.min(items.length, n)
+        }
       }
-      if (deleted > 0) await syncDirectory(dir)
-      await this.#writes.delete(runId, [...doomed])
-      await this.#collectLists(runId, state.checkpoints)
+      await this.#compact(log)
       return deleted
     })
   }
 
   async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
-    this.#layout.effectsDir(runId)
-    for (const callId of callIds ?? []) this.#layout.effectFile(runId, callId)
-    await this.#begin()
-    if (callIds === undefined) return this.#effects.list(runId)
-    const rows = await Promise.all(callIds.map((callId) => this.#effects.get(runId, callId)))
-    return rows.filter((row) => row !== undefined).sort((a, b) => a.startedAt - b.startedAt)
+    const only = callIds && new Set(callIds)
+    return effectsOf(await this.#read(runId)).filter((row) => !only || only.has(row.callId))
   }
 
   async deleteEffects(runId: string): Promise<number> {
-    this.#layout.effectsDir(runId)
-    await this.#beginWrite()
-    return this.#dir.withRunLock(runId, () => this.#effects.deleteAll(runId))
+    return this.#write(runId, async (log) => {
+      const deleted = log.effects.size
+      if (deleted > 0) await this.#dir.append(log, { x: 1 }, true)
+      return deleted
+    })
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     for (const runId of new Set(rows.map((row) => row.runId))) {
-      this.#layout.runDir(runId)
-      await this.#beginWrite()
-      await this.#dir.withRunLock(runId, () => this.#writes.put(rows.filter((row) => row.runId === runId)))
+      await this.#write(runId, async (log) => {
+        // Only what changes the folded state is written: a retried task's first writes stay.
+        const probe = { ...log, writes: new Map([...log.writes].map(([id, map]) => [id, new Map(map)])) }
+        const changing = rows.filter((row) => row.runId === runId && putWrite(probe, row)).map((row) => ({ ...row }))
+        if (changing.length > 0) await this.#dir.append(log, { w: changing }, true)
+      })
     }
   }
 
   async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
-    this.#layout.runDir(runId)
-    await this.#begin()
-    const rows: PendingWriteRow[] = []
-    for (const checkpointId of checkpointIds) rows.push(...(await this.#writes.read(runId, checkpointId)))
-    return rows
+    const log = await this.#read(runId)
+    return checkpointIds.flatMap((id) => [...(log.writes.get(id)?.values() ?? [])].map((row) => ({ ...row })))
   }
 
   async rewrite(request: RewriteRequest): Promise<void> {
-    const { runId } = request
-    this.#layout.runDir(runId)
-    await this.#write(runId, async (state) => {
-      const dir = this.#layout.checkpointsDir(runId)
-      for (const row of request.checkpoints) {
-        const file = state.checkpoints.find((cp) => cp.id === row.id)
-        const read = file && (await readCheckpointFile(this.#layout, runId, file))
-        if (read?.state !== 'ok') continue
-        await writeFileAtomic(join(dir, file!.name), JSON.stringify({ ...read.row, body: row.body, lists: row.lists, digest: row.digest }))
+    await this.#write(request.runId, async (log) => {
+      for (const { id, body, lists, digest } of request.checkpoints) {
+        const row = log.byId.get(id)
+        if (!row || isUnreadable(row)) continue
+        const updated = { ...row, body, lists, digest }
+        log.byId.set(id, updated)
+        log.checkpoints[log.checkpoints.indexOf(row)] = updated
       }
-      await this.#lists.rewrite(runId, request.items)
-      for (const effect of request.effects) await this.#effects.rewrite(runId, effect)
+      for (const { listId, idx, item } of request.items) {
+        const items = log.lists.get(listId)
+        if (items && idx < items.length) items[idx] = item
+      }
+      for (const { callId, inputHash, output, outputHash } of request.effects) {
+        const row = log.effects.get(callId)
+        if (row) log.effects.set(callId, { ...row, inputHash, output, outputHash })
+      }
+      await this.#compact(log)
     })
   }
 
@@ -302,16 +319,25 @@ export class FileEngine implements StorageEngine {
     await this.#dir.ready()
   }
 
+  /** A run's folded log, for a read; a run that cannot be read throws. */
+  async #read(runId: string): Promise<RunLog> {
+    this.#layout.runDir(runId)
+    await this.#begin()
+    const log = this.#dir.runLog(runId)
+    if (log.error) throw log.error
+    return log
+  }
+
   /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
-  async #write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T> {
+  async #write<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
+    this.#layout.runDir(runId)
     await this.#beginWrite()
     return this.#dir.withRunLock(runId, async () => {
-      const state = await this.#dir.runState(runId, { writing: true })
+      const log = this.#dir.runLog(runId, { writing: true })
+      if (log.error) throw log.error
       try {
-        if (state.leftovers.length > 0) await this.#dir.removeLeftovers(runId, state)
-        const result = await fn(state)
-        this.#dir.restamp(state, runId)
-        return result
+        if (log.ino !== undefined) await this.#dir.removeLeftovers(runId)
+        return await fn(log)
       } catch (err) {
         this.#dir.forgetRun(runId)
         throw err
@@ -319,17 +345,41 @@ export class FileEngine implements StorageEngine {
     })
   }
 
-  async #writeRunFile(row: RunRow, create: boolean): Promise<void> {
-    if (create) {
-      await ensureDirectory(this.#layout.checkpointsDir(row.runId))
-      await ensureDirectory(this.#layout.listsDir(row.runId))
-    }
-    await writeFileAtomic(this.#layout.runFile(row.runId), JSON.stringify(row))
+  /** Replace the run's log with what its folded state holds now. */
+  async #compact(log: RunLog): Promise<void> {
+    await this.#dir.compact(log, compactRecords(log, log.gen + 1))
   }
+}
 
-  /** Cut or remove list files to what the remaining checkpoints reference. */
-  async #collectLists(runId: string, remaining: readonly CheckpointFile[]): Promise<void> {
-    const keep = await this.#checkpoints.retainedLists(runId, remaining)
-    if (keep) await this.#lists.collect(runId, keep)
+/** Validate every id of a commit before anything touches the disk. */
+function assertCommit({ rows, appends, run, effects }: CommitRequest): void {
+  assertSafeId(run.runId, 'runId')
+  for (const row of rows) {
+    assertSafeId(row.id, 'checkpointId')
+    if (!Number.isSafeInteger(row.seq) || row.seq < 1) {
+      throw new InvalidArgumentError(`checkpoint seq must be a positive integer, got ${String(row.seq)}`, { runId: row.runId })
+    }
+    if (run.runId !== row.runId) {
+      throw new InvalidArgumentError(`commit of run ${row.runId} carries a run row for ${run.runId}`, { runId: row.runId })
+    }
   }
+  for (const append of appends) assertSafeId(append.listId, 'listId')
+  for (const effect of [...(effects?.intents ?? []), ...(effects?.completions ?? [])]) {
+    if (effect.runId !== run.runId) throw new InvalidArgumentError(`commit of run ${run.runId} carries an effect of run ${effect.runId}`)
+  }
+}
+
+/** A listing's row without its contents. */
+function header(row: CheckpointRow): CheckpointHeaderRow {
+  const { body: _body, lists: _lists, digest: _digest, ...rest } = row
+  return rest
+}
+
+/** A row's list refs for `retainedListLengths`; an unreadable row's are unknown, which keeps every item. */
+function listsOf(row: CheckpointRow): { lists: string } {
+  return { lists: isUnreadable(row) ? '' : row.lists }
+}
+
+function effectsOf(log: RunLog): EffectRow[] {
+  return [...log.effects.values()].sort((a, b) => a.startedAt - b.startedAt).map((row) => ({ ...row }))
 }

@@ -13,16 +13,16 @@ import {
   type RequeueRequest,
 } from '../../engine/lease-engine.js'
 import { LeaseTable, unleased, type LeaseEntry } from '../../leases/lease-table.js'
-import type { DirectoryState, RunState } from './directory-state.js'
-import { readJsonFile } from './driver.js'
-import { writeFileAtomic } from './file-batch.js'
+import type { DirectoryState } from './directory-state.js'
+import { readJsonFile, writeFileAtomic } from './driver.js'
+import type { RunLog } from './file-log.js'
 import { WAITING_STATUSES } from '../../checkpoint-store.js'
 import { StoreError } from '../../../core/errors.js'
 
-/** What the leases need of their engine: a write under a run's lock, and run.json. */
+/** What the leases need of their engine: a write under a run's lock, and a change of the run row (a frame of its log). */
 export interface FileRunAccess {
-  write<T>(runId: string, fn: (state: RunState) => Promise<T>): Promise<T>
-  writeRunFile(row: RunRow, create: boolean): Promise<void>
+  write<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T>
+  putRun(log: RunLog, row: RunRow): Promise<void>
 }
 
 /**
@@ -55,24 +55,24 @@ export class FileLeases implements LeaseEngine {
   async enqueue(row: RunRow, job: { queue: string; priority: number }): Promise<boolean> {
     const table = await this.#writable(row.runId)
     return this.#runs.write(row.runId, async (state) => {
-      if (state.error) throw state.error
       if (state.row) return false
       // The lease entry is durable first: an entry without its run is never claimed.
       table.add(row.runId, { ...job, createdAt: row.createdAt })
       await this.#persist(table)
-      await this.#runs.writeRunFile(row, true)
-      state.row = { ...row }
-      state.lagging = false
+      await this.#runs.putRun(state, { ...row })
       return true
     })
   }
 
   async claim(request: Parameters<LeaseEngine['claim']>[0]): Promise<ClaimedRun[]> {
     const table = await this.#writable(undefined)
-    const states = new Map<string, RunState>()
+    const states = new Map<string, RunLog>()
     for (const [runId] of table.entries()) {
-      const state = await this.#dir.runState(runId).catch(() => undefined)
-      if (state) states.set(runId, state)
+      try {
+        states.set(runId, this.#dir.runLog(runId))
+      } catch {
+        // A run that cannot be read is not claimed.
+      }
     }
     // From here to the end of the claim nothing awaits: the decision is made at one instant.
     const claimed = table.claim(request, (runId) => (this.#dir.isLocked(runId) ? undefined : states.get(runId)?.row?.status))
@@ -83,15 +83,13 @@ export class FileLeases implements LeaseEngine {
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
     const table = await this.#writable(request.runId)
     return this.#runs.write(request.runId, async (state): Promise<AcquireOutcome> => {
-      if (state.error) throw state.error
       let created = false
       if (!state.row) {
         if (!request.create) return { outcome: 'not_found' }
-        await this.#runs.writeRunFile(request.create, true)
-        state.row = { ...request.create }
-        state.lagging = false
+        await this.#runs.putRun(state, { ...request.create })
         created = true
       }
+      if (!state.row) return { outcome: 'not_found' }
       const { acquired, row } = table.acquire(request.runId, request)
       if (!acquired) return { outcome: 'held', lease: row }
       await this.#persist(table)
@@ -109,14 +107,9 @@ export class FileLeases implements LeaseEngine {
   async release({ fence, patch, failed = false }: Parameters<LeaseEngine['release']>[0]): Promise<boolean | RunChanged> {
     const table = await this.#writable(fence.runId)
     return this.#runs.write(fence.runId, async (state) => {
-      if (state.error) throw state.error
       if (!state.row || !table.check(fence).held) return false
       if (patch && swapFails(state.row, patch.swap)) return RUN_CHANGED
-      if (patch) {
-        const updated = applyRunPatch(state.row, patch)
-        await this.#runs.writeRunFile(updated, false)
-        state.row = updated
-      }
+      if (patch) await this.#runs.putRun(state, applyRunPatch(state.row, patch))
       table.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(state.row.status) })
       await this.#persist(table)
       return true
@@ -126,15 +119,12 @@ export class FileLeases implements LeaseEngine {
   async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     const table = await this.#writable(runId)
     return this.#runs.write(runId, async (state) => {
-      if (state.error) throw state.error
       if (!state.row) return undefined
       if (swapFails(state.row, swap)) return RUN_CHANGED
       const outcome = table.cancel(runId, state.row.status)
       await this.#persist(table)
       if (outcome === 'cancelled') {
-        const updated = applyRunPatch(state.row, { status: 'cancelled', updatedAt: Math.max(state.row.updatedAt, Date.now()), ...(swap ? { swap } : {}) })
-        await this.#runs.writeRunFile(updated, false)
-        state.row = updated
+        await this.#runs.putRun(state, applyRunPatch(state.row, { status: 'cancelled', updatedAt: Math.max(state.row.updatedAt, Date.now()), ...(swap ? { swap } : {}) }))
       }
       return { outcome, status: state.row.status }
     })
@@ -143,18 +133,15 @@ export class FileLeases implements LeaseEngine {
   async requeuePaused({ runId, metadata, now, swap }: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
     const table = await this.#writable(runId)
     const outcome = await this.#runs.write(runId, async (state): Promise<RequeueOutcome | RunChanged | undefined> => {
-      if (state.error) throw state.error
       if (!state.row) return undefined
       if (!WAITING_STATUSES.includes(state.row.status)) return { outcome: 'not_paused', status: state.row.status }
       const blocked = table.blocksRequeue(runId, now)
       if (blocked) return blocked
       if (swapFails(state.row, swap)) return RUN_CHANGED
       const patch = { status: 'queued' as const, metadata, updatedAt: Math.max(state.row.updatedAt, now), swap }
-      const updated = applyRunPatch(state.row, patch)
       table.requeue(runId)
       await this.#persist(table)
-      await this.#runs.writeRunFile(updated, false)
-      state.row = updated
+      await this.#runs.putRun(state, applyRunPatch(state.row, patch))
       return { outcome: 'queued' }
     })
     // Once the run's write lock is released: a claim skips a run that is being written.
@@ -164,7 +151,7 @@ export class FileLeases implements LeaseEngine {
 
   async getLease(runId: string) {
     const table = await this.table()
-    const state = await this.#dir.runState(runId)
+    const state = this.#dir.runLog(runId)
     return state.row ? (table.get(runId) ?? unleased(runId)) : undefined
   }
 
@@ -193,7 +180,7 @@ export class FileLeases implements LeaseEngine {
 
   async #load(): Promise<LeaseTable> {
     const path = this.#path()
-    const file = await readJsonFile(path)
+    const file = readJsonFile(path)
     if (file.state === 'missing') return new LeaseTable()
     if (file.state === 'invalid' || !Array.isArray(file.value)) {
       throw new StoreError(`the lease file ${path} is corrupt; delete it to drop every lease (runs then start over from their queues' defaults)`)

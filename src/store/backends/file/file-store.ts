@@ -10,10 +10,11 @@ export interface FileStoreOptions extends EngineStoreOptions {
 
 /**
  * A {@link CheckpointStore} in a directory, for a single process and no dependencies: one
- * directory per run, every file replaced atomically (temp file, fsync, rename), the
- * conversation stored once in append-only list files so storage grows linearly, and ids that
- * could escape the directory refused. Several processes writing one directory at once is not
- * supported; use `SqliteStore` for that.
+ * append-only log per run, to which each commit appends one checksummed frame (its checkpoints,
+ * list items, effect changes and run row), so the conversation is stored once and storage grows
+ * linearly; ids that could escape the directory are refused. Other processes may read the store
+ * while one runs; several processes writing one directory at once is not supported: use
+ * `SqliteStore` for that.
  *
  * @example
  * ```ts

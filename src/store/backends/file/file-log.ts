@@ -1,0 +1,248 @@
+import { createHash } from 'node:crypto'
+import { CheckpointCorruptionError } from '../../../core/errors.js'
+import type { CheckpointRow, EffectRow, PendingWriteRow, RunRow } from '../../engine/rows.js'
+import { carryProgress } from '../../engine/run-patch.js'
+
+/**
+ * The log of one run: the file store's only record of it. Each change of the run (a commit, a
+ * change of its row, pending writes, its effects deleted) is one frame, one line:
+ *
+ * ```
+ * <check> <seq>:<checkpointId>,… <record JSON>\n
+ * ```
+ *
+ * `<check>` is 32 hex digits of the SHA-256 of the previous frame's check and the rest of the
+ * line, so every frame vouches for the one before it: an edited frame, or one removed from the
+ * middle, makes the check of a complete frame fail. The checkpoint ids (`-` for none) are in the
+ * clear so that even a frame that fails its check names what it held. A last frame without its
+ * newline is a write cut short (never acknowledged): it is not read, and the next write cuts it
+ * off. The record's fields (each optional) are applied in this order:
+ *
+ * - `g`: the log's generation (its first frame only; a compaction writes the next one)
+ * - `r`: the run row as it is after the change
+ * - `a`: list appends, `[listId, from, items]`
+ * - `e`: effect rows as they are after the change; `x`: the run's effects were deleted first
+ * - `w`: pending writes
+ * - `c`: checkpoint rows, in seq order
+ */
+export interface LogRecord {
+  g?: number
+  r?: RunRow
+  a?: [string, number, string[]][]
+  x?: 1
+  e?: EffectRow[]
+  w?: PendingWriteRow[]
+  c?: CheckpointRow[]
+}
+
+/** One run as its log folds to, and where the log's reading stopped. */
+export interface RunLog {
+  runId: string
+  row: RunRow | undefined
+  /** Why the run cannot be used (a frame other than a checkpoint's failed its check, or a rollback): thrown by every call that needs the run. */
+  error: Error | undefined
+  /** Checkpoints by ascending seq; a checkpoint of a damaged frame is a row of its ids and seq only, which `EngineStore` refuses. */
+  checkpoints: CheckpointRow[]
+  byId: Map<string, CheckpointRow>
+  lists: Map<string, string[]>
+  effects: Map<string, EffectRow>
+  /** Pending writes by checkpoint, then by `[taskId, idx]`. */
+  writes: Map<string, Map<string, PendingWriteRow>>
+  /** Complete frames read, the check of the last one, and the byte offset just after it. */
+  frames: number
+  check: string
+  end: number
+  gen: number
+  /** The log file this state was read from (its inode), or undefined when there is none. */
+  ino: bigint | undefined
+}
+
+export function emptyLog(runId: string): RunLog {
+  return {
+    runId,
+    row: undefined,
+    error: undefined,
+    checkpoints: [],
+    byId: new Map(),
+    lists: new Map(),
+    effects: new Map(),
+    writes: new Map(),
+    frames: 0,
+    check: '',
+    end: 0,
+    gen: 0,
+    ino: undefined,
+  }
+}
+
+/** A frame's bytes, chained to `previous` (the check of the frame before it). Returns the frame and its check. */
+export function encodeFrame(previous: string, record: LogRecord): { bytes: Buffer; check: string } {
+  const ids = record.c && record.c.length > 0 ? record.c.map((row) => `${row.seq}:${row.id}`).join(',') : '-'
+  const rest = `${ids} ${JSON.stringify(record)}`
+  const check = frameCheck(previous, rest)
+  return { bytes: Buffer.from(`${check} ${rest}\n`, 'utf8'), check }
+}
+
+function frameCheck(previous: string, rest: string): string {
+  return createHash('sha256').update(previous).update(' ').update(rest).digest('hex').slice(0, 32)
+}
+
+const CHECK = /^[0-9a-f]{32}$/
+
+/**
+ * Fold the complete frames of `bytes` (the log from `log.end` on) into `log`. Stops before a
+ * last frame without its newline. A frame that fails its check is not applied: its checkpoints
+ * are kept as rows of their ids only (reported as corrupt when read), and when it names none the
+ * whole run is refused. Returns the check of frame number `mark` when it is among those read.
+ */
+export function foldFrames(log: RunLog, bytes: Buffer, path: string, mark?: number): string | undefined {
+  let start = 0
+  let marked: string | undefined
+  const base = log.end
+  for (;;) {
+    const newline = bytes.indexOf(0x0a, start)
+    if (newline < 0) break
+    const line = bytes.toString('utf8', start, newline)
+    start = newline + 1
+    log.end = base + start
+    log.frames++
+    const space = line.indexOf(' ')
+    const stored = line.slice(0, space)
+    const rest = line.slice(space + 1)
+    const ok = space > 0 && CHECK.test(stored) && frameCheck(log.check, rest) === stored
+    log.check = CHECK.test(stored) ? stored : frameCheck(log.check, line)
+    const record = ok ? parseRecord(rest) : undefined
+    if (record) applyRecord(log, record)
+    else damaged(log, rest, path)
+    if (log.frames === mark) marked = log.check
+  }
+  return marked
+}
+
+/**
+ * Whether `bytes` (read from where `log` stopped) go on from the log's last frame: their first
+ * whole frame chains to it. Otherwise the file was rewritten in place, and is read again whole.
+ */
+export function continues(log: RunLog, bytes: Buffer): boolean {
+  const newline = bytes.indexOf(0x0a)
+  if (newline < 0) return true
+  const line = bytes.toString('utf8', 0, newline)
+  const space = line.indexOf(' ')
+  return space > 0 && frameCheck(log.check, line.slice(space + 1)) === line.slice(0, space)
+}
+
+function parseRecord(rest: string): LogRecord | undefined {
+  const space = rest.indexOf(' ')
+  try {
+    const value = JSON.parse(rest.slice(space + 1)) as unknown
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** A checkpoint row of a damaged frame: its ids and seq only. */
+const unreadable = new WeakSet<CheckpointRow>()
+
+export function isUnreadable(row: CheckpointRow): boolean {
+  return unreadable.has(row)
+}
+
+function damaged(log: RunLog, rest: string, path: string): void {
+  const ids = /^(\d+:[A-Za-z0-9_.:@-]+(,\d+:[A-Za-z0-9_.:@-]+)*) /.exec(rest)?.[1]
+  if (ids === undefined) {
+    log.error ??= new CheckpointCorruptionError(
+      `run ${log.runId}: frame ${log.frames} of its log ${path} is corrupt (it fails its check); restore the log from a backup, or delete the run's directory to drop the run`,
+      { runId: log.runId },
+    )
+    return
+  }
+  for (const pair of ids.split(',')) {
+    const colon = pair.indexOf(':')
+    const row = { id: pair.slice(colon + 1), runId: log.runId, seq: Number(pair.slice(0, colon)) } as CheckpointRow
+    unreadable.add(row)
+    addCheckpoint(log, row)
+    // The run went on to this seq: removing the damaged checkpoint must not make an older one its latest.
+    if (log.row && log.row.lastSeq < row.seq) log.row = carryProgress(log.row, row.seq)
+  }
+}
+
+function addCheckpoint(log: RunLog, row: CheckpointRow): void {
+  const last = log.checkpoints[log.checkpoints.length - 1]
+  if (last && last.seq >= row.seq) {
+    // Only a damaged log puts seqs out of order; keep the listing sorted anyway.
+    log.checkpoints.push(row)
+    log.checkpoints.sort((a, b) => a.seq - b.seq)
+  } else log.checkpoints.push(row)
+  log.byId.set(row.id, row)
+}
+
+/** Apply one record to the folded state (what a write does to the state it keeps, too). */
+export function applyRecord(log: RunLog, record: LogRecord): void {
+  if (record.g !== undefined && log.frames <= 1) log.gen = record.g
+  if (record.r) log.row = { ...record.r, seal: record.r.seal ?? null, digest: record.r.digest ?? null }
+  for (const [listId, from, items] of record.a ?? []) {
+    const list = log.lists.get(listId) ?? []
+    // A gap (a damaged frame's items are missing) is filled with items that fail every check.
+    while (list.length < from) list.push('')
+    list.length = from
+    list.push(...items)
+    log.lists.set(listId, list)
+  }
+  if (record.x) log.effects.clear()
+  for (const effect of record.e ?? []) log.effects.set(effect.callId, effect)
+  for (const write of record.w ?? []) putWrite(log, write)
+  for (const row of record.c ?? []) addCheckpoint(log, row)
+}
+
+/** Store a pending write: the first of a key with `idx >= 0` wins, a special write (`idx < 0`) replaces. */
+export function putWrite(log: RunLog, row: PendingWriteRow): boolean {
+  const writes = log.writes.get(row.checkpointId) ?? new Map<string, PendingWriteRow>()
+  log.writes.set(row.checkpointId, writes)
+  const key = JSON.stringify([row.taskId, row.idx])
+  if (row.idx >= 0 && writes.has(key)) return false
+  writes.set(key, row)
+  return true
+}
+
+/**
+ * The records that hold what `log` holds now, for a compacted log of generation `gen`: the run
+ * row, lists, effects and pending writes first, then one frame per checkpoint.
+ */
+export function compactRecords(log: RunLog, gen: number): LogRecord[] {
+  const base: LogRecord = { g: gen }
+  if (log.row) base.r = log.row
+  if (log.lists.size > 0) base.a = [...log.lists].map(([id, items]) => [id, 0, items])
+  if (log.effects.size > 0) base.e = [...log.effects.values()]
+  const writes = [...log.writes.values()].flatMap((map) => [...map.values()])
+  if (writes.length > 0) base.w = writes
+  return [base, ...log.checkpoints.map((row) => ({ c: [row] }))]
+}
+
+/** The head file: how far the log reached when it was last synced (see `checkHead`). */
+export interface LogHead {
+  g: number
+  n: number
+  h: string
+}
+
+/**
+ * Refuse a log that is shorter than, or differs from, what its head file recorded: its last
+ * frames were removed (a rollback). A log of a newer generation than the head is a compaction
+ * whose head was not written yet.
+ */
+export function checkHead(log: RunLog, head: LogHead | undefined, headAt: string | undefined, path: string): void {
+  if (!head || log.error) return
+  const rolledBack = log.gen < head.g || (log.gen === head.g && (log.frames < head.n || (head.n > 0 && headAt !== head.h)))
+  if (!rolledBack) return
+  log.error = new CheckpointCorruptionError(
+    `run ${log.runId}: its log ${path} holds ${log.frames} frames of generation ${log.gen}, but the store had synced ${head.n} frames of generation ${head.g} ` +
+      'with other contents: frames were removed or replaced behind the store\'s back (a rollback); restore the log from a backup',
+    { runId: log.runId },
+  )
+}
+
+export function isLogHead(value: unknown): value is LogHead {
+  const head = value as Partial<LogHead> | null
+  return typeof head === 'object' && head !== null && Number.isSafeInteger(head.g) && Number.isSafeInteger(head.n) && typeof head.h === 'string'
+}
