@@ -142,8 +142,13 @@ export class EventRecorder {
   #fit(events: RunEvent[]): JsonObject[] {
     const out: JsonObject[] = []
     for (const event of events) {
-      let stored = this.#withinPayloadCap(event as unknown as JsonObject)
+      let stored = event as unknown as JsonObject
       let size = JSON.stringify(stored).length + 1
+      // An input or output is never longer than its event: only a long event needs the payload cap.
+      if (size > this.#maxToolPayloadBytes) {
+        stored = this.#withinPayloadCap(stored)
+        if (stored !== (event as unknown as JsonObject)) size = JSON.stringify(stored).length + 1
+      }
       if (this.#bytes + size > this.#maxBytes || this.#truncated) {
         if (!this.#truncated) {
           this.#truncated = true
