@@ -5,7 +5,7 @@ import type { LeaseTable } from '../../leases/lease-table.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
 import { assertRealDirectorySync, ensureDirectory, fsyncAsync, isTempOfDeadWriter, listDirectory, openForWriteSync, readJsonFile, readRegular, syncDirectory, writeAllSync, writeFileAtomic } from './driver.js'
-import { applyRecord, checkHead, continues, emptyLog, encodeFrame, foldFrames, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { applyRecord, checkHead, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
 
@@ -137,8 +137,22 @@ export class DirectoryState {
   async find(checkpointId: string): Promise<RunLog | undefined> {
     const found = this.#lookUp(checkpointId)
     if (found) return found
-    await this.allRuns()
+    await this.#buildIndex()
     return this.#lookUp(checkpointId)
+  }
+
+  /**
+   * The id index built from the runs' frame headers, which name their checkpoints' ids in the
+   * clear: a run this process has not read is not folded or kept for it, so the first commit of a
+   * process reads each log once and holds only the ids.
+   */
+  async #buildIndex(): Promise<void> {
+    const index = new Map<string, string>()
+    for (const runId of await this.runIds()) {
+      const ids = this.#runs.has(runId) ? this.runLog(runId).byId.keys() : frameIds(readRegular(this.layout.logFile(runId), 0) ?? Buffer.alloc(0))
+      for (const id of ids) index.set(id, runId)
+    }
+    this.#index = index
   }
 
   /**
@@ -148,7 +162,7 @@ export class DirectoryState {
    */
   async claimIds<T>(checkpointIds: readonly string[], fn: () => Promise<T>): Promise<T | 'taken'> {
     if (checkpointIds.length === 0) return fn()
-    if (this.#index === undefined) await this.allRuns()
+    if (this.#index === undefined) await this.#buildIndex()
     if (checkpointIds.some((id) => this.#claimed.has(id) || this.#lookUp(id) !== undefined)) return 'taken'
     for (const id of checkpointIds) this.#claimed.add(id)
     try {

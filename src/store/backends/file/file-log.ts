@@ -120,6 +120,26 @@ export function foldFrames(log: RunLog, bytes: Buffer, path: string, mark?: numb
 }
 
 /**
+ * The checkpoint ids the complete frames of `bytes` name in their headers (`<check> <seq>:<id>,… `),
+ * read without checking or folding the frames: what the directory's id index needs of a run.
+ */
+export function frameIds(bytes: Buffer): string[] {
+  const ids: string[] = []
+  let start = 0
+  for (;;) {
+    const newline = bytes.indexOf(0x0a, start)
+    if (newline < 0) return ids
+    const first = bytes.indexOf(0x20, start)
+    const second = first < 0 || first > newline ? -1 : bytes.indexOf(0x20, first + 1)
+    if (second > first && second < newline) {
+      const named = bytes.toString('utf8', first + 1, second)
+      if (named !== '-') for (const pair of named.split(',')) ids.push(pair.slice(pair.indexOf(':') + 1))
+    }
+    start = newline + 1
+  }
+}
+
+/**
  * Whether `bytes` (read from where `log` stopped) go on from the log's last frame: their first
  * whole frame chains to it. Otherwise the file was rewritten in place, and is read again whole.
  */
