@@ -62,7 +62,7 @@ export async function forkRun(store: CheckpointStore, options: ForkRunOptions): 
     configSignature: sourceRun?.configSignature ?? null,
     metadata: { ...(options.metadata ?? {}), forkedFrom },
   })
-  const effects = completedBefore(await store.listEffects(source.runId), runtime, source)
+  const effects = completedBefore(await store.listEffects(source.runId), runtime, source, snapshot)
   const terminal = source.phase === 'run_terminal'
   const [id] = await store.write({
     runId: run.runId,
@@ -128,17 +128,26 @@ function hasRuntime(record: CheckpointRecord<Record<string, unknown>>): boolean 
 
 /**
  * The journal entries of the calls that had completed at the fork point: those whose results are
- * in the snapshot's conversation, every call of the batch a `post_tool_batch` checkpoint closes,
- * and any other call whose outcome was recorded before the fork point was written (a snapshot
- * older than the fork point does not know of them; a resume that asks for them again replays them).
+ * in the snapshot's conversation; the calls of the snapshot's pending batch once that batch closed
+ * (the fork point is its `post_tool_batch`, or of a later step); and any other call whose outcome
+ * was recorded before the fork point was written (a snapshot older than the fork point does not
+ * know of them; a resume that asks for them again replays them). Times are in milliseconds, so a
+ * call that completed in the fork point's millisecond is taken as after it: the fork runs it again
+ * rather than replaying a result the fork point may not have seen.
  */
-function completedBefore(effects: readonly EffectRecord[], runtime: RuntimeSnapshot, source: CheckpointRecord): EffectRecord[] {
+function completedBefore(effects: readonly EffectRecord[], runtime: RuntimeSnapshot, source: CheckpointRecord, snapshot: CheckpointRecord): EffectRecord[] {
   const answered = new Set(runtime.messages.flatMap((message) => message.content.flatMap((block) => ('toolResult' in block ? [block.toolResult.toolUseId] : []))))
   const pending = new Set(runtime.pending_llm_response ? toolUsesOf(runtime.pending_llm_response).map((use) => use.toolUseId) : [])
-  const batchClosed = source.phase === 'post_tool_batch' || source.phase === 'post_subagent_batch'
+  const batchClosed = source.phase === 'post_tool_batch' || source.phase === 'post_subagent_batch' || stepOf(source) > stepOf(snapshot)
   return effects.filter((effect) => {
     if (effect.status !== 'succeeded' && effect.status !== 'failed') return false
     if (answered.has(effect.callId) || (batchClosed && pending.has(effect.callId))) return true
-    return effect.completedAt !== null && effect.completedAt <= source.createdAt
+    return effect.completedAt !== null && effect.completedAt < source.createdAt
   })
 }
+
+function stepOf(record: CheckpointRecord): number {
+  const step = record.metadata.step
+  return typeof step === 'number' ? step : -1
+}
+

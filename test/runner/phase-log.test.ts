@@ -1,6 +1,6 @@
 import { hostname } from 'node:os'
 import Database from 'better-sqlite3'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { z } from 'zod'
 import { Agent, CheckpointCorruptionError, CheckpointNotFoundError, forkRun, MemoryStore, Runner, tool } from '../../src/index.js'
 import { loadPhase } from '../../src/engine.js'
@@ -103,6 +103,27 @@ describe('the phase log', () => {
     expect(String(again.result)).toBe('Done after 3 tool results.')
     expect(snapshot.phase).toBe('post_llm')
     expect(again).toMatchObject({ llmCalls: 2, replayedEffectCount: 2 })
+  })
+
+  it('a fork point written in the millisecond a later call completed: the fork replays the closed batch and runs the later call itself', async () => {
+    // Every time the same millisecond: the order of the fork point and the calls is in the phase
+    // chain, not in the clock (a fast machine writes a step's pre_llm, its model response and its
+    // tool's outcome within one millisecond).
+    const now = vi.spyOn(Date, 'now').mockReturnValue(Date.now())
+    try {
+      const store = new MemoryStore()
+      const runner = new Runner({ store, durability: 'sync' })
+      await runner.run(researchAgent(new World()).agent, { input: 'research', runId: 'src' })
+      const preLlm = (await runner.history('src')).filter((c) => c.phase === 'pre_llm')[1]!
+      const fork = await forkRun(store, { checkpointId: preLlm.checkpointId, runId: 'forked' })
+      expect(fork.effectsCopied).toBe(2)
+      const world = new World()
+      const again = await runner.resume(researchAgent(world).agent, { runId: 'forked' })
+      expect(again).toMatchObject({ llmCalls: 2, replayedEffectCount: 2 })
+      expect(world.effects).toHaveLength(1)
+    } finally {
+      now.mockRestore()
+    }
   })
 
   it('a phase log entry without its fields is a CheckpointCorruptionError naming the checkpoint', async () => {
