@@ -120,8 +120,8 @@ export function foldFrames(log: RunLog, bytes: Buffer, path: string, mark?: numb
 }
 
 /**
- * The checkpoint ids the complete frames of `bytes` name in their headers (`<check> <seq>:<id>,… `),
- * read without checking or folding the frames: what the directory's id index needs of a run.
+ * The checkpoint ids the complete frames of `bytes` name in their headers, read without checking
+ * or folding the frames: what the directory's id index needs of a run.
  */
 export function frameIds(bytes: Buffer): string[] {
   const ids: string[] = []
@@ -129,14 +129,19 @@ export function frameIds(bytes: Buffer): string[] {
   for (;;) {
     const newline = bytes.indexOf(0x0a, start)
     if (newline < 0) return ids
-    const first = bytes.indexOf(0x20, start)
-    const second = first < 0 || first > newline ? -1 : bytes.indexOf(0x20, first + 1)
-    if (second > first && second < newline) {
-      const named = bytes.toString('utf8', first + 1, second)
-      if (named !== '-') for (const pair of named.split(',')) ids.push(pair.slice(pair.indexOf(':') + 1))
-    }
+    const line = bytes.toString('utf8', start, newline)
+    for (const named of namedCheckpoints(line.slice(line.indexOf(' ') + 1)) ?? []) ids.push(named.id)
     start = newline + 1
   }
+}
+
+/** The checkpoints a frame's header names (`<seq>:<id>,… ` after its check); undefined when it names none or is damaged. */
+function namedCheckpoints(rest: string): { seq: number; id: string }[] | undefined {
+  const header = /^(\d+:[A-Za-z0-9_.:@-]+(,\d+:[A-Za-z0-9_.:@-]+)*) /.exec(rest)?.[1]
+  return header?.split(',').map((pair) => {
+    const colon = pair.indexOf(':')
+    return { seq: Number(pair.slice(0, colon)), id: pair.slice(colon + 1) }
+  })
 }
 
 /**
@@ -169,17 +174,16 @@ export function isUnreadable(row: CheckpointRow): boolean {
 }
 
 function damaged(log: RunLog, rest: string, path: string): void {
-  const ids = /^(\d+:[A-Za-z0-9_.:@-]+(,\d+:[A-Za-z0-9_.:@-]+)*) /.exec(rest)?.[1]
-  if (ids === undefined) {
+  const named = namedCheckpoints(rest)
+  if (named === undefined) {
     log.error ??= new CheckpointCorruptionError(
       `run ${log.runId}: frame ${log.frames} of its log ${path} is corrupt (it fails its check); restore the log from a backup, or delete the run's directory to drop the run`,
       { runId: log.runId },
     )
     return
   }
-  for (const pair of ids.split(',')) {
-    const colon = pair.indexOf(':')
-    const row = { id: pair.slice(colon + 1), runId: log.runId, seq: Number(pair.slice(0, colon)) } as CheckpointRow
+  for (const { id, seq } of named) {
+    const row = { id, runId: log.runId, seq } as CheckpointRow
     unreadable.add(row)
     addCheckpoint(log, row)
     // The run went on to this seq: removing the damaged checkpoint must not make an older one its latest.
