@@ -38,6 +38,25 @@ export interface SqlDialect {
   readonly keyed: string
   /** Whether `err` is a unique or primary key violation. */
   isUniqueViolation(err: unknown): boolean
+  /**
+   * The engine's constraint a unique violation broke (`checkpoints_pkey`, `checkpoints_run_seq`,
+   * `list_items_pkey`), if `err` is one.
+   */
+  constraintOf(err: unknown): string | undefined
+  /** `column` is one of a list parameter's values (a list bound with {@link list}). */
+  in(column: string, param: string): string
+  /** A table `alias` of one text column `value`, the values of a list parameter. */
+  each(param: string, alias: string): string
+  /** A list as a statement's parameter: JSON text on SQLite, an array on Postgres. */
+  list(values: readonly unknown[]): unknown
+  /** What ends a read of a row the transaction writes next: Postgres locks it; SQLite's transaction holds the write lock already. */
+  readonly forUpdate: string
+  /** What ends a read of a row that must not change until the transaction ends. */
+  readonly forShare: string
+  /** The larger of two values (`max` on SQLite, `greatest` on Postgres). */
+  readonly greatest: string
+  /** The `LIMIT` of no limit. */
+  readonly noLimit: number | null
 }
 
 /** How a piece of work runs. */
@@ -50,6 +69,15 @@ export interface SqlRunOptions {
    * connection's own level.
    */
   keepLevel?: boolean
+  /** Work of reads only, which must all see one snapshot of the database. */
+  snapshot?: boolean
+  /** SQLite: commit without waiting for the disk (`synchronous = NORMAL`, see `SynchronousLevel`). */
+  relaxed?: boolean
+}
+
+/** {@link SqlRunOptions} of atomic work that rolls back unless `keep` approves what it returns. */
+export interface SqlWorkOptions<T> extends SqlRunOptions {
+  keep?: (result: T) => boolean
 }
 
 /** A database the SQL parts of the store run on (see the module comment). */
@@ -58,7 +86,7 @@ export interface SqlDriver {
   /** One statement. */
   query(text: string, values?: unknown[], options?: SqlRunOptions): Promise<SqlResult>
   /** Work of several statements. */
-  run<T>(work: () => SqlWork<T>, options?: SqlRunOptions): Promise<T>
+  run<T>(work: () => SqlWork<T>, options?: SqlWorkOptions<T>): Promise<T>
 }
 
 /** A statement of a piece of work: `const { rows } = yield sql('SELECT … WHERE id = $1', id)`. */
@@ -86,6 +114,11 @@ export function createTables(db: SqlDriver, statements: readonly string[]): Prom
 /** Work of one statement, returning its result. */
 export function* single(query: SqlQuery): SqlWork<SqlResult> {
   return yield query
+}
+
+/** Work of several statements whose results are not read. */
+export function* each(queries: readonly SqlQuery[]): SqlWork<void> {
+  for (const query of queries) yield query
 }
 
 /** Run `work` to its end, each statement through `execute` (synchronous), its failures thrown into the work. */

@@ -3,8 +3,8 @@
  * on the driver's types, and the helpers every part of the backend needs around a connection.
  */
 
-import { runWork, single, type SqlDialect, type SqlDriver, type SqlResult, type SqlRunOptions, type SqlWork } from '../../sql/sql-driver.js'
-import { quoteIdent } from './sql.js'
+import { runWork, single, type SqlDialect, type SqlDriver, type SqlResult, type SqlRunOptions, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
+import { postgresDialect } from './sql.js'
 
 /** What a query returns: the slice of a `pg` `QueryResult` the engine reads. */
 export interface PostgresQueryResult {
@@ -49,12 +49,12 @@ export function guardClient(client: PostgresPoolClient): () => void {
  * Run `fn` in a transaction on one connection of `pool`; commit when `keep` says so, else roll
  * back. A connection whose transaction could not be ended cleanly is discarded, not reused.
  */
-export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQueryable) => Promise<T>, keep: (result: T) => boolean = () => true): Promise<T> {
+export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQueryable) => Promise<T>, keep: (result: T) => boolean = () => true, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect()
   const unguard = guardClient(client)
   let destroy = true
   try {
-    await client.query('BEGIN')
+    await client.query(begin)
     let result: T
     try {
       result = await fn(client)
@@ -74,12 +74,6 @@ export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQuer
   }
 }
 
-/** The constraint a unique violation (SQLSTATE 23505) names, if `err` is one. */
-export function uniqueViolation(err: unknown): string | undefined {
-  const { code, constraint } = (err ?? {}) as { code?: unknown; constraint?: unknown }
-  return code === '23505' && typeof constraint === 'string' ? constraint : undefined
-}
-
 /** What a {@link PostgresSqlDriver} runs on. */
 export interface PostgresSqlDriverOptions {
   pool: PostgresPool
@@ -91,7 +85,7 @@ export interface PostgresSqlDriverOptions {
 
 /**
  * The {@link SqlDriver} of a pool: a statement on any connection, atomic work on one
- * connection in a transaction.
+ * connection in a transaction (a snapshot: a repeatable-read one).
  */
 export class PostgresSqlDriver implements SqlDriver {
   readonly dialect: SqlDialect
@@ -99,32 +93,22 @@ export class PostgresSqlDriver implements SqlDriver {
   readonly #ready: () => Promise<void>
 
   constructor(options: PostgresSqlDriverOptions) {
-    const schema = quoteIdent(options.schema)
-    this.dialect = {
-      name: 'postgres',
-      label: 'Postgres',
-      table: (name) => `${schema}.${name}`,
-      int: 'bigint',
-      bool: 'boolean',
-      keyed: '',
-      isUniqueViolation: (err) => (err as { code?: unknown } | null)?.code === '23505',
-    }
+    this.dialect = postgresDialect(options.schema)
     this.#pool = options.pool
     this.#ready = options.ready
   }
 
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
-    if (options.atomic) {
-      return this.run(() => single({ text, values }), options)
-    }
+    if (options.atomic) return this.run(() => single({ text, values }), options)
     await this.#ready()
     return resultOf(await this.#pool.query(text, values))
   }
 
-  async run<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): Promise<T> {
+  async run<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): Promise<T> {
     await this.#ready()
-    if (!options.atomic) return runWork(work(), async (query) => resultOf(await this.#pool.query(query.text, query.values)))
-    return inTransaction(this.#pool, (db) => runWork(work(), async (query) => resultOf(await db.query(query.text, query.values))))
+    if (!options.atomic && !options.snapshot) return runWork(work(), async (query) => resultOf(await this.#pool.query(query.text, query.values)))
+    const begin = options.atomic ? 'BEGIN' : 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'
+    return inTransaction(this.#pool, (db) => runWork(work(), async (query) => resultOf(await db.query(query.text, query.values))), options.keep, begin)
   }
 }
 

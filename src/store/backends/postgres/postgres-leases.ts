@@ -1,7 +1,7 @@
 import { sha256 } from '../../../core/hash.js'
 import type { RunChanged, RunRow, RunSwap } from '../../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
-import { runRowOf } from './postgres-commit.js'
+import { runRow as runRowOf } from '../../sql/engine-sql.js'
 import type {
   AcquireOutcome,
   AcquireRequest,

@@ -3,7 +3,7 @@
  * the driver's types, and how every connection of the backend is set up.
  */
 import { InvalidArgumentError } from '../../../core/errors.js'
-import { runWorkSync, single, type SqlDialect, type SqlDriver, type SqlQuery, type SqlResult, type SqlRunOptions, type SqlWork } from '../../sql/sql-driver.js'
+import { runWorkSync, single, type SqlDialect, type SqlDriver, type SqlQuery, type SqlResult, type SqlRunOptions, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
 
 /**
  * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
@@ -27,6 +27,8 @@ export interface SqliteDatabase {
 export interface SqliteStatement {
   /** True when the statement returns rows (better-sqlite3's `reader`). */
   readonly reader?: boolean
+  /** True when the statement does not write (better-sqlite3's `readonly`). */
+  readonly readonly?: boolean
   run(...params: unknown[]): { changes: number }
   get(...params: unknown[]): unknown
   all(...params: unknown[]): unknown[]
@@ -158,12 +160,32 @@ const SQLITE_DIALECT: SqlDialect = {
   bool: 'INTEGER',
   keyed: ' WITHOUT ROWID',
   isUniqueViolation: (err) => /^SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)$/.test(String((err as { code?: unknown } | null)?.code)),
+  constraintOf(err) {
+    if (!SQLITE_DIALECT.isUniqueViolation(err)) return undefined
+    // SQLite names the columns, not the index: "UNIQUE constraint failed: checkpoints.run_id, checkpoints.seq".
+    const columns = String((err as Error).message).replace(/^.*constraint failed: /, '')
+    return columns === 'checkpoints.id' ? 'checkpoints_pkey' : columns === 'checkpoints.run_id, checkpoints.seq' ? 'checkpoints_run_seq' : columns.startsWith('list_items.') ? 'list_items_pkey' : columns
+  },
+  in: (column, param) => `${column} IN (SELECT value FROM json_each(${param}))`,
+  each: (param, alias) => `json_each(${param}) AS ${alias}`,
+  list: (values) => JSON.stringify(values),
+  forUpdate: '',
+  forShare: '',
+  greatest: 'max',
+  noLimit: -1,
+}
+
+/** Thrown inside a transaction to roll it back, carrying what the work returned. */
+class Rollback extends Error {
+  constructor(readonly result: unknown) {
+    super('rolled back')
+  }
 }
 
 /**
  * The {@link SqlDriver} of a connection: each statement prepared once, every piece of work run
- * synchronously (in one `BEGIN IMMEDIATE` transaction when atomic). A boolean value is bound as
- * 0 or 1, and `undefined` as null.
+ * synchronously (in one `BEGIN IMMEDIATE` transaction when atomic, a deferred one for a
+ * snapshot). A boolean value is bound as 0 or 1, and `undefined` as null.
  */
 export class SqliteSqlDriver implements SqlDriver {
   readonly dialect = SQLITE_DIALECT
@@ -178,27 +200,44 @@ export class SqliteSqlDriver implements SqlDriver {
 
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
     if (options.atomic) return this.runSync(() => single({ text, values }), options)
-    if (!options.keepLevel) SynchronousLevel.of(this.#db)?.use()
+    // A read leaves the level as it is: only a write commits with it.
+    if (!options.keepLevel && this.#prepare(text).readonly !== true) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
     return this.#execute({ text, values })
   }
 
-  async run<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): Promise<T> {
+  async run<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): Promise<T> {
     return this.runSync(work, options)
   }
 
   /** {@link run}, returning what the work returns as it ends. */
-  runSync<T>(work: () => SqlWork<T>, options: SqlRunOptions = {}): T {
-    if (!options.keepLevel) SynchronousLevel.of(this.#db)?.use()
-    const go = () => runWorkSync(work(), (query) => this.#execute(query))
-    return options.atomic ? (this.#transaction.immediate(go) as T) : go()
+  runSync<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): T {
+    if (!options.keepLevel && !options.snapshot) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
+    const { keep } = options
+    const go = () => {
+      const result = runWorkSync(work(), (query) => this.#execute(query))
+      if (keep && !keep(result)) throw new Rollback(result)
+      return result
+    }
+    if (!options.atomic) return options.snapshot && this.#db.inTransaction !== true ? (this.#transaction.deferred(go) as T) : go()
+    try {
+      return this.#transaction.immediate(go) as T
+    } catch (err) {
+      if (err instanceof Rollback) return err.result as T
+      throw err
+    }
   }
 
-  #execute({ text, values }: SqlQuery): SqlResult {
+  #prepare(text: string): SqliteStatement {
     let statement = this.#statements.get(text)
     if (!statement) {
       statement = this.#db.prepare(text)
       this.#statements.set(text, statement)
     }
+    return statement
+  }
+
+  #execute({ text, values }: SqlQuery): SqlResult {
+    const statement = this.#prepare(text)
     const params: Record<number, unknown> = {}
     for (let i = 0; i < values.length; i++) {
       const value = values[i]
