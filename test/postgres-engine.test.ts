@@ -273,7 +273,8 @@ describe('PostgresStore', () => {
     const s = postgresStatements(schema)
     const queries: [string, string, unknown[]][] = [
       ['getRun', s.getRun, ['run-1']],
-      ['lockRunForCommit', s.lockRunForCommit, ['run-1', ['x']]],
+      ['lockRunForCommit', s.lockRunForCommit, ['run-1']],
+      ['anyCheckpointExists', s.anyCheckpointExists, [['x', 'y']]],
       ['listLengths', s.listLengths, ['run-1', ['a', 'b']]],
       ['getCheckpoints', s.getCheckpoints, [['x', 'y']]],
       ['latestOfRun', s.latestOfRun, ['run-1']],

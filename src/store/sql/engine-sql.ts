@@ -53,19 +53,17 @@ export function engineSql(d: SqlDialect) {
 
     /**
      * Lock the run row for the rest of the transaction (writers of one run queue here) and read
-     * its `last_seq` (after waiting, the newest committed version), its lease and digest, and
-     * whether any checkpoint id of `$2` is taken.
+     * its `last_seq` (after waiting, the newest committed version), its lease and its digest.
      */
-    lockRunForCommit: `SELECT last_seq AS "lastSeq", EXISTS (SELECT 1 FROM ${checkpoints} c WHERE ${d.in('c.id', '$2')}) AS duplicate,
-        owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest
+    lockRunForCommit: `SELECT last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest
       FROM ${runs} WHERE run_id = $1${d.forUpdate}`,
+    /** Whether any checkpoint id of `$1` is taken. */
+    anyCheckpointExists: `SELECT 1 AS taken FROM ${checkpoints} WHERE ${d.in('id', '$1')} LIMIT 1`,
     /** The lease a commit to another run (a child run) is fenced on, unchanged until the commit ends. */
     fenceOf: `SELECT owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested" FROM ${runs} WHERE run_id = $1${d.forShare}`,
     runLastSeq: `SELECT last_seq AS "lastSeq" FROM ${runs} WHERE run_id = $1`,
-    /** Each list's length is one past its highest index: one index seek per list. */
-    listLengths: `SELECT l.value AS "listId",
-        coalesce((SELECT i.idx + 1 FROM ${items} i WHERE i.run_id = $1 AND i.list_id = l.value ORDER BY i.idx DESC LIMIT 1), 0) AS length
-      FROM ${d.each('$2', 'l')}`,
+    /** Items are numbered 0…n-1, so the length is one past the highest index (an index seek). */
+    listLength: `SELECT coalesce(max(idx) + 1, 0) AS length FROM ${items} WHERE run_id = $1 AND list_id = $2`,
     insertItem: `INSERT INTO ${items} (run_id, list_id, idx, item) VALUES ($1, $2, $3, $4)`,
     /** A commit's run: its new `last_seq`, `updated_at` (at least `$3`) and progress digest (`seal`). */
     advanceRun: `UPDATE ${runs} SET last_seq = $2, updated_at = ${d.greatest}(updated_at, $3), seal = $4 WHERE run_id = $1`,

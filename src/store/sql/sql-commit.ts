@@ -16,6 +16,8 @@ export type ListItem = readonly [listId: string, idx: number, item: string]
  * SQLite nothing: its statements do not cross a network.
  */
 export interface SqlBatches {
+  /** The length of each list, rows `{ listId, length }`. */
+  listLengths?(runId: string, listIds: readonly string[]): SqlQuery
   insertItems?(runId: string, items: readonly ListItem[]): SqlQuery
   /** The run's new `last_seq`, `updated_at` and `seal` (see `advanceRun`), and the commit's checkpoint rows. */
   finishCommit?(run: { runId: string; seq: number; updatedAt: number; seal: string | null }, rows: readonly CheckpointRow[]): SqlQuery
@@ -37,12 +39,13 @@ export interface CommitContext {
 
 /**
  * One commit, inside its transaction: lock the run row (creating the run when missing), check
- * the fence, the ids, the seq, the list lengths, the effect starts and the run patch's swap, then
- * write. A refused commit may have created the run: its transaction is rolled back.
+ * the fence, the seq, the list lengths, the effect starts and the run patch's swap, then write;
+ * a checkpoint id already taken fails the insert (a unique violation the engine answers as
+ * `duplicate_id`). A refused commit may have created the run: its transaction is rolled back.
  */
 export function* commitWork({ sql: s, dialect: d, batches: b }: CommitContext, request: CommitRequest): SqlWork<CommitResult> {
   const { rows, appends, run, effects, runPatch, fence } = request
-  const lock = sql(s.lockRunForCommit, run.runId, d.list(rows.map((row) => row.id)))
+  const lock = sql(s.lockRunForCommit, run.runId)
   let state = (yield lock).rows[0]
   // A fenced run must exist (it was enqueued and claimed); only an unfenced commit creates it.
   if (!state && fence?.runId === run.runId) return { ok: false, reason: 'fenced' }
@@ -60,21 +63,27 @@ export function* commitWork({ sql: s, dialect: d, batches: b }: CommitContext, r
     cancelRequested = lease.cancelRequested === true || lease.cancelRequested === 1
   }
   const lengths = new Map<unknown, number>()
-  if (appends.length > 0) {
-    for (const row of (yield sql(s.listLengths, run.runId, d.list(appends.map((append) => append.listId)))).rows) lengths.set(row.listId, Number(row.length))
+  if (b.listLengths && appends.length > 0) {
+    for (const row of (yield b.listLengths(run.runId, appends.map((append) => append.listId))).rows) lengths.set(row.listId, Number(row.length))
+  } else {
+    for (const { listId } of appends) lengths.set(listId, Number((yield sql(s.listLength, run.runId, listId)).rows[0]!.length))
   }
   const starts = effects?.starts ?? []
   const stored = new Map<unknown, EffectRow['status']>()
   if (starts.length > 0) for (const row of (yield sql(s.getEffects, run.runId, d.list(starts))).rows) stored.set(row.callId, row.status as EffectRow['status'])
-  const duplicate = state.duplicate === true || state.duplicate === 1
-  const refused = checkCommit(request, {
-    lastSeq: Number(state.lastSeq),
-    hasCheckpoint: () => duplicate,
-    listLength: (listId) => lengths.get(listId) ?? 0,
-    effectStatus: (callId) => stored.get(callId),
-  })
-  if (refused) return refused
-  if (runPatch && swapFails(state, runPatch.swap)) return { ok: false, reason: 'run_changed' }
+  const refused =
+    checkCommit(request, {
+      lastSeq: Number(state.lastSeq),
+      // A taken id is found by the primary key as the rows go in (the engine answers `duplicate_id`).
+      hasCheckpoint: () => false,
+      listLength: (listId) => lengths.get(listId) ?? 0,
+      effectStatus: (callId) => stored.get(callId),
+    }) ?? (runPatch && swapFails(state, runPatch.swap) ? ({ ok: false, reason: 'run_changed' } as const) : undefined)
+  if (refused) {
+    // A commit refused before its rows go in looks for a taken id first, to answer as it would have there.
+    const taken = rows.length > 0 && (yield sql(s.anyCheckpointExists, d.list(rows.map((row) => row.id)))).rows.length > 0
+    return taken ? { ok: false, reason: 'duplicate_id' } : refused
+  }
 
   const items = appends.flatMap((append) => append.items.map((item, i): ListItem => [append.listId, append.expectedLength + i, item]))
   if (items.length > 0) yield* each(b.insertItems ? [b.insertItems(run.runId, items)] : items.map((item) => sql(s.insertItem, run.runId, ...item)))

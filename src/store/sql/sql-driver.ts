@@ -45,8 +45,6 @@ export interface SqlDialect {
   constraintOf(err: unknown): string | undefined
   /** `column` is one of a list parameter's values (a list bound with {@link list}). */
   in(column: string, param: string): string
-  /** A table `alias` of one text column `value`, the values of a list parameter. */
-  each(param: string, alias: string): string
   /** A list as a statement's parameter: JSON text on SQLite, an array on Postgres. */
   list(values: readonly unknown[]): unknown
   /** What ends a read of a row the transaction writes next: Postgres locks it; SQLite's transaction holds the write lock already. */

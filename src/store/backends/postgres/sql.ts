@@ -67,7 +67,6 @@ export function postgresDialect(schema: string): SqlDialect {
       return code === '23505' && typeof constraint === 'string' ? constraint : undefined
     },
     in: (column, param) => `${column} = ANY(${param}::text[])`,
-    each: (param, alias) => `unnest(${param}::text[]) AS ${alias}(value)`,
     list: (values) => [...values],
     forUpdate: ' FOR UPDATE',
     forShare: ' FOR SHARE',
@@ -121,6 +120,10 @@ export function postgresStatements(schema: string) {
         ${loadEffects} AS effects,
         (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT w.id, (SELECT json_agg(i.item ORDER BY i.idx) FROM ${s}.list_items i
           WHERE i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n) AS items FROM wanted w) l) AS lists`,
+    /** Each list's length is one past its highest index: one index seek per list. */
+    listLengths: `SELECT l.list_id AS "listId",
+        coalesce((SELECT i.idx + 1 FROM ${s}.list_items i WHERE i.run_id = $1 AND i.list_id = l.list_id ORDER BY i.idx DESC LIMIT 1), 0) AS length
+      FROM unnest($2::text[]) AS l(list_id)`,
     /** `loadRun` without the lists (read apart when a checkpoint's `lists` is not JSON). */
     loadRunRows: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
       (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints,
@@ -135,6 +138,7 @@ export function postgresStatements(schema: string) {
 /** Postgres' {@link SqlBatches}: a commit's rows of one kind in one statement, one array per column. */
 export function postgresBatches(schema: string): SqlBatches {
   const s = quoteIdent(schema)
+  const { listLengths } = postgresStatements(schema)
   const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]) => keys.map((key) => rows.map((row) => row[key] ?? null))
   const finishCommit = `WITH run AS (
       UPDATE ${s}.runs SET last_seq = $2, updated_at = greatest(updated_at, $3), seal = $4 WHERE run_id = $1
@@ -162,6 +166,7 @@ export function postgresBatches(schema: string): SqlBatches {
   const truncateLists = `DELETE FROM ${s}.list_items i WHERE i.run_id = $1
     AND i.idx >= coalesce((SELECT k.n FROM unnest($2::text[], $3::bigint[]) AS k(list_id, n) WHERE k.list_id = i.list_id), 0)`
   return {
+    listLengths: (runId, listIds) => ({ text: listLengths, values: [runId, listIds] }),
     insertItems: (runId, items) => ({ text: insertItems, values: [runId, items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])] }),
     finishCommit: (run, rows) => ({ text: finishCommit, values: [run.runId, run.seq, run.updatedAt, run.seal, ...columns(rows, CHECKPOINT_PARAMS)] }),
     recordEffectIntents: (intents) => ({ text: recordEffectIntents, values: columns(intents, EFFECT_PARAMS) }),

@@ -34,6 +34,8 @@ export interface SqliteStatement {
   all(...params: unknown[]): unknown[]
   raw(toggle?: boolean): SqliteStatement
   pluck(toggle?: boolean): SqliteStatement
+  /** The result's columns (better-sqlite3's `columns()`), of a statement that returns rows. */
+  columns(): { name: string }[]
 }
 
 /** A better-sqlite3 transaction function: call `immediate` to take the write lock up front. */
@@ -167,7 +169,6 @@ const SQLITE_DIALECT: SqlDialect = {
     return columns === 'checkpoints.id' ? 'checkpoints_pkey' : columns === 'checkpoints.run_id, checkpoints.seq' ? 'checkpoints_run_seq' : columns.startsWith('list_items.') ? 'list_items_pkey' : columns
   },
   in: (column, param) => `${column} IN (SELECT value FROM json_each(${param}))`,
-  each: (param, alias) => `json_each(${param}) AS ${alias}`,
   list: (values) => JSON.stringify(values),
   forUpdate: '',
   forShare: '',
@@ -190,7 +191,7 @@ class Rollback extends Error {
 export class SqliteSqlDriver implements SqlDriver {
   readonly dialect = SQLITE_DIALECT
   readonly #db: SqliteDatabase
-  readonly #statements = new Map<string, SqliteStatement>()
+  readonly #statements = new Map<string, Prepared>()
   readonly #transaction: SqliteTransaction<[fn: () => unknown], unknown>
 
   constructor(db: SqliteDatabase) {
@@ -201,7 +202,7 @@ export class SqliteSqlDriver implements SqlDriver {
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
     if (options.atomic) return this.runSync(() => single({ text, values }), options)
     // A read leaves the level as it is: only a write commits with it.
-    if (!options.keepLevel && this.#prepare(text).readonly !== true) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
+    if (!options.keepLevel && !this.#prepare(text).readonly) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
     return this.#execute({ text, values })
   }
 
@@ -227,24 +228,40 @@ export class SqliteSqlDriver implements SqlDriver {
     }
   }
 
-  #prepare(text: string): SqliteStatement {
-    let statement = this.#statements.get(text)
-    if (!statement) {
-      statement = this.#db.prepare(text)
-      this.#statements.set(text, statement)
+  #prepare(text: string): Prepared {
+    let prepared = this.#statements.get(text)
+    if (!prepared) {
+      // `$n` becomes `?`, bound by position: quicker than by name, and `order` says which value goes where.
+      const order: number[] = []
+      const statement = this.#db.prepare(text.replace(/\$(\d+)/g, (_, n: string) => (order.push(Number(n) - 1), '?')))
+      // Rows as arrays, made objects here: better-sqlite3 builds an object row about five times slower.
+      const columns = statement.reader === false ? undefined : statement.raw(true).columns().map((column) => column.name)
+      prepared = { statement, order, columns, readonly: statement.readonly === true }
+      this.#statements.set(text, prepared)
     }
-    return statement
+    return prepared
   }
 
   #execute({ text, values }: SqlQuery): SqlResult {
-    const statement = this.#prepare(text)
-    const params: Record<number, unknown> = {}
-    for (let i = 0; i < values.length; i++) {
+    const { statement, order, columns } = this.#prepare(text)
+    const params = order.map((i) => {
       const value = values[i]
-      params[i + 1] = typeof value === 'boolean' ? Number(value) : (value ?? null)
-    }
-    if (statement.reader === false) return { rows: [], changes: statement.run(params).changes }
-    const rows = statement.all(params) as Record<string, unknown>[]
+      return typeof value === 'boolean' ? Number(value) : (value ?? null)
+    })
+    if (columns === undefined) return { rows: [], changes: statement.run(...params).changes }
+    const rows = (statement.all(...params) as unknown[][]).map((cells) => {
+      const row: Record<string, unknown> = {}
+      for (let k = 0; k < columns.length; k++) row[columns[k]!] = cells[k]
+      return row
+    })
     return { rows, changes: rows.length }
   }
+}
+
+/** A statement prepared once: the index of the value each `?` binds, and its result's column names (none for a write without rows). */
+interface Prepared {
+  statement: SqliteStatement
+  order: number[]
+  columns: string[] | undefined
+  readonly: boolean
 }
