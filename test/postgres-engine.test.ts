@@ -5,7 +5,8 @@ import { CairnError, SchemaVersionError, StoreError } from '../src/index.js'
 import { MemoryEngine } from '../src/engine.js'
 import { type CommitRequest, type StorageEngine } from '../src/engine.js'
 import { POSTGRES_MIGRATIONS, PostgresEngine, PostgresStore, migratePostgres, type PostgresPool } from '../src/postgres.js'
-import { listCheckpointsSql, listRunsSql, postgresStatements } from '../src/store/backends/postgres/sql.js'
+import { postgresDialect, postgresStatements } from '../src/store/backends/postgres/sql.js'
+import { listCheckpointsSql, listRunsSql } from '../src/store/sql/engine-sql.js'
 import { leaseStatements } from '../src/store/backends/postgres/lease-sql.js'
 import { batchOf, commitOf, effectOf, runOf } from './fixtures/engine-rows.js'
 import { countingPool, failingPool } from './fixtures/pool-wrappers.js'
@@ -300,11 +301,11 @@ describe('PostgresStore', () => {
       ['lockForCancel', leases.lockForCancel, ['run-1']],
     )
     for (const query of [{}, { status: 'paused' as const }, { workflowName: 'wf' }, { threadId: 'th' }, { before: 'run-3', limit: 2 }]) {
-      const { text, values } = listRunsSql(schema, query)
+      const { text, values } = listRunsSql(postgresDialect(schema), query)
       queries.push([`listRuns ${JSON.stringify(query)}`, text, values])
     }
     for (const query of [{}, { runId: 'run-1' }, { workflowName: 'wf' }, { runId: 'run-1', before: 'x', limit: 2 }, { before: 'x' }]) {
-      const { text, values } = listCheckpointsSql(schema, query)
+      const { text, values } = listCheckpointsSql(postgresDialect(schema), query)
       queries.push([`listCheckpoints ${JSON.stringify(query)}`, text, values])
     }
     const pool = openPool()

@@ -1,6 +1,5 @@
 import { InvalidArgumentError } from '../../../core/errors.js'
-import type { ListCheckpointsQuery, ListRunsQuery } from '../../checkpoint-store.js'
-import type { SqlDialect, SqlQuery } from '../../sql/sql-driver.js'
+import type { SqlDialect } from '../../sql/sql-driver.js'
 import type { SqlBatches } from '../../sql/sql-commit.js'
 import {
   CHECKPOINT_COLUMNS,
@@ -11,8 +10,6 @@ import {
   RUN_COLUMNS,
   WRITE_PARAMS,
   engineSql,
-  listCheckpointsSql as listCheckpointsOf,
-  listRunsSql as listRunsOf,
 } from '../../sql/engine-sql.js'
 
 export { RUN_COLUMNS, RUN_PARAMS, patchSets } from '../../sql/engine-sql.js'
@@ -75,23 +72,8 @@ export function postgresDialect(schema: string): SqlDialect {
   }
 }
 
-/** The Postgres type of each checkpoint column. */
-const CHECKPOINT_TYPES: Record<(typeof CHECKPOINT_PARAMS)[number], string> = {
-  id: 'text',
-  runId: 'text',
-  parentId: 'text',
-  seq: 'bigint',
-  kind: 'text',
-  phase: 'text',
-  schemaVersion: 'bigint',
-  createdAt: 'double precision',
-  workflowName: 'text',
-  terminal: 'boolean',
-  metadata: 'text',
-  body: 'text',
-  lists: 'text',
-  digest: 'text',
-}
+/** The Postgres type of each checkpoint column, in {@link CHECKPOINT_PARAMS} order. */
+const CHECKPOINT_TYPES = ['text', 'text', 'text', 'bigint', 'text', 'text', 'bigint', 'double precision', 'text', 'boolean', 'text', 'text', 'text', 'text']
 
 /** The statements of {@link postgresStatements}. */
 export type PostgresStatements = ReturnType<typeof postgresStatements>
@@ -145,7 +127,7 @@ export function postgresBatches(schema: string): SqlBatches {
     )
     INSERT INTO ${s}.checkpoints
       (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
-    SELECT * FROM unnest(${CHECKPOINT_PARAMS.map((key, i) => `$${i + 5}::${CHECKPOINT_TYPES[key]}[]`).join(', ')})`
+    SELECT * FROM unnest(${CHECKPOINT_TYPES.map((type, i) => `$${i + 5}::${type}[]`).join(', ')})`
   const insertItems = `INSERT INTO ${s}.list_items (run_id, list_id, idx, item) SELECT $1, l.list_id, l.idx, l.item FROM unnest($2::text[], $3::int[], $4::text[]) AS l(list_id, idx, item)`
   // Inserted in array order, so ties on started_at keep it (`ord`).
   const recordEffectIntents = `INSERT INTO ${s}.effects
@@ -174,14 +156,4 @@ export function postgresBatches(schema: string): SqlBatches {
     putWrites: (rows) => ({ text: putWrites, values: columns(rows, WRITE_PARAMS) }),
     truncateLists: (runId, keep) => ({ text: truncateLists, values: [runId, [...keep.keys()], [...keep.values()]] }),
   }
-}
-
-/** `listRuns` on tables in `schema` (see the engine's `listRunsSql`). */
-export function listRunsSql(schema: string, query: ListRunsQuery): SqlQuery {
-  return listRunsOf(postgresDialect(schema), query)
-}
-
-/** `listCheckpoints` on tables in `schema` (see the engine's `listCheckpointsSql`). */
-export function listCheckpointsSql(schema: string, query: ListCheckpointsQuery): SqlQuery {
-  return listCheckpointsOf(postgresDialect(schema), query)
 }
