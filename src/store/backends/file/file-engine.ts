@@ -91,12 +91,9 @@ export class FileEngine implements StorageEngine {
       if (log.error) throw log.error
       if (log.row) rows.push(log.row)
     }
-    const matching = rows
-      .filter((run) => statusMatches(run.status, query.status))
-      .filter((run) => query.workflowName === undefined || run.workflowName === query.workflowName)
-      .filter((run) => query.threadId === undefined || run.threadId === query.threadId)
-      .sort(compareRunsNewestFirst)
-    return page(matching, (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
+    const matches = (run: RunRow) =>
+      statusMatches(run.status, query.status) && (query.workflowName === undefined || run.workflowName === query.workflowName) && (query.threadId === undefined || run.threadId === query.threadId)
+    return page(rows.filter(matches).sort(compareRunsNewestFirst), (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
   }
 
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
@@ -110,7 +107,8 @@ export class FileEngine implements StorageEngine {
 
   async deleteRun(runId: string): Promise<boolean> {
     const runDir = this.#layout.runDir(runId)
-    await this.#beginWrite()
+    await this.#begin()
+    await this.#dir.ready()
     return this.#dir.withRunLock(runId, async () => {
       const log = this.#dir.runLog(runId, { writing: true })
       if (!log.row && !log.error && log.ino === undefined) return false
@@ -313,12 +311,6 @@ export class FileEngine implements StorageEngine {
     return this.#closed ? Promise.reject(new StoreError(`the file engine on ${this.#layout.root} is closed`, { code: 'store_closed' })) : Promise.resolve()
   }
 
-  /** Before a write: the engine is open and the directory prepared. */
-  async #beginWrite(): Promise<void> {
-    await this.#begin()
-    await this.#dir.ready()
-  }
-
   /** A run's folded log, for a read; a run that cannot be read throws. */
   async #read(runId: string): Promise<RunLog> {
     this.#layout.runDir(runId)
@@ -331,7 +323,8 @@ export class FileEngine implements StorageEngine {
   /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
   async #write<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
     this.#layout.runDir(runId)
-    await this.#beginWrite()
+    await this.#begin()
+    await this.#dir.ready()
     return this.#dir.withRunLock(runId, async () => {
       const log = this.#dir.runLog(runId, { writing: true })
       if (log.error) throw log.error
