@@ -26,21 +26,12 @@ export interface SealOptions {
  * A {@link StorageEngine} that signs (and, with `encrypt`, encrypts) every record a resume
  * trusts on its way into the engine below, and verifies (and decrypts) it on the way out, so
  * every backend gets the same protection from one place. Checkpoints, list items, effects and
- * pending writes are sealed one record at a time ({@link RecordSeal}); run rows here:
- *
- * - A run row carries a progress signature (its `seal`) over its run id, last seq and the id and
- *   signed digest of the checkpoint at that seq, written by the commit that advances it and
- *   checked on every read of the row (`getRun`, `listRuns`, claims, `loadRun`): a lowered last
- *   seq, a deleted or replaced newest checkpoint, or a row restored from before later commits
- *   does not verify.
- * - A run row's fields (run id, status, name, thread, workflow name, config signature, metadata,
- *   creation time) are signed in its `digest`, bound to the run id. A change of them (a patch, a
- *   commit's run patch, the lease protocol's release, cancel and requeue) comes from the store
- *   above as a compare-and-set on the unkeyed digest of the row it read; here it becomes one on
- *   the stored signature, with the signature of the row as changed, once the stored row verifies
- *   (see `signedSwap`). The engine below compares and stores strings; it computes nothing.
- *
- * A run row's update time, list headers and lease columns pass through unchanged.
+ * pending writes are sealed one record at a time ({@link RecordSeal}). A run row carries a
+ * progress signature over its last seq and newest checkpoint, checked on every read of the row,
+ * and a signature of its fields; a change of its fields, a compare-and-set on the unkeyed digest
+ * of the row read, becomes one on the stored signature once the stored row verifies (see
+ * `run-seal.ts`). The engine below compares and stores strings; it computes nothing. A run row's
+ * update time, list headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
   /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
@@ -117,9 +108,7 @@ export class SealedEngine implements StorageEngine {
     return row && !('outcome' in row) ? this.#openRun(row) : row
   }
 
-  deleteRun(runId: string): Promise<boolean> {
-    return this.inner.deleteRun(runId)
-  }
+  deleteRun: StorageEngine['deleteRun'] = (runId) => this.inner.deleteRun(runId)
 
   async commit(request: CommitRequest): Promise<CommitResult> {
     if (!this.#writerChecked) await this.checkWritingKey()
@@ -189,17 +178,13 @@ export class SealedEngine implements StorageEngine {
     }
   }
 
-  deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
-    return this.inner.deleteCheckpoints(runId, checkpointIds)
-  }
+  deleteCheckpoints: StorageEngine['deleteCheckpoints'] = (runId, checkpointIds) => this.inner.deleteCheckpoints(runId, checkpointIds)
 
   async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
     return (await this.inner.listEffects(runId, callIds)).map((row) => this.records.openEffect(row))
   }
 
-  deleteEffects(runId: string): Promise<number> {
-    return this.inner.deleteEffects(runId)
-  }
+  deleteEffects: StorageEngine['deleteEffects'] = (runId) => this.inner.deleteEffects(runId)
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     if (!this.inner.putWrites) throw new InvalidArgumentError(NO_WRITES)
@@ -211,9 +196,7 @@ export class SealedEngine implements StorageEngine {
     return (await this.inner.listWrites(runId, checkpointIds)).map((row) => this.records.openWrite(row))
   }
 
-  close(): Promise<void> {
-    return this.inner.close()
-  }
+  close: StorageEngine['close'] = () => this.inner.close()
 
   /** A stored run row read with the run's newest checkpoint, checked against its seal and its field signature. */
   async #openRun(row: RunRow): Promise<RunRow> {

@@ -5,7 +5,7 @@ import type { LeaseTable } from '../../leases/lease-table.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
 import { assertRealDirectory, ensureDirectory, withFile, fsyncAsync, isTempOfDeadWriter, listDirectory, readJsonFile, readRegular, syncDirectory, writeAll, writeFileAtomic } from './driver.js'
-import { applyRecord, checkHead, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { applyRecord, checkHead, compactRecords, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
 
@@ -222,10 +222,10 @@ export class DirectoryState {
    * Rewrite a run's log with what its state holds (a compaction: after checkpoints are deleted,
    * or records rewritten), atomically: a new log of the next generation replaces the old one.
    */
-  async compact(log: RunLog, records: LogRecord[]): Promise<void> {
+  async compact(log: RunLog): Promise<void> {
     const fresh = emptyLog(log.runId)
     const frames: Buffer[] = []
-    for (const record of records) {
+    for (const record of compactRecords(log, log.gen + 1)) {
       const { bytes, check } = encodeFrame(fresh.check, record)
       frames.push(bytes)
       fresh.check = check

@@ -12,7 +12,7 @@ import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js
 import { acquireDirectory, releaseDirectory, type DirectoryState } from './directory-state.js'
 import { FileLeases } from './file-leases.js'
 import { ensureDirectory, readRegular, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
-import { compactRecords, isUnreadable, putWrite, type LogRecord, type RunLog } from './file-log.js'
+import { isUnreadable, putWrite, type LogRecord, type RunLog } from './file-log.js'
 import { assertSafeId, type FileLayout } from './file-names.js'
 
 /** Options of {@link FileEngine}. */
@@ -24,16 +24,11 @@ export interface FileEngineOptions {
 }
 
 /**
- * A {@link StorageEngine} over a directory, for a single process and no dependencies. Each run
- * is one append-only log (`runs/<runId>/log.jsonl`, see `file-log.ts`): a commit appends one
- * frame holding its checkpoints, list items, effect changes and the run row as changed, so a
- * commit is one write (and, for `sync` durability, one fsync). The log is folded in memory when
- * the run is first used and kept while the store is open. Removing checkpoints or rewriting
- * records replaces the log atomically with what is kept (a compaction).
- *
- * Writes to one run are serialized by an in-process lock shared by every engine this process
- * opens on the same directory. Several processes must not write to one directory at once: use
- * `SqliteStore` for that. Other processes may read: they see the log up to its last whole frame.
+ * A {@link StorageEngine} over a directory, for a single process and no dependencies (see
+ * `FileStore`). Each run is one append-only log (see `file-log.ts`), folded in memory when the run
+ * is first used: a commit is one frame, one write (and, for `sync` durability, one fsync).
+ * Removing checkpoints or rewriting records replaces the log atomically (a compaction). Writes to
+ * one run are serialized by a lock shared by every engine this process opens on the directory.
  *
  * @example
  * ```ts
@@ -45,7 +40,7 @@ export class FileEngine implements StorageEngine {
   readonly #layout: FileLayout
   readonly #warn: (message: string) => void
   #closed = false
-  /** The lease protocol, for several workers in this process (see {@link FileLeases}). */
+  /** The lease protocol, for several workers in this process. */
   readonly leases: FileLeases
 
   constructor(options: FileEngineOptions) {
@@ -243,7 +238,7 @@ export class FileEngine implements StorageEngine {
           else items.length = Math.min(items.length, n)
         }
       }
-      await this.#compact(log)
+      await this.#dir.compact(log)
       return deleted
     })
   }
@@ -294,7 +289,7 @@ export class FileEngine implements StorageEngine {
         const row = log.effects.get(callId)
         if (row) log.effects.set(callId, { ...row, inputHash, output, outputHash })
       }
-      await this.#compact(log)
+      await this.#dir.compact(log)
     })
   }
 
@@ -336,11 +331,6 @@ export class FileEngine implements StorageEngine {
         throw err
       }
     })
-  }
-
-  /** Replace the run's log with what its folded state holds now. */
-  async #compact(log: RunLog): Promise<void> {
-    await this.#dir.compact(log, compactRecords(log, log.gen + 1))
   }
 }
 
