@@ -2,7 +2,7 @@ import type { CheckpointRow, EffectCompletionRow, EffectRow, ListAppend, ListRef
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
 import { RUN_LOG_LIST } from '../engine/list-retention.js'
 import type { KeyRing } from './key-ring.js'
-import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealContext } from './seal.js'
+import { decrypt, encrypt, integrity, sign, storedCiphertext, verify, type SealContext, type SealField } from './seal.js'
 
 /**
  * How a keyed store seals the records a resume trusts, one record at a time, and opens them
@@ -18,6 +18,8 @@ import { decrypt, encrypt, integrity, isCiphertext, sign, verify, type SealConte
  * - An effect's intent (name, input hash, idempotency key) and its outcome (status, output) are
  *   each signed with its run and call id; the outcome's output is encrypted.
  * - A pending write's value is signed with its key (encrypted when asked).
+ *
+ * A signed effect or write carries its signature after its value: `value|s1.…`.
  */
 export class RecordSeal {
   readonly #ring: KeyRing
@@ -28,63 +30,59 @@ export class RecordSeal {
     this.#encrypt = encrypt
   }
 
+  /** The id of the key this engine writes with, and whether it encrypts. */
+  get sealing(): { keyId: string; encrypt: boolean } {
+    return { keyId: this.#ring.writeKeyId, encrypt: this.#encrypt }
+  }
+
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */
   sealCheckpoint(row: CheckpointRow): CheckpointRow {
-    if (!this.#encrypt) return { ...row, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(row)]) }
-    const refs = JSON.parse(row.lists) as ListRef[]
-    const stored = {
-      ...row,
-      body: JSON.stringify(encrypt(this.#ring, JSON.stringify([row.body, row.lists]), checkpointAad(row))),
-      lists: JSON.stringify(refs.map((ref) => ({ id: ref.id, n: ref.n, h: '' }))),
+    let stored = row
+    if (this.#encrypt) {
+      const refs = JSON.parse(row.lists) as ListRef[]
+      const body = this.#sealText(JSON.stringify([row.body, row.lists]), checkpointAad(row))
+      stored = { ...row, body, lists: JSON.stringify(refs.map((ref) => ({ id: ref.id, n: ref.n, h: '' }))) }
     }
     return { ...stored, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(stored)]) }
   }
 
   /** Verify (and decrypt) a stored checkpoint row into the plain row the store decodes. */
   openCheckpoint(row: CheckpointRow): CheckpointRow {
-    const context = checkpointContext(row)
+    const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.id), what: `checkpoint ${String(row.id)} of run ${String(row.runId)}` }
     const digest = checkpointDigest(row)
     verify(this.#ring, row.digest, 'checkpoint', [digest], context)
-    if (typeof row.body !== 'string' || !row.body.startsWith('"e1.')) return { ...row, digest }
-    const opened = parseSealedPair(decrypt(this.#ring, JSON.parse(row.body) as string, checkpointAad(row), context), context)
-    const plain = { ...row, body: opened[0], lists: opened[1] }
+    const sealed = storedCiphertext(row.body)
+    if (sealed === undefined) return { ...row, digest }
+    const pair = parseJson(decrypt(this.#ring, sealed, checkpointAad(row), context))
+    if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
+      throw integrity(context, 'holds a ciphertext that is not a checkpoint body')
+    }
+    const plain = { ...row, body: pair[0], lists: pair[1] }
     return { ...plain, digest: checkpointDigest(plain) }
   }
 
   /** An effect intent row as stored: its input hash carries the intent's signature. */
   sealIntent(row: EffectRow): EffectRow {
-    return { ...row, inputHash: `${row.inputHash}|${sign(this.#ring, 'effect-intent', intentFields(row, row.inputHash))}` }
+    return { ...row, inputHash: this.#signed(row.inputHash, 'effect-intent', intentFields(row, row.inputHash)) }
   }
 
   /** An effect outcome as stored: output encrypted when asked, output hash carrying the outcome's signature. */
   sealCompletion(row: EffectCompletionRow): EffectCompletionRow {
-    const output = this.#encrypt ? JSON.stringify(encrypt(this.#ring, row.output, effectAad(row.runId, row.callId, row.status))) : row.output
-    const signature = sign(this.#ring, 'effect-outcome', [row.runId, row.callId, row.status, output, row.outputHash])
-    return { ...row, output, outputHash: `${row.outputHash}|${signature}` }
+    const output = this.#sealText(row.output, effectAad(row.runId, row.callId, row.status))
+    return { ...row, output, outputHash: this.#signed(row.outputHash, 'effect-outcome', [row.runId, row.callId, row.status, output, row.outputHash]) }
   }
 
   /** Verify (and decrypt) a stored effect row. */
   openEffect(row: EffectRow): EffectRow {
     const context: SealContext = { runId: stringOr(row.runId), what: `effect ${String(row.callId)} of run ${String(row.runId)}` }
-    const [inputHash, intentSignature] = splitSealed(row.inputHash)
-    verify(this.#ring, intentSignature, 'effect-intent', intentFields(row, inputHash), context)
-    // A signature over strings verified: the fields are strings.
-    if (inputHash === undefined) throw integrity(context, 'has no input hash')
-    const done = row.status === 'succeeded' || row.status === 'failed'
-    if (!done) {
+    const inputHash = this.#unsigned(row.inputHash, 'effect-intent', (hash) => intentFields(row, hash), context, 'input hash')
+    if (row.status !== 'succeeded' && row.status !== 'failed') {
       if (row.output !== null || row.outputHash !== null) throw integrity(context, `is marked ${String(row.status)} but holds an outcome: its status was rolled back`)
       return { ...row, inputHash }
     }
-    const [outputHash, outcomeSignature] = splitSealed(row.outputHash)
-    verify(this.#ring, outcomeSignature, 'effect-outcome', [row.runId, row.callId, row.status, row.output, outputHash], context)
-    if (outputHash === undefined || typeof row.output !== 'string') throw integrity(context, 'has no output')
-    const output = typeof row.output === 'string' && row.output.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(row.output) as string, effectAad(row.runId, row.callId, row.status), context) : row.output
-    return { ...row, inputHash, output, outputHash }
-  }
-
-  /** The id of the key this engine writes with, and whether it encrypts. */
-  get sealing(): { keyId: string; encrypt: boolean } {
-    return { keyId: this.#ring.writeKeyId, encrypt: this.#encrypt }
+    const outputHash = this.#unsigned(row.outputHash, 'effect-outcome', (hash) => [row.runId, row.callId, row.status, row.output, hash], context, 'output')
+    if (typeof row.output !== 'string') throw integrity(context, 'has no output')
+    return { ...row, inputHash, output: this.#openText(row.output, effectAad(row.runId, row.callId, row.status), context), outputHash }
   }
 
   /** A list append as stored: its items sealed (the run's log as it is). */
@@ -96,36 +94,49 @@ export class RecordSeal {
 
   /** A list item as stored: a ciphertext bound to its place when encrypting, else as is. */
   sealItem(runId: string, listId: string, idx: number, item: string): string {
-    return this.#encrypt ? JSON.stringify(encrypt(this.#ring, item, itemAad(runId, listId, idx))) : item
+    return this.#sealText(item, itemAad(runId, listId, idx))
   }
 
   /** A stored list item decrypted (a plain item is returned as is: the chain hashes of signed rows cover it). */
   openItem(runId: string, listId: string, idx: number, item: string): string {
-    if (typeof item !== 'string' || !item.startsWith('"e1.')) return item
-    let sealed: unknown
-    try {
-      sealed = JSON.parse(item)
-    } catch {
-      return item
-    }
-    if (!isCiphertext(sealed)) return item
-    return decrypt(this.#ring, sealed, itemAad(runId, listId, idx), { runId, what: `item ${idx} of list ${listId} of run ${runId}` })
+    return this.#openText(item, itemAad(runId, listId, idx), { runId, what: `item ${idx} of list ${listId} of run ${runId}` })
   }
 
   /** A pending write as stored: its value encrypted when asked, then signed with its key. */
   sealWrite(row: PendingWriteRow): PendingWriteRow {
-    const value = this.#encrypt ? JSON.stringify(encrypt(this.#ring, row.value, writeAad(row))) : row.value
-    return { ...row, value: `${value}|${sign(this.#ring, 'pending-write', writeFields(row, value))}` }
+    const value = this.#sealText(row.value, writeAad(row))
+    return { ...row, value: this.#signed(value, 'pending-write', writeFields(row, value)) }
   }
 
   /** Verify (and decrypt) a stored pending write. */
   openWrite(row: PendingWriteRow): PendingWriteRow {
     const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.checkpointId), what: `a pending write (task ${String(row.taskId)}, index ${String(row.idx)}) of checkpoint ${String(row.checkpointId)}` }
-    const [value, signature] = splitSealed(row.value)
-    verify(this.#ring, signature, 'pending-write', writeFields(row, value), context)
-    if (value === undefined) throw integrity(context, 'has no value')
-    const plain = value.startsWith('"e1.') ? decrypt(this.#ring, JSON.parse(value) as string, writeAad(row), context) : value
-    return { ...row, value: plain }
+    const value = this.#unsigned(row.value, 'pending-write', (text) => writeFields(row, text), context, 'value')
+    return { ...row, value: this.#openText(value, writeAad(row), context) }
+  }
+
+  #sealText(text: string, aad: string): string {
+    return this.#encrypt ? JSON.stringify(encrypt(this.#ring, text, aad)) : text
+  }
+
+  #openText(text: string, aad: string, context: SealContext): string {
+    const sealed = storedCiphertext(text)
+    return sealed === undefined ? text : decrypt(this.#ring, sealed, aad, context)
+  }
+
+  #signed(value: string, domain: string, fields: readonly SealField[]): string {
+    return `${value}|${sign(this.#ring, domain, fields)}`
+  }
+
+  /** The value of a stored `value|signature`, once the signature verifies over `fields(value)`. */
+  #unsigned(stored: unknown, domain: string, fields: (value: string | undefined) => readonly SealField[], context: SealContext, what: string): string {
+    const text = stringOr(stored)
+    const at = text?.lastIndexOf('|s1.') ?? -1
+    const value = at < 0 ? text : text?.slice(0, at)
+    verify(this.#ring, at < 0 ? undefined : text?.slice(at + 1), domain, fields(value), context)
+    // A signature over strings verified: the fields are strings.
+    if (value === undefined) throw integrity(context, `has no ${what}`)
+    return value
   }
 }
 
@@ -150,33 +161,18 @@ function writeFields(row: PendingWriteRow, value: string | undefined): (string |
 }
 
 function intentFields(row: EffectRow, inputHash: unknown): (string | undefined)[] {
-  return [row.runId, row.callId, row.name, stringOr(inputHash), row.idempotencyKey].map(stringOr)
+  return [row.runId, row.callId, row.name, inputHash, row.idempotencyKey].map(stringOr)
 }
 
-function checkpointContext(row: CheckpointRow): SealContext {
-  return { runId: stringOr(row.runId), checkpointId: stringOr(row.id), what: `checkpoint ${String(row.id)} of run ${String(row.runId)}` }
-}
-
-/** `original|signature` → [original, signature]; a value without one yields no signature. */
-function splitSealed(value: unknown): [string | undefined, string | undefined] {
-  if (typeof value !== 'string') return [undefined, undefined]
-  const at = value.lastIndexOf('|s1.')
-  return at < 0 ? [value, undefined] : [value.slice(0, at), value.slice(at + 1)]
-}
-
-function parseSealedPair(text: string, context: SealContext): [string, string] {
-  let pair: unknown
+function parseJson(text: string): unknown {
   try {
-    pair = JSON.parse(text)
+    return JSON.parse(text) as unknown
   } catch {
-    pair = undefined
+    return undefined
   }
-  if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
-    throw integrity(context, 'holds a ciphertext that is not a checkpoint body')
-  }
-  return [pair[0], pair[1]]
 }
 
-function stringOr(value: unknown): string | undefined {
+/** A field of a hand-edited row that is not a string signs as `undefined`. */
+export function stringOr(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined
 }

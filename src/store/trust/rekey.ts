@@ -6,8 +6,8 @@ import { chainHash } from '../encoding/payload-lists.js'
 import { decodeEffectRow } from '../encoding/effect-rows.js'
 import { digestMatches } from '../../core/hash.js'
 import { checkpointDigest } from '../encoding/checkpoint-rows.js'
-import { checkRunRow } from '../encoding/run-rows.js'
-import { isCiphertext, isSignature, keyIdOf } from './seal.js'
+import { checkRunRow, isRunChanged } from '../encoding/run-rows.js'
+import { isSignature, keyIdOf, storedCiphertext } from './seal.js'
 import type { SealedEngine } from './sealed-engine.js'
 import { runFieldsSeal, runSeal, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
@@ -92,28 +92,27 @@ export function checkEncryptionOptions(options: RekeyOptions, encrypt: boolean):
  * alone, so a rekey that stopped half way is simply run again.
  */
 export async function rekeyRun(engine: SealedEngine, runId: string, options: RekeyOptions): Promise<{ request: RewriteRequest; before: EncryptionCount }> {
-  const inner = engine.inner
-  const { keyId, encrypt } = engine.records.sealing
+  const { inner, records } = engine
+  const { keyId, encrypt } = records.sealing
   const stored = await listRows(inner, { runId })
   const storedEffects = await inner.listEffects(runId)
-  const lists = listsOf(stored)
+  const lists = [...refsByList(stored)].map(([id, refs]) => ({ id, n: Math.max(...refs.map((ref) => ref.n)) }))
   const storedItems = lists.length === 0 ? [] : await inner.readLists(runId, lists)
   const before = countEncrypted(stored, storedItems, storedEffects)
   refuseUnaskedChange(runId, before, encrypt, options)
   const plain = stored.map((row) => openRow(engine, row, options))
-  const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [engine.records.sealCheckpoint(plain[k]!)]))
-  const items = resealItems(engine, runId, plain, lists, storedItems)
-  const effects: RewriteRequest['effects'][number][] = []
-  for (const row of storedEffects) {
-    if (effectSealed(row, keyId, encrypt)) continue
+  const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [records.sealCheckpoint(plain[k]!)]))
+  const items = resealItems(engine, runId, refsByList(plain), storedItems)
+  const effects = storedEffects.flatMap((row) => {
+    if (effectSealed(row, keyId, encrypt)) return []
     const open = openEffect(engine, row, options)
-    const intent = engine.records.sealIntent(open)
+    const intent = records.sealIntent(open)
     const done = open.status === 'succeeded' || open.status === 'failed'
     const outcome = done
-      ? engine.records.sealCompletion({ runId, callId: open.callId, status: open.status as 'succeeded' | 'failed', output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
+      ? records.sealCompletion({ runId, callId: open.callId, status: open.status as 'succeeded' | 'failed', output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
       : undefined
-    effects.push({ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null })
-  }
+    return [{ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null }]
+  })
   const request = { runId, checkpoints: rows.map(({ id, body, lists, digest }) => ({ id, body, lists, digest })), items, effects }
   return { request, before }
 }
@@ -144,7 +143,7 @@ export async function resealRun(engine: SealedEngine, runId: string, before: Run
   if (seal === before.seal && digest === before.digest) return
   // The fields signed are those checked before: a row changed since then is not signed.
   const changed = await engine.inner.updateRun(runId, { seal, updatedAt: before.updatedAt, swap: { ifDigest: before.digest ?? null, digest } })
-  if (changed !== undefined && 'outcome' in changed) {
+  if (isRunChanged(changed)) {
     throw new StoreError(`run ${runId} changed while it was rekeyed, so its row was not signed; run rekey again`, { runId })
   }
 }
@@ -200,46 +199,37 @@ function refuseUnaskedChange(runId: string, before: EncryptionCount, encrypt: bo
 /** How many checkpoint bodies, list items and effect outputs are encrypted, and how many are not. */
 function countEncrypted(rows: readonly CheckpointRow[], lists: readonly (readonly string[])[], effects: readonly EffectRow[]): EncryptionCount {
   const count: EncryptionCount = { encrypted: 0, plain: 0 }
-  const add = (encrypted: boolean) => (encrypted ? count.encrypted++ : count.plain++)
-  for (const row of rows) add(row.body.startsWith('"e1.'))
-  for (const items of lists) for (const item of items) add(parseSealedItem(item) !== undefined)
-  for (const row of effects) if (row.output !== null) add(row.output.startsWith('"e1.'))
+  const add = (text: string) => (storedCiphertext(text) === undefined ? count.plain++ : count.encrypted++)
+  for (const row of rows) add(row.body)
+  for (const items of lists) items.forEach(add)
+  for (const row of effects) if (row.output !== null) add(row.output)
   return count
 }
 
-/** Each list the run's checkpoints refer to, at the longest length any refers to. */
-function listsOf(rows: readonly CheckpointRow[]): ListRef[] {
-  const longest = new Map<string, number>()
-  for (const row of rows) {
-    for (const ref of JSON.parse(row.lists) as ListRef[]) longest.set(ref.id, Math.max(longest.get(ref.id) ?? 0, ref.n))
-  }
-  return [...longest].map(([id, n]) => ({ id, n, h: '' }))
+/** The refs of the run's checkpoints, by list. */
+function refsByList(rows: readonly CheckpointRow[]): Map<string, ListRef[]> {
+  const refs = new Map<string, ListRef[]>()
+  for (const row of rows) for (const ref of JSON.parse(row.lists) as ListRef[]) refs.set(ref.id, [...(refs.get(ref.id) ?? []), ref])
+  return refs
 }
 
 /** Every item of the run's lists, checked against the signed chain hashes, re-sealed where needed. */
-function resealItems(engine: SealedEngine, runId: string, rows: readonly CheckpointRow[], longest: readonly ListRef[], stored: readonly (readonly string[])[]): RewriteRequest['items'][number][] {
-  const refsByList = new Map<string, ListRef[]>()
-  for (const row of rows) {
-    for (const ref of JSON.parse(row.lists) as ListRef[]) refsByList.set(ref.id, [...(refsByList.get(ref.id) ?? []), ref])
-  }
-  if (longest.length === 0) return []
+function resealItems(engine: SealedEngine, runId: string, refs: Map<string, ListRef[]>, stored: readonly (readonly string[])[]): RewriteRequest['items'][number][] {
   const { keyId, encrypt } = engine.records.sealing
-  const out: RewriteRequest['items'][number][] = []
-  longest.forEach((list, k) => {
+  return [...refs].flatMap(([listId, listRefs], k) => {
     const items = stored[k] ?? []
-    const plain = items.map((item, idx) => engine.records.openItem(runId, list.id, idx, item))
-    for (const ref of refsByList.get(list.id)!) {
+    const plain = items.map((item, idx) => engine.records.openItem(runId, listId, idx, item))
+    for (const ref of listRefs) {
       if (plain.length < ref.n || chainHash('', plain.slice(0, ref.n)) !== ref.h) {
-        throw new CheckpointCorruptionError(`list ${list.id} of run ${runId} does not match the checkpoints that refer to it; it is not re-sealed`, { runId })
+        throw new CheckpointCorruptionError(`list ${listId} of run ${runId} does not match the checkpoints that refer to it; it is not re-sealed`, { runId })
       }
     }
-    items.forEach((item, idx) => {
-      const sealed = parseSealedItem(item)
+    return items.flatMap((item, idx) => {
+      const sealed = storedCiphertext(item)
       const wanted = encrypt ? sealed !== undefined && keyIdOf(sealed) === keyId : sealed === undefined
-      if (!wanted) out.push({ listId: list.id, idx, item: engine.records.sealItem(runId, list.id, idx, plain[idx]!) })
+      return wanted ? [] : [{ listId, idx, item: engine.records.sealItem(runId, listId, idx, plain[idx]!) }]
     })
   })
-  return out
 }
 
 function rowSealed(row: CheckpointRow, keyId: string, encrypt: boolean): boolean {
@@ -251,14 +241,4 @@ function effectSealed(row: EffectRow, keyId: string, encrypt: boolean): boolean 
   if (signedBy(row.inputHash) !== keyId) return false
   if (row.output === null) return true
   return signedBy(row.outputHash) === keyId && row.output.startsWith('"e1.') === encrypt
-}
-
-function parseSealedItem(item: string): string | undefined {
-  if (!item.startsWith('"e1.')) return undefined
-  try {
-    const value = JSON.parse(item) as unknown
-    return isCiphertext(value) ? value : undefined
-  } catch {
-    return undefined
-  }
 }

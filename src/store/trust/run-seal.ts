@@ -2,14 +2,22 @@ import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimRequest, Claim
 import type { CheckpointRow, RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
 import { applyRunPatch, RUN_CHANGED } from '../engine/run-patch.js'
 import { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from '../engine/run-digest.js'
+import { isRunChanged } from '../encoding/run-rows.js'
 import type { KeyRing } from './key-ring.js'
-import { integrity, isSignature, sign, verify, type SealContext } from './seal.js'
+import { stringOr } from './record-seal.js'
+import { integrity, requireSignature, sign, verifies, verify, type SealContext } from './seal.js'
 
 /**
- * The signature of a run row's fields (those of `RUN_DIGEST_FIELDS`: id, status, names, config
- * signature, metadata, creation time), kept in its `digest`: bound to the run id, so a row copied
- * from another run does not verify either.
+ * A new run row as stored: a progress signature over no checkpoint (its `seal`) and the signature
+ * of its fields (those of `RUN_DIGEST_FIELDS`: id, status, names, config signature, metadata,
+ * creation time) in its `digest`, bound to the run id, so a row copied from another run does not
+ * verify either.
  */
+export function sealNewRun(ring: KeyRing, row: RunRow): RunRow {
+  return { ...row, seal: runSeal(ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(ring, row) }
+}
+
+/** The signature of a run row's fields, kept in its `digest` (see {@link sealNewRun}). */
 export function runFieldsSeal(ring: KeyRing, row: Pick<RunRow, RunDigestField>): string {
   return sign(ring, 'run-fields', fieldsOf(row))
 }
@@ -20,7 +28,7 @@ export function runFieldsSeal(ring: KeyRing, row: Pick<RunRow, RunDigestField>):
  * replaced by an unkeyed digest, is a `CheckpointIntegrityError`.
  */
 export function verifyRunFields(ring: KeyRing, row: RunRow): void {
-  const context: SealContext = { runId: stringOr(row.runId), what: `run ${String(row.runId)}` }
+  const context = runContext(row)
   if (row.digest === null || row.digest === undefined) {
     throw integrity(context, 'has no signature over its fields (written before run rows were signed whole): sign them with store.rekey()')
   }
@@ -37,24 +45,14 @@ export function openedRun(row: RunRow): RunRow {
  * hands out, as the engine below stores it: the stored row's field signature verified first (a
  * change never re-signs a row edited behind the store's back), then a swap that expects the
  * stored signature and writes the signature of the row as changed. `changed` when the stored row
- * is not the row the change was computed from (another writer changed it in between).
+ * is not the row the change was computed from (another writer changed it in between). A patch
+ * without a swap passes as it is.
  */
-export function signedSwap(ring: KeyRing, stored: RunRow, patch: RunPatch & { swap: RunSwap }): RunSwap | RunChanged {
+export function signedPatch<P extends RunPatch>(ring: KeyRing, stored: RunRow, patch: P): P | RunChanged {
+  if (!patch.swap) return patch
   verifyRunFields(ring, stored)
   if (runDigest(stored) !== patch.swap.ifDigest) return RUN_CHANGED
-  return { ifDigest: stored.digest ?? null, digest: runFieldsSeal(ring, applyRunPatch(stored, patch)) }
-}
-
-/** {@link signedSwap} of a whole patch (a patch without a swap passes as it is). */
-export function signedPatch(ring: KeyRing, stored: RunRow, patch: RunPatch): RunPatch | RunChanged {
-  if (!patch.swap) return patch
-  const swap = signedSwap(ring, stored, { ...patch, swap: patch.swap })
-  return 'outcome' in swap ? swap : { ...patch, swap }
-}
-
-/** Whether a stored row's fields are signed (not necessarily verifiable). */
-export function fieldsSigned(row: RunRow): boolean {
-  return isSignature(row.digest)
+  return { ...patch, swap: { ifDigest: stored.digest ?? null, digest: runFieldsSeal(ring, applyRunPatch(stored, patch)) } }
 }
 
 /**
@@ -72,41 +70,29 @@ export function runSeal(ring: KeyRing, runId: string, lastSeq: number, newest: P
  * older checkpoint (with the newer ones deleted), a row copied from another run, a row restored
  * from before later commits, or a newest checkpoint replaced is a `CheckpointIntegrityError`. A
  * row whose last seq is beyond every checkpoint left is not refused here: the rollback check
- * (`checkLatestAgainstRun`) refuses to resume it.
+ * (`checkLatestAgainstRun`) refuses to resume it; the signature cannot be checked without the
+ * checkpoint it names, but an unsigned one is refused.
  */
 export function verifyRunSeal(ring: KeyRing, row: RunRow, newest: CheckpointRow | undefined): void {
-  const context: SealContext = { runId: stringOr(row.runId), checkpointId: newest?.id, what: `run ${String(row.runId)}` }
+  const context: SealContext = { ...runContext(row), checkpointId: newest?.id }
   const lastSeq = typeof row.lastSeq === 'number' ? row.lastSeq : undefined
   if (newest !== undefined && lastSeq !== undefined && newest.seq > lastSeq) {
     const found = `its newest checkpoint ${newest.id} is at seq ${newest.seq} but its row records seq ${lastSeq}`
     throw integrity(context, `was replayed: ${found}, so the run row was restored from an older copy or edited`)
   }
-  // Checkpoints removed after the row's last seq: the rollback check refuses the run (see `checkLatestAgainstRun`);
-  // the signature cannot be checked without the checkpoint it names, but an unsigned one is refused here.
-  if (lastSeq !== undefined && (newest?.seq ?? 0) < lastSeq) {
-    if (!isSignature(row.seal)) throw integrity(context, 'is not signed, but this store verifies signatures: sign the records written before keys were given with store.rekey({ signUnsigned: true })')
-    return
-  }
-  verify(ring, row.seal, 'run-progress', progressFields(row.runId, row.lastSeq, newest), context)
+  if (lastSeq !== undefined && (newest?.seq ?? 0) < lastSeq) requireSignature(row.seal, context)
+  else verify(ring, row.seal, 'run-progress', progressFields(row.runId, row.lastSeq, newest), context)
 }
 
 /**
  * Whether a run row's seal covers one of `earlier`, the run's checkpoints before its newest: a
- * commit whose checkpoints became durable before its run row was rewritten (the file store writes
- * them one file at a time, so a crash can fall in between). The checkpoints after the sealed one
- * are each signed and bound to this run and seq, and checked when they are read, so accepting the
- * row rolls nothing back.
+ * commit whose checkpoints became durable before its run row was rewritten (an engine that writes
+ * them apart, or a damaged last frame of a file store's log). The checkpoints after the sealed
+ * one are each signed and bound to this run and seq, and checked when they are read, so
+ * accepting the row rolls nothing back.
  */
 export function sealCoversEarlier(ring: KeyRing, row: RunRow, earlier: readonly CheckpointRow[]): boolean {
-  for (const checkpoint of earlier) {
-    try {
-      verify(ring, row.seal, 'run-progress', progressFields(row.runId, checkpoint.seq, checkpoint), { runId: stringOr(row.runId), what: `run ${String(row.runId)}` })
-      return true
-    } catch {
-      // Not this checkpoint: try the one before it.
-    }
-  }
-  return false
+  return earlier.some((checkpoint) => verifies(ring, row.seal, 'run-progress', progressFields(row.runId, checkpoint.seq, checkpoint)))
 }
 
 /** How {@link SealedLeases} reads and opens the run rows of its engine. */
@@ -120,7 +106,7 @@ export interface SealedRuns {
 /**
  * The lease protocol of a keyed engine: runs it creates are sealed, runs a claim hands out
  * verified, and every change of a run's fields (release, cancel, requeue) re-signed from the
- * stored row (see {@link signedSwap}).
+ * stored row (see {@link signedPatch}).
  */
 export class SealedLeases implements LeaseEngine {
   readonly #inner: LeaseEngine
@@ -138,7 +124,7 @@ export class SealedLeases implements LeaseEngine {
   }
 
   enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
-    return this.#inner.enqueue(this.#sealNew(row), job)
+    return this.#inner.enqueue(sealNewRun(this.#ring, row), job)
   }
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
@@ -150,41 +136,33 @@ export class SealedLeases implements LeaseEngine {
   getLease: LeaseEngine['getLease'] = (runId) => this.#inner.getLease(runId)
 
   async release(request: ReleaseRequest): Promise<boolean | RunChanged> {
-    if (!request.patch?.swap) return this.#inner.release(request)
-    const stored = await this.#runs.stored(request.fence.runId)
-    if (!stored) return false
-    const patch = signedPatch(this.#ring, stored, request.patch)
-    return 'outcome' in patch ? patch : this.#inner.release({ ...request, patch })
+    const { patch } = request
+    if (!patch?.swap) return this.#inner.release(request)
+    const signed = await this.#signed(request.fence.runId, () => patch)
+    if (signed === undefined) return false
+    return isRunChanged(signed) ? signed : this.#inner.release({ ...request, patch: signed })
   }
 
   async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     if (!swap) return this.#inner.cancel(runId)
-    const stored = await this.#runs.stored(runId)
-    if (!stored) return undefined
-    const signed = signedSwap(this.#ring, stored, { status: 'cancelled', updatedAt: stored.updatedAt, swap })
-    return 'outcome' in signed ? signed : this.#inner.cancel(runId, signed)
+    const signed = await this.#signed(runId, (stored) => ({ status: 'cancelled', updatedAt: stored.updatedAt, swap }))
+    return signed === undefined || isRunChanged(signed) ? signed : this.#inner.cancel(runId, signed.swap)
   }
 
   async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
     const sealed = await this.#sealedRequeue(request)
-    return sealed === undefined || 'outcome' in sealed ? sealed : this.#inner.requeuePaused(sealed)
+    return sealed === undefined || isRunChanged(sealed) ? sealed : this.#inner.requeuePaused(sealed)
   }
 
   async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
     const sealed = await Promise.all(requests.map((request) => this.#sealedRequeue(request)))
-    const ready = sealed.filter((request): request is RequeueRequest => request !== undefined && !('outcome' in request))
+    const ready = sealed.filter((request): request is RequeueRequest => request !== undefined && !isRunChanged(request))
     const inner = this.#inner
-    const outcomes = inner.requeuePausedMany ? await inner.requeuePausedMany(ready) : await sequentially(ready, (request) => inner.requeuePaused(request))
+    let outcomes: (RequeueOutcome | RunChanged | undefined)[] = []
+    if (inner.requeuePausedMany) outcomes = await inner.requeuePausedMany(ready)
+    else for (const request of ready) outcomes.push(await inner.requeuePaused(request))
     let next = 0
-    return sealed.map((request) => (request === undefined || 'outcome' in request ? request : outcomes[next++]))
-  }
-
-  /** A requeue as the engine below takes it: its swap re-signed from the stored row (undefined: no such run). */
-  async #sealedRequeue(request: RequeueRequest): Promise<RequeueRequest | RunChanged | undefined> {
-    const stored = await this.#runs.stored(request.runId)
-    if (!stored) return undefined
-    const swap = signedSwap(this.#ring, stored, { status: 'queued', metadata: request.metadata, updatedAt: request.now, swap: request.swap })
-    return 'outcome' in swap ? swap : { ...request, swap }
+    return sealed.map((request) => (request === undefined || isRunChanged(request) ? request : outcomes[next++]))
   }
 
   /**
@@ -193,21 +171,27 @@ export class SealedLeases implements LeaseEngine {
    * (`loadRun`), so the acquire does not read that checkpoint as well: the row's seal is left out.
    */
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
-    const outcome = await this.#inner.acquire(request.create ? { ...request, create: this.#sealNew(request.create) } : request)
+    const outcome = await this.#inner.acquire(request.create ? { ...request, create: sealNewRun(this.#ring, request.create) } : request)
     if (outcome.outcome !== 'acquired') return outcome
     verifyRunFields(this.#ring, outcome.run)
     return { ...outcome, run: { ...outcome.run, digest: runDigest(outcome.run), seal: null } }
   }
 
-  #sealNew(row: RunRow): RunRow {
-    return { ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) }
+  /** A requeue with its swap re-signed from the stored row. */
+  async #sealedRequeue(request: RequeueRequest): Promise<RequeueRequest | RunChanged | undefined> {
+    const signed = await this.#signed(request.runId, () => ({ status: 'queued', metadata: request.metadata, updatedAt: request.now, swap: request.swap }))
+    return signed === undefined || isRunChanged(signed) ? signed : { ...request, swap: signed.swap }
+  }
+
+  /** A change re-signed from the stored row (see {@link signedPatch}); undefined when there is no such run. */
+  async #signed<P extends RunPatch>(runId: string, patchOf: (stored: RunRow) => P): Promise<P | RunChanged | undefined> {
+    const stored = await this.#runs.stored(runId)
+    return stored && signedPatch(this.#ring, stored, patchOf(stored))
   }
 }
 
-async function sequentially<T, R>(items: readonly T[], fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = []
-  for (const item of items) results.push(await fn(item))
-  return results
+function runContext(row: RunRow): SealContext {
+  return { runId: stringOr(row.runId), what: `run ${String(row.runId)}` }
 }
 
 function fieldsOf(row: Pick<RunRow, RunDigestField>): (string | number | null | undefined)[] {
@@ -219,8 +203,4 @@ function fieldsOf(row: Pick<RunRow, RunDigestField>): (string | number | null | 
 
 function progressFields(runId: unknown, lastSeq: unknown, newest: Pick<CheckpointRow, 'id' | 'digest'> | undefined) {
   return [stringOr(runId), typeof lastSeq === 'number' ? lastSeq : undefined, newest?.id ?? null, newest?.digest ?? null]
-}
-
-function stringOr(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined
 }

@@ -48,23 +48,31 @@ export function keyIdOf(value: unknown): string | undefined {
 
 /** Sign `fields` under `domain` with the ring's writing key. */
 export function sign(ring: KeyRing, domain: string, fields: readonly SealField[]): string {
-  const key = ring.writer()
-  return `${SIGNATURE}${key.id}.${mac(key, domain, fields)}`
+  return signature(ring.writer(), domain, fields)
 }
 
 /**
  * Check that `signature` signs `fields` under `domain` with a key of the ring; anything else (no
  * signature, an unknown key id, a mismatch) is a {@link CheckpointIntegrityError}.
  */
-export function verify(ring: KeyRing, signature: unknown, domain: string, fields: readonly SealField[], context: SealContext): void {
-  if (!isSignature(signature)) {
-    throw integrity(context, 'is not signed, but this store verifies signatures: sign the records written before keys were given with store.rekey({ signUnsigned: true })')
-  }
-  const key = keyOf(ring, signature, context)
-  const expected = Buffer.from(`${SIGNATURE}${key.id}.${mac(key, domain, fields)}`)
-  const given = Buffer.from(signature)
-  if (expected.length !== given.length || !timingSafeEqual(expected, given)) {
+export function verify(ring: KeyRing, signed: unknown, domain: string, fields: readonly SealField[], context: SealContext): void {
+  requireSignature(signed, context)
+  const key = keyOf(ring, signed, context)
+  if (!macEquals(key, signed, domain, fields)) {
     throw integrity(context, `does not verify under key ${key.id}: it was edited, forged, moved from another place or replayed after it was written`, key.id)
+  }
+}
+
+/** Whether `signed` is a signature of `fields` under `domain` by a key of the ring. */
+export function verifies(ring: KeyRing, signed: unknown, domain: string, fields: readonly SealField[]): boolean {
+  const key = ring.key(keyIdOf(signed) ?? '')
+  return isSignature(signed) && key !== undefined && macEquals(key, signed, domain, fields)
+}
+
+/** Throw unless `value` is a signature: a record written before the store had keys. */
+export function requireSignature(value: unknown, context: SealContext): asserts value is string {
+  if (!isSignature(value)) {
+    throw integrity(context, 'is not signed, but this store verifies signatures: sign the records written before keys were given with store.rekey({ signUnsigned: true })')
   }
 }
 
@@ -93,6 +101,17 @@ export function decrypt(ring: KeyRing, ciphertext: string, aad: string, context:
   }
 }
 
+/** The ciphertext a stored text holds (a JSON string of one), or undefined for a plain text. */
+export function storedCiphertext(text: unknown): string | undefined {
+  if (typeof text !== 'string' || !text.startsWith(`"${CIPHERTEXT}`)) return undefined
+  try {
+    const value: unknown = JSON.parse(text)
+    return isCiphertext(value) ? value : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * The check value of a key, which a keyed store keeps once per key id: an HMAC of a fixed label,
  * so a different secret under the same id gives a different value (and the value reveals
@@ -114,10 +133,20 @@ export function integrity(context: SealContext, problem: string, keyId?: string,
 
 function keyOf(ring: KeyRing, sealed: string, context: SealContext): RingKey {
   const id = keyIdOf(sealed)
-  const key = id === undefined ? undefined : ring.key(id)
-  if (key) return key
   if (id === undefined) throw integrity(context, 'has a malformed signature or ciphertext')
+  const key = ring.key(id)
+  if (key) return key
   throw integrity(context, `was sealed with key ${id}, which this store's key ring does not hold (it holds ${ring.ids.join(', ')}): add key ${id} to the ring`, id)
+}
+
+function signature(key: RingKey, domain: string, fields: readonly SealField[]): string {
+  return `${SIGNATURE}${key.id}.${mac(key, domain, fields)}`
+}
+
+function macEquals(key: RingKey, signed: string, domain: string, fields: readonly SealField[]): boolean {
+  const expected = Buffer.from(signature(key, domain, fields))
+  const given = Buffer.from(signed)
+  return expected.length === given.length && timingSafeEqual(expected, given)
 }
 
 function mac(key: RingKey, domain: string, fields: readonly SealField[]): string {
@@ -126,7 +155,7 @@ function mac(key: RingKey, domain: string, fields: readonly SealField[]): string
   for (const field of fields) {
     if (typeof field === 'string') {
       // UTF-8 would fold every lone surrogate into U+FFFD; JSON text keeps them apart.
-      const text = isWellFormed(field) ? field : JSON.stringify(field)
+      const text = (field as unknown as { isWellFormed(): boolean }).isWellFormed() ? field : JSON.stringify(field)
       hmac.update(`${text === field ? 's' : 'j'}${text.length}:`).update(text)
     }
     else if (typeof field === 'number') hmac.update(`n${String(field)};`)
@@ -135,11 +164,4 @@ function mac(key: RingKey, domain: string, fields: readonly SealField[]): string
     else hmac.update(`?${typeof field};`)
   }
   return hmac.digest('base64url')
-}
-
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
-
-function isWellFormed(text: string): boolean {
-  const native = (text as { isWellFormed?: () => boolean }).isWellFormed
-  return native ? native.call(text) : !LONE_SURROGATE.test(text)
 }

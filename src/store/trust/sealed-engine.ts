@@ -6,12 +6,14 @@ import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, Ru
 import type { KeyRing } from './key-ring.js'
 import { keyCheckValue } from './seal.js'
 import { RecordSeal } from './record-seal.js'
-import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
+import { isRunChanged } from '../encoding/run-rows.js'
+import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, sealNewRun, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
 /** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
 const LAGGING_COMMIT_LIMIT = 16
 /** Most times a read of a run row and its newest checkpoint is made again while commits land in between. */
 const CATCH_UP_READS = 8
+const NO_WRITES = 'this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites'
 
 /** What a keyed store does to what it writes. */
 export interface SealOptions {
@@ -24,51 +26,34 @@ export interface SealOptions {
  * A {@link StorageEngine} that signs (and, with `encrypt`, encrypts) every record a resume
  * trusts on its way into the engine below, and verifies (and decrypts) it on the way out, so
  * every backend gets the same protection from one place. Checkpoints, list items, effects and
- * pending writes are sealed one record at a time ({@link RecordSeal}); run rows here:
- *
- * - A run row carries a progress signature (its `seal`) over its run id, last seq and the id and
- *   signed digest of the checkpoint at that seq, written by the commit that advances it and
- *   checked on every read of the row (`getRun`, `listRuns`, claims, `loadRun`): a lowered last
- *   seq, a deleted or replaced newest checkpoint, or a row restored from before later commits
- *   does not verify.
- * - A run row's fields (run id, status, name, thread, workflow name, config signature, metadata,
- *   creation time) are signed in its `digest`, bound to the run id. A change of them (a patch, a
- *   commit's run patch, the lease protocol's release, cancel and requeue) comes from the store
- *   above as a compare-and-set on the unkeyed digest of the row it read; here it becomes one on
- *   the stored signature, with the signature of the row as changed, once the stored row verifies
- *   (see `signedSwap`). The engine below compares and stores strings; it computes nothing.
- *
- * A run row's update time, list headers and lease columns pass through unchanged.
+ * pending writes are sealed one record at a time ({@link RecordSeal}). A run row carries a
+ * progress signature over its last seq and newest checkpoint, checked on every read of the row,
+ * and a signature of its fields; a change of its fields, a compare-and-set on the unkeyed digest
+ * of the row read, becomes one on the stored signature once the stored row verifies (see
+ * `run-seal.ts`). The engine below compares and stores strings; it computes nothing. A run row's
+ * update time, list headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
-  readonly #inner: StorageEngine
-  readonly #ring: KeyRing
+  /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
+  readonly inner: StorageEngine
+  /** The key ring records are signed with. */
+  readonly ring: KeyRing
   /** How each record is sealed and opened. */
   readonly records: RecordSeal
+  #leases: SealedLeases | undefined
+  #writerChecked = false
 
   constructor(inner: StorageEngine, options: SealOptions) {
-    this.#inner = inner
-    this.#ring = options.ring
+    this.inner = inner
+    this.ring = options.ring
     this.records = new RecordSeal(options.ring, options.encrypt)
   }
 
   get leases(): LeaseEngine | undefined {
-    const inner = this.#inner.leases
+    const inner = this.inner.leases
     if (!inner) return undefined
-    this.#leases ??= new SealedLeases(inner, this.#ring, { stored: (runId) => this.#inner.getRun(runId), open: async (row) => this.#openRun(row) })
+    this.#leases ??= new SealedLeases(inner, this.ring, { stored: (runId) => this.inner.getRun(runId), open: async (row) => this.#openRun(row) })
     return this.#leases
-  }
-
-  #leases: SealedLeases | undefined
-
-  /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
-  get inner(): StorageEngine {
-    return this.#inner
-  }
-
-  /** The key ring records are signed with (for rekeying). */
-  get ring(): KeyRing {
-    return this.#ring
   }
 
   /**
@@ -78,38 +63,36 @@ export class SealedEngine implements StorageEngine {
    */
   async checkWritingKey(): Promise<void> {
     if (this.#writerChecked) return
-    const put = this.#inner.putKeyCheck?.bind(this.#inner)
-    const key = this.#ring.writer()
+    const put = this.inner.putKeyCheck?.bind(this.inner)
+    const key = this.ring.writer()
     const mine = keyCheckValue(key)
     if (put && (await put(key.id, mine)) !== mine) throw new WrongKeyError({ keyId: key.id })
     this.#writerChecked = true
   }
-
-  #writerChecked = false
 
   /**
    * What to report for a record that does not verify: a {@link WrongKeyError} when the store's
    * check value for the key it names is not that of the ring's secret, else `err` (tampering).
    */
   async explainIntegrity(err: CheckpointIntegrityError): Promise<CairnError> {
-    const key = err.keyId === undefined ? undefined : this.#ring.key(err.keyId)
-    if (!key || !this.#inner.getKeyCheck) return err
-    const stored = await this.#inner.getKeyCheck(key.id)
+    const key = err.keyId === undefined ? undefined : this.ring.key(err.keyId)
+    if (!key || !this.inner.getKeyCheck) return err
+    const stored = await this.inner.getKeyCheck(key.id)
     return stored !== undefined && stored !== keyCheckValue(key) ? new WrongKeyError({ keyId: key.id, cause: err }) : err
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
     await this.checkWritingKey()
-    return this.#inner.insertRun({ ...row, seal: runSeal(this.#ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(this.#ring, row) })
+    return this.inner.insertRun(sealNewRun(this.ring, row))
   }
 
   async getRun(runId: string): Promise<RunRow | undefined> {
-    const row = await this.#inner.getRun(runId)
+    const row = await this.inner.getRun(runId)
     return row && this.#openRun(row)
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
-    const rows = await this.#inner.listRuns(query)
+    const rows = await this.inner.listRuns(query)
     return Promise.all(rows.map(async (row) => this.#openRun(row)))
   }
 
@@ -117,17 +100,15 @@ export class SealedEngine implements StorageEngine {
     await this.checkWritingKey()
     // The seal is the commit's to write, never a caller's; the swap is re-signed from the stored row.
     const { seal: _seal, ...fields } = patch
-    const stored = await this.#inner.getRun(runId)
+    const stored = await this.inner.getRun(runId)
     if (!stored) return undefined
-    const signed = signedPatch(this.#ring, stored, fields)
-    if ('outcome' in signed) return signed
-    const row = await this.#inner.updateRun(runId, signed)
+    const signed = signedPatch(this.ring, stored, fields)
+    if (isRunChanged(signed)) return signed
+    const row = await this.inner.updateRun(runId, signed)
     return row && !('outcome' in row) ? this.#openRun(row) : row
   }
 
-  deleteRun(runId: string): Promise<boolean> {
-    return this.#inner.deleteRun(runId)
-  }
+  deleteRun: StorageEngine['deleteRun'] = (runId) => this.inner.deleteRun(runId)
 
   async commit(request: CommitRequest): Promise<CommitResult> {
     if (!this.#writerChecked) await this.checkWritingKey()
@@ -136,14 +117,14 @@ export class SealedEngine implements StorageEngine {
     const rows = request.rows.map((row) => records.sealCheckpoint(row))
     const newest = rows[rows.length - 1]
     const { runId } = request.run
-    const seal = runSeal(this.#ring, runId, newest?.seq ?? 0, newest)
+    const seal = runSeal(this.ring, runId, newest?.seq ?? 0, newest)
     // A commit that advances the run writes the signature of its new last seq and newest checkpoint with them.
-    const run = { ...request.run, seal, digest: runFieldsSeal(this.#ring, request.run) }
+    const run = { ...request.run, seal, digest: runFieldsSeal(this.ring, request.run) }
     const sealed: CommitRequest = { ...request, rows, appends: request.appends.map((append) => records.sealAppend(runId, append)), run }
     if (request.runPatch?.swap) {
       // The run row the patch changes: as stored, or the one this commit creates.
-      const runPatch = signedPatch(this.#ring, (await this.#inner.getRun(runId)) ?? run, request.runPatch)
-      if ('outcome' in runPatch) return { ok: false, reason: 'run_changed' }
+      const runPatch = signedPatch(this.ring, (await this.inner.getRun(runId)) ?? run, request.runPatch)
+      if (isRunChanged(runPatch)) return { ok: false, reason: 'run_changed' }
       sealed.runPatch = runPatch
     }
     if (effects) {
@@ -153,25 +134,25 @@ export class SealedEngine implements StorageEngine {
         ...(effects.completions ? { completions: effects.completions.map((row) => records.sealCompletion(row)) } : {}),
       }
     }
-    return this.#inner.commit(sealed)
+    return this.inner.commit(sealed)
   }
 
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
-    return (await this.#inner.getCheckpoints(checkpointIds)).map((row) => this.records.openCheckpoint(row))
+    return (await this.inner.getCheckpoints(checkpointIds)).map((row) => this.records.openCheckpoint(row))
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
-    const row = await this.#inner.getLatest(query)
+    const row = await this.inner.getLatest(query)
     return row && this.records.openCheckpoint(row)
   }
 
   async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
-    const rows = await this.#inner.listCheckpoints(query)
+    const rows = await this.inner.listCheckpoints(query)
     return query.rows === true ? rows.map((row) => this.records.openCheckpoint(row as CheckpointRow)) : rows
   }
 
   async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-    const lists = await this.#inner.readLists(runId, ranges)
+    const lists = await this.inner.readLists(runId, ranges)
     return lists.map((items, k) => {
       const range = ranges[k]
       return items.map((item, idx) => this.records.openItem(runId, range?.id ?? '?', (range?.from ?? 0) + idx, item))
@@ -184,7 +165,7 @@ export class SealedEngine implements StorageEngine {
    * them in one snapshot), every row verified and every item opened.
    */
   async loadRun(runId: string, request: { recent: number }): Promise<RunLoad> {
-    const read = await this.#inner.loadRun(runId, request)
+    const read = await this.inner.loadRun(runId, request)
     const newest = read.checkpoints[0]
     let run: RunRow | undefined
     if (read.run && newest && typeof read.run.lastSeq === 'number' && newest.seq > read.run.lastSeq) run = await this.getRun(runId)
@@ -197,42 +178,36 @@ export class SealedEngine implements StorageEngine {
     }
   }
 
-  deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
-    return this.#inner.deleteCheckpoints(runId, checkpointIds)
-  }
+  deleteCheckpoints: StorageEngine['deleteCheckpoints'] = (runId, checkpointIds) => this.inner.deleteCheckpoints(runId, checkpointIds)
 
   async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
-    return (await this.#inner.listEffects(runId, callIds)).map((row) => this.records.openEffect(row))
+    return (await this.inner.listEffects(runId, callIds)).map((row) => this.records.openEffect(row))
   }
 
-  deleteEffects(runId: string): Promise<number> {
-    return this.#inner.deleteEffects(runId)
-  }
+  deleteEffects: StorageEngine['deleteEffects'] = (runId) => this.inner.deleteEffects(runId)
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
-    if (!this.#inner.putWrites) throw new InvalidArgumentError('this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites')
-    await this.#inner.putWrites(rows.map((row) => this.records.sealWrite(row)))
+    if (!this.inner.putWrites) throw new InvalidArgumentError(NO_WRITES)
+    await this.inner.putWrites(rows.map((row) => this.records.sealWrite(row)))
   }
 
   async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {
-    if (!this.#inner.listWrites) throw new InvalidArgumentError('this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites')
-    return (await this.#inner.listWrites(runId, checkpointIds)).map((row) => this.records.openWrite(row))
+    if (!this.inner.listWrites) throw new InvalidArgumentError(NO_WRITES)
+    return (await this.inner.listWrites(runId, checkpointIds)).map((row) => this.records.openWrite(row))
   }
 
-  close(): Promise<void> {
-    return this.#inner.close()
-  }
+  close: StorageEngine['close'] = () => this.inner.close()
 
   /** A stored run row read with the run's newest checkpoint, checked against its seal and its field signature. */
   async #openRun(row: RunRow): Promise<RunRow> {
     let current = row
-    let newest = await this.#inner.getLatest({ runId: row.runId })
+    let newest = await this.inner.getLatest({ runId: row.runId })
     // Commits may land between the two reads (one or several, on a busy run): read the row again,
     // then the newest checkpoint, until the row has caught up. A row put back stays behind on
     // every read and is refused below.
     for (let attempt = 1; attempt <= CATCH_UP_READS && newest && typeof current.lastSeq === 'number' && newest.seq > current.lastSeq; attempt++) {
-      current = (await this.#inner.getRun(row.runId)) ?? current
-      newest = await this.#inner.getLatest({ runId: row.runId })
+      current = (await this.inner.getRun(row.runId)) ?? current
+      newest = await this.inner.getLatest({ runId: row.runId })
     }
     return this.#checkRun(current, newest)
   }
@@ -240,19 +215,19 @@ export class SealedEngine implements StorageEngine {
   /** A run row read with its newest checkpoint (as stored), checked against its seal and its field signature. */
   async #checkRun(current: RunRow, newest: CheckpointRow | undefined): Promise<RunRow> {
     try {
-      verifyRunSeal(this.#ring, current, newest)
+      verifyRunSeal(this.ring, current, newest)
     } catch (err) {
       // The engine reports progress up to its newest checkpoint, but the seal is over an earlier
       // one: a commit cut short between its checkpoints and its run row (see sealCoversEarlier).
       if (newest === undefined || current.lastSeq !== newest.seq || !(await this.#sealCoversEarlier(current))) throw err
     }
-    verifyRunFields(this.#ring, current)
+    verifyRunFields(this.ring, current)
     return openedRun(current)
   }
 
   /** The few checkpoints before the newest, read whole, checked against the row's seal. */
   async #sealCoversEarlier(row: RunRow): Promise<boolean> {
-    const earlier = (await listRows(this.#inner, { runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })).slice(1)
-    return sealCoversEarlier(this.#ring, row, earlier)
+    const earlier = (await listRows(this.inner, { runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })).slice(1)
+    return sealCoversEarlier(this.ring, row, earlier)
   }
 }

@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../core/codec.js'
-import { MAX_READ_LIMIT, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from '../event-log/run-event-log.js'
+import { MAX_READ_LIMIT, type ReadEventsOptions, type RunEventLog, type StoredRunEvent } from '../event-log/run-event-log.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext } from './seal.js'
 
@@ -33,13 +33,8 @@ export class SealedEventLog implements RunEventLog {
     return stored.map(({ cursor, event }) => ({ cursor, event: this.open(runId, cursor, event) }))
   }
 
-  waitForMore(runId: string, after: string | undefined, options: WaitForEventsOptions): Promise<boolean> {
-    return this.#log.waitForMore(runId, after, options)
-  }
-
-  deleteRun(runId: string): Promise<number> {
-    return this.#log.deleteRun(runId)
-  }
+  waitForMore: RunEventLog['waitForMore'] = (runId, after, options) => this.#log.waitForMore(runId, after, options)
+  deleteRun: RunEventLog['deleteRun'] = (runId) => this.#log.deleteRun(runId)
 
   replace(runId: string, events: readonly JsonObject[]): Promise<void> {
     return this.#log.replace(runId, this.#seal(runId, events))
@@ -49,9 +44,7 @@ export class SealedEventLog implements RunEventLog {
     return events.map((event) => ({ sealed: encrypt(this.#ring, JSON.stringify(event), eventAad(runId)) }))
   }
 
-  close(): Promise<void> {
-    return this.#log.close()
-  }
+  close: RunEventLog['close'] = () => this.#log.close()
 
   /** One stored event, opened: a `CheckpointIntegrityError` when it is not sealed or does not decrypt. */
   open(runId: string, cursor: string, event: JsonObject): JsonObject {

@@ -1,11 +1,11 @@
-import { closeSync, constants, fstatSync, ftruncateSync, lstatSync } from 'node:fs'
+import { constants, fstatSync, ftruncateSync, lstatSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { LeaseTable } from '../../leases/lease-table.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
-import { assertRealDirectorySync, ensureDirectory, fsyncAsync, isTempOfDeadWriter, listDirectory, openForWriteSync, readJsonFile, readRegular, syncDirectory, writeAllSync, writeFileAtomic } from './driver.js'
-import { applyRecord, checkHead, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { assertRealDirectory, ensureDirectory, withFile, fsyncAsync, isTempOfDeadWriter, listDirectory, readJsonFile, readRegular, syncDirectory, writeAll, writeFileAtomic } from './driver.js'
+import { applyRecord, checkHead, compactRecords, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
 import { lockDirectory, type ProcessLock } from './process-lock.js'
 
@@ -125,8 +125,7 @@ export class DirectoryState {
   /** Every run with a directory, folded (cross-run queries); the id index is built again from them. */
   async allRuns(): Promise<RunLog[]> {
     const logs = (await this.runIds()).map((runId) => this.runLog(runId))
-    this.#index = new Map()
-    for (const log of logs) for (const id of log.byId.keys()) this.#index.set(id, log.runId)
+    this.#index = new Map(logs.flatMap((log) => [...log.byId.keys()].map((id) => [id, log.runId] as const)))
     return logs
   }
 
@@ -186,12 +185,7 @@ export class DirectoryState {
 
   /** The ids of every run directory. */
   async runIds(): Promise<string[]> {
-    const ids: string[] = []
-    for (const name of await listDirectory(this.layout.runsDir)) {
-      const id = nameToId(name)
-      if (id !== undefined) ids.push(id)
-    }
-    return ids
+    return (await listDirectory(this.layout.runsDir)).flatMap((name) => nameToId(name) ?? [])
   }
 
   /**
@@ -204,18 +198,15 @@ export class DirectoryState {
     const path = this.layout.logFile(runId)
     const created = log.ino === undefined
     if (created) await ensureDirectory(this.layout.runDir(runId))
-    assertRealDirectorySync(this.layout.runDir(runId))
+    assertRealDirectory(this.layout.runDir(runId))
     const { bytes, check } = encodeFrame(log.check, record)
-    const fd = openForWriteSync(path, constants.O_WRONLY | constants.O_CREAT)
-    try {
+    await withFile(path, constants.O_WRONLY | constants.O_CREAT, async (fd) => {
       const stat = fstatSync(fd, { bigint: true })
       if (stat.size !== BigInt(log.end)) ftruncateSync(fd, log.end)
-      writeAllSync(fd, bytes, log.end)
+      writeAll(fd, bytes, log.end)
       log.ino = stat.ino
       if (sync) await fsyncAsync(fd)
-    } finally {
-      closeSync(fd)
-    }
+    })
     if (sync && created) await syncDirectory(this.layout.runDir(runId))
     log.end += bytes.length
     log.frames++
@@ -231,10 +222,10 @@ export class DirectoryState {
    * Rewrite a run's log with what its state holds (a compaction: after checkpoints are deleted,
    * or records rewritten), atomically: a new log of the next generation replaces the old one.
    */
-  async compact(log: RunLog, records: LogRecord[]): Promise<void> {
+  async compact(log: RunLog): Promise<void> {
     const fresh = emptyLog(log.runId)
     const frames: Buffer[] = []
-    for (const record of records) {
+    for (const record of compactRecords(log, log.gen + 1)) {
       const { bytes, check } = encodeFrame(fresh.check, record)
       frames.push(bytes)
       fresh.check = check
@@ -261,14 +252,7 @@ export class DirectoryState {
       let failure: Error | undefined
       for (const { log, sync, head } of runs) {
         try {
-          if (!sync) {
-            const fd = openForWriteSync(this.layout.logFile(log.runId), constants.O_RDONLY)
-            try {
-              await fsyncAsync(fd)
-            } finally {
-              closeSync(fd)
-            }
-          }
+          if (!sync) await withFile(this.layout.logFile(log.runId), constants.O_RDONLY, fsyncAsync)
           await this.#writeHead(log, head)
         } catch (err) {
           // A run deleted meanwhile has nothing left to sync.
@@ -309,7 +293,7 @@ export class DirectoryState {
   #load(runId: string, ino: bigint | undefined): RunLog {
     const log = emptyLog(runId)
     if (ino === undefined) return log
-    assertRealDirectorySync(this.layout.runDir(runId))
+    assertRealDirectory(this.layout.runDir(runId))
     const headPath = this.layout.headFile(runId)
     const headFile = readJsonFile(headPath)
     const path = this.layout.logFile(runId)

@@ -12,7 +12,7 @@ import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js
 import { acquireDirectory, releaseDirectory, type DirectoryState } from './directory-state.js'
 import { FileLeases } from './file-leases.js'
 import { ensureDirectory, readRegular, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
-import { compactRecords, isUnreadable, putWrite, type LogRecord, type RunLog } from './file-log.js'
+import { isUnreadable, putWrite, type LogRecord, type RunLog } from './file-log.js'
 import { assertSafeId, type FileLayout } from './file-names.js'
 
 /** Options of {@link FileEngine}. */
@@ -24,16 +24,11 @@ export interface FileEngineOptions {
 }
 
 /**
- * A {@link StorageEngine} over a directory, for a single process and no dependencies. Each run
- * is one append-only log (`runs/<runId>/log.jsonl`, see `file-log.ts`): a commit appends one
- * frame holding its checkpoints, list items, effect changes and the run row as changed, so a
- * commit is one write (and, for `sync` durability, one fsync). The log is folded in memory when
- * the run is first used and kept while the store is open. Removing checkpoints or rewriting
- * records replaces the log atomically with what is kept (a compaction).
- *
- * Writes to one run are serialized by an in-process lock shared by every engine this process
- * opens on the same directory. Several processes must not write to one directory at once: use
- * `SqliteStore` for that. Other processes may read: they see the log up to its last whole frame.
+ * A {@link StorageEngine} over a directory, for a single process and no dependencies (see
+ * `FileStore`). Each run is one append-only log (see `file-log.ts`), folded in memory when the run
+ * is first used: a commit is one frame, one write (and, for `sync` durability, one fsync).
+ * Removing checkpoints or rewriting records replaces the log atomically (a compaction). Writes to
+ * one run are serialized by a lock shared by every engine this process opens on the directory.
  *
  * @example
  * ```ts
@@ -45,7 +40,7 @@ export class FileEngine implements StorageEngine {
   readonly #layout: FileLayout
   readonly #warn: (message: string) => void
   #closed = false
-  /** The lease protocol, for several workers in this process (see {@link FileLeases}). */
+  /** The lease protocol, for several workers in this process. */
   readonly leases: FileLeases
 
   constructor(options: FileEngineOptions) {
@@ -91,12 +86,9 @@ export class FileEngine implements StorageEngine {
       if (log.error) throw log.error
       if (log.row) rows.push(log.row)
     }
-    const matching = rows
-      .filter((run) => statusMatches(run.status, query.status))
-      .filter((run) => query.workflowName === undefined || run.workflowName === query.workflowName)
-      .filter((run) => query.threadId === undefined || run.threadId === query.threadId)
-      .sort(compareRunsNewestFirst)
-    return page(matching, (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
+    const matches = (run: RunRow) =>
+      statusMatches(run.status, query.status) && (query.workflowName === undefined || run.workflowName === query.workflowName) && (query.threadId === undefined || run.threadId === query.threadId)
+    return page(rows.filter(matches).sort(compareRunsNewestFirst), (run) => run.runId, query.before, query.limit).map((run) => ({ ...run }))
   }
 
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
@@ -110,7 +102,8 @@ export class FileEngine implements StorageEngine {
 
   async deleteRun(runId: string): Promise<boolean> {
     const runDir = this.#layout.runDir(runId)
-    await this.#beginWrite()
+    await this.#begin()
+    await this.#dir.ready()
     return this.#dir.withRunLock(runId, async () => {
       const log = this.#dir.runLog(runId, { writing: true })
       if (!log.row && !log.error && log.ino === undefined) return false
@@ -245,7 +238,7 @@ export class FileEngine implements StorageEngine {
           else items.length = Math.min(items.length, n)
         }
       }
-      await this.#compact(log)
+      await this.#dir.compact(log)
       return deleted
     })
   }
@@ -296,7 +289,7 @@ export class FileEngine implements StorageEngine {
         const row = log.effects.get(callId)
         if (row) log.effects.set(callId, { ...row, inputHash, output, outputHash })
       }
-      await this.#compact(log)
+      await this.#dir.compact(log)
     })
   }
 
@@ -313,12 +306,6 @@ export class FileEngine implements StorageEngine {
     return this.#closed ? Promise.reject(new StoreError(`the file engine on ${this.#layout.root} is closed`, { code: 'store_closed' })) : Promise.resolve()
   }
 
-  /** Before a write: the engine is open and the directory prepared. */
-  async #beginWrite(): Promise<void> {
-    await this.#begin()
-    await this.#dir.ready()
-  }
-
   /** A run's folded log, for a read; a run that cannot be read throws. */
   async #read(runId: string): Promise<RunLog> {
     this.#layout.runDir(runId)
@@ -331,7 +318,8 @@ export class FileEngine implements StorageEngine {
   /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
   async #write<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
     this.#layout.runDir(runId)
-    await this.#beginWrite()
+    await this.#begin()
+    await this.#dir.ready()
     return this.#dir.withRunLock(runId, async () => {
       const log = this.#dir.runLog(runId, { writing: true })
       if (log.error) throw log.error
@@ -343,11 +331,6 @@ export class FileEngine implements StorageEngine {
         throw err
       }
     })
-  }
-
-  /** Replace the run's log with what its folded state holds now. */
-  async #compact(log: RunLog): Promise<void> {
-    await this.#dir.compact(log, compactRecords(log, log.gen + 1))
   }
 }
 

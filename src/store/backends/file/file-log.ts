@@ -58,21 +58,8 @@ export interface RunLog {
 }
 
 export function emptyLog(runId: string): RunLog {
-  return {
-    runId,
-    row: undefined,
-    error: undefined,
-    checkpoints: [],
-    byId: new Map(),
-    lists: new Map(),
-    effects: new Map(),
-    writes: new Map(),
-    frames: 0,
-    check: '',
-    end: 0,
-    gen: 0,
-    ino: undefined,
-  }
+  const maps = { byId: new Map(), lists: new Map(), effects: new Map(), writes: new Map() }
+  return { runId, row: undefined, error: undefined, checkpoints: [], ...maps, frames: 0, check: '', end: 0, gen: 0, ino: undefined }
 }
 
 /** A frame's bytes, chained to `previous` (the check of the frame before it). Returns the frame and its check. */
@@ -96,26 +83,19 @@ const CHECK = /^[0-9a-f]{32}$/
  * whole run is refused. Returns the check of frame number `mark` when it is among those read.
  */
 export function foldFrames(log: RunLog, bytes: Buffer, path: string, mark?: number): string | undefined {
-  let start = 0
   let marked: string | undefined
   const base = log.end
-  for (;;) {
-    const newline = bytes.indexOf(0x0a, start)
-    if (newline < 0) break
-    const line = bytes.toString('utf8', start, newline)
-    start = newline + 1
-    log.end = base + start
+  eachLine(bytes, (line, end) => {
+    log.end = base + end
     log.frames++
-    const space = line.indexOf(' ')
-    const stored = line.slice(0, space)
-    const rest = line.slice(space + 1)
-    const ok = space > 0 && CHECK.test(stored) && frameCheck(log.check, rest) === stored
+    const { stored, rest } = splitFrame(line)
+    const ok = chains(log.check, line)
     log.check = CHECK.test(stored) ? stored : frameCheck(log.check, line)
     const record = ok ? parseRecord(rest) : undefined
     if (record) applyRecord(log, record)
     else damaged(log, rest, path)
     if (log.frames === mark) marked = log.check
-  }
+  })
   return marked
 }
 
@@ -125,14 +105,10 @@ export function foldFrames(log: RunLog, bytes: Buffer, path: string, mark?: numb
  */
 export function frameIds(bytes: Buffer): string[] {
   const ids: string[] = []
-  let start = 0
-  for (;;) {
-    const newline = bytes.indexOf(0x0a, start)
-    if (newline < 0) return ids
-    const line = bytes.toString('utf8', start, newline)
-    for (const named of namedCheckpoints(line.slice(line.indexOf(' ') + 1)) ?? []) ids.push(named.id)
-    start = newline + 1
-  }
+  eachLine(bytes, (line) => {
+    for (const named of namedCheckpoints(splitFrame(line).rest) ?? []) ids.push(named.id)
+  })
+  return ids
 }
 
 /** The checkpoints a frame's header names (`<seq>:<id>,… ` after its check); undefined when it names none or is damaged. */
@@ -150,17 +126,34 @@ function namedCheckpoints(rest: string): { seq: number; id: string }[] | undefin
  */
 export function continues(log: RunLog, bytes: Buffer): boolean {
   const newline = bytes.indexOf(0x0a)
-  if (newline < 0) return true
-  const line = bytes.toString('utf8', 0, newline)
+  return newline < 0 || chains(log.check, bytes.toString('utf8', 0, newline))
+}
+
+/** Call `fn` with each complete line of `bytes` and the offset just after it. */
+function eachLine(bytes: Buffer, fn: (line: string, end: number) => void): void {
+  let start = 0
+  for (let newline = bytes.indexOf(0x0a); newline >= 0; newline = bytes.indexOf(0x0a, start)) {
+    fn(bytes.toString('utf8', start, newline), newline + 1)
+    start = newline + 1
+  }
+}
+
+/** A frame's line as its stored check and the rest. */
+function splitFrame(line: string): { stored: string; rest: string } {
   const space = line.indexOf(' ')
-  return space > 0 && frameCheck(log.check, line.slice(space + 1)) === line.slice(0, space)
+  return { stored: line.slice(0, space), rest: line.slice(space + 1) }
+}
+
+/** Whether a frame's stored check is that of the frame before it (`previous`) and the rest of its line. */
+function chains(previous: string, line: string): boolean {
+  const space = line.indexOf(' ')
+  return space > 0 && frameCheck(previous, line.slice(space + 1)) === line.slice(0, space)
 }
 
 function parseRecord(rest: string): LogRecord | undefined {
-  const space = rest.indexOf(' ')
   try {
-    const value = JSON.parse(rest.slice(space + 1)) as unknown
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value) : undefined
+    const value = JSON.parse(rest.slice(rest.indexOf(' ') + 1)) as unknown
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : undefined
   } catch {
     return undefined
   }

@@ -66,7 +66,7 @@ export function assertSafeId(id: unknown, what: string): asserts id is string {
 }
 
 /** The path segment of a safe id. */
-export function idToName(id: string, what: string): string {
+function idToName(id: string, what: string): string {
   assertSafeId(id, what)
   let name = ''
   for (let i = 0; i < id.length; i++) {
