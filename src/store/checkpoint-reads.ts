@@ -9,7 +9,7 @@ import { decodeMany, decodeTails, readRows, readRunRows } from './encoding/load-
 import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { checkRunRow } from './encoding/run-rows.js'
 import { assertId } from './encoding/validate.js'
-import type { WriterState } from './encoding/list-cache.js'
+import type { WriterState } from './encoding/batch.js'
 import type { CachedList, ListCache } from './encoding/payload-lists.js'
 
 /** What {@link CheckpointReads.openRun} reads: the run opened, and what its store keeps of it for the next write. */
@@ -82,7 +82,7 @@ export class CheckpointReads {
     assertId(query?.after, 'after')
     return this.#trusted(async () => {
       const [base, ...rows] = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, [query.after, ...checkpointIds]))
-      return (await this.#call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base!, this.#engine, this.#schemas))) as CheckpointTail<P>[]
+      return (await this.#call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base, this.#engine, this.#schemas))) as CheckpointTail<P>[]
     })
   }
 

@@ -28,37 +28,8 @@ import type {
   WriteBatch,
 } from './store-types.js'
 
-export { FINISHED_STATUSES, RUN_STATUSES, WAITING_STATUSES } from './store-types.js'
-export type {
-  CheckpointInfo,
-  CheckpointInput,
-  CheckpointRecord,
-  CheckpointTail,
-  CreateRunInput,
-  EffectCompletion,
-  EffectCompletionResult,
-  EffectIntent,
-  EffectRecord,
-  EffectStatus,
-  ForkOptions,
-  LatestQuery,
-  ListCheckpointsQuery,
-  ListRunsQuery,
-  ListTail,
-  LoadRunQuery,
-  LoadTailsQuery,
-  OpenedRun,
-  OpenRunQuery,
-  PendingWrite,
-  PendingWriteRecord,
-  PruneOptions,
-  PruneResult,
-  PutPendingWritesInput,
-  RunRecord,
-  RunStatus,
-  UpdateRunInput,
-  WriteBatch,
-} from './store-types.js'
+export { FINISHED_STATUSES, WAITING_STATUSES } from './store-types.js'
+export type * from './store-types.js'
 
 /**
  * Reading runs, checkpoints and the effect journal: what inspection tools (timelines, diffs,
