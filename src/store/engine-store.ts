@@ -47,7 +47,6 @@ import { SealedEngine } from './trust/sealed-engine.js'
 import { RunLog } from './run-log.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'
-import { pruneEvents } from './event-log/prune-events.js'
 
 /** Options every engine-backed store accepts. */
 export interface EngineStoreOptions {
@@ -331,10 +330,8 @@ export class EngineStore implements CheckpointStore {
     return orderWrites(rows.map(decodeWriteRow), checkpointIds)
   }
 
-  async prune(options: PruneOptions = {}): Promise<PruneResult> {
-    const result = await pruneRuns(this.#maintenance(), options)
-    if (this.#events) await pruneEvents(this, this.#events, options)
-    return result
+  prune(options: PruneOptions = {}): Promise<PruneResult> {
+    return pruneRuns(this.#maintenance(), options)
   }
 
   /**
@@ -373,9 +370,9 @@ export class EngineStore implements CheckpointStore {
       engine: this.#engine,
       call: this.#call.bind(this),
       trusted: this.#trusted.bind(this),
-      withRunLock: (runId, fn) => this.#writes.withRunLock(runId, fn),
-      forgetLists: (runId) => this.#writes.forget(runId),
+      writes: this.#writes,
       log: this.#log,
+      events: this.#events,
       resealEvents: async (runId, encrypt) => {
         const ring = this.#ring
         return this.#rawEvents && ring ? resealEvents(this.#rawEvents, ring, runId, encrypt) : 0
