@@ -52,10 +52,7 @@ import type { RunWaits } from './waits/run-waits.js'
 export interface EngineStoreOptions {
   /** Schema registry used to upgrade records on load. Defaults to `defaultSchemas`. */
   schemas?: SchemaRegistry
-  /**
-   * Where warnings go: a corrupt record skipped by a listing that asked for it
-   * (`unreadable: 'skip'`). Defaults to `process.emitWarning`.
-   */
+  /** Where warnings go (a record a listing skipped with `unreadable: 'skip'`). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
   /**
    * Sign every record a resume trusts (HMAC-SHA-256) with the first key of this ring and verify
@@ -145,10 +142,7 @@ export class EngineStore implements CheckpointStore {
     return (await this.#writes.write(batch, batch.fence)).ids
   }
 
-  /**
-   * The queue and lease protocol of this store's backend, for the worker layer
-   * (`CairnClient`, `Worker`); undefined when the backend has none.
-   */
+  /** The queue and lease protocol of this store's backend, for the worker layer; undefined when it has none. */
   get leases(): RunLeases | undefined {
     const engine = this.#engine.leases
     if (!engine) return undefined
@@ -160,11 +154,7 @@ export class EngineStore implements CheckpointStore {
     return this.#leases
   }
 
-  /**
-   * The runs' event logs (durable run streams); undefined for a store over an engine without
-   * one. On an encrypted store every event is encrypted under the store's key ring, as its
-   * checkpoints are (see `SealedEventLog`).
-   */
+  /** The runs' event logs; on an encrypted store every event is encrypted, as its checkpoints are. */
   get events(): RunEventLog | undefined {
     return this.#events
   }
@@ -186,11 +176,9 @@ export class EngineStore implements CheckpointStore {
   }
 
   /**
-   * A view of this store whose every write carries `fence`: it is stored only while the fenced
-   * run is still held by `fence.owner` at `fence.epoch`, checked under the same lock as the
-   * write. A rejected write throws {@link LeaseLostError}, and the view then refuses every later
-   * write without trying. Reads go straight to the store. The worker layer hands this view to the
-   * runner of a claimed run.
+   * A view of this store whose every write carries `fence` (see {@link WriteBatch.fence}): once a
+   * write is rejected with {@link LeaseLostError}, the view refuses every later one without
+   * trying. Reads go straight to the store.
    *
    * @example
    * ```ts
@@ -335,15 +323,11 @@ export class EngineStore implements CheckpointStore {
   }
 
   /**
-   * Rewrite every record of the store under the key ring's writing key (the first key), and
-   * encrypted or not as this store is configured: the step between adding a new key and dropping
-   * the old one. Each record is verified before it is re-sealed. A rekey never changes whether
-   * records are encrypted unless asked: on a store opened with `encrypt: true` that holds plaintext
-   * records it needs `encrypt: true`, on one opened without `encrypt` that holds encrypted records
-   * it needs `decrypt: true`, and otherwise throws an `EncryptionChangeError` before writing that
-   * run. The result says whether records were encrypted before and after. With `signUnsigned`, records
-   * written before the store had keys are checked against their plain digests and signed: the
-   * explicit step that turns signing on for an existing store. Safe to run again after a stop.
+   * Rewrite every record of the store under the key ring's writing key (the first key), encrypted
+   * or not as this store is configured: the step between adding a new key and dropping the old
+   * one. Each record is verified before it is re-sealed. Turning encryption on or off needs
+   * `encrypt: true` or `decrypt: true` (else an `EncryptionChangeError` before that run is
+   * written); `signUnsigned` signs records written before the store had keys. Safe to run again.
    *
    * @example
    * ```ts
