@@ -9,7 +9,7 @@ import { decodeMany, decodeTails, readRows, readRunRows } from './encoding/load-
 import { checkRow, decodeCheckedHeader, decodeHeader, listCacheOf, readStoredCheckpoint, toRecord } from './encoding/checkpoint-rows.js'
 import { checkRunRow } from './encoding/run-rows.js'
 import { assertId } from './encoding/validate.js'
-import type { WriterState } from './encoding/list-cache.js'
+import type { WriterState } from './encoding/batch.js'
 import type { CachedList, ListCache } from './encoding/payload-lists.js'
 
 /** What {@link CheckpointReads.openRun} reads: the run opened, and what its store keeps of it for the next write. */
@@ -66,9 +66,7 @@ export class CheckpointReads {
   }
 
   async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
-    const given: unknown = checkpointIds
-    if (!Array.isArray(given)) throw new InvalidArgumentError('loadMany needs an array of checkpoint ids')
-    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
+    assertIds(checkpointIds, 'loadMany')
     return this.#trusted(async () => {
       const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
       return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
@@ -76,13 +74,11 @@ export class CheckpointReads {
   }
 
   async loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
-    const given: unknown = checkpointIds
-    if (!Array.isArray(given)) throw new InvalidArgumentError('loadTails needs an array of checkpoint ids')
-    for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
+    assertIds(checkpointIds, 'loadTails')
     assertId(query?.after, 'after')
     return this.#trusted(async () => {
       const [base, ...rows] = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, [query.after, ...checkpointIds]))
-      return (await this.#call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base!, this.#engine, this.#schemas))) as CheckpointTail<P>[]
+      return (await this.#call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base, this.#engine, this.#schemas))) as CheckpointTail<P>[]
     })
   }
 
@@ -129,7 +125,7 @@ export class CheckpointReads {
     return this.#trusted(async () => {
       const rows = await this.#call(query.runId, 'list checkpoints', () => listRows(this.#engine, engineQuery))
       if (run) checkRunRow(run)
-      if (run && checkLatestAgainstRun(run, rows[0], run.runId) === 'ahead') await this.#latestOfRun(run.runId)
+      if (run && checkLatestAgainstRun(run, rows[0], run.runId) === 'ahead') await this.#runAndLatest(run.runId)
       return rows.flatMap((row) => {
         try {
           checkRow(row)
@@ -185,11 +181,6 @@ export class CheckpointReads {
     return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
   }
 
-  /** The run's newest checkpoint row, refused when the run was rolled back (see `checkLatestAgainstRun`). */
-  async #latestOfRun(runId: string): Promise<CheckpointRow | undefined> {
-    return (await this.#runAndLatest(runId)).latest
-  }
-
   /** The run, its newest checkpoint and that checkpoint's lists, in one engine call, checked one against the other. */
   async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined; lists: RunLoad['lists'] }> {
     const read = await this.#call(runId, 'read run and latest checkpoint', () => this.#engine.loadRun(runId, { recent: 1 }))
@@ -214,7 +205,6 @@ export class CheckpointReads {
   }
 }
 
-/** A listing's `limit`, when given, is a positive integer. */
 /**
  * Run a read of a keyed store: a record that fails any check (a list whose items do not match the
  * signed refs, a torn body) is an integrity failure, not mere corruption.
@@ -228,6 +218,7 @@ export async function trustedRead<T>(read: () => Promise<T>): Promise<T> {
   }
 }
 
+/** A listing's `limit`, when given, is a positive integer. */
 export function assertLimit(limit: number | undefined): void {
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1)) {
     throw new InvalidArgumentError(`limit must be a positive integer, got ${String(limit)}`)
@@ -239,4 +230,10 @@ function isWanted(row: CheckpointRow, kind: string): boolean {
   if (row.kind === kind) return true
   checkRow(row)
   return false
+}
+
+function assertIds(checkpointIds: readonly string[], method: string): void {
+  const given: unknown = checkpointIds
+  if (!Array.isArray(given)) throw new InvalidArgumentError(`${method} needs an array of checkpoint ids`)
+  for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
 }

@@ -159,10 +159,6 @@ export async function loadTails<P = unknown>(store: StoreReader, checkpointIds: 
   return (await loadMany<P>(store, checkpointIds)).map((record) => ({ record, lists: [] }))
 }
 
-/**
- * `store.loadRun` when the store has it; else the run's checkpoints listed (verified), newest
- * page first, and loaded with {@link loadMany}.
- */
 /** `store.openRun` when the store has it, else its parts read one by one (no `base`: the caller looks for it). */
 export async function openRun<P = unknown>(store: StoreReader, runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
   if (store.openRun) return store.openRun<P>(runId, query)
@@ -170,16 +166,27 @@ export async function openRun<P = unknown>(store: StoreReader, runId: string, qu
   return { run: await store.getRun(runId), latest, base: latest && query.base?.(latest) ? latest : undefined, effects: await store.listEffects(runId) }
 }
 
+/** `store.loadRun` when the store has it; else the run's checkpoints listed (verified) and loaded with {@link loadMany}. */
 export async function loadRun<P = unknown>(store: StoreReader, runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
   if (store.loadRun) return store.loadRun<P>(runId, query)
-  const infos: CheckpointInfo[] = []
-  let before: string | undefined
-  for (;;) {
-    const page = await store.listCheckpoints({ runId, limit: 500, ...(before === undefined ? {} : { before }) })
-    infos.push(...page)
-    if (page.length < 500) break
-    before = page[page.length - 1]?.id
-  }
-  const wanted = infos.reverse().filter((info) => query.kind === undefined || info.kind === query.kind)
+  const wanted = (await allCheckpoints(store, runId)).filter((info) => query.kind === undefined || info.kind === query.kind)
   return loadMany<P>(store, wanted.map((info) => info.id))
+}
+
+/** Every checkpoint of a run, oldest first; `verify: false` lists the headers unchecked. */
+export async function allCheckpoints(store: StoreReader, runId: string, { verify = true }: { verify?: boolean } = {}): Promise<CheckpointInfo[]> {
+  return (await allPages((before) => store.listCheckpoints({ runId, limit: PAGE, verify, ...(before === undefined ? {} : { before }) }), (info) => info.id)).reverse()
+}
+
+const PAGE = 500
+
+/** Every item of a listing read a page at a time, each page after the last `key` of the one before. */
+export async function allPages<T>(read: (before: string | undefined) => Promise<T[]>, key: (item: T) => string): Promise<T[]> {
+  const all: T[] = []
+  for (let before: string | undefined; ; ) {
+    const page = await read(before)
+    all.push(...page)
+    if (page.length < PAGE) return all
+    before = key(page[page.length - 1]!)
+  }
 }

@@ -29,35 +29,30 @@ import type {
   WriteBatch,
 } from './checkpoint-store.js'
 import { decodeWriteRow, orderWrites, writeRows } from './encoding/write-rows.js'
-import { decodeEffectRow } from './encoding/effect-rows.js'
+import { completionRow, decodeEffectRow } from './encoding/effect-rows.js'
 import type { StorageEngine } from './engine/storage-engine.js'
+import type { EffectRow } from './engine/rows.js'
 import { FencedStore, type FenceHooks, type FencedCommit } from './leases/fenced-store.js'
 import type { Fence } from './engine/lease-engine.js'
 import { RunLeases } from './leases/run-leases.js'
 import { CheckpointWrites } from './checkpoint-writes.js'
-import { EffectJournal } from './effect-journal.js'
 import { changeRun, decodeRunRow, newRunRow, swapPatch, toRunPatch } from './encoding/run-rows.js'
-import { assertCheckpointInput, assertId } from './encoding/validate.js'
+import { assertCheckpointInput, assertFence, assertId } from './encoding/validate.js'
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { resealEvents, SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
 import { assertLimit, CheckpointReads, trustedRead } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
-import { assertFence, noWritesError } from './commit-parts.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 import { RunLog } from './run-log.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'
-import { pruneEvents } from './event-log/prune-events.js'
 
 /** Options every engine-backed store accepts. */
 export interface EngineStoreOptions {
   /** Schema registry used to upgrade records on load. Defaults to `defaultSchemas`. */
   schemas?: SchemaRegistry
-  /**
-   * Where warnings go: a corrupt record skipped by a listing that asked for it
-   * (`unreadable: 'skip'`). Defaults to `process.emitWarning`.
-   */
+  /** Where warnings go (a record a listing skipped with `unreadable: 'skip'`). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
   /**
    * Sign every record a resume trusts (HMAC-SHA-256) with the first key of this ring and verify
@@ -84,17 +79,14 @@ export class EngineStore implements CheckpointStore {
   #waits: RunWaits | undefined
   readonly #encrypted: boolean
   readonly #ring: KeyRing | undefined
-  readonly #keyed: boolean
   readonly #reads: CheckpointReads
   readonly #log: RunLog
   readonly #writes: CheckpointWrites
-  readonly #effects: EffectJournal
 
   constructor(engine: StorageEngine, options: EngineStoreOptions = {}) {
     if (options.encrypt === true && options.keys === undefined) {
       throw new InvalidArgumentError('encrypt: true needs keys: give the store a key ring ({ keys: [{ id, secret }] })')
     }
-    this.#keyed = options.keys !== undefined
     this.#encrypted = options.encrypt === true
     this.#ring = options.keys === undefined ? undefined : toKeyRing(options.keys)
     this.#engine = this.#ring === undefined ? engine : new SealedEngine(engine, { ring: this.#ring, encrypt: options.encrypt === true })
@@ -104,7 +96,6 @@ export class EngineStore implements CheckpointStore {
     this.#log = new RunLog(this.#engine, this.#call.bind(this))
     const writerState = (runId: string) => this.#trusted(() => this.#reads.writerState(runId))
     this.#writes = new CheckpointWrites({ engine: this.#engine, schemas: this.#schemas, log: this.#log, call: this.#call.bind(this), writerState })
-    this.#effects = new EffectJournal({ engine: this.#engine, log: this.#log, call: this.#call.bind(this), trusted: this.#trusted.bind(this), write: (batch) => this.#writes.write(batch, undefined) })
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
@@ -151,10 +142,7 @@ export class EngineStore implements CheckpointStore {
     return (await this.#writes.write(batch, batch.fence)).ids
   }
 
-  /**
-   * The queue and lease protocol of this store's backend, for the worker layer
-   * (`CairnClient`, `Worker`); undefined when the backend has none.
-   */
+  /** The queue and lease protocol of this store's backend, for the worker layer; undefined when it has none. */
   get leases(): RunLeases | undefined {
     const engine = this.#engine.leases
     if (!engine) return undefined
@@ -166,11 +154,7 @@ export class EngineStore implements CheckpointStore {
     return this.#leases
   }
 
-  /**
-   * The runs' event logs (durable run streams); undefined for a store over an engine without
-   * one. On an encrypted store every event is encrypted under the store's key ring, as its
-   * checkpoints are (see `SealedEventLog`).
-   */
+  /** The runs' event logs; on an encrypted store every event is encrypted, as its checkpoints are. */
   get events(): RunEventLog | undefined {
     return this.#events
   }
@@ -192,11 +176,9 @@ export class EngineStore implements CheckpointStore {
   }
 
   /**
-   * A view of this store whose every write carries `fence`: it is stored only while the fenced
-   * run is still held by `fence.owner` at `fence.epoch`, checked under the same lock as the
-   * write. A rejected write throws {@link LeaseLostError}, and the view then refuses every later
-   * write without trying. Reads go straight to the store. The worker layer hands this view to the
-   * runner of a claimed run.
+   * A view of this store whose every write carries `fence` (see {@link WriteBatch.fence}): once a
+   * write is rejected with {@link LeaseLostError}, the view refuses every later one without
+   * trying. Reads go straight to the store.
    *
    * @example
    * ```ts
@@ -212,10 +194,6 @@ export class EngineStore implements CheckpointStore {
       effects: (runId, parts) => this.#writes.effects(runId, parts, fence),
     }
     return new FencedStore(this, fence, commit, hooks)
-  }
-
-  startEffect(runId: string, callId: string): Promise<EffectRecord> {
-    return this.#effects.start(runId, callId)
   }
 
   async openRun<P = unknown>(runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
@@ -282,60 +260,74 @@ export class EngineStore implements CheckpointStore {
     return forkRun(this, options)
   }
 
-  recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
-    return this.#effects.recordIntent(intent)
+  /** An intent in a commit of its own; the row as stored after it (one more attempt when it was there). */
+  async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
+    assertId(intent.runId, 'runId')
+    await this.#writes.write({ runId: intent.runId, intents: [intent] }, undefined)
+    return (await this.#effectRow(intent.runId, intent.callId))!
   }
 
-  completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
-    return this.#effects.complete(completion)
+  async startEffect(runId: string, callId: string): Promise<EffectRecord> {
+    assertId(runId, 'runId')
+    // A compare-and-set inside one commit: pending → started happens once.
+    await this.#writes.write({ runId, starts: [callId] }, undefined)
+    return (await this.#effectRow(runId, callId))!
   }
 
-  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
-    return this.#effects.get(runId, callId)
+  async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
+    const { runId, callId } = completion
+    assertId(runId, 'runId')
+    const sent = completionRow(completion, runId)
+    const before = await this.#effectRow(runId, callId)
+    if (!before) throw new InvalidArgumentError(`run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
+    if (before.status !== 'pending' && before.status !== 'started') return { recorded: false, effect: before }
+    await this.#writes.write({ runId, completions: [completion] }, undefined)
+    const effect = (await this.#effectRow(runId, callId))!
+    // Recorded when this outcome is the one stored (another writer's may have landed first).
+    const recorded = effect.status === completion.status && effect.completedAt !== null && effect.completedAt >= sent.completedAt && sent.outputHash.includes(effect.outputHash ?? '\u0000')
+    return { recorded, effect }
   }
 
-  getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
-    return this.#effects.getMany(runId, callIds)
+  async getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    const [row] = await this.#checkedEffects(runId, [callId], `read effect ${callId}`)
+    return row && decodeEffectRow(row)
   }
 
-  listEffects(runId: string): Promise<EffectRecord[]> {
-    return this.#effects.list(runId)
+  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    for (const callId of callIds) assertId(callId, 'callId')
+    const byId = new Map((await this.#checkedEffects(runId, callIds, `read ${callIds.length} effects`)).map((row) => [row.callId, row]))
+    return callIds.flatMap((callId) => byId.get(callId) ?? []).map(decodeEffectRow)
+  }
+
+  async listEffects(runId: string): Promise<EffectRecord[]> {
+    return (await this.#checkedEffects(runId, undefined, 'list effects')).map(decodeEffectRow)
   }
 
   async putPendingWrites(input: PutPendingWritesInput): Promise<void> {
     const rows = writeRows(input, Date.now())
-    const putWrites = this.#engine.putWrites?.bind(this.#engine)
-    if (!putWrites) throw noWritesError(input.runId)
-    if (rows.length === 0) return
-    await this.#call(input.runId, `store pending writes of checkpoint ${input.checkpointId}`, () => putWrites(rows))
+    const engine = this.#writesEngine(input.runId)
+    if (rows.length > 0) await this.#call(input.runId, `store pending writes of checkpoint ${input.checkpointId}`, () => engine.putWrites(rows))
   }
 
   async listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
     assertId(runId, 'runId')
     for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
-    const listWrites = this.#engine.listWrites?.bind(this.#engine)
-    if (!listWrites) throw noWritesError(runId)
+    const engine = this.#writesEngine(runId)
     if (checkpointIds.length === 0) return []
-    const rows = await this.#call(runId, 'read pending writes', () => listWrites(runId, checkpointIds))
+    const rows = await this.#call(runId, 'read pending writes', () => engine.listWrites(runId, checkpointIds))
     return orderWrites(rows.map(decodeWriteRow), checkpointIds)
   }
 
-  async prune(options: PruneOptions = {}): Promise<PruneResult> {
-    const result = await pruneRuns(this.#maintenance(), options)
-    if (this.#events) await pruneEvents(this, this.#events, options)
-    return result
+  prune(options: PruneOptions = {}): Promise<PruneResult> {
+    return pruneRuns(this.#maintenance(), options)
   }
 
   /**
-   * Rewrite every record of the store under the key ring's writing key (the first key), and
-   * encrypted or not as this store is configured: the step between adding a new key and dropping
-   * the old one. Each record is verified before it is re-sealed. A rekey never changes whether
-   * records are encrypted unless asked: on a store opened with `encrypt: true` that holds plaintext
-   * records it needs `encrypt: true`, on one opened without `encrypt` that holds encrypted records
-   * it needs `decrypt: true`, and otherwise throws an `EncryptionChangeError` before writing that
-   * run. The result says whether records were encrypted before and after. With `signUnsigned`, records
-   * written before the store had keys are checked against their plain digests and signed: the
-   * explicit step that turns signing on for an existing store. Safe to run again after a stop.
+   * Rewrite every record of the store under the key ring's writing key (the first key), encrypted
+   * or not as this store is configured: the step between adding a new key and dropping the old
+   * one. Each record is verified before it is re-sealed. Turning encryption on or off needs
+   * `encrypt: true` or `decrypt: true` (else an `EncryptionChangeError` before that run is
+   * written); `signUnsigned` signs records written before the store had keys. Safe to run again.
    *
    * @example
    * ```ts
@@ -362,9 +354,9 @@ export class EngineStore implements CheckpointStore {
       engine: this.#engine,
       call: this.#call.bind(this),
       trusted: this.#trusted.bind(this),
-      withRunLock: (runId, fn) => this.#writes.withRunLock(runId, fn),
-      forgetLists: (runId) => this.#writes.forget(runId),
+      writes: this.#writes,
       log: this.#log,
+      events: this.#events,
       resealEvents: async (runId, encrypt) => {
         const ring = this.#ring
         return this.#rawEvents && ring ? resealEvents(this.#rawEvents, ring, runId, encrypt) : 0
@@ -372,9 +364,31 @@ export class EngineStore implements CheckpointStore {
     }
   }
 
+  /** The engine, when it has a place for pending writes. */
+  #writesEngine(runId: string): Required<Pick<StorageEngine, 'putWrites' | 'listWrites'>> {
+    const engine = this.#engine
+    if (!engine.putWrites || !engine.listWrites) {
+      throw new InvalidArgumentError(`run ${runId}: this store's backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites`, { runId })
+    }
+    return { putWrites: (rows) => engine.putWrites!(rows), listWrites: (id, ids) => engine.listWrites!(id, ids) }
+  }
+
+  /** An effect's row as stored now (after a write of this store), decoded. */
+  async #effectRow(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    const [row] = await this.#call(runId, `read effect ${callId}`, () => this.#engine.listEffects(runId, [callId]))
+    return row && decodeEffectRow(row)
+  }
+
+  /** The run's effect rows (those of `callIds` when given), checked against its log: a row put back to pending or deleted is refused, never run again. */
+  #checkedEffects(runId: string, callIds: readonly string[] | undefined, what: string): Promise<EffectRow[]> {
+    assertId(runId, 'runId')
+    const read = () => this.#call(runId, what, () => this.#engine.listEffects(runId, callIds))
+    return this.#trusted(() => this.#log.checkEffects(runId, read, callIds && new Set(callIds)))
+  }
+
   /** A read of checkpoints; in a keyed store a record that fails any check is an integrity failure (see {@link trustedRead}). */
   #trusted<T>(read: () => Promise<T>): Promise<T> {
-    return this.#keyed ? trustedRead(read) : read()
+    return this.#ring ? trustedRead(read) : read()
   }
 
   async #call<T>(runId: string | undefined, what: string, fn: () => Promise<T>): Promise<T> {

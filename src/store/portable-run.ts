@@ -3,8 +3,7 @@ import { CairnError, CheckpointError, InvalidArgumentError } from '../core/error
 import { hashEncoded, sha256 } from '../core/hash.js'
 import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
-import { loadMany } from './delegating-store.js'
-import { allCheckpoints } from './verify-run.js'
+import { allCheckpoints, loadMany } from './delegating-store.js'
 
 /** The format tag of a {@link RunDocument}. */
 export const RUN_DOCUMENT_FORMAT = 'cairn-run'

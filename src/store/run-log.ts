@@ -2,7 +2,7 @@ import { StoreError } from '../core/errors.js'
 import type { EngineCall } from './checkpoint-reads.js'
 import type { ListAppend } from './engine/rows.js'
 import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
-import { newRunRow } from './commit-parts.js'
+import { commitRunRow } from './encoding/run-rows.js'
 import { RUN_LOG_LIST } from './engine/list-retention.js'
 import { checkEffectsAgainstLog, checkStatusAgainstLog, parseRunLogEntry, type RunLogEntry } from './encoding/rollback.js'
 
@@ -75,7 +75,7 @@ export class RunLog {
     for (let attempt = 1; attempt <= APPEND_ATTEMPTS; attempt++) {
       const append = await this.appendFor(runId, entries)
       if (!append) return
-      const request: CommitRequest = { rows: [], appends: [append], run: newRunRow(runId, null, Date.now(), 0) }
+      const request: CommitRequest = { rows: [], appends: [append], run: commitRunRow(runId, null, Date.now(), 0) }
       const result = await this.#call(runId, 'append to the run log', () => this.#engine.commit(request))
       if (result.ok) return this.committed(runId, append)
       this.forget(runId)

@@ -1,29 +1,34 @@
 import { InvalidArgumentError } from '../core/errors.js'
-import type { CheckpointRecord, CheckpointStore, ForkOptions, PruneOptions, PruneResult } from './checkpoint-store.js'
+import { FINISHED_STATUSES, type CheckpointRecord, type CheckpointStore, type ForkOptions, type PruneOptions, type PruneResult } from './checkpoint-store.js'
+import type { CheckpointWrites } from './checkpoint-writes.js'
+import type { RunEventLog } from './event-log/run-event-log.js'
 import type { StorageEngine } from './engine/storage-engine.js'
 import type { EngineCall } from './checkpoint-reads.js'
-import { pruneRun } from './prune.js'
 import { assertId } from './encoding/validate.js'
 import { checkEncryptionOptions, checkRunForRekey, encryptionState, rekeyRun, resealRun, type EncryptionCount, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 import type { RunLog } from './run-log.js'
+import { allPages } from './delegating-store.js'
 
 /** What the store's maintenance operations (prune, rekey) need of its internals. */
 export interface MaintenanceContext {
   engine: StorageEngine
   call: EngineCall
   trusted: <T>(read: () => Promise<T>) => Promise<T>
-  /** Runs `fn` after every write and maintenance step of the run queued before it. */
-  withRunLock: <T>(runId: string, fn: () => Promise<T>) => Promise<T>
-  /** Drop the writer's cached lists of the run: the next write reads them back. */
-  forgetLists: (runId: string) => void
+  /** The store's writes: a maintenance step of a run waits for the writes queued before it, and drops what they cached. */
+  writes: CheckpointWrites
   /** The runs' logs: a prune marks the effects it deletes there first. */
   log: RunLog
+  events: RunEventLog | undefined
   /** Rewrite a run's event log under the ring's writing key (`encrypt`) or in the clear; how many events. */
   resealEvents: (runId: string, encrypt: boolean) => Promise<number>
 }
 
-/** `store.prune`: in each run (or the one given), remove the checkpoints older than its newest `keepLast` and `olderThan`, and finished runs' old effects. */
+/**
+ * `store.prune`: in each run (or the one given), remove checkpoints beyond the `keepLast` newest
+ * (and, with `olderThan`, only those created before it), never the latest and never a terminal
+ * one; and the effect journal and events of a finished run (last updated before `olderThan`).
+ */
 export async function pruneRuns(context: MaintenanceContext, options: PruneOptions): Promise<PruneResult> {
   const keepLast = Math.max(1, options.keepLast ?? 1)
   if (!Number.isInteger(keepLast)) throw new InvalidArgumentError(`keepLast must be an integer, got ${String(options.keepLast)}`)
@@ -31,14 +36,22 @@ export async function pruneRuns(context: MaintenanceContext, options: PruneOptio
   if (olderThan !== undefined && Number.isNaN(olderThan)) throw new InvalidArgumentError('olderThan must be a Date or Unix milliseconds')
   const runIds = options.runId !== undefined ? [options.runId] : await allRunIds(context)
   const total: PruneResult = { checkpointsDeleted: 0, effectsDeleted: 0 }
+  const { engine, writes } = context
   for (const runId of runIds) {
     assertId(runId, 'runId')
-    const result = await context.withRunLock(runId, async () => {
-      context.forgetLists(runId)
-      return context.call(runId, 'prune', () => pruneRun(context.engine, { runId, keepLast, olderThan, markPruned: () => context.log.append(runId, [['pruned']]) }))
+    await writes.withRunLock(runId, async () => {
+      writes.forget(runId)
+      const run = await context.call(runId, 'prune', () => engine.getRun(runId))
+      if (!run) return
+      const history = await context.call(runId, 'prune', () => engine.listCheckpoints({ runId }))
+      const doomed = history.slice(keepLast).filter((cp) => !cp.terminal && (olderThan === undefined || cp.createdAt < olderThan))
+      if (doomed.length > 0) total.checkpointsDeleted += await context.call(runId, 'prune', () => engine.deleteCheckpoints(runId, doomed.map((cp) => cp.id)))
+      if (!FINISHED_STATUSES.includes(run.status) || (olderThan !== undefined && !(run.updatedAt < olderThan))) return
+      // Marked in the run's log first, so a check of the journal against the log expects the rows gone.
+      await context.log.append(runId, [['pruned']])
+      total.effectsDeleted += await context.call(runId, 'prune', () => engine.deleteEffects(runId))
+      await context.events?.deleteRun(runId)
     })
-    total.checkpointsDeleted += result.checkpointsDeleted
-    total.effectsDeleted += result.effectsDeleted
   }
   return total
 }
@@ -56,8 +69,8 @@ export async function rekeyRuns(context: MaintenanceContext, options: RekeyOptio
   const result: RekeyResult = { runs: 0, checkpoints: 0, items: 0, effects: 0, encrypted: { before: 'no', after: 'no' } }
   const before: EncryptionCount = { encrypted: 0, plain: 0 }
   for (const runId of runIds) {
-    const { request, before: counted } = await context.withRunLock(runId, async () => {
-      context.forgetLists(runId)
+    const { request, before: counted } = await context.writes.withRunLock(runId, async () => {
+      context.writes.forget(runId)
       const row = await context.trusted(() => context.call(runId, 'check the run row', () => checkRunForRekey(engine, runId)))
       const rekeyed = await context.trusted(() => context.call(runId, 'rekey', () => rekeyRun(engine, runId, options)))
       await context.call(runId, 'rewrite records under the new key', () => rewrite(rekeyed.request))
@@ -108,12 +121,6 @@ export async function forkRun(store: CheckpointStore, options: ForkOptions): Pro
 /** Every run id, listed below the signing layer (a rekey lists runs whose rows it has yet to sign). */
 async function allRunIds(context: MaintenanceContext): Promise<string[]> {
   const engine = context.engine instanceof SealedEngine ? context.engine.inner : context.engine
-  const ids: string[] = []
-  let before: string | undefined
-  for (;;) {
-    const page = await context.call(undefined, 'list runs', () => engine.listRuns({ limit: 500, ...(before === undefined ? {} : { before }) }))
-    ids.push(...page.map((run) => run.runId))
-    if (page.length < 500) return ids
-    before = page[page.length - 1]?.runId
-  }
+  const runs = await allPages((before) => context.call(undefined, 'list runs', () => engine.listRuns({ limit: 500, ...(before === undefined ? {} : { before }) })), (run) => run.runId)
+  return runs.map((run) => run.runId)
 }

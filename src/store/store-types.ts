@@ -1,12 +1,10 @@
 import type { JsonObject } from '../core/codec.js'
 
-// The store's shared types: what a run, a checkpoint, an effect and a write look like to every
-// layer. This file imports nothing of the store, so any store file can import it.
+// The store's shared types. This file imports nothing of the store, so any store file can import it.
 
 /**
- * Where a run stands; `queued` is a run enqueued for workers that none has started yet;
- * `paused` waits for an answer, `sleeping` for its wake time, `waiting` for an external event
- * (or its timeout). A paused, sleeping or waiting run holds no lease and no process.
+ * Where a run stands: `queued` waits for a worker, `paused` for an answer, `sleeping` for its
+ * wake time, `waiting` for an external event; the last three hold no lease and no process.
  */
 export type RunStatus = 'queued' | 'running' | 'paused' | 'sleeping' | 'waiting' | 'completed' | 'failed' | 'cancelled'
 
@@ -59,7 +57,7 @@ export interface UpdateRunInput {
   metadata?: JsonObject
 }
 
-/** Filters for `listRuns`, newest first. `before` is a run id (exclusive cursor). */
+/** Filters for `listRuns`, newest first; `before` is an exclusive run-id cursor. */
 export interface ListRunsQuery {
   status?: RunStatus | readonly RunStatus[]
   workflowName?: string
@@ -98,9 +96,8 @@ export interface CheckpointRecord<P = unknown> extends CheckpointInfo {
 }
 
 /**
- * What `save` takes. `id` and `createdAt` default to a fresh id and now; `seq` defaults to one
- * above the run's latest, and when given must be above it. The run is created (status
- * `running`) when it does not exist yet.
+ * What `save` takes. `id` and `createdAt` default to a fresh id and now; `seq` to one above the
+ * run's latest (a given one must be above it). A missing run is created, `running`.
  */
 export interface CheckpointInput<P = unknown> {
   id?: string
@@ -122,33 +119,22 @@ export interface CheckpointInput<P = unknown> {
 export type LatestQuery = { runId: string; workflowName?: never } | { workflowName: string; runId?: never }
 
 /**
- * Filters for `listCheckpoints`, newest first. `before` is a checkpoint id (exclusive cursor).
- *
- * A listing never skips a record and never returns one it has not checked: each header is
- * verified against its record's digest, and an unreadable or altered record is a
- * `CheckpointCorruptionError` naming it. With `verify: false` the headers come as stored,
- * unchecked — for a tool that checks each record itself (`verifyRun`); with `unreadable: 'skip'`
- * a bad record is left out with a warning instead.
+ * Filters for `listCheckpoints`, newest first; `before` is an exclusive checkpoint-id cursor.
+ * Each header is verified against its record's digest: an unreadable or altered record is a
+ * `CheckpointCorruptionError` naming it, never skipped silently.
  */
 export interface ListCheckpointsQuery {
   runId?: string
   workflowName?: string
   limit?: number
   before?: string
-  /** Check each listed header against its record's digest. Default true. */
+  /** Default true; `false` lists headers as stored, for a tool that checks each record itself (`verifyRun`). */
   verify?: boolean
-  /**
-   * What a checked listing does with an unreadable or altered record: `'throw'` (the default) a
-   * `CheckpointCorruptionError` naming it, `'skip'` leave it out with a warning (`onWarning`),
-   * an explicit gap.
-   */
+  /** What a checked listing does with a bad record: `'throw'` (default), or `'skip'` it with a warning (`onWarning`). */
   unreadable?: 'throw' | 'skip'
 }
 
-/**
- * Where a side effect stands: `pending` (intent recorded), `started` (its callback was about to
- * run: without an outcome this is an unknown outcome), `succeeded` or `failed`.
- */
+/** Where a side effect stands: `pending` (intent recorded), `started` (without an outcome: an unknown outcome), `succeeded` or `failed`. */
 export type EffectStatus = 'pending' | 'started' | 'succeeded' | 'failed'
 
 /** The write-ahead record of one side effect, written before it starts. */
@@ -191,50 +177,35 @@ export interface EffectCompletionResult {
 }
 
 /**
- * Several writes to one run committed atomically: checkpoints (in order, each continuing the
- * one before), effect intents, starts and outcomes, and a change to the run. The runner commits a
- * model response together with the intents of the tool calls it asks for, so one durable commit
- * covers both.
+ * Several writes to one run committed atomically: checkpoints (in order, each continuing the one
+ * before), effect intents, starts and outcomes, and a change to the run.
  */
 export interface WriteBatch {
   runId: string
   checkpoints?: readonly CheckpointInput<unknown>[]
   intents?: readonly EffectIntent[]
-  /**
-   * Call ids of effects to mark `started`, a compare-and-set: when one of them is not `pending`
-   * nothing of the batch is written and the write throws `EffectStartedError` (see `startEffect`).
-   */
+  /** Effects to mark `started` (see `startEffect`): when one is not `pending`, nothing is written. */
   starts?: readonly string[]
   completions?: readonly EffectCompletion[]
   /** A change to the run, applied last (the run must exist by then). */
   run?: UpdateRunInput
   /**
-   * Write only while this lease holds the run (see `RunLeases`): checked under the same lock as
-   * the write, so once another execution took the run over (a higher epoch) nothing is written
-   * and the write throws `LeaseLostError`. The fenced run may be another run than `runId` (a
-   * subagent's child run written under its parent's lease). Needs a store with `leases`.
+   * Write only while this lease holds the run, checked under the write's lock; otherwise nothing
+   * is written and the write throws `LeaseLostError`. The fenced run may be another run than
+   * `runId` (a subagent's child run under its parent's lease).
    */
   fence?: Fence
-  /**
-   * `async`: the write may be committed without waiting for the disk — it survives a crash of
-   * the process but an OS crash or a power loss may lose it (the runner's `async` durability;
-   * SQLite commits it with `synchronous = NORMAL`). Default `sync`: on disk when it returns.
-   */
+  /** `async`: committed without waiting for the disk (survives a process crash, not a power loss). Default `sync`. */
   durability?: 'async' | 'sync'
 }
 
 /**
  * A value one task of a graph step wrote for a checkpoint, kept until the step's next checkpoint
- * absorbs it (LangGraph's pending writes): on a resume, the tasks that already wrote are not
- * run again. Keyed by `(runId, checkpointId, taskId, index)`.
+ * absorbs it. Keyed by `(runId, checkpointId, taskId, index)`.
  */
 export interface PendingWrite {
   taskId: string
-  /**
-   * Position among the task's writes. A write with an index `>= 0` is stored once: writing the
-   * same key again keeps the first value. A negative index marks a special write (an error, an
-   * interrupt), which the newest write of its key replaces.
-   */
+  /** Position among the task's writes: the first write of a key `>= 0` wins; a negative (special) one is replaced by the newest. */
   index: number
   channel: string
   /** Where the task sits in the graph; `''` (the default) sorts first. */
@@ -287,15 +258,10 @@ export interface LoadRunQuery {
   kind?: string
 }
 
-/**
- * A worker's hold on a run. A write carrying a fence succeeds only while the row of the fenced
- * run still names `owner` at `epoch`; the check and the write happen under one lock, so a worker
- * whose lease was taken over (its epoch is behind) can never write again.
- */
+/** A worker's hold on a run: a write carrying it succeeds only while the fenced run still names `owner` at `epoch`. */
 export interface Fence {
-  /** The leased run. Writes to other runs (a subagent's child run) may carry this run's fence. */
   runId: string
-  /** Who holds the lease: a worker's id. */
+  /** A worker's id. */
   owner: string
   /** The run's lease epoch when this owner claimed it; every claim raises it by one. */
   epoch: number
@@ -327,7 +293,7 @@ export interface LoadTailsQuery {
 /** A record whose list-stored arrays hold only their newer items. */
 export interface CheckpointTail<P = unknown> {
   record: CheckpointRecord<P>
-  /** Every array of the payload stored as a list: where it is, the leading items left out, and its whole length. */
+  /** Every array of the payload stored as a list. */
   lists: ListTail[]
 }
 

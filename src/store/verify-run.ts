@@ -1,6 +1,6 @@
 import { CairnError } from '../core/errors.js'
 import type { CheckpointInfo, StoreReader } from './checkpoint-store.js'
-import { loadMany } from './delegating-store.js'
+import { allCheckpoints, loadMany } from './delegating-store.js'
 
 /** What {@link verifyRun} found in one run. */
 export interface VerifyReport {
@@ -68,17 +68,4 @@ async function firstBad(store: StoreReader, chunk: readonly CheckpointInfo[]): P
     }
   }
   return null
-}
-
-/** Every checkpoint of a run, oldest first; `verify: false` lists the headers unchecked. */
-export async function allCheckpoints(store: StoreReader, runId: string, { verify = true }: { verify?: boolean } = {}): Promise<CheckpointInfo[]> {
-  const infos: CheckpointInfo[] = []
-  let before: string | undefined
-  for (;;) {
-    const page = await store.listCheckpoints({ runId, limit: 500, verify, ...(before === undefined ? {} : { before }) })
-    infos.push(...page)
-    if (page.length < 500) break
-    before = page[page.length - 1]?.id
-  }
-  return infos.reverse()
 }

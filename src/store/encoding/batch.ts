@@ -2,11 +2,19 @@ import { InvalidArgumentError } from '../../core/errors.js'
 import { newId, newShortId } from '../../core/ids.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointInput } from '../checkpoint-store.js'
-import type { CheckpointRow, ListAppend } from '../engine/rows.js'
-import type { WriterState } from './list-cache.js'
-import { encodePayload } from './payload-lists.js'
+import type { CheckpointRow, ListAppend, RunRow } from '../engine/rows.js'
+import { encodePayload, type ListCache } from './payload-lists.js'
 import { storedDigest } from './checkpoint-rows.js'
 import { encodeMetadata } from './run-rows.js'
+
+/** What a writer remembers of a run between saves: its seq, newest checkpoint and list refs. */
+export interface WriterState {
+  lastSeq: number
+  lastId: string | null
+  lists: ListCache
+  /** The run row as this store last read or wrote it: what a change of the run's fields is computed from (a compare-and-set on its digest). */
+  run?: RunRow | undefined
+}
 
 /** The rows of a batch of checkpoints, ready to commit, and the writer state after it. */
 export interface EncodedBatch {

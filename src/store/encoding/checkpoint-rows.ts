@@ -98,45 +98,13 @@ export function decodeHeader(row: CheckpointHeaderRow): CheckpointInfo {
 
 /** {@link decodeHeader} of a row whose header {@link checkRow} has checked already. */
 export function decodeCheckedHeader(row: CheckpointHeaderRow): CheckpointInfo {
-  const metadata = checkedMetadata(row)
-  return {
-    id: row.id,
-    checkpointId: row.id,
-    runId: row.runId,
-    parentId: row.parentId,
-    seq: row.seq,
-    kind: row.kind,
-    phase: row.phase,
-    schemaVersion: row.schemaVersion,
-    createdAt: row.createdAt,
-    workflowName: row.workflowName,
-    terminal: row.terminal,
-    metadata,
-  }
+  const { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal } = row
+  return { id, checkpointId: id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata: checkedMetadata(row) }
 }
 
-/**
- * The record of a row {@link checkRow} has checked, with its payload decoded at the row's own
- * schema version (the current one, or a kind without one): built whole in one step, as many
- * records of a run's history are.
- */
+/** The record of a row {@link checkRow} has checked, with its payload decoded at the row's own schema version. */
 export function decodeCheckedRecord(row: CheckpointRow, payload: unknown): CheckpointRecord {
-  const metadata = checkedMetadata(row)
-  return {
-    id: row.id,
-    checkpointId: row.id,
-    runId: row.runId,
-    parentId: row.parentId,
-    seq: row.seq,
-    kind: row.kind,
-    phase: row.phase,
-    schemaVersion: row.schemaVersion,
-    createdAt: row.createdAt,
-    workflowName: row.workflowName,
-    terminal: row.terminal,
-    metadata,
-    payload,
-  }
+  return { ...decodeCheckedHeader(row), payload }
 }
 
 function checkedMetadata(row: CheckpointHeaderRow): JsonObject {

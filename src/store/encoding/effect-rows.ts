@@ -94,26 +94,16 @@ function checkDigests(row: EffectRow): { inputHash: string; outputHash: string |
   return { inputHash, outputHash }
 }
 
-/** The output of a finished effect, checked against its hash. */
+/** The output of a finished effect, checked against its hash; anything thrown that is not a Cairn error is damage too. */
 function decodeOutput(row: EffectRow, output: string): unknown {
-  return readOutput(row, output, (parsed) => decodeValue(parsed, outputContext(row)))
-}
-
-/**
- * Parse an output, check it against the row's output hash (split from its digest), and hand it
- * to `use`; anything thrown that is not a Cairn error is damage too.
- */
-function readOutput(row: Pick<EffectRow, 'runId' | 'callId' | 'outputHash'>, output: string, use: (parsed: JsonValue) => unknown): unknown {
-  // No closure per call: a bundle that keeps function names pays a property write for each one made.
   const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
   if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw outputMismatch(row)
   try {
     const parsed = parseJson(output, outputContext(row)) as JsonValue
     if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw outputMismatch(row)
-    return use(parsed)
+    return decodeValue(parsed, outputContext(row))
   } catch (err) {
     if (err instanceof CairnError) throw err
-    // A record no well-formed write produces (nested past the stack, …) is damage too.
     throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
   }
 }

@@ -31,46 +31,24 @@ const SPLICE = Symbol('cairn.splice')
  * The records' list items are the same deeply frozen objects: treat the payloads as read-only.
  */
 export async function decodeMany(rows: readonly CheckpointRow[], engine: StorageEngine, schemas: SchemaRegistry): Promise<CheckpointRecord[]> {
-  const checked = rows.map((row) => ({ row, refs: checkRow(row) }))
-  const lists = await readSharedLists(checked, engine)
-  return checked.map(({ row, refs }) => {
-    const current = schemas.currentVersion(row.kind)
-    if (current !== undefined && current !== row.schemaVersion) {
-      // A migration may change the payload in place: this record gets items of its own.
-      const shared = refs.map((ref) => lists.get(listKey(row.runId, ref.id))!)
-      const items = refs.map((ref, k) => shared[k]!.items.slice(0, ref.n))
-      return toRecord({ row, refs, items }, schemas)
-    }
-    // Most records of a run hold no list (runner phases between snapshots): their body is the
-    // whole payload, decoded in one walk, which refuses a list ref there as a bad tag.
-    // Past the check above, the row is at its kind's current version (or its kind has none): no upgrade applies.
-    if (refs.length === 0) return decodeCheckedRecord(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }))
-    const context = { runId: row.runId, checkpointId: row.id }
-    const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
-    const views = refs.map((ref) => {
-      const list = verified(lists.get(listKey(row.runId, ref.id))!, ref, corrupt)
-      return () => ({ [SPLICE]: decodedItems(list, { ...context, listId: ref.id }).slice(0, ref.n) })
-    })
-    const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
-    return decodeCheckedRecord(row, splice(decodeValue(spliced, { ...context, what: 'payload' })))
-  })
+  return (await decodeTails(rows, undefined, engine, schemas)).map((tail) => tail.record)
 }
 
 /**
- * Decode checkpoints with only the tails of their lists: a list that `base` (a checked row of the
- * same run) also refers to is read from the item after the last one `base` holds, and checked
- * from `base`'s chain hash on, so the read costs the items added since `base`, not the list.
- * Other lists (and records of an older schema version, which migrate whole) are read whole.
+ * {@link decodeMany}, where a list that `base` (a checked row of the same run) also refers to is
+ * read from the item after the last one `base` holds, and checked from `base`'s chain hash on, so
+ * the read costs the items added since `base`, not the list. Other lists are read whole; so are
+ * those of a record of an older schema version, which migrates whole.
  */
-export async function decodeTails(rows: readonly CheckpointRow[], base: CheckpointRow, engine: StorageEngine, schemas: SchemaRegistry): Promise<CheckpointTail[]> {
-  const baseRefs = new Map(checkRow(base).map((ref) => [ref.id, ref]))
+export async function decodeTails(rows: readonly CheckpointRow[], base: CheckpointRow | undefined, engine: StorageEngine, schemas: SchemaRegistry): Promise<CheckpointTail[]> {
+  const baseRefs = new Map((base ? checkRow(base) : []).map((ref) => [ref.id, ref]))
   const checked = rows.map((row) => ({ row, refs: checkRow(row) }))
   // A list is read from where `base` ends when every record here holds at least as much of it.
   const starts = new Map<string, ListRef>()
   for (const { row, refs } of checked) {
     for (const ref of refs) {
       const key = listKey(row.runId, ref.id)
-      const known = row.runId === base.runId ? baseRefs.get(ref.id) : undefined
+      const known = row.runId === base?.runId ? baseRefs.get(ref.id) : undefined
       const start = known && known.n <= ref.n ? known : { id: ref.id, n: 0, h: '' }
       if ((starts.get(key)?.n ?? start.n) > start.n || !starts.has(key)) starts.set(key, start)
     }
@@ -80,19 +58,25 @@ export async function decodeTails(rows: readonly CheckpointRow[], base: Checkpoi
   return Promise.all(
     checked.map(async ({ row, refs }): Promise<CheckpointTail> => {
       const current = schemas.currentVersion(row.kind)
-      const paths = listPaths(row, refs)
-      if (refs.length > 0 && current !== undefined && current !== row.schemaVersion) {
-        const record = toRecord(await readStoredCheckpoint(row, engine), schemas)
-        return { record, lists: refs.map((ref, i) => ({ path: paths[i] ?? [], skipped: 0, length: ref.n })) }
+      const paths = base && refs.length > 0 ? listPaths(row, refs) : []
+      if (current !== undefined && current !== row.schemaVersion) {
+        // A migration may change the payload in place: this record gets items of its own.
+        const whole = refs.every((ref) => startOf(row, ref).n === 0)
+        const items = whole ? refs.map((ref) => lists.get(listKey(row.runId, ref.id))!.items.slice(0, ref.n)) : undefined
+        const record = toRecord(items ? { row, refs, items } : await readStoredCheckpoint(row, engine), schemas)
+        return { record, lists: base ? refs.map((ref, i) => ({ path: paths[i] ?? [], skipped: 0, length: ref.n })) : [] }
       }
+      // Most records of a run hold no list (runner phases between snapshots): their body is the
+      // whole payload, decoded in one walk, which refuses a list ref there as a bad tag. Past the
+      // check above, the row is at its kind's current version (or its kind has none): no upgrade applies.
       if (refs.length === 0) return { record: decodeCheckedRecord(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' })), lists: [] }
       const context = { runId: row.runId, checkpointId: row.id }
       const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
       const tails: ListTail[] = []
       const views = refs.map((ref, i) => {
         const start = startOf(row, ref)
-        const list = verifiedFrom(lists.get(listKey(row.runId, ref.id))!, start, ref, corrupt)
-        tails.push({ path: paths[i] ?? [], skipped: start.n, length: ref.n })
+        const list = verified(lists.get(listKey(row.runId, ref.id))!, start, ref, corrupt)
+        if (base) tails.push({ path: paths[i] ?? [], skipped: start.n, length: ref.n })
         return () => ({ [SPLICE]: decodedItems(list, { ...context, listId: ref.id }).slice(0, ref.n - start.n) })
       })
       const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
@@ -117,45 +101,29 @@ export async function readRunRows(engine: StorageEngine, runId: string): Promise
   return (await listRows(engine, { runId })).reverse()
 }
 
-/** Read each list of each run once, as far as its longest ref. */
-async function readSharedLists(checked: readonly { row: CheckpointRow; refs: ListRef[] }[], engine: StorageEngine): Promise<Map<string, SharedList>> {
-  const longest = new Map<string, Map<string, number>>()
-  for (const { row, refs } of checked) {
-    const ofRun = longest.get(row.runId) ?? new Map<string, number>()
-    longest.set(row.runId, ofRun)
-    for (const ref of refs) ofRun.set(ref.id, Math.max(ofRun.get(ref.id) ?? 0, ref.n))
-  }
-  const lists = new Map<string, SharedList>()
-  for (const [runId, ofRun] of longest) {
-    const refs = [...ofRun].map(([id, n]) => ({ id, n, h: '' }))
-    if (refs.length === 0) continue
-    const items = await engine.readLists(runId, refs)
-    refs.forEach((ref, k) => lists.set(listKey(runId, ref.id), { items: items[k] ?? [], hashes: [''] }))
-  }
-  return lists
-}
-
 /** Each list's tail, read once from where `startOf` puts it (the same start for every ref of a list) as far as its longest ref. */
 async function readTails(checked: readonly { row: CheckpointRow; refs: ListRef[] }[], startOf: (row: CheckpointRow, ref: ListRef) => ListRef, engine: StorageEngine): Promise<Map<string, SharedList>> {
-  const ranges = new Map<string, Map<string, { from: ListRef; n: number }>>()
+  const ranges = new Map<string, Map<string, { id: string; from: number; n: number; h: string }>>()
   for (const { row, refs } of checked) {
-    const ofRun = ranges.get(row.runId) ?? new Map<string, { from: ListRef; n: number }>()
+    const ofRun = ranges.get(row.runId) ?? new Map<string, { id: string; from: number; n: number; h: string }>()
     ranges.set(row.runId, ofRun)
     for (const ref of refs) {
-      ofRun.set(ref.id, { from: startOf(row, ref), n: Math.max(ofRun.get(ref.id)?.n ?? 0, ref.n) })
+      const start = startOf(row, ref)
+      ofRun.set(ref.id, { id: ref.id, from: start.n, n: Math.max(ofRun.get(ref.id)?.n ?? 0, ref.n), h: start.h })
     }
   }
   const lists = new Map<string, SharedList>()
   for (const [runId, ofRun] of ranges) {
-    const wanted = [...ofRun].map(([id, range]) => ({ id, from: range.from.n, n: range.n, h: range.from.h }))
-    const items = wanted.length === 0 ? [] : await engine.readLists(runId, wanted)
+    if (ofRun.size === 0) continue
+    const wanted = [...ofRun.values()]
+    const items = await engine.readLists(runId, wanted)
     wanted.forEach((range, k) => lists.set(listKey(runId, range.id), { items: items[k] ?? [], hashes: [range.h] }))
   }
   return lists
 }
 
 /** The tail, after checking that its items carry the chain hash from `start`'s to `ref`'s. */
-function verifiedFrom(list: SharedList, start: ListRef, ref: ListRef, corrupt: (problem: string) => Error): SharedList {
+function verified(list: SharedList, start: ListRef, ref: ListRef, corrupt: (problem: string) => Error): SharedList {
   const count = ref.n - start.n
   if (list.items.length >= count) {
     for (let k = list.hashes.length; k <= count; k++) list.hashes[k] = sha256(`${list.hashes[k - 1]!}\n${list.items[k - 1]!}`)
@@ -172,15 +140,6 @@ function listPaths(row: CheckpointRow, refs: readonly ListRef[]): string[][] {
     paths[i] = path.split('/').slice(1)
   })
   return paths
-}
-
-/** The list, after checking that it holds the ref's n items with the ref's chain hash. */
-function verified(list: SharedList, ref: ListRef, corrupt: (problem: string) => Error): SharedList {
-  if (list.items.length >= ref.n) {
-    for (let k = list.hashes.length; k <= ref.n; k++) list.hashes[k] = sha256(`${list.hashes[k - 1]!}\n${list.items[k - 1]!}`)
-    if (list.hashes[ref.n] === ref.h) return list
-  }
-  throw corrupt(unmatchedList(ref, Math.min(list.items.length, ref.n)))
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {

@@ -4,7 +4,6 @@ import { isDeepFrozen } from '../../core/freeze.js'
 import { CheckpointCorruptionError } from '../../core/errors.js'
 import { limits } from '../../core/limits.js'
 import type { ListAppend, ListRef } from '../engine/rows.js'
-import { childPlace, codecPathOf, listPathOf, PAYLOAD_ROOT, type PayloadPlace } from './payload-paths.js'
 
 /**
  * The append-only list encoding that keeps a run's storage linear.
@@ -73,7 +72,7 @@ export function encodePayload(value: unknown, previous: ListCache | undefined, n
       return { [TAG]: 'list', i: out.refs.length - 1 }
     },
   }
-  const root = splitValue(value, PAYLOAD_ROOT, new Set(), split)
+  const root = splitValue(value, { parent: undefined, key: 'payload' }, new Set(), split)
   out.body = stringifyEncoded(root, 'payload')
   return out
 }
@@ -229,7 +228,7 @@ function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>,
       const child = object[key]
       if (child === undefined) continue
       if (key === TAG) escaped = true
-      const encoded = splitValue(child, childPlace(where, key), ancestors, split)
+      const encoded = splitValue(child, { parent: where, key }, ancestors, split)
       if (key === '__proto__') Object.defineProperty(out, key, { value: encoded, writable: true, enumerable: true, configurable: true })
       else out[key] = encoded
     }
@@ -237,6 +236,27 @@ function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>,
   } finally {
     ancestors.delete(object)
   }
+}
+
+/**
+ * Where a value sits in a payload being split: a chain of keys up to the root (`payload`),
+ * spelled out only when needed, as the codec's path for an error message
+ * (`payload.runtime.messages[3]`) or as the key path that names "the same list" across saves
+ * (`/runtime/messages`).
+ */
+interface PayloadPlace {
+  parent: PayloadPlace | undefined
+  key: string
+}
+
+function codecPathOf(place: PayloadPlace): string {
+  if (place.parent === undefined) return place.key
+  const key = place.key
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${codecPathOf(place.parent)}.${key}` : `${codecPathOf(place.parent)}[${JSON.stringify(key)}]`
+}
+
+function listPathOf(place: PayloadPlace): string {
+  return place.parent === undefined ? '' : `${listPathOf(place.parent)}/${place.key}`
 }
 
 const UNDEFINED_JSON = JSON.stringify({ [TAG]: 'undef' })

@@ -2,14 +2,10 @@ import { CheckpointCorruptionError } from '../../core/errors.js'
 import type { CheckpointHeaderRow, RunRow } from '../engine/rows.js'
 
 /**
- * Whether a run's newest checkpoint found is the one its row says it reached. A run row keeps
- * the seq of the last checkpoint committed (`lastSeq`, which never moves back); when the newest
- * checkpoint found has a lower seq, checkpoints after it were removed — by `delete`, by a restore
- * of an older backup, or by hand — and going on from the older one would redo work already done
- * (tool calls included). Such a run is refused; a fork goes on from any earlier checkpoint.
- *
- * Returns `'ahead'` when the checkpoint is newer than the row (a commit landing between the two
- * reads, or a row edited back); the caller reads the row again before deciding.
+ * Whether a run's newest checkpoint is the one its row's `lastSeq` says it reached. An older one
+ * means checkpoints after it were removed (deleted, restored from a backup, edited) and going on
+ * would redo work already done: refused. `'ahead'` when the checkpoint is newer than the row (a
+ * commit between the two reads, or a row edited back): the caller reads the row again.
  */
 export function checkLatestAgainstRun(run: RunRow | undefined, latest: Pick<CheckpointHeaderRow, 'id' | 'seq'> | undefined, runId: string): 'ok' | 'ahead' {
   const lastSeq = run?.lastSeq ?? 0

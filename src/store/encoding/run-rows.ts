@@ -85,6 +85,11 @@ export function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>, n
   return { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, 0) }
 }
 
+/** The run a commit creates when it does not exist yet, with the progress digest of `seq`, the seq the commit leaves it at. */
+export function commitRunRow(runId: string, workflowName: string | null, now: number, seq: number): RunRow {
+  return { ...newRunRow(runId, { workflowName }, now), seal: runProgressDigest(runId, seq) }
+}
+
 /** Metadata is persisted through the codec, so it may hold Dates and the other tagged values. */
 export function encodeMetadata(metadata: JsonObject | undefined): string {
   if (metadata === undefined) return '{}'

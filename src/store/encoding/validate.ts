@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../../core/errors.js'
-import { RUN_STATUSES, type CheckpointInput, type RunStatus } from '../store-types.js'
+import { RUN_STATUSES, type CheckpointInput, type Fence, type RunStatus } from '../store-types.js'
 
 const ID_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/
 
@@ -61,6 +61,14 @@ export function assertCheckpointInput(input: CheckpointInput<unknown>): void {
   }
   if (!Object.prototype.hasOwnProperty.call(input, 'payload')) {
     throw new InvalidArgumentError('checkpoint needs a payload', { runId: input.runId })
+  }
+}
+
+/** A fence names a run, a non-empty owner and an integer epoch. */
+export function assertFence(fence: Fence): void {
+  assertId(fence?.runId, 'runId')
+  if (typeof fence.owner !== 'string' || fence.owner === '' || !Number.isSafeInteger(fence.epoch)) {
+    throw new InvalidArgumentError('a fence needs a run id, a non-empty owner and an integer epoch', { runId: fence.runId })
   }
 }
 

@@ -2,20 +2,13 @@ import type { EffectStatus } from '../store-types.js'
 import type { EffectRow } from './rows.js'
 import type { CommitRequest, CommitResult } from './storage-engine.js'
 
-/**
- * What the checks of a commit read of the stored run, under the engine's lock. Synchronous, so
- * an engine in the process checks and writes without yielding (a claim never gets in between);
- * an engine that reads files reads what the checks need first.
- */
+/** What the checks of a commit read of the stored run, under the engine's lock; synchronous, so nothing gets in between. */
 export interface CommitView {
   /** The run's stored `lastSeq` (0 for a run that does not exist). */
   lastSeq: number
   /** Whether a checkpoint with this id exists, in any run. */
   hasCheckpoint(checkpointId: string): boolean
-  /**
-   * How many items the run's list holds (0 for a list that does not exist). Absent: the engine
-   * checks the appends as it plans them (a file engine, whose list files may hold a torn tail).
-   */
+  /** How many items the run's list holds (0 when none). Absent: the engine checks the appends itself. */
   listLength?(listId: string): number
   /** The stored status of the run's effect, undefined when it has none. */
   effectStatus(callId: string): EffectStatus | undefined
@@ -25,12 +18,9 @@ export interface CommitView {
 export type CommitRefusal = Exclude<CommitResult, { ok: true }>
 
 /**
- * The checks every commit passes before anything is written (see `StorageEngine.commit`), in
- * the order every engine answers them: no row's id exists (`duplicate_id`), the first row's seq
- * is past the run's `lastSeq` (`stale_seq`), every append's `expectedLength` is its list's length
- * (`list_conflict`), every effect start finds its effect `pending`, stored or an intent of this
- * commit (`effect_not_pending`). Undefined when the commit may go ahead. The fence is the
- * engine's to check first, as it holds the leases.
+ * The checks every commit passes before anything is written (see `StorageEngine.commit`), in the
+ * order every engine answers them (`duplicate_id`, `stale_seq`, `list_conflict`,
+ * `effect_not_pending`); undefined when the commit may go ahead. The engine checks the fence first.
  *
  * @example
  * ```ts
@@ -52,11 +42,9 @@ export function checkCommit(request: { rows: CommitRequest['rows']; appends: Com
 }
 
 /**
- * The effect rows a checked commit leaves, by call id, in the order they change: each intent (a
- * new row, or the stored one with one more attempt), each start (`pending` to `started`), each
- * completion applied to a row still `pending` or `started` (the first outcome wins; one for an
- * effect without a row changes nothing). `stored` reads a row as it was before the commit. Only
- * rows that change are in the answer: write each of them.
+ * The effect rows a checked commit changes, by call id: each intent (a new row, or one more
+ * attempt), each start, each completion of a row still `pending` or `started` (the first outcome
+ * wins). `stored` reads a row as it was before the commit.
  */
 export function effectWrites(runId: string, effects: CommitRequest['effects'], stored: (callId: string) => EffectRow | undefined): Map<string, EffectRow> {
   const changed = new Map<string, EffectRow>()

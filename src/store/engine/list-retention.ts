@@ -5,10 +5,9 @@
 export const RUN_LOG_LIST = 'run-log'
 
 /**
- * For the remaining checkpoints of a run, the number of items of each list they still need: the
- * list lengths an engine keeps in `deleteCheckpoints` (it parses the rows' `lists` JSON, so an
- * engine never has to), and the whole of the run's log ({@link RUN_LOG_LIST}). Returns
- * `undefined` when a row's refs cannot be read, so the caller keeps every item.
+ * How many items of each list the remaining checkpoints of a run still need (and the whole run
+ * log): what an engine keeps in `deleteCheckpoints`. `undefined` when a row's refs cannot be
+ * read: keep every item.
  *
  * @example
  * ```ts

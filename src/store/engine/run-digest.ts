@@ -13,10 +13,8 @@ export type RunDigestField = (typeof RUN_DIGEST_FIELDS)[number]
 
 /**
  * The unkeyed digest of a run row's fields: `r1.`, SHA-256 over the values of
- * {@link RUN_DIGEST_FIELDS} in order (the run id first, so a row copied from another run does not
- * match), then a 32-bit FNV-1a checksum of each value, so a mismatch can name the field that
- * changed. The store writes it in the row's `digest` whenever it writes one of those fields: a
- * new row arrives with it, and a change brings it in its `RunSwap`, computed from the row as read.
+ * {@link RUN_DIGEST_FIELDS} in order, then a 32-bit FNV-1a checksum of each value, so a mismatch
+ * can name the field that changed.
  */
 export function runDigest(row: Pick<RunRow, RunDigestField>): string {
   const values = RUN_DIGEST_FIELDS.map((field) => valueText(row[field]))

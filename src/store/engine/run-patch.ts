@@ -2,7 +2,7 @@ import type { RunChanged, RunPatch, RunRow, RunSwap } from './rows.js'
 import { runProgressDigest } from './run-digest.js'
 
 /** The fields a {@link RunPatch} may change; a stray run id or last seq never reaches a stored row. */
-export const PATCHABLE_RUN_FIELDS = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'seal', 'updatedAt'] as const
+const PATCHABLE_RUN_FIELDS = ['status', 'name', 'threadId', 'workflowName', 'configSignature', 'metadata', 'seal', 'updatedAt'] as const
 
 /**
  * A run row with `patch` applied, as an engine stores it: the fields the patch sets, and the

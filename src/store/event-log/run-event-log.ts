@@ -58,7 +58,7 @@ export interface RunEventLog {
 }
 
 /** The default and largest `limit` of a read. */
-export const DEFAULT_READ_LIMIT = 1000
+const DEFAULT_READ_LIMIT = 1000
 export const MAX_READ_LIMIT = 10_000
 
 /** The sequence number a cursor of a sequence-numbered log names (0: before the first). */

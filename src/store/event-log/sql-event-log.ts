@@ -1,10 +1,9 @@
-import { deflateRawSync } from 'node:zlib'
+import { deflateRawSync, inflateRawSync } from 'node:zlib'
 import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
 import type { LeaseSubscription } from '../engine/lease-engine.js'
 import { assertId } from '../encoding/validate.js'
 import { createTables, sql, type SqlDriver, type SqlResult, type SqlRunOptions } from '../sql/sql-driver.js'
-import { cursorsEndingAt, eventsOfRows, rowOf } from './event-rows.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
 const APPEND_ATTEMPTS = 5
@@ -25,14 +24,15 @@ export interface SqlEventLogOptions {
 
 /**
  * The {@link RunEventLog} of the SQL stores: a table `run_events` beside the store's own (in its
- * schema on Postgres), created on first use, with a row per append (see `event-rows.ts`). On
- * SQLite a row's body is deflated (a `BLOB`); Postgres compresses large rows itself (TOAST). A
- * cursor is the event's sequence number in its run, assigned in the inserting statement from
- * the run's highest: on SQLite under the write lock, on Postgres two appenders racing on a run
- * collide on the primary key and the later one retries, so numbers become visible in order. A
- * wait is woken at once by an append of this process, by a notification where the database
- * sends them, and otherwise reads the run's newest sequence number (one index lookup) with
- * backoff up to `pollMs`.
+ * schema on Postgres), created on first use, with one row per append, keyed by the run and the
+ * sequence number of its last event, whose body is the JSON array of the appended events (a row
+ * keyed 12 holding three events holds events 10, 11 and 12; a body that is a single object holds
+ * one event). On SQLite a row's body is deflated (a `BLOB`); Postgres compresses large rows
+ * itself (TOAST). A cursor is the event's sequence number, assigned in the inserting statement
+ * from the run's highest: on SQLite under the write lock, on Postgres two appenders racing on a
+ * run collide on the primary key and the later one retries, so numbers become visible in order.
+ * A wait is woken at once by an append of this process, by a notification where the database
+ * sends them, and otherwise reads the run's newest sequence number with backoff up to `pollMs`.
  */
 export class SqlEventLog implements RunEventLog {
   readonly #db: SqlDriver
@@ -82,11 +82,7 @@ export class SqlEventLog implements RunEventLog {
     const { rows } = await this.#query(runId, 'read events', `SELECT seq, body FROM ${this.#table} WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [runId, after, limit], {
       keepLevel: true,
     })
-    return eventsOfRows(
-      rows.map((row) => [row.seq as number | string, row.body as string | Uint8Array] as const),
-      after,
-      limit,
-    )
+    return eventsOfRows(rows, after, limit)
   }
 
   async waitForMore(runId: string, after: string | undefined, options: WaitForEventsOptions): Promise<boolean> {
@@ -143,7 +139,8 @@ export class SqlEventLog implements RunEventLog {
    * time than writing the pages it saves.
    */
   #bodyOf(events: readonly JsonObject[]): string | Buffer {
-    return this.#deflate ? deflateRawSync(rowOf(events), { level: 1 }) : rowOf(events)
+    const text = JSON.stringify(events)
+    return this.#deflate ? deflateRawSync(text, { level: 1 }) : text
   }
 
   async #query(runId: string, what: string, text: string, values: unknown[], options?: SqlRunOptions): Promise<SqlResult> {
@@ -181,4 +178,31 @@ export class SqlEventLog implements RunEventLog {
     })
     await this.#listener
   }
+}
+
+/** The cursors of `count` events appended in a row keyed `last`, in order. */
+function cursorsEndingAt(last: number, count: number): string[] {
+  return Array.from({ length: count }, (_, i) => String(last - count + 1 + i))
+}
+
+/**
+ * The events after sequence number `after`, at most `limit`, of rows read in order from the
+ * first row keyed above `after` (a row read whole may start at or before it).
+ */
+function eventsOfRows(rows: SqlResult['rows'], after: number, limit: number): StoredRunEvent[] {
+  const out: StoredRunEvent[] = []
+  for (const { seq: key, body } of rows as { seq: number | string; body: string | Uint8Array }[]) {
+    const last = Number(key)
+    const parsed = JSON.parse(typeof body === 'string' ? body : inflateRawSync(body).toString('utf8')) as JsonObject | JsonObject[]
+    const events = Array.isArray(parsed) ? parsed : [parsed]
+    if (events.length === 0) throw new StoreError(`a row of the event log (event ${last}) holds no events`)
+    let seq = last - events.length
+    for (const event of events) {
+      seq++
+      if (seq <= after) continue
+      out.push({ cursor: String(seq), event })
+      if (out.length === limit) return out
+    }
+  }
+  return out
 }

@@ -25,6 +25,7 @@ export class MemoryEngine implements StorageEngine {
   /** Pending writes by run and checkpoint, then by task and index. */
   readonly #writes = new Map<string, Map<string, PendingWriteRow>>()
   readonly #leases = new LeaseTable()
+  readonly #keyChecks = new Map<string, string>()
 
   /** The lease protocol over this engine's rows (see {@link LeaseEngine}). */
   readonly leases: LeaseEngine = {
@@ -115,9 +116,7 @@ export class MemoryEngine implements StorageEngine {
     this.#leases.delete(runId)
     for (const row of this.#byRun.get(runId) ?? []) this.#checkpoints.delete(row.id)
     this.#byRun.delete(runId)
-    for (const key of [...this.#lists.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#lists.delete(key)
-    for (const key of [...this.#effects.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#effects.delete(key)
-    for (const key of [...this.#writes.keys()]) if (key.startsWith(`${runId}\u0000`)) this.#writes.delete(key)
+    for (const map of [this.#lists, this.#effects, this.#writes]) for (const key of [...map.keys()]) if (key.startsWith(`${runId}\u0000`)) map.delete(key)
     return true
   }
 
@@ -158,20 +157,11 @@ export class MemoryEngine implements StorageEngine {
   }
 
   async getCheckpoints(checkpointIds: readonly string[]): Promise<CheckpointRow[]> {
-    return checkpointIds.flatMap((id) => {
-      const row = this.#checkpoints.get(id)
-      return row ? [{ ...row }] : []
-    })
+    return checkpointIds.flatMap((id) => (this.#checkpoints.has(id) ? [{ ...this.#checkpoints.get(id)! }] : []))
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
-    if ('runId' in query) {
-      const history = this.#byRun.get(query.runId)
-      const row = history?.[history.length - 1]
-      return row && { ...row }
-    }
-    const rows = [...this.#checkpoints.values()].filter((row) => row.workflowName === query.workflowName)
-    const row = rows.sort(compareCheckpointsNewestFirst)[0]
+    const row = 'runId' in query ? this.#byRun.get(query.runId)?.at(-1) : [...this.#checkpoints.values()].filter((cp) => cp.workflowName === query.workflowName).sort(compareCheckpointsNewestFirst)[0]
     return row && { ...row }
   }
 
@@ -231,8 +221,6 @@ export class MemoryEngine implements StorageEngine {
     return this.#keyChecks.get(keyId)!
   }
 
-  readonly #keyChecks = new Map<string, string>()
-
   async listEffects(runId: string, callIds?: readonly string[]): Promise<EffectRow[]> {
     const only = callIds && new Set(callIds)
     return [...this.#effects.values()]
@@ -242,14 +230,9 @@ export class MemoryEngine implements StorageEngine {
   }
 
   async deleteEffects(runId: string): Promise<number> {
-    let deleted = 0
-    for (const [key, row] of [...this.#effects]) {
-      if (row.runId === runId) {
-        this.#effects.delete(key)
-        deleted++
-      }
-    }
-    return deleted
+    const doomed = [...this.#effects].filter(([, row]) => row.runId === runId)
+    for (const [key] of doomed) this.#effects.delete(key)
+    return doomed.length
   }
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
@@ -258,8 +241,7 @@ export class MemoryEngine implements StorageEngine {
       const writes = this.#writes.get(key) ?? new Map<string, PendingWriteRow>()
       this.#writes.set(key, writes)
       const writeKey = JSON.stringify([row.taskId, row.idx])
-      if (row.idx >= 0 && writes.has(writeKey)) continue
-      writes.set(writeKey, { ...row })
+      if (row.idx < 0 || !writes.has(writeKey)) writes.set(writeKey, { ...row })
     }
   }
 
