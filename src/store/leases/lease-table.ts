@@ -1,24 +1,8 @@
 import { WAITING_STATUSES } from '../checkpoint-store.js'
 import type { RunChanged, RunRow, RunSwap } from '../engine/rows.js'
 import { applyRunPatch, RUN_CHANGED, swapFails } from '../engine/run-patch.js'
-import {
-  CLAIMABLE_STATUSES,
-  type AcquireOutcome,
-  type AcquireRequest,
-  type CancelOutcome,
-  type ClaimedRun,
-  type ClaimRequest,
-  type EnqueueJob,
-  type Fence,
-  type HeartbeatRequest,
-  type HeartbeatRow,
-  type LeaseEngine,
-  type LeaseRow,
-  type LeaseSubscription,
-  type ReleaseRequest,
-  type RequeueOutcome,
-  type RequeueRequest,
-} from '../engine/lease-engine.js'
+import { CLAIMABLE_STATUSES, type AcquireOutcome, type AcquireRequest, type CancelOutcome, type ClaimedRun, type ClaimRequest, type EnqueueJob } from '../engine/lease-engine.js'
+import type { Fence, HeartbeatRequest, HeartbeatRow, LeaseEngine, LeaseRow, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
 
 /** One run's lease state, as the in-process engines keep it; `queue` is null for a run never enqueued. */
 export interface LeaseEntry {

@@ -2,22 +2,8 @@ import { sha256 } from '../../../core/hash.js'
 import type { RunChanged, RunRow, RunSwap } from '../../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import { runRowOf } from './postgres-commit.js'
-import type {
-  AcquireOutcome,
-  AcquireRequest,
-  CancelOutcome,
-  ClaimedRun,
-  ClaimRequest,
-  EnqueueJob,
-  HeartbeatRequest,
-  HeartbeatRow,
-  LeaseEngine,
-  LeaseRow,
-  LeaseSubscription,
-  ReleaseRequest,
-  RequeueOutcome,
-  RequeueRequest,
-} from '../../engine/lease-engine.js'
+import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimedRun, ClaimRequest, EnqueueJob, HeartbeatRequest } from '../../engine/lease-engine.js'
+import type { HeartbeatRow, LeaseEngine, LeaseRow, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../../engine/lease-engine.js'
 import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './driver.js'
 import { PostgresListener } from './postgres-listener.js'
 import { RUN_PARAMS, postgresStatements } from './sql.js'
@@ -125,7 +111,7 @@ export class PostgresLeases implements LeaseEngine {
   }
 
   async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
-    return this.#db.transaction((db) => this.#requeue(db, request))
+    return (await this.requeuePausedMany([request]))[0]
   }
 
   /**
@@ -156,24 +142,11 @@ export class PostgresLeases implements LeaseEngine {
       const runIds = [...queued.keys()]
       const decided = [...queued.values()]
       const now = Math.max(...decided.map((request) => request.now))
-      const updated = await db.query(this.#sql.requeueMany, [runIds, decided.map((request) => request.metadata), now, decided.map((request) => request.swap.digest)])
+      await db.query(this.#sql.requeueMany, [runIds, decided.map((request) => request.metadata), now, decided.map((request) => request.swap.digest), this.#channel])
       const appends = decided.flatMap((request) => (request.append ? [{ runId: request.runId, ...request.append }] : []))
       if (appends.length > 0) await db.query(this.#sql.appendItems, [appends.map((a) => a.runId), appends.map((a) => a.listId), appends.map((a) => a.item)])
-      await db.query(this.#sql.wakeMany, [this.#channel, [...new Set(updated.rows.map((row) => row.queue as string))]])
       return outcomes
     })
-  }
-
-  /** Inside a transaction: one run's `requeuePaused`. */
-  async #requeue(db: PostgresQueryable, { runId, metadata, now, swap, append }: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
-    const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
-    if (!row) return undefined
-    const refused = requeueRefusal(runRowOf(row), heldLease(row), swap)
-    if (refused) return refused
-    await db.query(this.#sql.requeuePaused, [runId, metadata, now, this.#channel, swap.digest])
-    if (!append) return { outcome: 'queued' }
-    await db.query(this.#sql.appendItem, [runId, append.listId, append.item])
-    return { outcome: 'queued', appended: true }
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {

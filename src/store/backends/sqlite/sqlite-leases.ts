@@ -1,20 +1,7 @@
 import type { RunChanged, RunPatch, RunRow, RunSwap } from '../../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
-import type {
-  AcquireOutcome,
-  AcquireRequest,
-  CancelOutcome,
-  ClaimedRun,
-  ClaimRequest,
-  EnqueueJob,
-  HeartbeatRequest,
-  HeartbeatRow,
-  LeaseEngine,
-  LeaseRow,
-  ReleaseRequest,
-  RequeueOutcome,
-  RequeueRequest,
-} from '../../engine/lease-engine.js'
+import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimedRun, ClaimRequest, EnqueueJob, HeartbeatRequest } from '../../engine/lease-engine.js'
+import type { HeartbeatRow, LeaseEngine, LeaseRow, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../../engine/lease-engine.js'
 import type { SqliteDatabase, SqliteStatement, SqliteTransaction, SynchronousLevel } from './driver.js'
 import { LEASE_SQL, SQL } from './sql.js'
 import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets } from '../../leases/sql-lease-steps.js'
