@@ -1,6 +1,6 @@
-import { WAITING_STATUSES } from '../checkpoint-store.js'
 import type { RunChanged, RunRow, RunSwap } from '../engine/rows.js'
 import { applyRunPatch, RUN_CHANGED, swapFails } from '../engine/run-patch.js'
+import { cancelStep, queueBudgets, requeueRefusal, withinBudgets } from './lease-steps.js'
 import { CLAIMABLE_STATUSES, type AcquireOutcome, type AcquireRequest, type CancelOutcome, type ClaimedRun, type ClaimRequest, type EnqueueJob } from '../engine/lease-engine.js'
 import type { Fence, HeartbeatRequest, HeartbeatRow, LeaseEngine, LeaseRow, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
 
@@ -138,15 +138,9 @@ export class TableLeases implements LeaseEngine {
       else if (request.queues === undefined || request.queues.includes(entry.queue!)) candidates.push([runId, entry])
     }
     candidates.sort(([aId, a], [bId, b]) => b.priority - a.priority || a.createdAt - b.createdAt || (aId < bId ? -1 : aId > bId ? 1 : 0))
-    const claimed: ClaimedRun[] = []
-    for (const [runId, entry] of candidates) {
-      if (claimed.length >= request.limit) break
-      const queue = entry.queue!
-      const cap = request.queueLimits?.[queue]
-      if (cap !== undefined && (live.get(queue) ?? 0) >= cap) continue
-      live.set(queue, (live.get(queue) ?? 0) + 1)
-      claimed.push({ run: { ...rows.get(runId)! }, lease: leaseRow(runId, take(entry, request.owner, request.leaseMs, now)) })
-    }
+    const budgets = queueBudgets(request, [...live].map(([queue, n]) => ({ queue, n })))
+    const picked = withinBudgets(candidates.map(([runId, { queue }]) => ({ runId, queue })), budgets, request.limit)
+    const claimed = picked.map((runId) => ({ run: { ...rows.get(runId)! }, lease: leaseRow(runId, take(table.entry(runId)!, request.owner, request.leaseMs, now)) }))
     if (claimed.length > 0) await this.#host.persist?.(table)
     return claimed
   }
@@ -207,14 +201,15 @@ export class TableLeases implements LeaseEngine {
     const table = await this.#host.table({ runId })
     return this.#host.change(runId, async (row, save) => {
       if (!row) return undefined
-      if (swapFails(row, swap)) return RUN_CHANGED
-      if (row.status === 'completed' || row.status === 'failed' || row.status === 'cancelled') return { outcome: 'unchanged', status: row.status }
       const now = Date.now()
       const entry = table.entry(runId)
-      if (entry && isLive(entry, now)) {
-        entry.cancelRequested = true
-        await save(undefined, false)
-        return { outcome: 'requested', status: row.status }
+      const step = cancelStep(row, entry !== undefined && isLive(entry, now), swap)
+      if (step !== 'cancel') {
+        if (step.outcome === 'requested') {
+          entry!.cancelRequested = true
+          await save(undefined, false)
+        }
+        return step
       }
       if (entry) fenceOut(entry).cancelRequested = true
       await save(applyRunPatch(row, { status: 'cancelled', updatedAt: Math.max(row.updatedAt, now), ...(swap ? { swap } : {}) }), false)
@@ -226,12 +221,11 @@ export class TableLeases implements LeaseEngine {
     const table = await this.#host.table({ runId })
     const outcome = await this.#host.change(runId, async (row, save): Promise<RequeueOutcome | RunChanged | undefined> => {
       if (!row) return undefined
-      if (!WAITING_STATUSES.includes(row.status)) return { outcome: 'not_paused', status: row.status }
       const entry = table.entry(runId)
-      if (!entry || entry.queue === null) return { outcome: 'not_enqueued' }
-      if (isLive(entry, now)) return { outcome: 'held', owner: entry.owner!, leaseLeftMs: entry.expiresAt! - now }
-      if (swapFails(row, swap)) return RUN_CHANGED
-      fenceOut(entry)
+      const live = entry !== undefined && isLive(entry, now)
+      const refused = requeueRefusal(row, { queue: entry?.queue ?? null, owner: entry?.owner ?? null, leaseLeftMs: live ? entry.expiresAt! - now : null }, swap)
+      if (refused) return refused
+      fenceOut(entry!)
       await save(applyRunPatch(row, { status: 'queued', metadata, updatedAt: Math.max(row.updatedAt, now), swap }), false)
       return { outcome: 'queued' }
     })

@@ -8,7 +8,7 @@ import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './dri
 import { PostgresListener } from './postgres-listener.js'
 import { RUN_PARAMS, postgresStatements } from './sql.js'
 import { leaseStatements, releaseSql, type LeaseStatements } from './lease-sql.js'
-import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets, type HeldLease } from '../../leases/sql-lease-steps.js'
+import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets, type HeldLease } from '../../leases/lease-steps.js'
 
 /** What the leases need of their engine. */
 export interface PostgresLeaseAccess {

@@ -4,7 +4,7 @@ import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimedRun, ClaimRe
 import type { HeartbeatRow, LeaseEngine, LeaseRow, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../../engine/lease-engine.js'
 import type { SqliteDatabase, SqliteStatement, SqliteTransaction, SynchronousLevel } from './driver.js'
 import { LEASE_SQL, SQL } from './sql.js'
-import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets } from '../../leases/sql-lease-steps.js'
+import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets } from '../../leases/lease-steps.js'
 
 /**
  * The lease protocol on SQLite, for workers in several processes on one machine sharing a

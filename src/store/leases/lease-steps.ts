@@ -3,7 +3,7 @@ import type { CancelOutcome, ClaimRequest, LeaseRow, RequeueOutcome } from '../e
 import type { RunChanged, RunRow, RunSwap } from '../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../engine/run-patch.js'
 
-/** What the SQL lease engines (SQLite, Postgres) decide alike, from the rows their statements select. */
+/** What the lease engines (the table's, SQLite's, Postgres') decide alike, from the rows they read. */
 
 /** A lease as selected: Postgres `bigint`s arrive as strings, SQLite booleans as 0/1. */
 export function leaseRowOf(row: Record<string, unknown>): LeaseRow {
