@@ -75,7 +75,7 @@ const API: Record<string, { values: string[]; types: string[] }> = {
     values: [
       'CLAIMABLE_STATUSES', 'DEFAULT_QUEUE', 'DelegatingRunStore', 'DelegatingStore', 'EngineStore', 'FINISHED_STATUSES', 'FencedStore',
       'FileEngine', 'LeaseTable', 'MAX_DEPTH_CEILING', 'MemoryEngine', 'MemoryEventLog', 'MemoryRunWaits', 'RUN_CHANGED', 'RUN_DIGEST_FIELDS', 'RUN_DOCUMENT_FORMAT',
-      'RunLeases', 'SchemaRegistry', 'WAITING_STATUSES', 'applyRunPatch', 'canonicalJson', 'checkCommit', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst',
+      'RunLeases', 'SchemaRegistry', 'TableLeases', 'WAITING_STATUSES', 'applyRunPatch', 'canonicalJson', 'checkCommit', 'compareCheckpointsNewestFirst', 'compareRunsNewestFirst',
       'decodeValue', 'defaultSchemas', 'describeCheckpoints', 'effectWrites', 'encodeValue', 'expandPhases', 'idTimestamp', 'importPeer',
       'listRows', 'loadPhase', 'newId', 'page', 'requirePeer', 'retainedListLengths', 'runDigest', 'runProgressDigest', 'runtimeOf', 'sha256', 'statusMatches',
       'storedIdOf', 'swapFails', 'unleased',
@@ -86,7 +86,7 @@ const API: Record<string, { values: string[]; types: string[] }> = {
       'HeartbeatRequest', 'HeartbeatRow', 'LeaseEngine', 'LeaseEntry', 'LeaseRow', 'LeaseSubscription', 'ListAppend', 'ListCheckpointsQuery',
       'ListRange', 'ListRef', 'ListRunsQuery', 'Migration', 'OptionalPeer', 'PeerRequest', 'PendingWriteRow', 'PhaseLog', 'PhaseLogEntry', 'ReleaseRequest',
       'RequeueOutcome', 'RequeueRequest', 'RewriteRequest', 'RunChanged', 'RunDigestField', 'RunLoad', 'RunPatch', 'RunRow', 'RunStatus', 'RunSwap', 'RunWaits',
-      'ScheduleRow', 'StorageEngine', 'TakeEventRequest', 'TimelineContext', 'TimerRow', 'UpgradeInput', 'WaitRow',
+      'ScheduleRow', 'StorageEngine', 'TableLeasesHost', 'TakeEventRequest', 'TimelineContext', 'TimerRow', 'UpgradeInput', 'WaitRow',
     ],
   },
   testing: {

@@ -48,9 +48,8 @@ export interface LeaseEngine {
    */
   requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined>
   /**
-   * `requeuePaused` for several runs in one write transaction (one commit), each decided as on
-   * its own (a run named twice is decided once, its later requests finding it queued); the
-   * outcomes in the order of `requests`. Optional: without it, callers requeue one run at a time.
+   * `requeuePaused` for several runs in one transaction, each decided as on its own (a run named
+   * twice is decided once); the outcomes in the order of `requests`. Optional.
    */
   requeuePausedMany?(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]>
   /**
@@ -167,10 +166,9 @@ export interface RequeueRequest {
   /** The digest the row must still have, and the requeued row's new one. */
   swap: RunSwap
   /**
-   * An item to append to the end of the run's list `listId` in the same transaction, when (and
-   * only when) the run is queued: the run log's record of the change (see `RunLog`), so a batch
-   * of requeues is one commit, not one more per run. Optional for an engine: one that writes it
-   * says so (`appended` in the outcome); otherwise the caller appends it in a commit of its own.
+   * An item to append to the run's list `listId` in the same transaction, only when the run is
+   * queued (the run log's record of it). An engine that writes it says so (`appended`); otherwise
+   * the caller appends it in a commit of its own.
    */
   append?: { listId: string; item: string }
 }
@@ -187,7 +185,7 @@ export type RequeueOutcome =
   | { outcome: 'held'; owner: string; leaseLeftMs: number }
   | { outcome: 'not_enqueued' }
 
-/** A live `subscribe`; `close` stops it. */
+/** A live `subscribe`. */
 export interface LeaseSubscription {
   close(): Promise<void>
 }

@@ -1,24 +1,7 @@
 import { CheckpointNotFoundError, InvalidArgumentError, LeaseLostError } from '../../core/errors.js'
-import type {
-  OpenedRun,
-  OpenRunQuery,
-  CheckpointInfo,
-  CheckpointInput,
-  CheckpointRecord,
-  RunStore,
-  CreateRunInput,
-  EffectCompletion,
-  EffectCompletionResult,
-  EffectIntent,
-  EffectRecord,
-  LatestQuery,
-  LoadRunQuery,
-  ListCheckpointsQuery,
-  ListRunsQuery,
-  RunRecord,
-  UpdateRunInput,
-  WriteBatch,
-} from '../checkpoint-store.js'
+import type { OpenedRun, OpenRunQuery, CheckpointInfo, CheckpointInput, CheckpointRecord, RunStore } from '../checkpoint-store.js'
+import type { CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent, EffectRecord, LatestQuery } from '../checkpoint-store.js'
+import type { LoadRunQuery, ListCheckpointsQuery, ListRunsQuery, RunRecord, UpdateRunInput, WriteBatch } from '../checkpoint-store.js'
 import { completionRow, intentRow } from '../encoding/effect-rows.js'
 import type { CommitRequest } from '../engine/storage-engine.js'
 import type { Fence } from '../engine/lease-engine.js'

@@ -3,19 +3,8 @@ import { CairnError, CheckpointNotFoundError, InvalidArgumentError, LeaseLostErr
 import { newId } from '../../core/ids.js'
 import type { CreateRunInput, RunRecord, RunStatus } from '../store-types.js'
 import type { RunRow } from '../engine/rows.js'
-import type {
-  AcquireRequest,
-  CancelOutcome,
-  ClaimRequest,
-  Fence,
-  HeartbeatRequest,
-  HeartbeatRow,
-  LeaseEngine,
-  LeaseRow,
-  LeaseSubscription,
-  RequeueOutcome,
-  RequeueRequest,
-} from '../engine/lease-engine.js'
+import type { AcquireRequest, CancelOutcome, ClaimRequest, Fence, HeartbeatRequest, HeartbeatRow } from '../engine/lease-engine.js'
+import type { LeaseEngine, LeaseRow, LeaseSubscription, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
 import { changeRun, decodeRunRow, encodeMetadata, isRunChanged, newRunRow, swapFor, swapPatch, toRunPatch } from '../encoding/run-rows.js'
 import { assertId } from '../encoding/validate.js'
 import type { RunLogEntry } from '../encoding/rollback.js'

@@ -1,5 +1,5 @@
 import { StoreError } from '../../core/errors.js'
-import { createTables, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
+import { createTables, single, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
 import type { ExternalEventRow, RunWaits, ScheduleRow, TakeEventRequest, TimerRow, WaitRow } from './run-waits.js'
 
 const EVENT_COLUMNS = 'event_id AS "eventId", name, match, payload, sent_at AS "sentAt", taken_by AS "takenBy"'
@@ -176,13 +176,8 @@ export class SqlRunWaits implements RunWaits {
 
   async close(): Promise<void> {}
 
-  async #query(what: string, text: string, values: unknown[]): Promise<SqlResult> {
-    if (!this.#exists) await (this.#created ?? this.#createTables())
-    try {
-      return await this.#db.query(text, values)
-    } catch (err) {
-      throw this.#error(what, err)
-    }
+  #query(what: string, text: string, values: unknown[]): Promise<SqlResult> {
+    return this.#work(what, () => single({ text, values }))
   }
 
   async #work<T>(what: string, work: () => SqlWork<T>): Promise<T> {
@@ -190,12 +185,8 @@ export class SqlRunWaits implements RunWaits {
     try {
       return await this.#db.run(work)
     } catch (err) {
-      throw this.#error(what, err)
+      throw new StoreError(`cannot ${what} in the ${this.#db.dialect.label} store's time tables: ${(err as Error).message}`, { cause: err })
     }
-  }
-
-  #error(what: string, err: unknown): StoreError {
-    return new StoreError(`cannot ${what} in the ${this.#db.dialect.label} store's time tables: ${(err as Error).message}`, { cause: err })
   }
 
   /** Create the tables (once per process; a failure is tried again by the next call). */

@@ -1,10 +1,10 @@
-import { WAITING_STATUSES, type ListRunsQuery } from '../../checkpoint-store.js'
+import type { ListRunsQuery } from '../../checkpoint-store.js'
 import type { CheckpointListing, CommitRequest, CommitResult, ListRange, RewriteRequest, RunLoad, StorageEngine } from '../../engine/storage-engine.js'
 import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../../engine/rows.js'
 import { retainedListLengths } from '../../engine/list-retention.js'
 import { compareCheckpointsNewestFirst, compareRunsNewestFirst, page, statusMatches } from '../../engine/row-order.js'
-import { CLAIMABLE_STATUSES, type LeaseEngine } from '../../engine/lease-engine.js'
-import { LeaseTable, unleased } from '../../leases/lease-table.js'
+import type { LeaseEngine } from '../../engine/lease-engine.js'
+import { LeaseTable, TableLeases } from '../../leases/lease-table.js'
 import { checkCommit, effectWrites } from '../../engine/commit-checks.js'
 import { applyRunPatch, RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 
@@ -27,61 +27,12 @@ export class MemoryEngine implements StorageEngine {
   readonly #leases = new LeaseTable()
   readonly #keyChecks = new Map<string, string>()
 
-  /** The lease protocol over this engine's rows (see {@link LeaseEngine}). */
-  readonly leases: LeaseEngine = {
-    enqueue: async (row, job) => {
-      if (this.#runs.has(row.runId)) return false
-      this.#runs.set(row.runId, withSeal(row))
-      this.#leases.add(row.runId, { ...job, createdAt: row.createdAt })
-      return true
-    },
-    claim: async (request) =>
-      this.#leases.claim(request, (runId) => this.#runs.get(runId)?.status).map(({ runId, row }) => ({ run: { ...this.#runs.get(runId)! }, lease: row })),
-    heartbeat: async (request) => this.#leases.heartbeat(request),
-    release: async ({ fence, patch, failed = false }) => {
-      const run = this.#runs.get(fence.runId)
-      if (!run || !this.#leases.check(fence).held) return false
-      if (patch && swapFails(run, patch.swap)) return RUN_CHANGED
-      if (patch) Object.assign(run, applyRunPatch(run, patch))
-      return this.#leases.release(fence, { failed, claimableAfter: CLAIMABLE_STATUSES.includes(run.status) })
-    },
-    cancel: async (runId, swap) => {
-      const run = this.#runs.get(runId)
-      if (!run) return undefined
-      if (swapFails(run, swap)) return RUN_CHANGED
-      const outcome = this.#leases.cancel(runId, run.status)
-      if (outcome === 'cancelled') Object.assign(run, applyRunPatch(run, { status: 'cancelled', updatedAt: Math.max(run.updatedAt, Date.now()), ...(swap ? { swap } : {}) }))
-      return { outcome, status: run.status }
-    },
-    requeuePaused: async ({ runId, metadata, now, swap }) => {
-      const run = this.#runs.get(runId)
-      if (!run) return undefined
-      if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
-      const blocked = this.#leases.blocksRequeue(runId, now)
-      if (blocked) return blocked
-      if (swapFails(run, swap)) return RUN_CHANGED
-      this.#leases.requeue(runId)
-      Object.assign(run, applyRunPatch(run, { status: 'queued', metadata, updatedAt: Math.max(run.updatedAt, now), swap }))
-      this.#leases.wake()
-      return { outcome: 'queued' }
-    },
-    acquire: async (request) => {
-      let created = false
-      if (!this.#runs.has(request.runId)) {
-        if (!request.create) return { outcome: 'not_found' }
-        this.#runs.set(request.runId, withSeal(request.create))
-        created = true
-      }
-      const { acquired, row } = this.#leases.acquire(request.runId, request)
-      if (!acquired) return { outcome: 'held', lease: row }
-      return { outcome: 'acquired', run: { ...this.#runs.get(request.runId)! }, lease: row, created }
-    },
-    getLease: async (runId) => (this.#runs.has(runId) ? (this.#leases.get(runId) ?? unleased(runId)) : undefined),
-    subscribe: async (onWake) => {
-      const unsubscribe = this.#leases.subscribe(onWake)
-      return { close: async () => void unsubscribe() }
-    },
-  }
+  /** The lease protocol over this engine's rows (see {@link TableLeases}); its changes are synchronous. */
+  readonly leases: LeaseEngine = new TableLeases({
+    table: async () => this.#leases,
+    row: (runId) => this.#runs.get(runId),
+    change: (runId, fn) => fn(this.#runs.get(runId), async (row) => void (row && this.#runs.set(runId, withSeal(row)))),
+  })
 
   async insertRun(row: RunRow): Promise<boolean> {
     if (this.#runs.has(row.runId)) return false

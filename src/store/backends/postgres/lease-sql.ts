@@ -1,5 +1,5 @@
 import type { RunPatch } from '../../engine/rows.js'
-import { patchSets, quoteIdent, RUN_COLUMNS, RUN_COLUMNS_OF_R, type SqlQuery } from './sql.js'
+import { patchSets, quoteIdent, RUN_COLUMNS, type SqlQuery } from './sql.js'
 
 /**
  * The SQL statements of the Postgres lease protocol (see `PostgresLeases`): claims, heartbeats,
@@ -74,40 +74,25 @@ export function leaseStatements(schema: string) {
         lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
       WHERE run_id = $1`,
     getLease: `SELECT ${LEASE_COLUMNS} FROM ${s}.runs WHERE run_id = $1`,
-    /** The run `$1` and its lease state (ms left of a live lease, on the server's clock), locked for a requeue. */
-    lockForRequeue: `SELECT ${RUN_COLUMNS}, queue, owner, owner IS NOT NULL AND lease_expires_at >= now() AS live,
-        greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000) AS "leaseLeftMs"
-      FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
-    /**
-     * Queue the paused run `$1` again with metadata `$2` and digest `$5` (`updated_at` at least `$3`),
-     * fence out a lapsed holder by a raised epoch, and wake workers on channel `$4` (delivered at commit).
-     */
-    requeuePaused: `WITH requeued AS (
-        UPDATE ${s}.runs SET status = 'queued', metadata = $2, digest = $5, updated_at = greatest(updated_at, $3),
-          lease_epoch = lease_epoch + (owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
-        WHERE run_id = $1 AND status IN ('paused', 'sleeping', 'waiting') RETURNING queue
-      )
-      SELECT pg_notify($4, queue) FROM requeued`,
-    wake: `SELECT pg_notify($1, $2)`,
-    /** Append item `$3` at the end of run `$1`'s list `$2` (a requeue's run-log entry, in its transaction). */
-    appendItem: `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
-      SELECT $1, $2, coalesce(max(idx) + 1, 0), $3 FROM ${s}.list_items WHERE run_id = $1 AND list_id = $2`,
-    /** `lockForRequeue` for the runs `$1` (a text array), locked in run id order. */
+    /** The runs `$1` (a text array) and their lease state (ms left of a live lease, on the server's clock), locked in run id order for a requeue. */
     lockManyForRequeue: `SELECT ${RUN_COLUMNS}, queue, owner, owner IS NOT NULL AND lease_expires_at >= now() AS live,
         greatest(0, extract(epoch FROM lease_expires_at - now()) * 1000) AS "leaseLeftMs"
       FROM ${s}.runs WHERE run_id = ANY($1::text[]) ORDER BY run_id COLLATE "C" FOR UPDATE`,
-    /** `requeuePaused` for the runs `$1` with metadata `$2` and digests `$4` (arrays in step), `updated_at` at least `$3`; returns the rows as queued. */
-    requeueMany: `UPDATE ${s}.runs r SET status = 'queued', metadata = u.metadata, digest = u.digest, updated_at = greatest(r.updated_at, $3),
-        lease_epoch = r.lease_epoch + (r.owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
-      FROM unnest($1::text[], $2::text[], $4::text[]) AS u(run_id, metadata, digest)
-      WHERE r.run_id = u.run_id AND r.status IN ('paused', 'sleeping', 'waiting')
-      RETURNING ${RUN_COLUMNS_OF_R}, r.queue`,
+    /**
+     * Queue the paused runs `$1` again with metadata `$2` and digests `$4` (arrays in step), `updated_at` at least `$3`,
+     * fence out a lapsed holder by a raised epoch, and wake workers on channel `$5` (delivered at commit).
+     */
+    requeueMany: `WITH requeued AS (
+        UPDATE ${s}.runs r SET status = 'queued', metadata = u.metadata, digest = u.digest, updated_at = greatest(r.updated_at, $3),
+          lease_epoch = r.lease_epoch + (r.owner IS NOT NULL)::int, owner = NULL, lease_expires_at = NULL
+        FROM unnest($1::text[], $2::text[], $4::text[]) AS u(run_id, metadata, digest)
+        WHERE r.run_id = u.run_id AND r.status IN ('paused', 'sleeping', 'waiting') RETURNING r.queue
+      )
+      SELECT pg_notify($5, queue) FROM (SELECT DISTINCT queue FROM requeued) AS q`,
     /** Append item `$3[k]` at the end of run `$1[k]`'s list `$2[k]` (each run once). */
     appendItems: `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
       SELECT u.run_id, u.list_id, coalesce((SELECT max(i.idx) + 1 FROM ${s}.list_items i WHERE i.run_id = u.run_id AND i.list_id = u.list_id), 0), u.item
       FROM unnest($1::text[], $2::text[], $3::text[]) AS u(run_id, list_id, item)`,
-    /** Wake workers on channel `$1` for each queue of `$2`. */
-    wakeMany: `SELECT pg_notify($1, q) FROM unnest($2::text[]) AS q`,
   }
 }
 

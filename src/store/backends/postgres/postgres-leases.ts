@@ -2,27 +2,13 @@ import { sha256 } from '../../../core/hash.js'
 import type { RunChanged, RunRow, RunSwap } from '../../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
 import { runRow as runRowOf } from '../../sql/engine-sql.js'
-import type {
-  AcquireOutcome,
-  AcquireRequest,
-  CancelOutcome,
-  ClaimedRun,
-  ClaimRequest,
-  EnqueueJob,
-  HeartbeatRequest,
-  HeartbeatRow,
-  LeaseEngine,
-  LeaseRow,
-  LeaseSubscription,
-  ReleaseRequest,
-  RequeueOutcome,
-  RequeueRequest,
-} from '../../engine/lease-engine.js'
+import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimedRun, ClaimRequest, EnqueueJob, HeartbeatRequest } from '../../engine/lease-engine.js'
+import type { HeartbeatRow, LeaseEngine, LeaseRow, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../../engine/lease-engine.js'
 import type { PostgresPool, PostgresQueryable, PostgresQueryResult } from './driver.js'
 import { PostgresListener } from './postgres-listener.js'
 import { RUN_PARAMS, postgresStatements } from './sql.js'
 import { leaseStatements, releaseSql, type LeaseStatements } from './lease-sql.js'
-import { WAITING_STATUSES } from '../../checkpoint-store.js'
+import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets, type HeldLease } from '../../leases/lease-steps.js'
 
 /** What the leases need of their engine. */
 export interface PostgresLeaseAccess {
@@ -66,33 +52,15 @@ export class PostgresLeases implements LeaseEngine {
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
     const queues = request.queues === undefined ? null : [...request.queues]
-    const limited = Object.keys(request.queueLimits ?? {})
-      .filter((queue) => queues === null || queues.includes(queue))
-      .sort()
-    if (limited.length === 0) {
-      const { rows } = await this.#db.query(this.#sql.claim, [request.owner, request.limit, queues, null, request.leaseMs])
-      return claimedRows(rows)
-    }
+    const limited = Object.keys(request.queueLimits ?? {}).filter((queue) => queues === null || queues.includes(queue))
+    if (limited.length === 0) return claimedRows((await this.#db.query(this.#sql.claim, [request.owner, request.limit, queues, null, request.leaseMs])).rows)
     return this.#db.transaction(async (db) => {
       // Locks in a fixed order, so two workers with overlapping limits never deadlock.
-      for (const queue of limited) await db.query(this.#sql.lockQueue, [`cairn.queue:${this.#db.schema}:${queue}`])
-      const budgets = new Map(limited.map((queue) => [queue, request.queueLimits![queue]!]))
-      for (const row of (await db.query(this.#sql.liveCounts, [limited])).rows) {
-        budgets.set(row.queue as string, budgets.get(row.queue as string)! - Number(row.n))
-      }
-      const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
-      const { rows: candidates } = await db.query(this.#sql.candidates, [request.limit * 4 + 16, queues, full.length === 0 ? null : full])
-      const picked: string[] = []
-      for (const { runId, queue } of candidates as { runId: string; queue: string }[]) {
-        if (picked.length >= request.limit) break
-        const left = budgets.get(queue)
-        if (left !== undefined && left <= 0) continue
-        if (left !== undefined) budgets.set(queue, left - 1)
-        picked.push(runId)
-      }
-      if (picked.length === 0) return []
-      const { rows } = await db.query(this.#sql.claimRuns, [request.owner, picked, request.leaseMs])
-      return claimedRows(rows)
+      for (const queue of limited.sort()) await db.query(this.#sql.lockQueue, [`cairn.queue:${this.#db.schema}:${queue}`])
+      const budgets = queueBudgets(request, (await db.query(this.#sql.liveCounts, [limited])).rows)
+      const { rows: candidates } = await db.query(this.#sql.candidates, [candidateScan(request.limit), queues, fullQueues(budgets)])
+      const picked = withinBudgets(candidates, budgets, request.limit)
+      return picked.length === 0 ? [] : claimedRows((await db.query(this.#sql.claimRuns, [request.owner, picked, request.leaseMs])).rows)
     })
   }
 
@@ -104,7 +72,7 @@ export class PostgresLeases implements LeaseEngine {
     }
     const values = [request.runId, request.owner, request.leaseMs, request.takeFrom?.owner ?? null, request.takeFrom?.epoch ?? null]
     const { rows } = await this.#db.query(this.#sql.acquire, values)
-    if (rows[0]) return { outcome: 'acquired', run: runRowOf(rows[0]), lease: leaseRow(rows[0]), created }
+    if (rows[0]) return { outcome: 'acquired', run: runRowOf(rows[0]), lease: leaseRowOf(rows[0]), created }
     const current = await this.getLease(request.runId)
     return current ? { outcome: 'held', lease: current } : { outcome: 'not_found' }
   }
@@ -130,14 +98,12 @@ export class PostgresLeases implements LeaseEngine {
 
   async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     return this.#db.transaction(async (db) => {
-      const run = (await db.query(this.#sql.lockForCancel, [runId])).rows[0]
+      const run = (await db.query(this.#sql.lockForCancel, [runId])).rows[0] as (Record<string, unknown> & Pick<RunRow, 'status' | 'digest'>) | undefined
       if (!run) return undefined
-      if (swapFails(run, swap)) return RUN_CHANGED
-      const status = run.status as RunRow['status']
-      if (status === 'completed' || status === 'failed' || status === 'cancelled') return { outcome: 'unchanged', status }
-      if (run.live === true) {
-        await db.query(this.#sql.requestCancel, [runId])
-        return { outcome: 'requested', status }
+      const step = cancelStep(run, run.live === true, swap)
+      if (step !== 'cancel') {
+        if (step.outcome === 'requested') await db.query(this.#sql.requestCancel, [runId])
+        return step
       }
       await db.query(this.#sql.cancelNow, [runId, Date.now(), swap?.digest ?? null])
       return { outcome: 'cancelled', status: 'cancelled' }
@@ -145,7 +111,7 @@ export class PostgresLeases implements LeaseEngine {
   }
 
   async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
-    return this.#db.transaction((db) => this.#requeue(db, request))
+    return (await this.requeuePausedMany([request]))[0]
   }
 
   /**
@@ -163,51 +129,29 @@ export class PostgresLeases implements LeaseEngine {
       const queued = new Map<string, RequeueRequest>()
       for (const request of requests) {
         const row = locked.get(request.runId)
-        if (!row) {
-          outcomes.push(undefined)
+        // A run named twice is decided once: its later requests find it queued.
+        const refused = queued.has(request.runId) ? { outcome: 'not_paused' as const, status: 'queued' as const } : row && requeueRefusal(runRowOf(row), heldLease(row), request.swap)
+        if (!row || refused) {
+          outcomes.push(refused)
           continue
         }
-        const run = runRowOf(row)
-        if (queued.has(request.runId)) outcomes.push({ outcome: 'not_paused', status: 'queued' })
-        else if (!WAITING_STATUSES.includes(run.status)) outcomes.push({ outcome: 'not_paused', status: run.status })
-        else if (row.queue === null) outcomes.push({ outcome: 'not_enqueued' })
-        else if (row.live === true) outcomes.push({ outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) })
-        else if (swapFails(run, request.swap)) outcomes.push(RUN_CHANGED)
-        else {
-          queued.set(request.runId, request)
-          outcomes.push(request.append ? { outcome: 'queued', appended: true } : { outcome: 'queued' })
-        }
+        queued.set(request.runId, request)
+        outcomes.push(request.append ? { outcome: 'queued', appended: true } : { outcome: 'queued' })
       }
       if (queued.size === 0) return outcomes
       const runIds = [...queued.keys()]
       const decided = [...queued.values()]
       const now = Math.max(...decided.map((request) => request.now))
-      const updated = await db.query(this.#sql.requeueMany, [runIds, decided.map((request) => request.metadata), now, decided.map((request) => request.swap.digest)])
+      await db.query(this.#sql.requeueMany, [runIds, decided.map((request) => request.metadata), now, decided.map((request) => request.swap.digest), this.#channel])
       const appends = decided.flatMap((request) => (request.append ? [{ runId: request.runId, ...request.append }] : []))
       if (appends.length > 0) await db.query(this.#sql.appendItems, [appends.map((a) => a.runId), appends.map((a) => a.listId), appends.map((a) => a.item)])
-      await db.query(this.#sql.wakeMany, [this.#channel, [...new Set(updated.rows.map((row) => row.queue as string))]])
       return outcomes
     })
   }
 
-  /** Inside a transaction: one run's `requeuePaused`. */
-  async #requeue(db: PostgresQueryable, { runId, metadata, now, swap, append }: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
-    const row = (await db.query(this.#sql.lockForRequeue, [runId])).rows[0]
-    if (!row) return undefined
-    const run = runRowOf(row)
-    if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
-    if (row.queue === null) return { outcome: 'not_enqueued' }
-    if (row.live === true) return { outcome: 'held', owner: row.owner as string, leaseLeftMs: Number(row.leaseLeftMs) }
-    if (swapFails(run, swap)) return RUN_CHANGED
-    await db.query(this.#sql.requeuePaused, [runId, metadata, now, this.#channel, swap.digest])
-    if (!append) return { outcome: 'queued' }
-    await db.query(this.#sql.appendItem, [runId, append.listId, append.item])
-    return { outcome: 'queued', appended: true }
-  }
-
   async getLease(runId: string): Promise<LeaseRow | undefined> {
     const { rows } = await this.#db.query(this.#sql.getLease, [runId])
-    return rows[0] && leaseRow(rows[0])
+    return rows[0] && leaseRowOf(rows[0])
   }
 
   /**
@@ -229,19 +173,11 @@ export function wakeChannel(schema: string): string {
 
 function claimedRows(rows: Record<string, unknown>[]): ClaimedRun[] {
   return rows
-    .map((row) => ({ run: runRowOf(row), lease: leaseRow(row) }))
+    .map((row) => ({ run: runRowOf(row), lease: leaseRowOf(row) }))
     .sort((a, b) => b.lease.priority - a.lease.priority || a.run.createdAt - b.run.createdAt || (a.run.runId < b.run.runId ? -1 : 1))
 }
 
-function leaseRow(row: Record<string, unknown>): LeaseRow {
-  return {
-    runId: row.runId as string,
-    queue: row.queue as string | null,
-    priority: Number(row.priority),
-    owner: row.owner as string | null,
-    epoch: Number(row.epoch),
-    leaseExpiresAt: row.leaseExpiresAt === null ? null : Number(row.leaseExpiresAt),
-    recoveries: Number(row.recoveries),
-    cancelRequested: row.cancelRequested === true,
-  }
+/** A locked row's lease as a requeue reads it (`live` and `leaseLeftMs` on the server's clock). */
+function heldLease(row: Record<string, unknown>): HeldLease {
+  return { queue: row.queue as string | null, owner: row.owner as string | null, leaseLeftMs: row.live === true ? Number(row.leaseLeftMs) : null }
 }

@@ -1,23 +1,10 @@
 import type { RunChanged, RunPatch, RunRow, RunSwap } from '../../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../../engine/run-patch.js'
-import type {
-  AcquireOutcome,
-  AcquireRequest,
-  CancelOutcome,
-  ClaimedRun,
-  ClaimRequest,
-  EnqueueJob,
-  HeartbeatRequest,
-  HeartbeatRow,
-  LeaseEngine,
-  LeaseRow,
-  ReleaseRequest,
-  RequeueOutcome,
-  RequeueRequest,
-} from '../../engine/lease-engine.js'
+import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimedRun, ClaimRequest, EnqueueJob, HeartbeatRequest } from '../../engine/lease-engine.js'
+import type { HeartbeatRow, LeaseEngine, LeaseRow, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../../engine/lease-engine.js'
 import type { SqliteDatabase, SqliteStatement, SqliteTransaction, SynchronousLevel } from './driver.js'
 import { LEASE_SQL, SQL } from './sql.js'
-import { WAITING_STATUSES } from '../../checkpoint-store.js'
+import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets } from '../../leases/lease-steps.js'
 
 /**
  * The lease protocol on SQLite, for workers in several processes on one machine sharing a
@@ -60,26 +47,20 @@ export class SqliteLeases implements LeaseEngine {
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
     return this.#leaseOnly(() => {
       const now = Date.now()
-      const budgets = this.#budgets(request, now)
-      const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
+      const limited = Object.keys(request.queueLimits ?? {})
+      const live = limited.length === 0 ? [] : (this.#s.liveCounts.all({ now, queues: JSON.stringify(limited) }) as Record<string, unknown>[])
+      const budgets = queueBudgets(request, live)
+      const full = fullQueues(budgets)
       const candidates = this.#s.candidates.all({
         now,
         queues: request.queues === undefined ? null : JSON.stringify(request.queues),
-        full: full.length === 0 ? null : JSON.stringify(full),
-        scan: budgets.size === 0 ? request.limit : request.limit * 4 + 16,
-      }) as { runId: string; queue: string }[]
-      const claimed: ClaimedRun[] = []
-      for (const candidate of candidates) {
-        if (claimed.length >= request.limit) break
-        const left = budgets.get(candidate.queue)
-        if (left !== undefined) {
-          if (left <= 0) continue
-          budgets.set(candidate.queue, left - 1)
-        }
-        const lease = this.#s.claimRun.get({ runId: candidate.runId, owner: request.owner, expires: now + request.leaseMs }) as StoredLease
-        claimed.push({ run: this.#getRun.get(candidate.runId) as RunRow, lease: leaseRow(lease) })
-      }
-      return claimed
+        full: full && JSON.stringify(full),
+        scan: budgets.size === 0 ? request.limit : candidateScan(request.limit),
+      }) as Record<string, unknown>[]
+      return withinBudgets(candidates, budgets, request.limit).map((runId) => {
+        const lease = this.#s.claimRun.get({ runId, owner: request.owner, expires: now + request.leaseMs }) as Record<string, unknown>
+        return { run: this.#getRun.get(runId) as RunRow, lease: leaseRowOf(lease) }
+      })
     })
   }
 
@@ -96,10 +77,10 @@ export class SqliteLeases implements LeaseEngine {
         now,
         takeOwner: request.takeFrom?.owner ?? null,
         takeEpoch: request.takeFrom?.epoch ?? null,
-      }) as StoredLease | undefined
-      if (lease) return { outcome: 'acquired', run: this.#getRun.get(request.runId) as RunRow, lease: leaseRow(lease), created }
-      const current = this.#s.getLease.get(request.runId) as StoredLease | undefined
-      return current ? { outcome: 'held', lease: leaseRow(current) } : { outcome: 'not_found' }
+      }) as Record<string, unknown> | undefined
+      if (lease) return { outcome: 'acquired', run: this.#getRun.get(request.runId) as RunRow, lease: leaseRowOf(lease), created }
+      const current = this.#s.getLease.get(request.runId) as Record<string, unknown> | undefined
+      return current ? { outcome: 'held', lease: leaseRowOf(current) } : { outcome: 'not_found' }
     })
   }
 
@@ -129,13 +110,12 @@ export class SqliteLeases implements LeaseEngine {
   async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     return this.#write(() => {
       const now = Date.now()
-      const lease = this.#s.getLease.get(runId) as (StoredLease & { status: RunRow['status']; digest: string | null }) | undefined
+      const lease = this.#s.getLease.get(runId) as (Record<string, unknown> & Pick<RunRow, 'status' | 'digest'>) | undefined
       if (!lease) return undefined
-      if (swapFails(lease, swap)) return RUN_CHANGED
-      if (lease.status === 'completed' || lease.status === 'failed' || lease.status === 'cancelled') return { outcome: 'unchanged', status: lease.status }
-      if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
-        this.#s.requestCancel.run({ runId })
-        return { outcome: 'requested', status: lease.status }
+      const step = cancelStep(lease, lease.owner !== null && lease.leaseExpiresAt !== null && (lease.leaseExpiresAt as number) >= now, swap)
+      if (step !== 'cancel') {
+        if (step.outcome === 'requested') this.#s.requestCancel.run({ runId })
+        return step
       }
       this.#s.cancelNow.run({ runId, now, digest: swap?.digest ?? null })
       return { outcome: 'cancelled', status: 'cancelled' }
@@ -153,14 +133,11 @@ export class SqliteLeases implements LeaseEngine {
   /** Inside a write transaction: one run's `requeuePaused`. */
   #requeue({ runId, metadata, now, swap, append }: RequeueRequest): RequeueOutcome | RunChanged | undefined {
     const run = this.#getRun.get(runId) as RunRow | undefined
-    const lease = this.#s.getLease.get(runId) as StoredLease | undefined
+    const lease = this.#s.getLease.get(runId) as LeaseRow | undefined
     if (!run || !lease) return undefined
-    if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
-    if (lease.queue === null) return { outcome: 'not_enqueued' }
-    if (lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now) {
-      return { outcome: 'held', owner: lease.owner, leaseLeftMs: lease.leaseExpiresAt - now }
-    }
-    if (swapFails(run, swap)) return RUN_CHANGED
+    const live = lease.owner !== null && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= now
+    const refused = requeueRefusal(run, { ...lease, leaseLeftMs: live ? lease.leaseExpiresAt! - now : null }, swap)
+    if (refused) return refused
     this.#s.requeuePaused.run({ runId, metadata, now, digest: swap.digest })
     if (!append) return { outcome: 'queued' }
     this.#s.appendItem.run({ runId, listId: append.listId, item: append.item })
@@ -168,18 +145,8 @@ export class SqliteLeases implements LeaseEngine {
   }
 
   async getLease(runId: string): Promise<LeaseRow | undefined> {
-    const lease = this.#s.getLease.get(runId) as StoredLease | undefined
-    return lease && leaseRow(lease)
-  }
-
-  /** What is left of each limited queue's global limit (only queues this claim may take from). */
-  #budgets(request: ClaimRequest, now: number): Map<string, number> {
-    const limits = Object.entries(request.queueLimits ?? {}).filter(([queue]) => request.queues === undefined || request.queues.includes(queue))
-    const budgets = new Map(limits)
-    if (limits.length === 0) return budgets
-    const live = this.#s.liveCounts.all({ now, queues: JSON.stringify(limits.map(([queue]) => queue)) }) as { queue: string; n: number }[]
-    for (const { queue, n } of live) budgets.set(queue, (budgets.get(queue) ?? 0) - n)
-    return budgets
+    const lease = this.#s.getLease.get(runId) as Record<string, unknown> | undefined
+    return lease && leaseRowOf(lease)
   }
 
   #write<T>(fn: () => T): T {
@@ -195,11 +162,3 @@ export class SqliteLeases implements LeaseEngine {
 }
 
 type LeaseStatements = { [K in keyof typeof LEASE_SQL]: SqliteStatement }
-
-/** A lease as selected: `cancelRequested` is 0 or 1. */
-type StoredLease = Omit<LeaseRow, 'cancelRequested'> & { cancelRequested: number }
-
-function leaseRow(stored: StoredLease): LeaseRow {
-  const { runId, queue, priority, owner, epoch, leaseExpiresAt, recoveries, cancelRequested } = stored
-  return { runId, queue, priority, owner, epoch, leaseExpiresAt, recoveries, cancelRequested: cancelRequested === 1 }
-}
