@@ -2,6 +2,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { AIMessage } from '@langchain/core/messages'
 import { ERROR, INTERRUPT, emptyCheckpoint, uuid6, type Checkpoint } from '@langchain/langgraph-checkpoint'
 import { FileStore, MemoryStore, type CheckpointStore } from 'cairn-agents'
 import { DelegatingStore } from 'cairn-agents/engine'
@@ -90,6 +91,35 @@ describe('CairnSaver', () => {
       counts.push([latest, store.calls])
     }
     expect(counts[0]).toEqual(counts[1])
+  })
+
+  it('serializes a message a task wrote once more for its checkpoint only when it changed since the write (the reducer gave it an id)', async () => {
+    const saver = new CairnSaver({ store: new MemoryStore() })
+    const serialized: unknown[] = []
+    const dumps = saver.serde.dumpsTyped.bind(saver.serde)
+    saver.serde.dumpsTyped = (value: unknown) => {
+      serialized.push(value)
+      return dumps(value)
+    }
+    const withId = new AIMessage({ content: 'has an id', id: 'ai-1' })
+    const withoutId = new AIMessage({ content: 'no id yet' })
+    const first = await saver.put({ configurable: { thread_id: 't' } }, checkpoint({ messages: [] }), meta, { messages: 1 })
+    await saver.putWrites(first, [['messages', [withId, withoutId]]], 'task-1')
+    // As LangGraph's message reducer does between the write and the checkpoint.
+    withoutId.id = 'ai-2'
+    withoutId.lc_kwargs.id = 'ai-2'
+    const next = { ...checkpoint({ messages: [withId, withoutId] }), channel_versions: { messages: 2 } }
+    const second = await saver.put(first, next, meta, { messages: 2 })
+    expect(serialized.filter((value) => value === withId)).toHaveLength(1)
+    expect(serialized.filter((value) => value === withoutId)).toHaveLength(2)
+    const fresh = new CairnSaver({ store: saver.store })
+    const messages = (await fresh.getTuple(second))?.checkpoint.channel_values.messages as AIMessage[]
+    expect(messages.map((message) => [message.id, message.content])).toEqual([
+      ['ai-1', 'has an id'],
+      ['ai-2', 'no id yet'],
+    ])
+    const written = (await fresh.getTuple(first))?.pendingWrites?.[0]?.[2] as AIMessage[]
+    expect(written.map((message) => message.id)).toEqual(['ai-1', undefined])
   })
 
   it('stores each message of a growing conversation once: the store holds it as an append-only list', async () => {

@@ -12,7 +12,7 @@ import type {
 import { CairnError, CheckpointError, InvalidArgumentError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
-import { loadValue, storeValue, type RevivedItemMemo, type StoredArray, type StoredItemMemo, type StoredValue } from './stored-values.js'
+import { loadValue, storeValue, type RevivedItemMemo, type StoredArray, type StoredItemMemo, type StoredValue, type WrittenItemMemo } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader, type SavedHeader } from './thread-listing.js'
 import { importPeer } from '../../core/peers.js'
 import { WritesLedgers, corrupt, listWrites, type WritesTarget } from './pending-writes.js'
@@ -68,6 +68,8 @@ export class CairnSaver extends BaseCheckpointSaver {
   readonly #arrays = new Map<string, Map<string, StoredArray>>()
   /** The stored form of every array item object put so far: a put serializes only new items. */
   readonly #items: StoredItemMemo = new WeakMap()
+  /** The stored form of every array item object of a pending write, for the put that holds it next. */
+  readonly #written: WrittenItemMemo = new WeakMap()
   /** What each checkpoint's pending writes are, and the ledger that proves it. */
   readonly #ledgers = new WritesLedgers()
   /** The puts under way, by Cairn id: the writes of a checkpoint wait for it to be saved. */
@@ -152,7 +154,7 @@ export class CairnSaver extends BaseCheckpointSaver {
       const changed = Object.prototype.hasOwnProperty.call(newVersions, channel)
       const kept = version !== undefined && carried[channel] === version
       if (value === undefined || (!changed && !kept)) continue
-      const storedValue = await storeValue(this.serde, value, { previous: arrays?.get(channel), memo: this.#items })
+      const storedValue = await storeValue(this.serde, value, { previous: arrays?.get(channel), memo: this.#items, written: this.#written })
       values[channel] = storedValue
       // A copy: a reducer may change its array in place after this put.
       if (Array.isArray(value) && 'items' in storedValue) storedArrays.set(channel, { stored: { t: 'items', items: storedValue.items }, sources: (value as unknown[]).slice() })
@@ -195,7 +197,7 @@ export class CairnSaver extends BaseCheckpointSaver {
         index: WRITES_IDX_MAP[channel] ?? idx,
         channel,
         taskPath: taskPath ?? '',
-        value: await storeValue(this.serde, value),
+        value: await storeValue(this.serde, value, { writing: this.#written }),
       })),
     )
     const target = { place, checkpointId, runId: runIdOf(place), checkpointKey: checkpointKeyOf(place, checkpointId) }

@@ -20,6 +20,15 @@ export type StoredValue = { t: string; s: string } | { t: string; j: JsonValue }
 export type StoredItemMemo = WeakMap<object, StoredValue>
 
 /**
+ * The stored form of each array item object of a pending write, with the values of its own fields
+ * when it was serialized. A node's new message reaches its checkpoint as the same object it wrote,
+ * so the put that stores it takes the form the write made instead of serializing it again, but only
+ * while those fields are unchanged: LangGraph's message reducer gives a message without an id one
+ * in place (`id`, `lc_kwargs.id`) between the write and the checkpoint.
+ */
+export type WrittenItemMemo = WeakMap<object, { stored: StoredValue; fields: unknown[] }>
+
+/**
  * The values revived from stored items during one read, by stored item: a listing of a whole
  * thread revives each message once and gives every state that holds it the same object.
  */
@@ -46,9 +55,9 @@ export interface StoredArray {
  * already holds. Any other item is serialized, and when it is not an object, compared with the
  * item at the same place of `previous`: an equal one keeps that item's stored form.
  */
-export async function storeValue(serde: SerializerProtocol, value: unknown, options: { previous?: StoredArray | undefined; memo?: StoredItemMemo | undefined } = {}): Promise<StoredValue> {
+export async function storeValue(serde: SerializerProtocol, value: unknown, options: StoreOptions = {}): Promise<StoredValue> {
   if (!Array.isArray(value)) return storeItem(serde, value)
-  const { previous, memo } = options
+  const { previous, memo, written, writing } = options
   const before = previous?.stored.items ?? []
   const sources = previous?.sources ?? []
   const array = value as unknown[]
@@ -61,16 +70,20 @@ export async function storeValue(serde: SerializerProtocol, value: unknown, opti
   for (; i < array.length; i++) {
     const item = array[i]
     const object = typeof item === 'object' && item !== null ? item : undefined
-    const known = object && memo?.get(object)
+    const known = object && (memo?.get(object) ?? unchangedSince(object, written))
     if (known) {
+      if (memo) memo.set(object, known)
       items.push(known)
       continue
     }
+    // Its fields before it is serialized: a change made while the serde works is seen by the put.
+    const fields = object && writing ? fieldsOf(object) : undefined
     const stored = await storeItem(serde, item)
     const same = before[i]
     // A stored form is a tree of strings (or bytes): frozen in one walk, as the store freezes what it decodes.
     const kept = same !== undefined && sameStored(same, stored) ? same : freezeTree(stored)
     if (object && memo) memo.set(object, kept)
+    if (object && fields) writing!.set(object, { stored: kept, fields })
     items.push(kept)
   }
   return { t: 'items', items }
@@ -101,6 +114,33 @@ export async function loadValue(serde: SerializerProtocol, stored: StoredValue, 
   if ('s' in stored) return serde.loadsTyped(stored.t, stored.s)
   if ('j' in stored) return serde.loadsTyped(stored.t, JSON.stringify(stored.j))
   return serde.loadsTyped(stored.t, stored.b)
+}
+
+/** How {@link storeValue} reuses stored forms, and remembers the ones it makes. */
+interface StoreOptions {
+  /** The array the last put stored at this place. */
+  previous?: StoredArray | undefined
+  /** Item objects already stored by a put; the new ones are added. */
+  memo?: StoredItemMemo | undefined
+  /** Item objects stored by a pending write, taken while unchanged. */
+  written?: WrittenItemMemo | undefined
+  /** Where a pending write remembers the item objects it stores. */
+  writing?: WrittenItemMemo | undefined
+}
+
+/** The stored form a pending write made of `object`, when none of its own fields has changed since. */
+function unchangedSince(object: object, written: WrittenItemMemo | undefined): StoredValue | undefined {
+  const entry = written?.get(object)
+  if (!entry) return undefined
+  const fields = fieldsOf(object)
+  return fields.length === entry.fields.length && fields.every((value, k) => value === entry.fields[k]) ? entry.stored : undefined
+}
+
+/** The keys and values of an object's own enumerable fields, in order. */
+function fieldsOf(object: object): unknown[] {
+  const fields: unknown[] = []
+  for (const key of Object.keys(object)) fields.push(key, (object as Record<string, unknown>)[key])
+  return fields
 }
 
 function sameStored(a: StoredValue, b: StoredValue): boolean {
