@@ -81,7 +81,7 @@ async function runCutShort(options: { maxRecoveryAttempts: number }) {
     await blocker.query('BEGIN')
     await blocker.query(`SELECT 1 FROM "${schema}".runs WHERE run_id = 'r1' FOR UPDATE`)
     toolGate.open()
-    const waiting = `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%"${schema}".runs%FOR UPDATE OF r%'`
+    const waiting = `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%"${schema}".runs%FOR UPDATE%'`
     const pid = await until(async () => (await target.sql(waiting))[0]?.pid, "the worker's write to wait for the row lock")
     // The connection drops for a moment: the server cuts the worker's connection (and the test
     // waits until it is gone); the next connection works.
