@@ -1,33 +1,9 @@
 import { CairnError, CheckpointError, CheckpointIntegrityError, CheckpointNotFoundError, InvalidArgumentError, StoreError } from '../core/errors.js'
 import { newId } from '../core/ids.js'
 import { defaultSchemas, type SchemaRegistry } from '../core/schema.js'
-import type {
-  CheckpointInfo,
-  CheckpointInput,
-  CheckpointRecord,
-  CheckpointStore,
-  CreateRunInput,
-  EffectCompletion,
-  EffectCompletionResult,
-  EffectIntent,
-  EffectRecord,
-  ForkOptions,
-  LatestQuery,
-  ListCheckpointsQuery,
-  ListRunsQuery,
-  LoadRunQuery,
-  LoadTailsQuery,
-  CheckpointTail,
-  OpenedRun,
-  OpenRunQuery,
-  PendingWriteRecord,
-  PruneOptions,
-  PruneResult,
-  PutPendingWritesInput,
-  RunRecord,
-  UpdateRunInput,
-  WriteBatch,
-} from './checkpoint-store.js'
+import type { CheckpointInfo, CheckpointInput, CheckpointRecord, CheckpointStore, CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent } from './checkpoint-store.js'
+import type { EffectRecord, ForkOptions, LatestQuery, ListCheckpointsQuery, ListRunsQuery, LoadRunQuery, LoadTailsQuery, CheckpointTail, OpenedRun } from './checkpoint-store.js'
+import type { OpenRunQuery, PendingWriteRecord, PruneOptions, PruneResult, PutPendingWritesInput, RunRecord, UpdateRunInput, WriteBatch } from './checkpoint-store.js'
 import { decodeWriteRow, orderWrites, writeRows } from './encoding/write-rows.js'
 import { completionRow, decodeEffectRow } from './encoding/effect-rows.js'
 import type { StorageEngine } from './engine/storage-engine.js'
