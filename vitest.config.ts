@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { defineConfig } from 'vitest/config'
 
@@ -70,6 +71,9 @@ export default defineConfig({
     ],
   },
   test: {
+    // At least two test files at a time: most files wait on child processes, fsyncs and Postgres, so
+    // a 2-core machine (where the default would be one) finishes the suite in about two thirds of the time.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     projects: [
       { extends: true, test: { name: 'unit', include: ['test/**/*.test.ts'], exclude: ['**/node_modules/**', ...integration] } },
       // Child processes, fsyncs and Postgres: generous limits, so a loaded machine is slow, not red.
