@@ -102,6 +102,30 @@ for (const [name, open] of BACKENDS) {
       await reopened.close()
     })
 
+    it('a row whose seal lags its newest checkpoint by a commit cut short reads back; the same seal from another run is refused', async () => {
+      const backend = await open()
+      const store = backend.open(keyed)
+      await store.createRun({ runId: 'r', name: 'agent', metadata: {} })
+      await store.createRun({ runId: 'twin', name: 'agent', metadata: {} })
+      await store.save({ runId: 'r', kind: 'test', phase: 'p', payload: 1 })
+      await store.save({ runId: 'twin', kind: 'test', phase: 'p', payload: 1 })
+      const sealAtFirst = (await backend.runRow('r')).seal
+      const twinSealAtFirst = (await backend.runRow('twin')).seal
+      await store.save({ runId: 'r', kind: 'test', phase: 'p', payload: 2 })
+      await store.close()
+      const { lastSeq } = await backend.runRow('r')
+      // The checkpoint and the row's seq are durable, its seal is still the previous commit's.
+      await backend.writeRunRow('r', { lastSeq, seal: sealAtFirst })
+      const reopened = backend.open(keyed)
+      expect(await reopened.getRun('r')).toMatchObject({ runId: 'r', status: 'running' })
+      expect(await reopened.getLatest({ runId: 'r' })).toMatchObject({ payload: 2 })
+      await reopened.close()
+      await backend.writeRunRow('r', { lastSeq, seal: twinSealAtFirst })
+      const again = backend.open(keyed)
+      await expectRefused(again)
+      await again.close()
+    })
+
     it("another run's signature copied onto a row with the same fields is a CheckpointIntegrityError", async () => {
       const backend = await open()
       const store = backend.open(keyed)
