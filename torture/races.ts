@@ -24,7 +24,7 @@ export interface RaceTally {
   /** Races played (each: one run, 2 or 5 racing processes, or a zombie and its taker). */
   races: number
   racingProcesses: number
-  /** Racers refused with RunBusyError or run_exists. */
+  /** Racers refused with RunBusyError or run_exists, or that answered a run another racer had answered and finished. */
   busy: number
   /** Extra executions of the non-idempotent tool beyond what the case allows. */
   duplicateExecutions: number
@@ -110,7 +110,7 @@ async function resumeRace(tally: RaceTally, dir: string, backend: Backend, state
   const base = { backend: backend.config(), runId: 'raced', effectsFile: join(dir, 'effects.log') }
   await prepare(base, state)
   const outcomes = await race({ ...base, role: 'resume', state }, racers, dir)
-  await settle(tally, base, backend, outcomes, { sends: 1, terminals: state === 'effect_started' ? 0 : 1 })
+  await settle(tally, base, backend, outcomes, { sends: 1, terminals: state === 'effect_started' ? 0 : 1, answered: state === 'paused_for_human' })
 }
 
 async function runRace(tally: RaceTally, dir: string, backend: Backend): Promise<void> {
@@ -124,17 +124,21 @@ async function settle(
   base: Omit<RaceConfig, 'role'>,
   backend: Backend,
   outcomes: Awaited<ReturnType<typeof race>>,
-  expected: { sends: number; terminals: number },
+  expected: { sends: number; terminals: number; answered?: boolean },
 ): Promise<void> {
   const store = backend.open(base.backend)
   try {
     const result = await report(store, base.runId, base.effectsFile, outcomes)
     tally.racingProcesses += outcomes.length
-    tally.busy += outcomes.filter((o) => o.error?.code === 'run_busy' || o.error?.code === 'run_exists').length
+    // A racer that answers a paused run after another racer answered it and finished the run is
+    // told the run no longer waits for an answer: it lost the race, like a racer refused as busy.
+    const refused = (o: (typeof outcomes)[number]) =>
+      o.error?.code === 'run_busy' || o.error?.code === 'run_exists' || (expected.answered === true && o.error?.code === 'run_not_paused' && / is completed, not paused/.test(o.error.message))
+    tally.busy += outcomes.filter(refused).length
     tally.duplicateExecutions += Math.max(0, result.sends - expected.sends)
     tally.duplicateTerminals += Math.max(0, result.terminals - 1)
     if (outcomes.filter((o) => o.error === undefined && o.fromTerminalCheckpoint !== true && o.state === 'completed').length > 1) tally.doubleOwners++
-    const other = outcomes.find((o) => o.error && o.error.code !== 'run_busy' && o.error.code !== 'run_exists')
+    const other = outcomes.find((o) => o.error && !refused(o))
     if (other) throw new Error(`a racer failed: ${other.error!.code ?? other.error!.name}: ${other.error!.message}`)
     if (result.sends !== expected.sends || result.terminals !== expected.terminals) {
       const got = outcomes.map((o) => o.error?.code ?? `${o.state}${o.fromTerminalCheckpoint === true ? ' (stored result)' : ''}`)
