@@ -103,18 +103,23 @@ async function list(store: CheckpointStore, fullHistory = true) {
 }
 
 /**
- * The read path of `runner.resume` (resume-state.ts): the latest checkpoint, and when it does
- * not carry the runtime snapshot (here: the terminal one), the newest checkpoint that does.
- * Returns how many messages the loaded state holds, and their size as JSON (measured after the
- * caller's timer stops: the list is only kept here).
+ * The read path of `runner.resume` (resume-state.ts): one `openRun` call that returns the run,
+ * its latest checkpoint and the newest runtime snapshot it rests on (here the terminal checkpoint
+ * rests on the last tool step's), and its effects. A store without `openRun` is read as a resume
+ * reads it then: the latest checkpoint, and when it does not carry the runtime snapshot, the
+ * newest checkpoint that does. Returns how many messages the loaded state holds, and their size as
+ * JSON (measured after the caller's timer stops: the list is only kept here).
  */
 export async function loadLatestState(store: CheckpointStore, n: number | null): Promise<{ count: number; bytes: () => number }> {
-  const latest = await store.getLatest<{ runtime?: { messages?: unknown[] } }>({ runId: RUN_ID })
+  type State = { runtime?: { messages?: unknown[] } }
+  const isSnapshot = (info: { metadata: Record<string, unknown> }) => info.metadata.snapshot === true
+  const opened = store.openRun ? await store.openRun<State>(RUN_ID, { base: isSnapshot }) : undefined
+  const latest = opened ? opened.latest : await store.getLatest<State>({ runId: RUN_ID })
   if (!latest) throw new Error(`run ${RUN_ID} has no checkpoint`)
-  let record = latest
-  if (latest.metadata.snapshot !== true) {
+  let record = opened?.base ?? latest
+  if (!isSnapshot(record)) {
     const page = await store.listCheckpoints({ runId: RUN_ID, limit: 16 })
-    const info = page.find((candidate) => candidate.metadata.snapshot === true)
+    const info = page.find(isSnapshot)
     if (!info) throw new Error(`run ${RUN_ID} has no runtime snapshot among its last 16 checkpoints`)
     record = await store.load(info.id)
   }
