@@ -244,16 +244,21 @@ export class SqliteSqlDriver implements SqlDriver {
 
   #execute({ text, values }: SqlQuery): SqlResult {
     const { statement, order, columns } = this.#prepare(text)
-    const params = order.map((i) => {
-      const value = values[i]
-      return typeof value === 'boolean' ? Number(value) : (value ?? null)
-    })
+    // A plain loop, not `order.map` with a closure: this runs for every statement of every step.
+    const params = new Array<unknown>(order.length)
+    for (let k = 0; k < order.length; k++) {
+      const value = values[order[k]!]
+      params[k] = typeof value === 'boolean' ? Number(value) : (value ?? null)
+    }
     if (columns === undefined) return { rows: [], changes: statement.run(...params).changes }
-    const rows = (statement.all(...params) as unknown[][]).map((cells) => {
+    const cells = statement.all(...params) as unknown[][]
+    const rows = new Array<Record<string, unknown>>(cells.length)
+    for (let r = 0; r < cells.length; r++) {
+      const line = cells[r]!
       const row: Record<string, unknown> = {}
-      for (let k = 0; k < columns.length; k++) row[columns[k]!] = cells[k]
-      return row
-    })
+      for (let k = 0; k < columns.length; k++) row[columns[k]!] = line[k]
+      rows[r] = row
+    }
     return { rows, changes: rows.length }
   }
 }
