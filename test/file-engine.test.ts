@@ -223,6 +223,26 @@ describe('FileStore', () => {
     expect(await readdir(base)).toEqual([])
   })
 
+  it('a keyed store whose last frame is damaged reports corruption, not tampering', async () => {
+    const directory = await tempDir()
+    const keys = [{ id: 'key-a', secret: Buffer.alloc(32, 7).toString('base64') }]
+    const store = open(directory, { keys })
+    await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { n: 1 } })
+    const last = await store.save({ runId: 'r', kind: 'agent', phase: 'p', payload: { n: 2 } })
+    await store.close()
+    // The last commit's record damaged, its header and checks intact: its checkpoint and its run
+    // row (sealed over checkpoint 2) are lost, and the row kept is sealed over checkpoint 1.
+    const log = await runLogOf(directory, 'r')
+    const frame = log.lines[log.frameOf(last)]!
+    log.lines[log.frameOf(last)] = `${frame.split(' ').slice(0, 2).join(' ')} {"c":[{"id": "torn`
+    await log.write(true)
+
+    const reopened = open(directory, { keys })
+    // The run reads as having reached seq 2 (its seal over checkpoint 1 accepted), never as tampered with.
+    expect((await reopened.getRun('r'))?.lastSeq).toBe(2)
+    await expectCorruption(reopened.getLatest({ runId: 'r' }), { runId: 'r', checkpointId: last })
+  })
+
   it('a listing never skips a corrupt checkpoint: it is reported from listing, load, getLatest and the next save', async () => {
     const directory = await tempDir()
     const store = open(directory)
