@@ -210,7 +210,13 @@ export async function fileBackend(): Promise<RawBackend> {
     dump: async () => {
       const texts: string[] = []
       for (const entry of await readdir(directory, { recursive: true, withFileTypes: true })) {
-        if (entry.isFile()) texts.push(await readFile(join(entry.parentPath ?? (entry as { path: string }).path, entry.name), 'latin1'))
+        if (!entry.isFile()) continue
+        // A store still open may rename a temporary file into place between the listing and the read.
+        const text = await readFile(join(entry.parentPath ?? (entry as { path: string }).path, entry.name), 'latin1').catch((err: NodeJS.ErrnoException) => {
+          if (err.code === 'ENOENT' && entry.name.endsWith('.tmp')) return ''
+          throw err
+        })
+        texts.push(text)
       }
       return texts.join('\n')
     },
