@@ -17,7 +17,7 @@ import { POSTGRES_URL, postgresAnswers } from './postgres.js'
 import { FileStore, type CheckpointStore } from '../src/index.js'
 import { PostgresStore } from '../src/postgres.js'
 import { SqliteStore } from '../src/sqlite.js'
-import { prepare, race, report, runChild, type RaceConfig, type RaceState } from '../test/runner/fixtures/race.js'
+import { answeredAfterWinner, prepare, race, report, runChild, type RaceConfig, type RaceState } from '../test/runner/fixtures/race.js'
 
 /** The totals of the race phase. */
 export interface RaceTally {
@@ -130,10 +130,7 @@ async function settle(
   try {
     const result = await report(store, base.runId, base.effectsFile, outcomes)
     tally.racingProcesses += outcomes.length
-    // A racer that answers a paused run after another racer answered it and finished the run is
-    // told the run no longer waits for an answer: it lost the race, like a racer refused as busy.
-    const refused = (o: (typeof outcomes)[number]) =>
-      o.error?.code === 'run_busy' || o.error?.code === 'run_exists' || (expected.answered === true && o.error?.code === 'run_not_paused' && / is completed, not paused/.test(o.error.message))
+    const refused = (o: (typeof outcomes)[number]) => o.error?.code === 'run_busy' || o.error?.code === 'run_exists' || (expected.answered === true && answeredAfterWinner(o))
     tally.busy += outcomes.filter(refused).length
     tally.duplicateExecutions += Math.max(0, result.sends - expected.sends)
     tally.duplicateTerminals += Math.max(0, result.terminals - 1)
