@@ -373,9 +373,9 @@ describe('PostgresEngine', () => {
 
   it('loadRun reads in one statement the very rows getRun, getLatest, readLists and listEffects read', async () => {
     const engine = openEngine()
-    expect(await engine.loadRun('nobody', { recent: 4 })).toEqual({ run: undefined, checkpoints: [], lists: [], effects: [] })
+    expect(await engine.loadRun('nobody', { recent: 4 })).toEqual({ run: undefined, checkpoints: [], lists: [] })
     expect(await engine.insertRun(runOf({ runId: 'empty', createdAt: 1.5, metadata: '{"a":"\\u0000 é 𝄞 \\"q\\""}' }))).toBe(true)
-    expect(await engine.loadRun('empty', { recent: 4 })).toEqual({ run: await engine.getRun('empty'), checkpoints: [], lists: [], effects: [] })
+    expect(await engine.loadRun('empty', { recent: 4 })).toEqual({ run: await engine.getRun('empty'), checkpoints: [], lists: [] })
     const text = 'line\nbreak \u0001 tab\t é 𝄞 "quoted" \\ back'
     await engine.commit(commitOf({ id: 'c1', seq: 1, body: JSON.stringify({ text }), appends: [{ listId: 'L', expectedLength: 0, items: [JSON.stringify(text)] }] }))
     await engine.commit({ ...commitOf({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, metadata: JSON.stringify({ text }), body: JSON.stringify(text) }), effects: { intents: [effectOf({ runId: 'run', callId: 'e1' })] } })
@@ -385,7 +385,6 @@ describe('PostgresEngine', () => {
     expect(read.checkpoints[0]).toMatchObject({ id: 'c2', seq: 2, createdAt: 1795699947579.25, terminal: true, body: JSON.stringify(text) })
     expect(read.checkpoints.map((row) => row.id)).toEqual(['c2', 'c1'])
     expect(read.lists).toEqual([{ id: 'L', items: (await engine.readLists('run', [{ id: 'L', n: 1 }]))[0] }])
-    expect(read.effects).toEqual(await engine.listEffects('run'))
   })
 
   it('loadRun reads of each list only the items the newest checkpoints refer to, and the run log whole', async () => {

@@ -18,6 +18,23 @@ export type StoredRunState = (
 const isSnapshot = (info: { kind: string; metadata: Record<string, unknown> }): boolean => info.kind === RUNNER_KIND && info.metadata.snapshot === true
 
 /**
+ * The calls a resume may meet in the journal: those of the model response the run's snapshot
+ * holds pending (the batch it goes on with). Every later call is new; earlier ones are answered in
+ * the snapshot's messages. A record that is not a runner snapshot reads every effect: the checks
+ * after the read report what is wrong with it.
+ */
+export function callsUnderWay({ latest, base }: { latest: CheckpointRecord | undefined; base: CheckpointRecord | undefined }): readonly string[] | 'all' {
+  if (!latest) return []
+  if (latest.kind === RUNNER_KIND && latest.phase === 'run_terminal') return []
+  const source = latest.metadata.snapshot === true ? latest : base
+  const runtime = (source?.payload as { runtime?: { pending_llm_response?: unknown } } | undefined)?.runtime
+  if (source?.kind !== RUNNER_KIND || typeof runtime !== 'object' || runtime === null) return 'all'
+  const pending = runtime.pending_llm_response
+  if (pending === null || pending === undefined) return []
+  return isToolUseMessage(pending) ? toolUsesOf(pending).map((use) => use.toolUseId) : 'all'
+}
+
+/**
  * The resume steps: load the latest checkpoint (none is `CheckpointNotFoundError`);
  * validate its shape; stop at a terminal one; otherwise find the newest runtime snapshot and
  * validate it, including a pending model response, which must decode — it is never replaced by
@@ -25,7 +42,7 @@ const isSnapshot = (info: { kind: string; metadata: Record<string, unknown> }): 
  */
 export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
   // One read of the store where it can: the run, its latest checkpoint, the snapshot it rests on, its effects.
-  const opened = store.openRun ? await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot }) : undefined
+  const opened = store.openRun ? await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot, effects: callsUnderWay }) : undefined
   const latest = opened ? opened.latest : await store.getLatest<Record<string, unknown>>({ runId })
   const extra = opened ? { opened: { run: opened.run, effects: opened.effects } } : {}
   if (!latest) {

@@ -140,8 +140,10 @@ export class CheckpointReads {
   }
 
   /**
-   * What a resume reads, in one engine call (see `StoreReader.openRun`), and where a writer of
-   * the run goes on from (its seq, newest checkpoint and list refs) and the length of its log.
+   * What a resume reads, in at most two engine calls (see `StoreReader.openRun`): the run, its
+   * newest checkpoints, their lists and its log; then the effects `query.effects` picks from
+   * them (none read when it picks none). Also where a writer of the run goes on from (its seq,
+   * newest checkpoint and list refs) and the length of its log.
    */
   async openRun(runId: string, query: OpenRunQuery): Promise<OpenedRunRows> {
     const recent = query.recent ?? 8
@@ -151,10 +153,8 @@ export class CheckpointReads {
       const latest = read.checkpoints[0]
       const run = await this.#confirmLatest(runId, read.run, latest)
       const logItems = read.lists.find((list) => list.id === RUN_LOG_LIST)?.items ?? []
-      // Checked against the run's log: a row put back to pending or deleted is refused, never run again.
       const log = logItems.map((item) => parseRunLogEntry(runId, item))
-      checkEffectsAgainstLog(runId, log, read.effects)
-      // And a run row put back over a cancel or a completion is refused before anything runs.
+      // A run row put back over a cancel or a completion is refused before anything runs.
       if (run) checkStatusAgainstLog(runId, log, run.status)
       let base: CheckpointRecord | undefined
       for (const row of query.base ? read.checkpoints : []) {
@@ -164,8 +164,14 @@ export class CheckpointReads {
         break
       }
       const record = latest && (base?.id === latest.id ? base : await this.#decode(latest, read.lists))
+      const picked = query.effects?.({ latest: record, base }) ?? 'all'
+      const only = picked === 'all' ? undefined : new Set(picked)
+      // Read after the log, so each is at least as far as the log says; checked against it: a row
+      // put back to pending or deleted is refused, never run again.
+      const effects = only?.size === 0 ? [] : await this.#call(runId, 'read the effects of the run', () => this.#engine.listEffects(runId, only && [...only]))
+      checkEffectsAgainstLog(runId, log, effects, only)
       const writer = latest && run ? { lastSeq: run.lastSeq, lastId: latest.id, lists: listCacheOf(latest, checkRow(latest)), run } : undefined
-      return { run, latest: record, base, effects: read.effects, writer, logLength: logItems.length }
+      return { run, latest: record, base, effects, writer, logLength: logItems.length }
     })
   }
 

@@ -163,7 +163,10 @@ export async function loadTails<P = unknown>(store: StoreReader, checkpointIds: 
 export async function openRun<P = unknown>(store: StoreReader, runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
   if (store.openRun) return store.openRun<P>(runId, query)
   const latest = await store.getLatest<P>({ runId })
-  return { run: await store.getRun(runId), latest, base: latest && query.base?.(latest) ? latest : undefined, effects: await store.listEffects(runId) }
+  const base = latest && query.base?.(latest) ? latest : undefined
+  const picked = query.effects?.({ latest, base }) ?? 'all'
+  const effects = picked === 'all' || !store.getEffects ? await store.listEffects(runId) : picked.length === 0 ? [] : await store.getEffects(runId, picked)
+  return { run: await store.getRun(runId), latest, base, effects }
 }
 
 /** `store.loadRun` when the store has it; else the run's checkpoints listed (verified) and loaded with {@link loadMany}. */

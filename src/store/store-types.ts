@@ -273,6 +273,14 @@ export interface OpenRunQuery {
   recent?: number
   /** Whether a checkpoint is one the newest rests on (a full state to go on from). */
   base?: (info: CheckpointInfo) => boolean
+  /**
+   * Which of the run's effects to read, picked from the checkpoints read: call ids (those the
+   * run goes on with; none for a run with no calls under way), or `'all'`. Default `'all'`. The
+   * effects read are checked against the run's log either way: one put back to `pending`, or
+   * deleted, is refused. A resume needs only the calls of the batch it goes on with, so a long
+   * run is not read whole each time it resumes.
+   */
+  effects?: (read: { latest: CheckpointRecord | undefined; base: CheckpointRecord | undefined }) => readonly string[] | 'all'
 }
 
 /** A run as a resume reads it (see `StoreReader.openRun`). */
@@ -281,6 +289,7 @@ export interface OpenedRun<P = unknown> {
   latest: CheckpointRecord<P> | undefined
   /** The newest of the recent checkpoints `base` says yes to (the latest itself when it does); undefined when none does. */
   base: CheckpointRecord<P> | undefined
+  /** The effects `effects` picked (every one of the run by default), oldest first. */
   effects: EffectRecord[]
 }
 

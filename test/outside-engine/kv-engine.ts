@@ -133,7 +133,7 @@ export class KvEngine implements StorageEngine {
   async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
     const checkpoints = this.#history(runId).slice(-recent).reverse().map((id) => this.#db.get<CheckpointRow>(key.checkpoint(id))!)
     const lists = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, items: this.#list(runId, id).slice(0, n) }))
-    return { run: await this.getRun(runId), checkpoints, lists, effects: await this.listEffects(runId) }
+    return { run: await this.getRun(runId), checkpoints, lists }
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {

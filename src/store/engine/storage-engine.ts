@@ -63,8 +63,9 @@ export interface StorageEngine {
   /**
    * What a resume reads of one run, in one read (one transaction where the backend has them): the
    * run row, its `recent` newest checkpoints (newest first, whole rows), the lists those rows refer
-   * to as far as `retainedListLengths` says (which includes the run's whole log) and the
-   * run's effects in `startedAt` order. Rows and lists of a run that does not exist are empty.
+   * to as far as `retainedListLengths` says (which includes the run's whole log). Rows and lists
+   * of a run that does not exist are empty. (The effects a resume needs are read after it, by
+   * call id, once its checkpoints say which: `listEffects`.)
    */
   loadRun(runId: string, request: { recent: number }): Promise<RunLoad>
   /**
@@ -146,7 +147,6 @@ export interface RunLoad {
   checkpoints: CheckpointRow[]
   /** Each list the checkpoints refer to (and the run's log), from its first item. */
   lists: { id: string; items: string[] }[]
-  effects: EffectRow[]
 }
 
 /** One atomic write: checkpoints of one run, their list items, and effect journal entries. */

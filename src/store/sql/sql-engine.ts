@@ -118,7 +118,7 @@ export class SqlEngine implements StorageEngine {
     return this.db.run(() => this.#readLists(runId, ranges), { snapshot: true })
   }
 
-  /** In one snapshot: the run, its newest checkpoints, the lists they refer to, and its effects. */
+  /** In one snapshot: the run, its newest checkpoints and the lists they refer to. */
   async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
     const s = this.sql
     const readLists = (ranges: readonly ListRange[]) => this.#readLists(runId, ranges)
@@ -128,8 +128,7 @@ export class SqlEngine implements StorageEngine {
         const wanted = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
         const lists = (yield* readLists(wanted)).map((items, k) => ({ id: wanted[k]!.id, items }))
         const run = (yield sql(s.getRun, runId)).rows[0]
-        const effects = (yield sql(s.listEffects, runId)).rows.map(effectRow)
-        return { run: run && runRow(run), checkpoints, lists: lists.filter((list) => list.items.length > 0), effects }
+        return { run: run && runRow(run), checkpoints, lists: lists.filter((list) => list.items.length > 0) }
       },
       { snapshot: true },
     )

@@ -174,7 +174,6 @@ export class SealedEngine implements StorageEngine {
       run,
       checkpoints: read.checkpoints.map((row) => this.records.openCheckpoint(row)),
       lists: read.lists.map(({ id, items }) => ({ id, items: items.map((item, idx) => this.records.openItem(runId, id, idx, item)) })),
-      effects: read.effects.map((row) => this.records.openEffect(row)),
     }
   }
 

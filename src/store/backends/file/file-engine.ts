@@ -217,7 +217,7 @@ export class FileEngine implements StorageEngine {
       const items = log.lists.get(id)
       return items && items.length > 0 ? [{ id, items: items.slice(0, n) }] : []
     })
-    return { run: log.row && { ...log.row }, checkpoints, lists, effects: effectsOf(log) }
+    return { run: log.row && { ...log.row }, checkpoints, lists }
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {

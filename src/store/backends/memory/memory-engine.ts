@@ -140,7 +140,7 @@ export class MemoryEngine implements StorageEngine {
       const items = this.#lists.get(listKey(runId, id))
       return items ? [{ id, items: items.slice(0, n) }] : []
     })
-    return { run: await this.getRun(runId), checkpoints, lists, effects: await this.listEffects(runId) }
+    return { run: await this.getRun(runId), checkpoints, lists }
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {

@@ -2,7 +2,7 @@ import { CairnError, StoreError } from '../../../core/errors.js'
 import type { ListRange, RunLoad } from '../../engine/storage-engine.js'
 import { RUN_LOG_LIST, retainedListLengths } from '../../engine/list-retention.js'
 import { SqlEngine } from '../../sql/sql-engine.js'
-import { checkpointRow, effectRow, runRow } from '../../sql/engine-sql.js'
+import { checkpointRow, runRow } from '../../sql/engine-sql.js'
 import { inTransaction, PostgresSqlDriver, type PostgresPool, type PostgresQueryable } from './driver.js'
 import { migratePostgres } from './migrations.js'
 import { PostgresLeases } from './postgres-leases.js'
@@ -93,7 +93,7 @@ export class PostgresEngine extends SqlEngine {
    * cannot be parsed, the rows and the lists are read in two statements instead.
    */
   override async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
-    let read: { run: string | null; checkpoints: string; effects: string; lists?: string }
+    let read: { run: string | null; checkpoints: string; lists?: string }
     try {
       read = (await this.db.query(this.#statements.loadRun, [runId, recent, RUN_LOG_LIST])).rows[0] as typeof read
     } catch (err) {
@@ -112,7 +112,6 @@ export class PostgresEngine extends SqlEngine {
       run: read.run === null ? undefined : runRow(JSON.parse(read.run) as Record<string, unknown>),
       checkpoints,
       lists: lists.filter((list) => list.items.length > 0),
-      effects: (JSON.parse(read.effects) as Record<string, unknown>[]).map(effectRow),
     }
   }
 

@@ -5,7 +5,6 @@ import {
   CHECKPOINT_COLUMNS,
   CHECKPOINT_PARAMS,
   COMPLETION_PARAMS,
-  EFFECT_COLUMNS,
   EFFECT_PARAMS,
   RUN_COLUMNS,
   WRITE_PARAMS,
@@ -81,13 +80,12 @@ export type PostgresStatements = ReturnType<typeof postgresStatements>
 /** The engine's statements on tables in `schema` (already validated), with those only Postgres has. */
 export function postgresStatements(schema: string) {
   const s = quoteIdent(schema)
-  const loadEffects = `(SELECT coalesce(json_agg(e)::text, '[]') FROM (SELECT ${EFFECT_COLUMNS} FROM ${s}.effects WHERE run_id = $1 ORDER BY started_at, ord) e)`
   return {
     ...engineSql(postgresDialect(schema)),
     /**
      * What a resume reads, in one statement (one round trip, one snapshot), each part as JSON
      * text of rows with the columns above: the run, its `$2` newest checkpoints (newest first),
-     * its effects, and the items the checkpoints refer to: of each list they name, the first
+     * and the items the checkpoints refer to: of each list they name, the first
      * `n` items (the largest `n` a ref gives it), and the whole of the run's log (`$3`). A row
      * whose `lists` is not JSON fails the statement (SQLSTATE class 22); the engine then reads
      * without it.
@@ -99,7 +97,6 @@ export function postgresStatements(schema: string) {
         WHERE id IS NOT NULL GROUP BY id)
       SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
         (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c) AS checkpoints,
-        ${loadEffects} AS effects,
         (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT w.id, (SELECT json_agg(i.item ORDER BY i.idx) FROM ${s}.list_items i
           WHERE i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n) AS items FROM wanted w) l) AS lists`,
     /** Each list's length is one past its highest index: one index seek per list. */
@@ -108,8 +105,7 @@ export function postgresStatements(schema: string) {
       FROM unnest($2::text[]) AS l(list_id)`,
     /** `loadRun` without the lists (read apart when a checkpoint's `lists` is not JSON). */
     loadRunRows: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
-      (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints,
-      ${loadEffects} AS effects`,
+      (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints`,
     /** Every range's items in one statement (one snapshot): `ref` is the range's 1-based position. */
     readLists: `SELECT r.ref AS ref, i.item FROM unnest($2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(list_id, first, n, ref)
       JOIN ${s}.list_items i ON i.run_id = $1 AND i.list_id = r.list_id AND i.idx >= r.first AND i.idx < r.n
