@@ -41,7 +41,7 @@ export function callsUnderWay({ latest, base }: { latest: CheckpointRecord | und
  * a fresh model call.
  */
 export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
-  // One read of the store where it can: the run, its latest checkpoint, the snapshot it rests on, its effects.
+  // One read of the store where it can: the run, its latest checkpoint, the snapshot it rests on, the effects of the calls under way.
   const opened = store.openRun ? await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot, effects: callsUnderWay }) : undefined
   const latest = opened ? opened.latest : await store.getLatest<Record<string, unknown>>({ runId })
   const extra = opened ? { opened: { run: opened.run, effects: opened.effects } } : {}
