@@ -52,6 +52,8 @@ export interface ManagedInvocation {
   idempotencyKey?: (toolUse: ToolUseBlock['toolUse']) => string
   /** The runner's clock and events, for `ctx.sleep` and `ctx.waitForEvent`. */
   time?: ToolTimeHost
+  /** Tool call ids the run used before, beyond those of the messages (which a conversation manager may have dropped). */
+  usedCallIds?: Iterable<string>
   options?: InvokeOptions
 }
 
@@ -180,6 +182,7 @@ export class Agent {
     executor?: (inner: ToolExecutor) => ToolExecutor
     idempotencyKey?: (toolUse: ToolUseBlock['toolUse']) => string
     time?: ToolTimeHost
+    usedCallIds?: Iterable<string>
   }): AsyncGenerator<AgentStreamEvent, AgentResult> {
     const { options } = params
     const controller = new AbortController()
@@ -198,6 +201,7 @@ export class Agent {
       const invocation = this.#invocation(controller.signal, options)
       invocation.idempotencyKey = params.idempotencyKey
       invocation.time = params.time
+      invocation.usedCallIds = params.usedCallIds
       const host = this.#host(params.observer, params.executor)
       const result = yield* runLoop(host, invocation, params.start)
       invocation.metrics.durationMs = Date.now() - started

@@ -2,7 +2,7 @@ import type { JsonObject, JsonValue } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
 import { freezeDeep } from '../core/freeze.js'
 import { addUsage, toolUsesOf, type Message, type ModelStopReason, type ToolResultBlock, type ToolUseBlock } from '../model/messages.js'
-import { ResponseAssembler, type Model, type ModelResponse, type ProviderTokens } from '../model/model.js'
+import { ResponseAssembler, type Model, type ModelResponse, type ModelStreamEvent, type ProviderTokens } from '../model/model.js'
 import type { AgentState, Tool, ToolTimeHost } from '../tools/tool.js'
 import type { ToolExecutor } from '../tools/tool-executor.js'
 import { Checkpoint, type CheckpointPosition } from './checkpoint.js'
@@ -59,6 +59,10 @@ export interface Invocation {
   idempotencyKey?: ((toolUse: ToolUseBlock['toolUse']) => string) | undefined
   /** The runner's clock and events, for `ctx.sleep` and `ctx.waitForEvent`. */
   time?: ToolTimeHost | undefined
+  /** Tool call ids used before this invocation beyond those in the messages (the runner's record of every call of the run). */
+  usedCallIds?: Iterable<string> | undefined
+  /** Every tool call id of the conversation and of `usedCallIds`, gathered at the first model call that asks for a tool. */
+  callIds?: Set<string>
   /** Structured output requested for this invocation, and what the model gave. */
   structured: { tool: Tool; value?: unknown; captured: boolean; forced: boolean } | undefined
 }
@@ -153,16 +157,78 @@ async function* callModel(host: LoopHost, inv: Invocation, cycleIndex: number): 
     { signal: inv.signal },
   )
   inv.metrics.modelCalls++
-  for await (const event of stream) {
+  const ids = new CallIds(host, inv)
+  for await (const raw of stream) {
+    const event = ids.unique(raw)
     assembler.add(event)
     yield { type: 'modelEvent', cycleIndex, event }
   }
   const response = assembler.finish()
+  ids.keep(response.message)
   if (response.providerTokens) Object.assign(host.providerTokens, response.providerTokens)
   inv.metrics.cycleCount++
   addUsage(inv.metrics.usage, response.usage)
   await fireHook(host.hooks, 'afterModelCall', { message: response.message, stopReason: response.stopReason, cycleIndex })
   return response
+}
+
+/**
+ * The tool call ids of one model response, made unique within the run. The runner's effect
+ * journal and every call's idempotency key are keyed by the call id, but some providers number
+ * calls per response (`search:0` in every round) or send one constant id: a call whose id an
+ * earlier call of the run used gets `_2` (or `_3`, …) appended, in every event of the stream and
+ * in the message kept, so the call is run as the new call it is and its result pairs with it. A
+ * response that repeats an id within itself is still refused, as before.
+ */
+class CallIds {
+  readonly #host: LoopHost
+  readonly #inv: Invocation
+  /** The model's id of each call of this response, and the id it is given. */
+  readonly #given = new Map<string, string>()
+
+  constructor(host: LoopHost, inv: Invocation) {
+    this.#host = host
+    this.#inv = inv
+  }
+
+  unique(event: ModelStreamEvent): ModelStreamEvent {
+    if (event.type === 'toolUseStart') {
+      const id = this.#given.get(event.toolUseId) ?? this.#fresh(event.toolUseId)
+      this.#given.set(event.toolUseId, id)
+      return id === event.toolUseId ? event : { ...event, toolUseId: id }
+    }
+    if (event.type === 'toolUseInputDelta') {
+      const id = this.#given.get(event.toolUseId)
+      return id === undefined || id === event.toolUseId ? event : { ...event, toolUseId: id }
+    }
+    return event
+  }
+
+  /** Remember the calls of the response kept, for the next responses of the invocation. */
+  keep(message: Message): void {
+    if (this.#inv.callIds) for (const use of toolUsesOf(message)) this.#inv.callIds.add(use.toolUseId)
+  }
+
+  #fresh(id: string): string {
+    const used = this.#used()
+    if (!used.has(id)) return id
+    let k = 2
+    while (used.has(`${id}_${k}`) || this.#given.has(`${id}_${k}`)) k++
+    return `${id}_${k}`
+  }
+
+  #used(): Set<string> {
+    if (this.#inv.callIds) return this.#inv.callIds
+    const used = new Set<string>(this.#inv.usedCallIds ?? [])
+    for (const message of this.#host.messages) {
+      for (const block of message.content) {
+        if ('toolUse' in block) used.add(block.toolUse.toolUseId)
+        else if ('toolResult' in block) used.add(block.toolResult.toolUseId)
+      }
+    }
+    this.#inv.callIds = used
+    return used
+  }
 }
 
 async function* runTools(

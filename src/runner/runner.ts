@@ -452,6 +452,8 @@ export class Runner {
         observer: session,
         executor: (inner) => observedTools(journal.wrap(inner), { emit, runId, step: () => runtime.step, answerOf: (id) => journal.answerOf(id) }),
         idempotencyKey: (use) => journal.keyOf(use),
+        // Every call the run made, kept in its runtime whatever the conversation manager dropped.
+        usedCallIds: [...runtime.tool_executions.map((e) => e.tool_call_id), ...(runtime.subagent_executions ?? []).map((e) => e.tool_call_id)],
         ...(this.#timeHost(runId) ? { time: this.#timeHost(runId)! } : {}),
         options: { signal: params.signal ? AbortSignal.any([params.signal, ownership.signal]) : ownership.signal },
       })

@@ -192,7 +192,7 @@ const step: Tool = tool({
 })
 
 export const agents: Record<string, () => Agent> = {
-  agent: (): Agent => new Agent({ model: new ScriptedModel([[{ toolUse: { toolUseId: 'step-1', name: 'step', input: {} } }], [{ text: 'done' }]]), tools: [step] }),
+  agent: (): Agent => new Agent({ model: new ScriptedModel([[{ toolUse: { toolUseId: 'step-1', name: 'step', input: {} } }], [{ text: 'done' }]], { select: 'conversation' }), tools: [step] }),
 }
 `
 

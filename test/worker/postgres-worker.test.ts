@@ -92,7 +92,7 @@ describe('workers on Postgres', () => {
 
 /** An agent whose one tool asks a human before it pays, then answers `paid`. */
 function approvalAgent(): Agent {
-  const model = new ScriptedModel([[{ toolUse: { toolUseId: 'p', name: 'pay', input: { amount: 40 } } }], [{ text: 'paid' }]])
+  const model = new ScriptedModel([[{ toolUse: { toolUseId: 'p', name: 'pay', input: { amount: 40 } } }], [{ text: 'paid' }]], { select: 'conversation' })
   const pay = tool({
     name: 'pay',
     description: 'Pay, once a human approves.',

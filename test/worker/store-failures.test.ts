@@ -29,7 +29,7 @@ afterEach(async () => {
 
 /** An agent whose one tool call is a non-idempotent side effect (journaled with a write of its own after it runs). */
 function senderAgent(sends: { count: number }, toolGate: Gate): Agent {
-  const model = new ScriptedModel([[{ toolUse: { toolUseId: 'send-1', name: 'send', input: { to: 'ops' } } }], [{ text: 'sent' }]])
+  const model = new ScriptedModel([[{ toolUse: { toolUseId: 'send-1', name: 'send', input: { to: 'ops' } } }], [{ text: 'sent' }]], { select: 'conversation' })
   const send = tool({
     name: 'send',
     description: 'Send a message (not idempotent).',

@@ -127,7 +127,7 @@ describe('Worker', () => {
     let payments = 0
     const agents = {
       pay: () => {
-        const model = new ScriptedModel([[{ toolUse: { toolUseId: 'p', name: 'pay', input: { amount: 40 } } }], [{ text: 'paid' }]])
+        const model = new ScriptedModel([[{ toolUse: { toolUseId: 'p', name: 'pay', input: { amount: 40 } } }], [{ text: 'paid' }]], { select: 'conversation' })
         const pay = tool({
           name: 'pay',
           description: 'Pay, once a human approves.',
