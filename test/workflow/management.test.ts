@@ -24,7 +24,8 @@ describe('checkpoint storage and management', () => {
     dir = await mkdtemp(join(tmpdir(), 'cairn-workflow-storage-'))
   })
   afterEach(async () => {
-    await rm(dir, { recursive: true, force: true })
+    // A FileStore left open may still be writing into the run's directory (its async sync): retry a directory that filled meanwhile.
+    await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
   })
 
   const backends: { name: string; open: (path: string) => CheckpointStorage }[] = [
