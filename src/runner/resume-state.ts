@@ -15,7 +15,7 @@ export type StoredRunState = (
 }
 
 /** Whether a listed checkpoint holds a runtime snapshot a resume goes on from. */
-const isSnapshot = (info: { kind: string; metadata: Record<string, unknown> }): boolean => info.kind === RUNNER_KIND && info.metadata.snapshot === true
+export const isSnapshot = (info: { kind: string; metadata: Record<string, unknown> }): boolean => info.kind === RUNNER_KIND && info.metadata.snapshot === true
 
 /**
  * The calls a resume may meet in the journal: those of the model response the run's snapshot
@@ -32,6 +32,12 @@ export function callsUnderWay({ latest, base }: { latest: CheckpointRecord | und
   const pending = runtime.pending_llm_response
   if (pending === null || pending === undefined) return []
   return isToolUseMessage(pending) ? toolUsesOf(pending).map((use) => use.toolUseId) : 'all'
+}
+
+/** Every tool call id the run made, from its runtime record (which no conversation manager trims), read when first asked for. */
+export function* callIdsOf(runtime: Pick<RuntimeSnapshot, 'tool_executions' | 'subagent_executions'>): Generator<string> {
+  for (const execution of runtime.tool_executions) yield execution.tool_call_id
+  for (const execution of runtime.subagent_executions ?? []) yield execution.tool_call_id
 }
 
 /**

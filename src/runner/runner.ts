@@ -18,7 +18,7 @@ import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
 import { EffectJournal, OUTCOME_UNKNOWN } from './effect-journal.js'
 import { expandAll, phasesOf, writerOf } from './phase-log.js'
 import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
-import { loadRunState } from './resume-state.js'
+import { callIdsOf, loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
 import { RunSession } from './run-session.js'
 import { ownerProcessIsGone, RunOwnership } from './run-ownership.js'
@@ -452,8 +452,7 @@ export class Runner {
         observer: session,
         executor: (inner) => observedTools(journal.wrap(inner), { emit, runId, step: () => runtime.step, answerOf: (id) => journal.answerOf(id) }),
         idempotencyKey: (use) => journal.keyOf(use),
-        // Every call the run made, kept in its runtime whatever the conversation manager dropped.
-        usedCallIds: [...runtime.tool_executions.map((e) => e.tool_call_id), ...(runtime.subagent_executions ?? []).map((e) => e.tool_call_id)],
+        usedCallIds: callIdsOf(runtime),
         ...(this.#timeHost(runId) ? { time: this.#timeHost(runId)! } : {}),
         options: { signal: params.signal ? AbortSignal.any([params.signal, ownership.signal]) : ownership.signal },
       })

@@ -7,7 +7,7 @@ import { z } from 'zod'
 import { Agent, FileStore, MemoryStore, Runner, tool, type CheckpointStore, type Model, type ModelRequest, type ModelStreamEvent } from '../../../src/index.js'
 import { PostgresStore } from '../../../src/postgres.js'
 import { SqliteStore } from '../../../src/sqlite.js'
-import { callsUnderWay } from '../../../src/runner/resume-state.js'
+import { callsUnderWay, isSnapshot } from '../../../src/runner/resume-state.js'
 import { directoryBytes, sqliteBytes } from '../../disk-usage.js'
 import { pgUrl, PG_DATABASES, schemaBytes } from '../pg-admin.js'
 import { cpuMsSince, cycleEnds, HISTORY_BUDGET_MS, RUN_ID, timedMs, WARMUP_CYCLES, type ChildRequest, type ResumeFigures, type RunFigures, type SystemDriver } from '../protocol.js'
@@ -107,13 +107,13 @@ async function list(store: CheckpointStore, fullHistory = true) {
  * The read path of `runner.resume` (resume-state.ts): one `openRun` call that returns the run,
  * its latest checkpoint and the newest runtime snapshot it rests on (here the terminal checkpoint
  * rests on the last tool step's), and the effects of the calls under way (none: the run is
- * finished). A store without `openRun` is read as a resume reads it then: the latest checkpoint, and when it does not carry the runtime snapshot, the
- * newest checkpoint that does. Returns how many messages the loaded state holds, and their size as
- * JSON (measured after the caller's timer stops: the list is only kept here).
+ * finished). A store without `openRun` is read as a resume reads it then: the latest checkpoint,
+ * and when it does not carry the runtime snapshot, the newest checkpoint that does. Returns how
+ * many messages the loaded state holds, and their size as JSON (measured after the caller's timer
+ * stops: the list is only kept here).
  */
 export async function loadLatestState(store: CheckpointStore, n: number | null): Promise<{ count: number; bytes: () => number }> {
   type State = { runtime?: { messages?: unknown[] } }
-  const isSnapshot = (info: { metadata: Record<string, unknown> }) => info.metadata.snapshot === true
   const opened = store.openRun ? await store.openRun<State>(RUN_ID, { base: isSnapshot, effects: callsUnderWay }) : undefined
   const latest = opened ? opened.latest : await store.getLatest<State>({ runId: RUN_ID })
   if (!latest) throw new Error(`run ${RUN_ID} has no checkpoint`)
