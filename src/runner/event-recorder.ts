@@ -121,8 +121,8 @@ export class EventRecorder {
     clearImmediate(this.#immediate)
     this.#immediate = undefined
     if (this.#inFlight || this.#pending.length === 0 || this.#failed !== undefined) return
-    const batch = this.#fit(this.#pending.splice(0))
-    this.#inFlight = this.#log.append(this.#runId, batch).then(
+    const { events, texts } = this.#fit(this.#pending.splice(0))
+    this.#inFlight = this.#log.append(this.#runId, events, texts).then(
       () => {
         this.commits++
         this.#inFlight = undefined
@@ -138,33 +138,39 @@ export class EventRecorder {
     )
   }
 
-  /** The batch as stored: within the size cap, past it without deltas (a marker first) and tool payloads. */
-  #fit(events: RunEvent[]): JsonObject[] {
-    const out: JsonObject[] = []
-    for (const event of events) {
+  /**
+   * The batch as stored, with each event's JSON text (measured here, and stored as it is): within
+   * the size cap, past it without deltas (a marker first) and tool payloads.
+   */
+  #fit(batch: RunEvent[]): { events: JsonObject[]; texts: string[] } {
+    const events: JsonObject[] = []
+    const texts: string[] = []
+    const keep = (event: JsonObject, text = JSON.stringify(event)) => {
+      events.push(event)
+      texts.push(text)
+      this.#bytes += text.length + 1
+    }
+    for (const event of batch) {
       let stored = event as unknown as JsonObject
-      let size = JSON.stringify(stored).length + 1
+      let text = JSON.stringify(stored)
       // An input or output is never longer than its event: only a long event needs the payload cap.
-      if (size > this.#maxToolPayloadBytes) {
+      if (text.length + 1 > this.#maxToolPayloadBytes) {
         stored = this.#withinPayloadCap(stored)
-        if (stored !== (event as unknown as JsonObject)) size = JSON.stringify(stored).length + 1
+        if (stored !== (event as unknown as JsonObject)) text = JSON.stringify(stored)
       }
-      if (this.#bytes + size > this.#maxBytes || this.#truncated) {
+      if (this.#bytes + text.length + 1 > this.#maxBytes || this.#truncated) {
         if (!this.#truncated) {
           this.#truncated = true
-          const marker = { type: 'events_truncated', runId: this.#runId, step: 'step' in event ? event.step : 0, maxBytes: this.#maxBytes }
-          out.push(marker)
-          this.#bytes += JSON.stringify(marker).length + 1
+          keep({ type: 'events_truncated', runId: this.#runId, step: 'step' in event ? event.step : 0, maxBytes: this.#maxBytes })
         }
         if (event.type === 'text_delta' || event.type === 'reasoning_delta') continue
         const { input: _input, output: _output, ...rest } = stored
         stored = rest
-        size = JSON.stringify(stored).length + 1
+        text = JSON.stringify(stored)
       }
-      out.push(stored)
-      this.#bytes += size
+      keep(stored, text)
     }
-    return out
+    return { events, texts }
   }
 
   /** The event without a tool input or output larger than `maxToolPayloadBytes`. */

@@ -32,10 +32,10 @@ export class FileEventLog implements RunEventLog {
     this.#dir = join(directory, 'events')
   }
 
-  append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+  append(runId: string, events: readonly JsonObject[], texts: readonly string[] = events.map((event) => JSON.stringify(event))): Promise<string[]> {
     assertId(runId, 'runId')
     if (events.length === 0) return Promise.resolve([])
-    return this.#queues.run(runId, () => this.#appendNow(runId, events))
+    return this.#queues.run(runId, () => this.#appendNow(runId, texts))
   }
 
   async read(runId: string, options: ReadEventsOptions = {}): Promise<StoredRunEvent[]> {
@@ -102,10 +102,10 @@ export class FileEventLog implements RunEventLog {
     for (const file of files) await (await file.catch(() => undefined))?.handle.close()
   }
 
-  async #appendNow(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+  async #appendNow(runId: string, texts: readonly string[]): Promise<string[]> {
     try {
       const file = await this.#forAppend(runId)
-      const lines = events.map((event) => Buffer.from(`${JSON.stringify(event)}\n`))
+      const lines = texts.map((text) => Buffer.from(`${text}\n`))
       const cursors: string[] = []
       let end = file.size
       for (const line of lines) cursors.push(String((end += line.length)))

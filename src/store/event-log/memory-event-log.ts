@@ -10,12 +10,12 @@ export class MemoryEventLog implements RunEventLog {
   readonly #runs = new Map<string, string[]>()
   readonly #waiters = new EventWaiters(Infinity)
 
-  async append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+  async append(runId: string, events: readonly JsonObject[], texts: readonly string[] = events.map((event) => JSON.stringify(event))): Promise<string[]> {
     assertId(runId, 'runId')
     const log = this.#runs.get(runId) ?? []
     this.#runs.set(runId, log)
-    const cursors = events.map((event) => {
-      log.push(JSON.stringify(event))
+    const cursors = texts.map((text) => {
+      log.push(text)
       return String(log.length)
     })
     if (cursors.length > 0) this.#waiters.notify(runId)

@@ -35,8 +35,12 @@ export interface WaitForEventsOptions {
  * SQLite file, a table of the Postgres schema (with `LISTEN`/`NOTIFY` wake-ups).
  */
 export interface RunEventLog {
-  /** Append `events` in one commit; returns their cursors, in order. */
-  append(runId: string, events: readonly JsonObject[]): Promise<string[]>
+  /**
+   * Append `events` in one commit; returns their cursors, in order. `texts`, when given, holds
+   * each event's `JSON.stringify`, which the appender has already: a log stores it rather than
+   * serializing the events again.
+   */
+  append(runId: string, events: readonly JsonObject[], texts?: readonly string[]): Promise<string[]>
   /** Events after `after`, oldest first, at most `limit`. */
   read(runId: string, options?: ReadEventsOptions): Promise<StoredRunEvent[]>
   /**

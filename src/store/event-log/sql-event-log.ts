@@ -53,12 +53,12 @@ export class SqlEventLog implements RunEventLog {
     this.#waiters = new EventWaiters(options.pollMs)
   }
 
-  async append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
+  async append(runId: string, events: readonly JsonObject[], texts?: readonly string[]): Promise<string[]> {
     assertId(runId, 'runId')
     if (events.length === 0) return []
     const t = this.#table
     const insert = `INSERT INTO ${t} (run_id, seq, body) SELECT $1, coalesce((SELECT max(seq) FROM ${t} WHERE run_id = $1), 0) + $2, $3 RETURNING seq`
-    const values = [runId, events.length, this.#bodyOf(events)]
+    const values = [runId, events.length, this.#bodyOf(texts ? `[${texts.join(',')}]` : JSON.stringify(events))]
     const text = this.#notify ? `WITH ins AS (${insert}) SELECT (SELECT seq FROM ins) AS seq, pg_notify($4, $1)` : insert
     if (this.#notify) values.push(this.#notify.channel)
     for (let attempt = 1; ; attempt++) {
@@ -109,7 +109,7 @@ export class SqlEventLog implements RunEventLog {
   async replace(runId: string, events: readonly JsonObject[]): Promise<void> {
     assertId(runId, 'runId')
     const [t, notify] = [this.#table, this.#notify]
-    const body = events.length === 0 ? undefined : this.#bodyOf(events)
+    const body = events.length === 0 ? undefined : this.#bodyOf(JSON.stringify(events))
     if (!this.#exists) await (this.#created ?? this.#createTable())
     try {
       await this.#db.run(
@@ -134,12 +134,11 @@ export class SqlEventLog implements RunEventLog {
   }
 
   /**
-   * A row's body as stored. SQLite's is deflated at the fastest level: an append's events repeat
+   * A row's body as stored, from its JSON array of events. SQLite's is deflated at the fastest level: an append's events repeat
    * their keys and often their text (a tool's output after its call), and deflate costs less
    * time than writing the pages it saves.
    */
-  #bodyOf(events: readonly JsonObject[]): string | Buffer {
-    const text = JSON.stringify(events)
+  #bodyOf(text: string): string | Buffer {
     return this.#deflate ? deflateRawSync(text, { level: 1 }) : text
   }
 

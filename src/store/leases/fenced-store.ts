@@ -61,7 +61,7 @@ export class FencedStore implements RunStore {
     const log = this.#store.events
     if (!log) return undefined
     return {
-      append: (runId, events) => (this.#lost ? Promise.reject(this.#lost) : log.append(runId, events)),
+      append: (runId, events, texts) => (this.#lost ? Promise.reject(this.#lost) : log.append(runId, events, texts)),
       read: (runId, options) => log.read(runId, options),
       waitForMore: (runId, after, options) => log.waitForMore(runId, after, options),
       deleteRun: (runId) => log.deleteRun(runId),

@@ -24,8 +24,8 @@ export class SealedEventLog implements RunEventLog {
     this.#ring = ring
   }
 
-  append(runId: string, events: readonly JsonObject[]): Promise<string[]> {
-    return this.#log.append(runId, this.#seal(runId, events))
+  append(runId: string, events: readonly JsonObject[], texts: readonly string[] = events.map((event) => JSON.stringify(event))): Promise<string[]> {
+    return this.#log.append(runId, this.#seal(runId, texts))
   }
 
   async read(runId: string, options?: ReadEventsOptions): Promise<StoredRunEvent[]> {
@@ -37,11 +37,12 @@ export class SealedEventLog implements RunEventLog {
   deleteRun: RunEventLog['deleteRun'] = (runId) => this.#log.deleteRun(runId)
 
   replace(runId: string, events: readonly JsonObject[]): Promise<void> {
-    return this.#log.replace(runId, this.#seal(runId, events))
+    return this.#log.replace(runId, this.#seal(runId, events.map((event) => JSON.stringify(event))))
   }
 
-  #seal(runId: string, events: readonly JsonObject[]): JsonObject[] {
-    return events.map((event) => ({ sealed: encrypt(this.#ring, JSON.stringify(event), eventAad(runId)) }))
+  /** Each event's JSON text, encrypted. */
+  #seal(runId: string, texts: readonly string[]): JsonObject[] {
+    return texts.map((text) => ({ sealed: encrypt(this.#ring, text, eventAad(runId)) }))
   }
 
   close: RunEventLog['close'] = () => this.#log.close()
