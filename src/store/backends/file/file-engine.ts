@@ -4,11 +4,12 @@ import { randomBytes } from 'node:crypto'
 import { InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import type { CommitRequest, CommitResult, ListRange } from '../../engine/storage-engine.js'
 import { InProcessEngine, type RunChange } from '../../engine/in-process-engine.js'
+import { assertId } from '../../encoding/validate.js'
 import { acquireDirectory, releaseDirectory, type DirectoryState } from './directory-state.js'
-import { FileLeases } from './file-leases.js'
+import { TableLeases } from '../../leases/lease-table.js'
 import { ensureDirectory, readRegular, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import type { RunLog } from './file-log.js'
-import { assertSafeId, type FileLayout } from './file-names.js'
+import type { FileLayout } from './file-names.js'
 
 /** Options of {@link FileEngine}. */
 export interface FileEngineOptions {
@@ -35,8 +36,13 @@ export class FileEngine extends InProcessEngine<RunLog> {
   readonly #layout: FileLayout
   readonly #warn: (message: string) => void
   #closed = false
-  /** The lease protocol, for several workers in this process. */
-  readonly leases: FileLeases
+  /**
+   * The lease protocol, for several workers in this process (see `DirectoryLeases`). A change of a
+   * run holds the run's write lock, and a claim skips runs with a write in progress (as
+   * `SKIP LOCKED` does), so a write checked against the old epoch always lands before the new
+   * owner starts.
+   */
+  readonly leases: TableLeases
 
   constructor(options: FileEngineOptions) {
     super()
@@ -44,9 +50,23 @@ export class FileEngine extends InProcessEngine<RunLog> {
     this.#dir = acquireDirectory(resolveRoot(resolve(options.directory)))
     this.#layout = this.#dir.layout
     this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
-    this.leases = new FileLeases(this.#dir, {
-      write: (runId, fn) => this.write(runId, fn),
-      putRun: (log, row) => this.store(log, { r: row }, true),
+    const leases = this.#dir.leases
+    this.leases = new TableLeases({
+      table: async (change) => {
+        if (change) await leases.lock(change.runId)
+        return leases.table()
+      },
+      row: (runId) => this.#dir.runLog(runId).row,
+      busy: (runId) => this.#dir.isLocked(runId),
+      change: (runId, fn) =>
+        this.write(runId, (log) =>
+          fn(log.row && { ...log.row }, async (row, rowFirst) => {
+            if (row && rowFirst) await this.store(log, { r: row }, true)
+            await leases.save(await leases.table())
+            if (row && !rowFirst) await this.store(log, { r: row }, true)
+          }),
+        ),
+      persist: (table) => leases.save(table),
     })
   }
 
@@ -63,18 +83,14 @@ export class FileEngine extends InProcessEngine<RunLog> {
   }
 
   async deleteRun(runId: string): Promise<boolean> {
-    const runDir = this.#layout.runDir(runId)
-    await this.#begin()
-    await this.#dir.ready()
-    return this.#dir.withRunLock(runId, async () => {
-      const log = this.#dir.runLog(runId, { writing: true })
+    return this.#locked(runId, async (log) => {
       if (!log.row && !log.error && log.ino === undefined) return false
       // Move the directory out of sight in one step, so a crash never leaves half a run.
       const doomed = join(this.#layout.runsDir, `.deleted-${randomBytes(8).toString('hex')}`)
-      await rename(runDir, doomed)
+      await rename(this.#layout.runDir(runId), doomed)
       await syncDirectory(this.#layout.runsDir)
       this.#dir.forgetRun(runId)
-      await this.leases.forget(runId)
+      await this.#dir.leases.forget(runId)
       try {
         await rm(doomed, { recursive: true, force: true })
       } catch (err) {
@@ -92,7 +108,7 @@ export class FileEngine extends InProcessEngine<RunLog> {
   }
 
   override async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
-    for (const range of ranges) assertSafeId(range.id, 'listId')
+    for (const range of ranges) assertId(range.id, 'listId')
     return super.readLists(runId, ranges)
   }
 
@@ -101,7 +117,7 @@ export class FileEngine extends InProcessEngine<RunLog> {
     this.#closed = true
     await this.#dir.idle()
     releaseDirectory(this.#dir)
-    if (this.#dir.refs === 0) await this.#dir.unlockLeases()
+    if (this.#dir.refs === 0) await this.#dir.leases.unlock()
   }
 
   /** Before a read: the engine is open. A read never writes, so it never prepares the directory. */
@@ -124,18 +140,14 @@ export class FileEngine extends InProcessEngine<RunLog> {
   }
 
   protected async find(checkpointId: string): Promise<RunLog | undefined> {
-    assertSafeId(checkpointId, 'checkpointId')
+    assertId(checkpointId, 'checkpointId')
     await this.#begin()
     return this.#dir.find(checkpointId)
   }
 
   /** Run a write under the run's lock; if it fails, forget what is cached of the run. */
-  protected async write<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
-    this.#layout.runDir(runId)
-    await this.#begin()
-    await this.#dir.ready()
-    return this.#dir.withRunLock(runId, async () => {
-      const log = this.#dir.runLog(runId, { writing: true })
+  protected write<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
+    return this.#locked(runId, async (log) => {
       if (log.error) throw log.error
       try {
         if (log.ino !== undefined) await this.#dir.removeLeftovers(runId)
@@ -145,6 +157,14 @@ export class FileEngine extends InProcessEngine<RunLog> {
         throw err
       }
     })
+  }
+
+  /** `fn` with the run's log (even one that cannot be used), under the run's lock, the directory ready for a write. */
+  async #locked<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
+    this.#layout.runDir(runId)
+    await this.#begin()
+    await this.#dir.ready()
+    return this.#dir.withRunLock(runId, async () => fn(this.#dir.runLog(runId, { writing: true })))
   }
 
   protected claimIds<T>(checkpointIds: readonly string[], fn: () => Promise<T>): Promise<T | 'taken'> {
@@ -164,9 +184,9 @@ export class FileEngine extends InProcessEngine<RunLog> {
 
 /** Validate every id of a commit before anything touches the disk. */
 function assertCommit({ rows, appends, run, effects }: CommitRequest): void {
-  assertSafeId(run.runId, 'runId')
+  assertId(run.runId, 'runId')
   for (const row of rows) {
-    assertSafeId(row.id, 'checkpointId')
+    assertId(row.id, 'checkpointId')
     if (!Number.isSafeInteger(row.seq) || row.seq < 1) {
       throw new InvalidArgumentError(`checkpoint seq must be a positive integer, got ${String(row.seq)}`, { runId: row.runId })
     }
@@ -174,7 +194,7 @@ function assertCommit({ rows, appends, run, effects }: CommitRequest): void {
       throw new InvalidArgumentError(`commit of run ${row.runId} carries a run row for ${run.runId}`, { runId: row.runId })
     }
   }
-  for (const append of appends) assertSafeId(append.listId, 'listId')
+  for (const append of appends) assertId(append.listId, 'listId')
   for (const effect of [...(effects?.intents ?? []), ...(effects?.completions ?? [])]) {
     if (effect.runId !== run.runId) throw new InvalidArgumentError(`commit of run ${run.runId} carries an effect of run ${effect.runId}`)
   }

@@ -160,17 +160,23 @@ export function applyRecord(log: RunLog, record: LogRecord): void {
 }
 
 /**
- * The records that hold what `log` holds now, for a compacted log of generation `gen`: the run
- * row, lists, effects and pending writes first, then one frame per checkpoint.
+ * A log of the next generation holding what `log` holds now (a compaction): the run row, lists,
+ * effects and pending writes in its first frame, then one frame per checkpoint.
  */
-export function compactRecords(log: RunLog, gen: number): LogRecord[] {
-  const base: LogRecord = { g: gen }
+export function compactedLog(log: RunLog): Buffer {
+  const base: LogRecord = { g: log.gen + 1 }
   if (log.row) base.r = log.row
   if (log.lists.size > 0) base.a = [...log.lists].map(([id, items]) => [id, 0, items])
   if (log.effects.size > 0) base.e = [...log.effects.values()]
   const writes = [...log.writes.values()].flatMap((map) => [...map.values()])
   if (writes.length > 0) base.w = writes
-  return [base, ...log.checkpoints.map((row) => ({ c: [row] }))]
+  let check = ''
+  const frames = [base, ...log.checkpoints.map((row) => ({ c: [row] }))].map((record) => {
+    const frame = encodeFrame(check, record)
+    check = frame.check
+    return frame.bytes
+  })
+  return Buffer.concat(frames)
 }
 
 /** The head file: how far the log reached when it was last synced (see `checkHead`). */
