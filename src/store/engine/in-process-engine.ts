@@ -77,7 +77,7 @@ export function unreadableRow(runId: string, id: string, seq: number): Checkpoin
   return row
 }
 
-export function isUnreadable(row: CheckpointRow): boolean {
+function isUnreadable(row: CheckpointRow): boolean {
   return unreadable.has(row)
 }
 
