@@ -1,13 +1,12 @@
 import { constants, fstatSync, ftruncateSync, lstatSync } from 'node:fs'
 import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
-import type { LeaseTable } from '../../leases/lease-table.js'
 import { KeyedLock } from '../../../core/keyed-lock.js'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
 import { assertRealDirectory, ensureDirectory, withFile, fsyncAsync, isTempOfDeadWriter, listDirectory, readJsonFile, readRegular, syncDirectory, writeAll, writeFileAtomic } from './driver.js'
-import { applyRecord, checkHead, compactRecords, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { applyRecord, checkHead, compactedLog, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
-import { lockDirectory, type ProcessLock } from './process-lock.js'
+import { DirectoryLeases } from './file-leases.js'
 
 /**
  * Locks and caches of one store directory, shared by every `FileEngine` this process opens on
@@ -19,12 +18,8 @@ export class DirectoryState {
   readonly layout: FileLayout
   /** Open engines using this state. */
   refs = 0
-  /** The lease table (`leases.json`), loaded on first use; see `FileLeases`. */
-  leases: Promise<LeaseTable> | undefined
-  /** Writes of `leases.json`, in order. */
-  leaseWrites: Promise<void> = Promise.resolve()
+  readonly leases: DirectoryLeases
   readonly #locks = new KeyedLock()
-  #processLock: Promise<ProcessLock> | undefined
   readonly #runs = new Map<string, RunLog>()
   #ready: Promise<void> | undefined
   /** Checkpoint id → run id over every run, built on first use; a hit is checked against the run's log. */
@@ -38,6 +33,7 @@ export class DirectoryState {
 
   constructor(root: string) {
     this.layout = new FileLayout(root)
+    this.leases = new DirectoryLeases(root, () => this.ready())
   }
 
   /**
@@ -53,33 +49,6 @@ export class DirectoryState {
     return this.#ready
   }
 
-  /**
-   * Hold the directory's leases for this process (see `lockDirectory`); `onLocked` runs once,
-   * when the lock is first taken. Throws `RunBusyError` while another live process holds it.
-   */
-  async lockLeases(runId: string | undefined, onLocked: () => void): Promise<void> {
-    await this.ready()
-    this.#processLock ??= lockDirectory(this.layout.root, runId).then(
-      (lock) => {
-        onLocked()
-        return lock
-      },
-      (err: unknown) => {
-        this.#processLock = undefined
-        throw err
-      },
-    )
-    await this.#processLock
-  }
-
-  /** Let another process take leases in the directory (the last engine closed). */
-  async unlockLeases(): Promise<void> {
-    const lock = this.#processLock
-    this.#processLock = undefined
-    const held = await lock?.catch(() => undefined)
-    await held?.release()
-  }
-
   /** Run `fn` after every earlier write to `runId` has settled. */
   withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
     return this.#locks.run(runId, fn)
@@ -92,7 +61,7 @@ export class DirectoryState {
 
   /** Wait for every write in progress, then sync what async commits left unsynced. */
   async idle(): Promise<void> {
-    await Promise.allSettled([this.#locks.idle(), this.leaseWrites])
+    await Promise.allSettled([this.#locks.idle(), this.leases.idle()])
     await this.flush()
   }
 
@@ -223,19 +192,9 @@ export class DirectoryState {
    * or records rewritten), atomically: a new log of the next generation replaces the old one.
    */
   async compact(log: RunLog): Promise<void> {
-    const fresh = emptyLog(log.runId)
-    const frames: Buffer[] = []
-    for (const record of compactRecords(log, log.gen + 1)) {
-      const { bytes, check } = encodeFrame(fresh.check, record)
-      frames.push(bytes)
-      fresh.check = check
-      fresh.frames++
-    }
-    const path = this.layout.logFile(log.runId)
-    await writeFileAtomic(path, Buffer.concat(frames))
+    await writeFileAtomic(this.layout.logFile(log.runId), compactedLog(log))
     this.forgetRun(log.runId)
-    const read = this.runLog(log.runId)
-    await this.#writeHead(read)
+    await this.#writeHead(this.runLog(log.runId))
   }
 
   /** Sync the logs async commits wrote, and bring each head file up to its log. */

@@ -52,15 +52,12 @@ export function isTempOfDeadWriter(name: string): boolean {
   return pid !== process.pid && processIsGone(pid)
 }
 
-/** Create `path` (it must not exist) holding `text`, and fsync it before returning. */
-export async function writeNewFileSynced(path: string, text: string): Promise<void> {
-  const handle = await open(path, 'wx')
-  try {
-    await handle.writeFile(text, 'utf8')
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
+/** Create `path` (it must not exist) holding `bytes`, and fsync it before returning. */
+export async function writeNewFileSynced(path: string, bytes: string | Buffer): Promise<void> {
+  await withFile(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, (fd) => {
+    writeAll(fd, typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes)
+    return fsyncAsync(fd)
+  })
 }
 
 /** Make a directory's entries durable. (Windows cannot open a directory; NTFS journals them.) */
@@ -156,10 +153,7 @@ export async function writeFileAtomic(path: string, bytes: string | Buffer): Pro
   assertRealDirectory(dirname(path))
   const temp = tempPathFor(path)
   try {
-    await withFile(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, (fd) => {
-      writeAll(fd, typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes)
-      return fsyncAsync(fd)
-    })
+    await writeNewFileSynced(temp, bytes)
   } catch (err) {
     rmSync(temp, { force: true })
     throw err

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
-import type { CheckpointRow, EffectRow, PendingWriteRow, RunRow } from '../../engine/rows.js'
+import { applyChange, emptyRunState, unreadableRow, type RunChange, type RunState } from '../../engine/in-process-engine.js'
 import { carryProgress } from '../../engine/run-patch.js'
 
 /**
@@ -16,38 +16,17 @@ import { carryProgress } from '../../engine/run-patch.js'
  * middle, makes the check of a complete frame fail. The checkpoint ids (`-` for none) are in the
  * clear so that even a frame that fails its check names what it held. A last frame without its
  * newline is a write cut short (never acknowledged): it is not read, and the next write cuts it
- * off. The record's fields (each optional) are applied in this order:
- *
- * - `g`: the log's generation (its first frame only; a compaction writes the next one)
- * - `r`: the run row as it is after the change
- * - `a`: list appends, `[listId, from, items]`
- * - `e`: effect rows as they are after the change; `x`: the run's effects were deleted first
- * - `w`: pending writes
- * - `c`: checkpoint rows, in seq order
+ * off. The record is the change (see {@link RunChange} for its fields and their order), and `g`:
+ * the log's generation (its first frame only; a compaction writes the next one).
  */
-export interface LogRecord {
+export interface LogRecord extends RunChange {
   g?: number
-  r?: RunRow
-  a?: [string, number, string[]][]
-  x?: 1
-  e?: EffectRow[]
-  w?: PendingWriteRow[]
-  c?: CheckpointRow[]
 }
 
 /** One run as its log folds to, and where the log's reading stopped. */
-export interface RunLog {
-  runId: string
-  row: RunRow | undefined
+export interface RunLog extends RunState {
   /** Why the run cannot be used (a frame other than a checkpoint's failed its check, or a rollback): thrown by every call that needs the run. */
   error: Error | undefined
-  /** Checkpoints by ascending seq; a checkpoint of a damaged frame is a row of its ids and seq only, which `EngineStore` refuses. */
-  checkpoints: CheckpointRow[]
-  byId: Map<string, CheckpointRow>
-  lists: Map<string, string[]>
-  effects: Map<string, EffectRow>
-  /** Pending writes by checkpoint, then by `[taskId, idx]`. */
-  writes: Map<string, Map<string, PendingWriteRow>>
   /** Complete frames read, the check of the last one, and the byte offset just after it. */
   frames: number
   check: string
@@ -58,8 +37,7 @@ export interface RunLog {
 }
 
 export function emptyLog(runId: string): RunLog {
-  const maps = { byId: new Map(), lists: new Map(), effects: new Map(), writes: new Map() }
-  return { runId, row: undefined, error: undefined, checkpoints: [], ...maps, frames: 0, check: '', end: 0, gen: 0, ino: undefined }
+  return { ...emptyRunState(runId), error: undefined, frames: 0, check: '', end: 0, gen: 0, ino: undefined }
 }
 
 /** A frame's bytes, chained to `previous` (the check of the frame before it). Returns the frame and its check. */
@@ -159,13 +137,6 @@ function parseRecord(rest: string): LogRecord | undefined {
   }
 }
 
-/** A checkpoint row of a damaged frame: its ids and seq only. */
-const unreadable = new WeakSet<CheckpointRow>()
-
-export function isUnreadable(row: CheckpointRow): boolean {
-  return unreadable.has(row)
-}
-
 function damaged(log: RunLog, rest: string, path: string): void {
   const named = namedCheckpoints(rest)
   if (named === undefined) {
@@ -176,64 +147,36 @@ function damaged(log: RunLog, rest: string, path: string): void {
     return
   }
   for (const { id, seq } of named) {
-    const row = { id, runId: log.runId, seq } as CheckpointRow
-    unreadable.add(row)
-    addCheckpoint(log, row)
+    applyChange(log, { c: [unreadableRow(log.runId, id, seq)] })
     // The run went on to this seq: removing the damaged checkpoint must not make an older one its latest.
-    if (log.row && log.row.lastSeq < row.seq) log.row = carryProgress(log.row, row.seq)
+    if (log.row && log.row.lastSeq < seq) log.row = carryProgress(log.row, seq)
   }
-}
-
-function addCheckpoint(log: RunLog, row: CheckpointRow): void {
-  const last = log.checkpoints[log.checkpoints.length - 1]
-  if (last && last.seq >= row.seq) {
-    // Only a damaged log puts seqs out of order; keep the listing sorted anyway.
-    log.checkpoints.push(row)
-    log.checkpoints.sort((a, b) => a.seq - b.seq)
-  } else log.checkpoints.push(row)
-  log.byId.set(row.id, row)
 }
 
 /** Apply one record to the folded state (what a write does to the state it keeps, too). */
 export function applyRecord(log: RunLog, record: LogRecord): void {
   if (record.g !== undefined && log.frames <= 1) log.gen = record.g
-  if (record.r) log.row = { ...record.r, seal: record.r.seal ?? null, digest: record.r.digest ?? null }
-  for (const [listId, from, items] of record.a ?? []) {
-    const list = log.lists.get(listId) ?? []
-    // A gap (a damaged frame's items are missing) is filled with items that fail every check.
-    while (list.length < from) list.push('')
-    list.length = from
-    list.push(...items)
-    log.lists.set(listId, list)
-  }
-  if (record.x) log.effects.clear()
-  for (const effect of record.e ?? []) log.effects.set(effect.callId, effect)
-  for (const write of record.w ?? []) putWrite(log, write)
-  for (const row of record.c ?? []) addCheckpoint(log, row)
-}
-
-/** Store a pending write: the first of a key with `idx >= 0` wins, a special write (`idx < 0`) replaces. */
-export function putWrite(log: RunLog, row: PendingWriteRow): boolean {
-  const writes = log.writes.get(row.checkpointId) ?? new Map<string, PendingWriteRow>()
-  log.writes.set(row.checkpointId, writes)
-  const key = JSON.stringify([row.taskId, row.idx])
-  if (row.idx >= 0 && writes.has(key)) return false
-  writes.set(key, row)
-  return true
+  applyChange(log, record)
 }
 
 /**
- * The records that hold what `log` holds now, for a compacted log of generation `gen`: the run
- * row, lists, effects and pending writes first, then one frame per checkpoint.
+ * A log of the next generation holding what `log` holds now (a compaction): the run row, lists,
+ * effects and pending writes in its first frame, then one frame per checkpoint.
  */
-export function compactRecords(log: RunLog, gen: number): LogRecord[] {
-  const base: LogRecord = { g: gen }
+export function compactedLog(log: RunLog): Buffer {
+  const base: LogRecord = { g: log.gen + 1 }
   if (log.row) base.r = log.row
   if (log.lists.size > 0) base.a = [...log.lists].map(([id, items]) => [id, 0, items])
   if (log.effects.size > 0) base.e = [...log.effects.values()]
   const writes = [...log.writes.values()].flatMap((map) => [...map.values()])
   if (writes.length > 0) base.w = writes
-  return [base, ...log.checkpoints.map((row) => ({ c: [row] }))]
+  let check = ''
+  const frames = [base, ...log.checkpoints.map((row) => ({ c: [row] }))].map((record) => {
+    const frame = encodeFrame(check, record)
+    check = frame.check
+    return frame.bytes
+  })
+  return Buffer.concat(frames)
 }
 
 /** The head file: how far the log reached when it was last synced (see `checkHead`). */

@@ -1,5 +1,5 @@
 import { join } from 'node:path'
-import { InvalidArgumentError } from '../../../core/errors.js'
+import { assertId } from '../../encoding/validate.js'
 
 /**
  * Where everything of a file store lives, and the one place ids become path segments:
@@ -12,8 +12,8 @@ import { InvalidArgumentError } from '../../../core/errors.js'
  * <root>/events/<runId>.jsonl      the run's event log
  * ```
  *
- * Run, checkpoint and list ids must be safe ids (checked before anything is written; a
- * checkpoint id is written in the clear in its frame's header). In a path
+ * Run, checkpoint and list ids must be valid ids (see `assertId`: never a path; checked before
+ * anything is written, and a checkpoint id is written in the clear in its frame's header). In a path
  * they are written with every character outside `[a-z0-9_.@-]` as `%xx` (so `Run:1` is
  * `%52un%3a1`), which keeps two ids distinct on case-insensitive file systems and keeps `:` out
  * of Windows paths; Cairn's own ids are lowercase UUIDs and appear unchanged.
@@ -49,25 +49,12 @@ export class FileLayout {
   }
 }
 
-const SAFE_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:@-]{0,199}$/
 const PLAIN_CHAR = /[a-z0-9_.@-]/
 const WINDOWS_DEVICE = /^(con|prn|aux|nul|com\d|lpt\d)(\.|$)/i
 
-/**
- * Throw unless `id` is a safe id: 1–200 letters, digits or `_ . : @ -`, not starting with `.` or
- * `-`, without `..`. Anything else (a `/`, a `\`, NUL, `..`) could escape the store's directory.
- */
-export function assertSafeId(id: unknown, what: string): asserts id is string {
-  if (typeof id !== 'string' || !SAFE_ID.test(id) || id.includes('..')) {
-    throw new InvalidArgumentError(
-      `file store: ${what} ${JSON.stringify(id)} is not a safe id (1-200 letters, digits or _ . : @ -, not starting with . or -, no '..'); refusing to use it in a path`,
-    )
-  }
-}
-
-/** The path segment of a safe id. */
+/** The path segment of an id; throws `InvalidArgumentError` for an invalid id. */
 function idToName(id: string, what: string): string {
-  assertSafeId(id, what)
+  assertId(id, what)
   let name = ''
   for (let i = 0; i < id.length; i++) {
     const char = id.charAt(i)
@@ -80,6 +67,9 @@ function idToName(id: string, what: string): string {
 /** The id a path segment stands for, or `undefined` for a name this store did not write. */
 export function nameToId(name: string): string | undefined {
   const id = name.replace(/%([0-9a-f]{2})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)))
-  if (!SAFE_ID.test(id) || id.includes('..')) return undefined
-  return idToName(id, 'id') === name ? id : undefined
+  try {
+    return idToName(id, 'id') === name ? id : undefined
+  } catch {
+    return undefined
+  }
 }
