@@ -5,7 +5,7 @@ import { sql, type SqlDriver, type SqlQuery, type SqlWork } from '../sql/sql-dri
 import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimedRun, ClaimRequest, EnqueueJob, HeartbeatRequest } from '../engine/lease-engine.js'
 import type { HeartbeatRow, LeaseEngine, LeaseRow, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
 import { leaseSql, type LeaseSql } from './lease-sql.js'
-import { candidateScan, cancelStep, fullQueues, leaseRowOf, queueBudgets, requeueRefusal, withinBudgets } from './lease-steps.js'
+import { cancelStep, queueBudgets, requeueRefusal, withinBudgets } from './lease-steps.js'
 
 /** What only a Postgres store has (see {@link SqlLeases}). */
 export interface SqlLeaseOptions {
@@ -114,7 +114,7 @@ export class SqlLeases implements LeaseEngine {
     const rows = await this.#run(function* () {
       return (yield query).rows
     }, { relaxed: true })
-    return rows.map((row) => ({ runId: row.runId as string, cancelRequested: row.cancelRequested === true || row.cancelRequested === 1 }))
+    return rows.map((row) => ({ runId: row.runId as string, cancelRequested: isTrue(row.cancelRequested) }))
   }
 
   async release({ fence, patch, failed = false }: ReleaseRequest): Promise<boolean | RunChanged> {
@@ -208,6 +208,31 @@ export class SqlLeases implements LeaseEngine {
   #clock(): number[] {
     return this.#local ? [Date.now()] : []
   }
+}
+
+/** A lease as selected: Postgres `bigint`s arrive as strings, SQLite booleans as 0/1. */
+function leaseRowOf(row: Record<string, unknown>): LeaseRow {
+  return {
+    runId: row.runId as string,
+    queue: row.queue as string | null,
+    priority: Number(row.priority ?? 0),
+    owner: row.owner as string | null,
+    epoch: Number(row.epoch),
+    leaseExpiresAt: row.leaseExpiresAt === null ? null : Number(row.leaseExpiresAt),
+    recoveries: Number(row.recoveries),
+    cancelRequested: isTrue(row.cancelRequested),
+  }
+}
+
+/** The queues whose limit is reached (a claim's candidates leave them out). */
+function fullQueues(budgets: Map<string, number>): string[] | null {
+  const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
+  return full.length === 0 ? null : full
+}
+
+/** How many candidates a claim under queue limits reads: more than it takes, since some fall past a budget. */
+function candidateScan(limit: number): number {
+  return limit * 4 + 16
 }
 
 /** Claimed runs in claim order: highest priority, then oldest. */
