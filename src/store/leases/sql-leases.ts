@@ -48,6 +48,11 @@ export class SqlLeases implements LeaseEngine {
   readonly #options: SqlLeaseOptions
   /** SQLite: every call is one transaction, and statements take the time as their last parameter. */
   readonly #local: boolean
+  /**
+   * The time SQLite's statements take as their last parameter, read inside the transaction (after
+   * waiting for the write lock); none on Postgres, which reads its own clock.
+   */
+  readonly #clock = (): number[] => (this.#local ? [Date.now()] : [])
   readonly subscribe?: (onWake: () => void) => Promise<LeaseSubscription | undefined>
 
   constructor(db: SqlDriver, options: SqlLeaseOptions = {}) {
@@ -67,23 +72,23 @@ export class SqlLeases implements LeaseEngine {
 
   async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
     const { dialect: d } = this.#db
+    const s = this.#sql
     const queues = request.queues === undefined ? null : d.list(request.queues)
     const limited = Object.keys(request.queueLimits ?? {}).filter((queue) => request.queues === undefined || request.queues.includes(queue))
-    const s = this.#sql
-    const clock = this.#clock()
-    const take = (picked: readonly string[]) => sql(s.claimRuns, request.owner, d.list(picked), request.leaseMs, ...clock)
     if (limited.length === 0 && s.claim !== undefined) return claimedRows((await this.#db.query(s.claim, [request.owner, request.limit, queues, null, request.leaseMs])).rows)
     const lockQueue = this.#options.lockQueue
+    const clock = this.#clock
     return this.#run(
       function* () {
+        const now = clock()
         // Locks in a fixed order, so two workers with overlapping limits never deadlock.
         if (lockQueue) for (const queue of [...limited].sort()) yield lockQueue(queue)
-        const budgets = queueBudgets(request, limited.length === 0 ? [] : (yield sql(s.liveCounts, d.list(limited), ...clock)).rows)
+        const budgets = queueBudgets(request, limited.length === 0 ? [] : (yield sql(s.liveCounts, d.list(limited), ...now)).rows)
         const scan = budgets.size === 0 ? request.limit : candidateScan(request.limit)
         const full = fullQueues(budgets)
-        const candidates = (yield sql(s.candidates, scan, queues, full && d.list(full), ...clock)).rows
+        const candidates = (yield sql(s.candidates, scan, queues, full && d.list(full), ...now)).rows
         const picked = withinBudgets(candidates, budgets, request.limit)
-        return picked.length === 0 ? [] : claimedRows((yield take(picked)).rows)
+        return picked.length === 0 ? [] : claimedRows((yield sql(s.claimRuns, request.owner, d.list(picked), request.leaseMs, ...now)).rows)
       },
       { atomic: limited.length > 0, relaxed: true },
     )
@@ -92,13 +97,14 @@ export class SqlLeases implements LeaseEngine {
   async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
     const s = this.#sql
     const insert = request.create && sql(s.insertRun, ...paramsOf(request.create, RUN_PARAMS))
-    const take = sql(s.acquire, request.runId, request.owner, request.leaseMs, request.takeFrom?.owner ?? null, request.takeFrom?.epoch ?? null, ...this.#clock())
+    const take = [request.runId, request.owner, request.leaseMs, request.takeFrom?.owner ?? null, request.takeFrom?.epoch ?? null]
+    const clock = this.#clock
     // A run row created here holds no state yet: a run whose process stopped before its first
     // commit may be started again, so on SQLite the row needs no sync of its own either.
     return this.#run(
       function* (): SqlWork<AcquireOutcome> {
         const created = insert !== undefined && (yield insert).changes === 1
-        const [row] = (yield take).rows
+        const [row] = (yield sql(s.acquire, ...take, ...clock())).rows
         if (row) return { outcome: 'acquired', run: runRow(row), lease: leaseRowOf(row), created }
         const [current] = (yield sql(s.getLease, request.runId)).rows
         return current ? { outcome: 'held', lease: leaseRowOf(current) } : { outcome: 'not_found' }
@@ -110,9 +116,10 @@ export class SqlLeases implements LeaseEngine {
   async heartbeat(request: HeartbeatRequest): Promise<HeartbeatRow[]> {
     if (request.runs.length === 0) return []
     const held = JSON.stringify(request.runs.map((run) => [run.runId, run.epoch]))
-    const query = sql(this.#sql.heartbeat, request.owner, request.leaseMs, held, ...this.#clock())
+    const { heartbeat } = this.#sql
+    const clock = this.#clock
     const rows = await this.#run(function* () {
-      return (yield query).rows
+      return (yield sql(heartbeat, request.owner, request.leaseMs, held, ...clock())).rows
     }, { relaxed: true })
     return rows.map((row) => ({ runId: row.runId as string, cancelRequested: isTrue(row.cancelRequested) }))
   }
@@ -133,10 +140,10 @@ export class SqlLeases implements LeaseEngine {
 
   async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
     const s = this.#sql
-    const lock = sql(s.lockForCancel, runId, ...this.#clock())
+    const clock = this.#clock
     return this.#run(
       function* () {
-        const run = (yield lock).rows[0] as (Record<string, unknown> & Pick<RunRow, 'status' | 'digest'>) | undefined
+        const run = (yield sql(s.lockForCancel, runId, ...clock())).rows[0] as (Record<string, unknown> & Pick<RunRow, 'status' | 'digest'>) | undefined
         if (!run) return undefined
         const step = cancelStep(run, isTrue(run.live), swap)
         if (step !== 'cancel') {
@@ -162,10 +169,11 @@ export class SqlLeases implements LeaseEngine {
     if (requests.length === 0) return []
     const { dialect: d } = this.#db
     const s = this.#sql
-    const lock = sql(s.lockForRequeue, d.list([...new Set(requests.map((request) => request.runId))]), ...this.#clock())
+    const runIds = d.list([...new Set(requests.map((request) => request.runId))])
+    const clock = this.#clock
     return this.#run(
       function* () {
-        const locked = new Map((yield lock).rows.map((row) => [row.runId as string, row]))
+        const locked = new Map((yield sql(s.lockForRequeue, runIds, ...clock())).rows.map((row) => [row.runId as string, row]))
         const outcomes: (RequeueOutcome | RunChanged | undefined)[] = []
         const queued = new Map<string, RequeueRequest>()
         for (const request of requests) {
@@ -202,11 +210,6 @@ export class SqlLeases implements LeaseEngine {
    */
   #run<T>(work: () => SqlWork<T>, options: { atomic?: boolean; relaxed?: boolean } = {}): Promise<T> {
     return this.#db.run(work, { atomic: options.atomic === true || this.#local, relaxed: options.relaxed === true })
-  }
-
-  /** The time SQLite's statements take as their last parameter; none on Postgres, which reads its own clock. */
-  #clock(): number[] {
-    return this.#local ? [Date.now()] : []
   }
 }
 
