@@ -7,7 +7,7 @@ import { type CommitRequest, type StorageEngine } from '../src/engine.js'
 import { POSTGRES_MIGRATIONS, PostgresEngine, PostgresStore, migratePostgres, type PostgresPool } from '../src/postgres.js'
 import { postgresDialect, postgresStatements } from '../src/store/backends/postgres/sql.js'
 import { listCheckpointsSql, listRunsSql } from '../src/store/sql/engine-sql.js'
-import { leaseStatements } from '../src/store/backends/postgres/lease-sql.js'
+import { leaseSql } from '../src/store/leases/lease-sql.js'
 import { batchOf, commitOf, effectOf, runOf } from './fixtures/engine-rows.js'
 import { countingPool, failingPool } from './fixtures/pool-wrappers.js'
 import { postgresTarget } from './fixtures/postgres-target.js'
@@ -290,13 +290,13 @@ describe('PostgresStore', () => {
       ['listWrites', s.listWrites, ['run-1', ['x', 'y']]],
     ]
     // The worker layer's queries: claiming (from the partial index of claimable runs), heartbeats, leases.
-    const leases = leaseStatements(schema)
+    const leases = leaseSql(postgresDialect(schema), 'cairn_wake_test')
     queries.push(
-      ['claim', leases.claim, ['w1', 4, null, null, 30_000]],
-      ['claim of some queues', leases.claim, ['w1', 4, ['q1', 'q2'], ['q3'], 30_000]],
+      ['claim', leases.claim!, ['w1', 4, null, null, 30_000]],
+      ['claim of some queues', leases.claim!, ['w1', 4, ['q1', 'q2'], ['q3'], 30_000]],
       ['candidates', leases.candidates, [20, null, ['q3']]],
       ['claimRuns', leases.claimRuns, ['w1', ['run-1', 'run-2'], 30_000]],
-      ['heartbeat', leases.heartbeat, ['w1', 30_000, ['run-1', 'run-2'], [1, 2]]],
+      ['heartbeat', leases.heartbeat, ['w1', 30_000, JSON.stringify([['run-1', 1], ['run-2', 2]])]],
       ['getLease', leases.getLease, ['run-1']],
       ['lockForCancel', leases.lockForCancel, ['run-1']],
     )

@@ -33,43 +33,27 @@ import type { RunWaits } from './waits/run-waits.js'
 import { InvalidArgumentError } from '../core/errors.js'
 
 /**
- * A {@link RunStore} that forwards every call to `inner`. Extend it to change a few methods of
- * an execution's store (stop writing after a failure, add a kill point to writes) and inherit
- * the rest.
+ * The reads of a {@link RunStore}, forwarded to `inner`: what {@link DelegatingRunStore} and
+ * `FencedStore`, views that change how an execution writes, inherit.
  */
-export class DelegatingRunStore<S extends RunStore = RunStore> implements RunStore {
+export class DelegatingReads<S extends RunStore = RunStore> {
   protected readonly inner: S
 
   constructor(inner: S) {
     this.inner = inner
   }
 
-  createRun(input?: CreateRunInput): Promise<RunRecord> {
-    return this.inner.createRun(input)
-  }
   getRun(runId: string): Promise<RunRecord | undefined> {
     return this.inner.getRun(runId)
   }
   listRuns(query?: ListRunsQuery): Promise<RunRecord[]> {
     return this.inner.listRuns(query)
   }
-  updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
-    return this.inner.updateRun(runId, patch)
-  }
-  save<P>(record: CheckpointInput<P>): Promise<string> {
-    return this.inner.save(record)
-  }
-  write(batch: WriteBatch): Promise<string[]> {
-    return this.inner.write(batch)
-  }
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
     return this.inner.load<P>(checkpointId)
   }
   loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     return loadMany<P>(this.inner, checkpointIds)
-  }
-  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
-    return loadTails<P>(this.inner, checkpointIds, query)
   }
   loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]> {
     return loadRun<P>(this.inner, runId, query)
@@ -83,6 +67,35 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
     return this.inner.listCheckpoints(query)
   }
+  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
+    return this.inner.getEffect(runId, callId)
+  }
+  listEffects(runId: string): Promise<EffectRecord[]> {
+    return this.inner.listEffects(runId)
+  }
+}
+
+/**
+ * A {@link RunStore} that forwards every call to `inner`. Extend it to change a few methods of
+ * an execution's store (stop writing after a failure, add a kill point to writes) and inherit
+ * the rest.
+ */
+export class DelegatingRunStore<S extends RunStore = RunStore> extends DelegatingReads<S> implements RunStore {
+  createRun(input?: CreateRunInput): Promise<RunRecord> {
+    return this.inner.createRun(input)
+  }
+  updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
+    return this.inner.updateRun(runId, patch)
+  }
+  save<P>(record: CheckpointInput<P>): Promise<string> {
+    return this.inner.save(record)
+  }
+  write(batch: WriteBatch): Promise<string[]> {
+    return this.inner.write(batch)
+  }
+  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+    return loadTails<P>(this.inner, checkpointIds, query)
+  }
   recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
     return this.inner.recordEffectIntent(intent)
   }
@@ -92,15 +105,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> implements RunSto
   completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
     return this.inner.completeEffect(completion)
   }
-  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
-    return this.inner.getEffect(runId, callId)
-  }
   async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
     if (this.inner.getEffects) return this.inner.getEffects(runId, callIds)
     return (await Promise.all(callIds.map((callId) => this.inner.getEffect(runId, callId)))).filter((effect) => effect !== undefined)
-  }
-  listEffects(runId: string): Promise<EffectRecord[]> {
-    return this.inner.listEffects(runId)
   }
 
   putPendingWrites(input: PutPendingWritesInput): Promise<void> {

@@ -192,3 +192,11 @@ export interface LeaseSubscription {
 
 /** The statuses a claim picks runs from. */
 export const CLAIMABLE_STATUSES: readonly RunStatus[] = ['queued', 'running']
+
+/** The requeues of `requests`, in one call when the engine has `requeuePausedMany`, else one after the other. */
+export async function requeueAll(engine: LeaseEngine, requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
+  if (engine.requeuePausedMany) return engine.requeuePausedMany(requests)
+  const outcomes: (RequeueOutcome | RunChanged | undefined)[] = []
+  for (const request of requests) outcomes.push(await engine.requeuePaused(request))
+  return outcomes
+}

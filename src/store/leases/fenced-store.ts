@@ -1,11 +1,10 @@
 import { CheckpointNotFoundError, InvalidArgumentError, LeaseLostError } from '../../core/errors.js'
-import type { OpenedRun, OpenRunQuery, CheckpointInfo, CheckpointInput, CheckpointRecord, RunStore } from '../checkpoint-store.js'
-import type { CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent, EffectRecord, LatestQuery } from '../checkpoint-store.js'
-import type { LoadRunQuery, ListCheckpointsQuery, ListRunsQuery, RunRecord, UpdateRunInput, WriteBatch } from '../checkpoint-store.js'
+import type { CheckpointInput, CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent, EffectRecord } from '../checkpoint-store.js'
+import type { RunRecord, RunStore, UpdateRunInput, WriteBatch } from '../checkpoint-store.js'
 import { completionRow, intentRow } from '../encoding/effect-rows.js'
 import type { CommitRequest } from '../engine/storage-engine.js'
 import type { Fence } from '../engine/lease-engine.js'
-import { loadMany, loadRun, openRun } from '../delegating-store.js'
+import { DelegatingReads } from '../delegating-store.js'
 import { toRunPatch } from '../encoding/run-rows.js'
 import type { RunEventLog } from '../event-log/run-event-log.js'
 import type { RunWaits } from '../waits/run-waits.js'
@@ -32,17 +31,16 @@ export interface FencedCommit {
  * write throws {@link LeaseLostError} without reaching the store. The view is a {@link RunStore}:
  * what an execution reads and writes; deleting, forking, pruning and closing are the store's own.
  */
-export class FencedStore implements RunStore {
+export class FencedStore extends DelegatingReads implements RunStore {
   readonly fence: Fence
   /** Writes refused: the one the store rejected and every one attempted after. */
   rejectedWrites = 0
-  readonly #store: RunStore
   readonly #commit: FencedCommit
   readonly #hooks: FenceHooks
   #lost: LeaseLostError | undefined
 
   constructor(store: RunStore, fence: Fence, commit: FencedCommit, hooks: FenceHooks = {}) {
-    this.#store = store
+    super(store)
     this.fence = { ...fence }
     this.#commit = commit
     this.#hooks = hooks
@@ -50,7 +48,7 @@ export class FencedStore implements RunStore {
 
   /** What runs wait for (timers, events, schedules): shared by every view, not fenced. */
   get waits(): RunWaits | undefined {
-    return this.#store.waits
+    return this.inner.waits
   }
 
   /**
@@ -58,7 +56,7 @@ export class FencedStore implements RunStore {
    * (or the view sealed), an append or a replace throws {@link LeaseLostError} without reaching the log.
    */
   get events(): RunEventLog | undefined {
-    const log = this.#store.events
+    const log = this.inner.events
     if (!log) return undefined
     return {
       append: (runId, events, texts) => (this.#lost ? Promise.reject(this.#lost) : log.append(runId, events, texts)),
@@ -83,17 +81,17 @@ export class FencedStore implements RunStore {
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
     // The lease is checked first; the run row itself is created unfenced (an empty run is harmless).
     await this.#guard(() => this.#commit.effects(this.fence.runId, {}))
-    return this.#store.createRun(input)
+    return this.inner.createRun(input)
   }
 
   async updateRun(runId: string, patch: UpdateRunInput): Promise<RunRecord> {
     assertId(runId, 'runId')
     const runPatch = toRunPatch(patch)
-    if (runId !== this.fence.runId && !(await this.#store.getRun(runId))) {
+    if (runId !== this.fence.runId && !(await this.inner.getRun(runId))) {
       throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     }
     await this.#guard(() => this.#commit.effects(runId, { runPatch }))
-    const run = await this.#store.getRun(runId)
+    const run = await this.inner.getRun(runId)
     if (!run) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
     return run
   }
@@ -132,46 +130,6 @@ export class FencedStore implements RunStore {
     return { recorded: true, effect: await this.#effect(completion.runId, completion.callId) }
   }
 
-  getRun(runId: string): Promise<RunRecord | undefined> {
-    return this.#store.getRun(runId)
-  }
-
-  listRuns(query?: ListRunsQuery): Promise<RunRecord[]> {
-    return this.#store.listRuns(query)
-  }
-
-  load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
-    return this.#store.load<P>(checkpointId)
-  }
-
-  loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
-    return loadMany<P>(this.#store, checkpointIds)
-  }
-
-  loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]> {
-    return loadRun<P>(this.#store, runId, query)
-  }
-
-  getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
-    return this.#store.getLatest<P>(query)
-  }
-
-  openRun<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>> {
-    return openRun<P>(this.#store, runId, query)
-  }
-
-  listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
-    return this.#store.listCheckpoints(query)
-  }
-
-  getEffect(runId: string, callId: string): Promise<EffectRecord | undefined> {
-    return this.#store.getEffect(runId, callId)
-  }
-
-  listEffects(runId: string): Promise<EffectRecord[]> {
-    return this.#store.listEffects(runId)
-  }
-
   /** Run a fenced write; a rejection marks the view lost. */
   async #guard<T extends { cancelRequested: boolean }>(write: () => Promise<T>): Promise<T> {
     if (this.#lost) {
@@ -199,7 +157,7 @@ export class FencedStore implements RunStore {
   }
 
   async #effect(runId: string, callId: string): Promise<EffectRecord> {
-    const effect = await this.#store.getEffect(runId, callId)
+    const effect = await this.inner.getEffect(runId, callId)
     if (!effect) {
       throw new InvalidArgumentError(`run ${runId} has no intent for effect ${callId}; record the intent before the effect starts`, { runId })
     }

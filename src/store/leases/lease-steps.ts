@@ -3,31 +3,13 @@ import type { CancelOutcome, ClaimRequest, LeaseRow, RequeueOutcome } from '../e
 import type { RunChanged, RunRow, RunSwap } from '../engine/rows.js'
 import { RUN_CHANGED, swapFails } from '../engine/run-patch.js'
 
-/** What the lease engines (the table's, SQLite's, Postgres') decide alike, from the rows they read. */
+/** What the lease engines (the table's and the SQL one) decide alike, from the rows they read. */
 
-/** A lease as selected: Postgres `bigint`s arrive as strings, SQLite booleans as 0/1. */
-export function leaseRowOf(row: Record<string, unknown>): LeaseRow {
-  return {
-    runId: row.runId as string,
-    queue: row.queue as string | null,
-    priority: Number(row.priority ?? 0),
-    owner: row.owner as string | null,
-    epoch: Number(row.epoch),
-    leaseExpiresAt: row.leaseExpiresAt === null ? null : Number(row.leaseExpiresAt),
-    recoveries: Number(row.recoveries),
-    cancelRequested: row.cancelRequested === true || row.cancelRequested === 1,
-  }
-}
-
-/** A run's lease as a requeue or a cancel reads it: who holds it and for how long more (null: nobody holds it live). */
-export interface HeldLease {
-  queue: string | null
-  owner: string | null
-  leaseLeftMs: number | null
-}
-
-/** Why a paused run cannot be queued again now (see `LeaseEngine.requeuePaused`); undefined when it can. */
-export function requeueRefusal(run: RunRow, lease: HeldLease, swap: RunSwap): RequeueOutcome | RunChanged | undefined {
+/**
+ * Why a paused run cannot be queued again now (see `LeaseEngine.requeuePaused`), given who holds
+ * it and for how long more (`leaseLeftMs` null: nobody holds it live); undefined when it can.
+ */
+export function requeueRefusal(run: RunRow, lease: Pick<LeaseRow, 'queue' | 'owner'> & { leaseLeftMs: number | null }, swap: RunSwap): RequeueOutcome | RunChanged | undefined {
   if (!WAITING_STATUSES.includes(run.status)) return { outcome: 'not_paused', status: run.status }
   if (lease.queue === null) return { outcome: 'not_enqueued' }
   if (lease.leaseLeftMs !== null) return { outcome: 'held', owner: lease.owner!, leaseLeftMs: lease.leaseLeftMs }
@@ -46,17 +28,6 @@ export function queueBudgets(request: ClaimRequest, live: readonly Record<string
   const budgets = new Map(Object.entries(request.queueLimits ?? {}).filter(([queue]) => request.queues === undefined || request.queues.includes(queue)))
   for (const { queue, n } of live) if (budgets.has(queue as string)) budgets.set(queue as string, budgets.get(queue as string)! - Number(n))
   return budgets
-}
-
-/** The queues whose limit is reached (a claim's candidates leave them out). */
-export function fullQueues(budgets: Map<string, number>): string[] | null {
-  const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
-  return full.length === 0 ? null : full
-}
-
-/** How many candidates a claim under queue limits reads: more than it takes, since some fall past a budget. */
-export function candidateScan(limit: number): number {
-  return limit * 4 + 16
 }
 
 /** The candidates (in claim order) a claim takes: at most `limit`, none past its queue's budget. */

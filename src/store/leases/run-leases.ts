@@ -4,7 +4,7 @@ import { newId } from '../../core/ids.js'
 import type { CreateRunInput, RunRecord, RunStatus } from '../store-types.js'
 import type { RunRow } from '../engine/rows.js'
 import type { AcquireRequest, CancelOutcome, ClaimRequest, Fence, HeartbeatRequest, HeartbeatRow } from '../engine/lease-engine.js'
-import type { LeaseEngine, LeaseRow, LeaseSubscription, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
+import { requeueAll, type LeaseEngine, type LeaseRow, type LeaseSubscription, type RequeueOutcome, type RequeueRequest } from '../engine/lease-engine.js'
 import { changeRun, decodeRunRow, encodeMetadata, isRunChanged, newRunRow, swapFor, swapPatch, toRunPatch } from '../encoding/run-rows.js'
 import { assertId } from '../encoding/validate.js'
 import type { RunLogEntry } from '../encoding/rollback.js'
@@ -159,8 +159,9 @@ export class RunLeases {
 
   /** Give a run back (clear its lease, apply a final status); throws {@link LeaseLostError} when the fence is stale. */
   async release(fence: Fence, options: ReleaseOptions = {}): Promise<void> {
-    const change = options.status !== undefined || options.metadata !== undefined ? toRunPatch({ ...pick(options) }) : undefined
-    const failed = options.failed === true
+    const { failed: failedOption, ...fields } = options
+    const change = fields.status !== undefined || fields.metadata !== undefined ? toRunPatch(fields) : undefined
+    const failed = failedOption === true
     const released = await this.#call(fence.runId, 'release run', () =>
       change
         ? changeRun(fence.runId, () => this.#readRun(fence.runId), (before) => this.#engine.release({ fence, patch: swapPatch(before, change), failed }))
@@ -213,13 +214,7 @@ export class RunLeases {
       if (row) requests.set(runId, await this.#requeueOf(row, metadata))
     })
     const batch = runIds.flatMap((runId) => requests.get(runId) ?? [])
-    const engine = this.#engine
-    const outcomes = await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, async () => {
-      if (engine.requeuePausedMany) return engine.requeuePausedMany(batch)
-      const each: Awaited<ReturnType<LeaseEngine['requeuePaused']>>[] = []
-      for (const request of batch) each.push(await engine.requeuePaused(request))
-      return each
-    })
+    const outcomes = await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, () => requeueAll(this.#engine, batch))
     const decided = new Map<string, (RequeueOutcome | undefined)[]>()
     for (const [k, request] of batch.entries()) {
       const outcome = outcomes[k]
@@ -290,11 +285,4 @@ async function eachLimited<T>(items: readonly T[], limit: number, fn: (item: T) 
     while (next < items.length) await fn(items[next++]!)
   }
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane))
-}
-
-function pick(options: ReleaseOptions): { status?: RunStatus; metadata?: JsonObject } {
-  return {
-    ...(options.status === undefined ? {} : { status: options.status }),
-    ...(options.metadata === undefined ? {} : { metadata: options.metadata }),
-  }
 }

@@ -1,4 +1,4 @@
-import type { AcquireOutcome, AcquireRequest, CancelOutcome, ClaimRequest, ClaimedRun, EnqueueJob, LeaseEngine, LeaseSubscription, ReleaseRequest, RequeueOutcome, RequeueRequest } from '../engine/lease-engine.js'
+import { requeueAll, type AcquireOutcome, type AcquireRequest, type CancelOutcome, type ClaimRequest, type ClaimedRun, type EnqueueJob, type LeaseEngine, type LeaseSubscription, type ReleaseRequest, type RequeueOutcome, type RequeueRequest } from '../engine/lease-engine.js'
 import type { CheckpointRow, RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
 import { applyRunPatch, RUN_CHANGED } from '../engine/run-patch.js'
 import { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from '../engine/run-digest.js'
@@ -157,10 +157,7 @@ export class SealedLeases implements LeaseEngine {
   async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
     const sealed = await Promise.all(requests.map((request) => this.#sealedRequeue(request)))
     const ready = sealed.filter((request): request is RequeueRequest => request !== undefined && !isRunChanged(request))
-    const inner = this.#inner
-    let outcomes: (RequeueOutcome | RunChanged | undefined)[] = []
-    if (inner.requeuePausedMany) outcomes = await inner.requeuePausedMany(ready)
-    else for (const request of ready) outcomes.push(await inner.requeuePaused(request))
+    const outcomes = await requeueAll(this.#inner, ready)
     let next = 0
     return sealed.map((request) => (request === undefined || isRunChanged(request) ? request : outcomes[next++]))
   }

@@ -3,9 +3,11 @@ import type { ListRange, RunLoad } from '../../engine/storage-engine.js'
 import { RUN_LOG_LIST, retainedListLengths } from '../../engine/list-retention.js'
 import { SqlEngine } from '../../sql/sql-engine.js'
 import { checkpointRow, runRow } from '../../sql/engine-sql.js'
-import { inTransaction, PostgresSqlDriver, type PostgresPool, type PostgresQueryable } from './driver.js'
+import { sql } from '../../sql/sql-driver.js'
+import { SqlLeases } from '../../leases/sql-leases.js'
+import { PostgresSqlDriver, type PostgresPool } from './driver.js'
 import { migratePostgres } from './migrations.js'
-import { PostgresLeases } from './postgres-leases.js'
+import { PostgresListener, wakeChannel } from './postgres-listener.js'
 import { DEFAULT_SCHEMA, assertSchemaName, postgresBatches, postgresStatements, type PostgresStatements } from './sql.js'
 
 /** What {@link PostgresEngine} takes. */
@@ -39,8 +41,8 @@ export class PostgresEngine extends SqlEngine {
   readonly #onClose: (() => Promise<void>) | undefined
   #ready: Promise<void> | undefined
   #closed = false
-  /** The lease protocol of the worker layer (see {@link PostgresLeases}). */
-  readonly leases: PostgresLeases
+  /** The lease protocol of the worker layer (see {@link SqlLeases}). */
+  readonly leases: SqlLeases
 
   constructor(options: PostgresEngineOptions) {
     const schema = options.schema ?? DEFAULT_SCHEMA
@@ -52,18 +54,17 @@ export class PostgresEngine extends SqlEngine {
     this.#schema = schema
     this.#statements = postgresStatements(schema)
     this.#onClose = options.onClose
-    this.leases = new PostgresLeases({
-      schema,
-      pool: this.#pool,
-      query: async (text, values) => {
-        await this.#open()
-        return this.#pool.query(text, values)
+    const channel = wakeChannel(schema)
+    const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
+    this.leases = new SqlLeases(this.db, {
+      channel,
+      lockQueue: (queue) => sql('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', `cairn.queue:${schema}:${queue}`),
+      // `LISTEN` on a connection of its own (re-established after a server restart); undefined
+      // when the pool's connections cannot deliver notifications (PGlite through `PGliteClient`).
+      subscribe: async (onWake) => {
+        const listener = new PostgresListener({ pool: this.#pool, channel, onWake, warn })
+        return (await listener.start()) ? listener : undefined
       },
-      transaction: async <T>(fn: (db: PostgresQueryable) => Promise<T>) => {
-        await this.#open()
-        return inTransaction(this.#pool, fn)
-      },
-      warn: options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning')),
     })
     // Start migrating now; a failure surfaces on the next call (and `ready()`), which retries.
     this.ready().catch(() => {})

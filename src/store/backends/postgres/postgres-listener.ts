@@ -1,3 +1,4 @@
+import { sha256 } from '../../../core/hash.js'
 import type { LeaseSubscription } from '../../engine/lease-engine.js'
 import type { PostgresPool, PostgresPoolClient } from './driver.js'
 import { quoteIdent } from './sql.js'
@@ -10,6 +11,12 @@ interface NotifyingClient extends PostgresPoolClient {
 }
 
 const MAX_RETRY_MS = 5000
+
+/** The `NOTIFY` channel of a schema: a Postgres identifier, at most 63 bytes. */
+export function wakeChannel(schema: string): string {
+  const name = `cairn_wake_${schema}`
+  return name.length <= 63 ? name : `cairn_wake_${sha256(schema).slice(0, 32)}`
+}
 
 /**
  * A `LISTEN` on one channel over a pooled connection of its own. When the connection dies (a

@@ -11,9 +11,6 @@ import {
   engineSql,
 } from '../../sql/engine-sql.js'
 
-export { RUN_COLUMNS, RUN_PARAMS, patchSets } from '../../sql/engine-sql.js'
-export type { SqlQuery } from '../../sql/sql-driver.js'
-
 /**
  * What the Postgres engine says in its own SQL: the dialect, and the statements no other backend
  * has (a resume's read in one statement, and rows written as one array per column). Every table
@@ -42,10 +39,6 @@ export function assertSchemaName(name: unknown): asserts name is string {
 export function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`
 }
-
-/** {@link RUN_COLUMNS} of a table aliased `r`. */
-export const RUN_COLUMNS_OF_R = `r.run_id AS "runId", r.status, r.name, r.thread_id AS "threadId", r.workflow_name AS "workflowName",
-  r.config_signature AS "configSignature", r.last_seq AS "lastSeq", r.created_at AS "createdAt", r.updated_at AS "updatedAt", r.metadata, r.seal, r.digest`
 
 /** How Postgres spells what differs between the SQL dialects the store runs on, for tables in `schema` (validated). */
 export function postgresDialect(schema: string): SqlDialect {

@@ -200,18 +200,13 @@ export class SqliteSqlDriver implements SqlDriver {
   }
 
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
-    if (options.atomic) return this.runSync(() => single({ text, values }), options)
+    if (options.atomic) return this.run(() => single({ text, values }), options)
     // A read leaves the level as it is: only a write commits with it.
     if (!options.keepLevel && !this.#prepare(text).readonly) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
     return this.#execute({ text, values })
   }
 
   async run<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): Promise<T> {
-    return this.runSync(work, options)
-  }
-
-  /** {@link run}, returning what the work returns as it ends. */
-  runSync<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): T {
     if (!options.keepLevel && !options.snapshot) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
     const { keep } = options
     const go = () => {

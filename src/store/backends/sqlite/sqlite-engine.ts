@@ -1,9 +1,7 @@
 import { SqlEngine } from '../../sql/sql-engine.js'
-import { single } from '../../sql/sql-driver.js'
-import { updateRunSql } from '../../sql/engine-sql.js'
-import { configureConnection, SqliteSqlDriver, SynchronousLevel, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
+import { SqlLeases } from '../../leases/sql-leases.js'
+import { configureConnection, SqliteSqlDriver, type SqliteConnectionOptions, type SqliteDatabase } from './driver.js'
 import { migrateSqlite } from './migrations.js'
-import { SqliteLeases } from './sqlite-leases.js'
 
 /** What {@link SqliteEngine} takes: an open database and its connection settings. */
 export interface SqliteEngineOptions extends SqliteConnectionOptions {
@@ -25,7 +23,8 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
 export class SqliteEngine extends SqlEngine {
   readonly #database: SqliteDatabase
   declare protected readonly db: SqliteSqlDriver
-  #leases: SqliteLeases | undefined
+  /** The lease protocol, for workers in several processes on this machine (see {@link SqlLeases}). */
+  readonly leases: SqlLeases
 
   constructor(options: SqliteEngineOptions) {
     const database = options.database
@@ -33,14 +32,7 @@ export class SqliteEngine extends SqlEngine {
     migrateSqlite(database)
     super(new SqliteSqlDriver(database))
     this.#database = database
-  }
-
-  /** The lease protocol, for workers in several processes on this machine (see {@link SqliteLeases}). */
-  get leases(): SqliteLeases {
-    // A patch inside the lease protocol's transaction, at the level that transaction set.
-    const patchRun = (runId: string, patch: Parameters<SqlEngine['updateRun']>[1]) => this.db.runSync(() => single(updateRunSql(this.db.dialect, runId, patch)), { keepLevel: true })
-    this.#leases ??= new SqliteLeases(this.#database, patchRun, SynchronousLevel.of(this.#database)!)
-    return this.#leases
+    this.leases = new SqlLeases(this.db)
   }
 
   /** Closing the last connection checkpoints the WAL into the database file. */
