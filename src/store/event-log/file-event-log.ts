@@ -5,7 +5,7 @@ import { InvalidArgumentError, StoreError } from '../../core/errors.js'
 import { KeyedLock } from '../../core/keyed-lock.js'
 import { syncDirectory, tempPathFor, writeNewFileSynced } from '../backends/file/driver.js'
 import { assertId } from '../encoding/validate.js'
-import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
+import { eventTexts, EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
 /** How often, at most, a wait checks the file for another process's appends. */
 const MAX_POLL_MS = 80
@@ -32,7 +32,7 @@ export class FileEventLog implements RunEventLog {
     this.#dir = join(directory, 'events')
   }
 
-  append(runId: string, events: readonly JsonObject[], texts: readonly string[] = events.map((event) => JSON.stringify(event))): Promise<string[]> {
+  append(runId: string, events: readonly JsonObject[], texts: readonly string[] = eventTexts(events)): Promise<string[]> {
     assertId(runId, 'runId')
     if (events.length === 0) return Promise.resolve([])
     return this.#queues.run(runId, () => this.#appendNow(runId, texts))

@@ -1,6 +1,6 @@
 import type { JsonObject } from '../../core/codec.js'
 import { assertId } from '../encoding/validate.js'
-import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
+import { eventTexts, EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
 /**
  * A {@link RunEventLog} in process memory (the `MemoryStore`'s): events are kept as JSON text,
@@ -10,7 +10,7 @@ export class MemoryEventLog implements RunEventLog {
   readonly #runs = new Map<string, string[]>()
   readonly #waiters = new EventWaiters(Infinity)
 
-  async append(runId: string, events: readonly JsonObject[], texts: readonly string[] = events.map((event) => JSON.stringify(event))): Promise<string[]> {
+  async append(runId: string, events: readonly JsonObject[], texts: readonly string[] = eventTexts(events)): Promise<string[]> {
     assertId(runId, 'runId')
     const log = this.#runs.get(runId) ?? []
     this.#runs.set(runId, log)

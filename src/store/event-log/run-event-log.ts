@@ -61,6 +61,11 @@ export interface RunEventLog {
   close(): Promise<void>
 }
 
+/** Each event's JSON text: what `append` stores when its caller gives no `texts`. */
+export function eventTexts(events: readonly JsonObject[]): string[] {
+  return events.map((event) => JSON.stringify(event))
+}
+
 /** The default and largest `limit` of a read. */
 const DEFAULT_READ_LIMIT = 1000
 export const MAX_READ_LIMIT = 10_000

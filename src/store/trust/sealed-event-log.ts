@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../core/codec.js'
-import { MAX_READ_LIMIT, type ReadEventsOptions, type RunEventLog, type StoredRunEvent } from '../event-log/run-event-log.js'
+import { eventTexts, MAX_READ_LIMIT, type ReadEventsOptions, type RunEventLog, type StoredRunEvent } from '../event-log/run-event-log.js'
 import type { KeyRing } from './key-ring.js'
 import { decrypt, encrypt, integrity, isCiphertext } from './seal.js'
 
@@ -24,7 +24,7 @@ export class SealedEventLog implements RunEventLog {
     this.#ring = ring
   }
 
-  append(runId: string, events: readonly JsonObject[], texts: readonly string[] = events.map((event) => JSON.stringify(event))): Promise<string[]> {
+  append(runId: string, events: readonly JsonObject[], texts: readonly string[] = eventTexts(events)): Promise<string[]> {
     return this.#log.append(runId, this.#seal(runId, texts))
   }
 
@@ -37,7 +37,7 @@ export class SealedEventLog implements RunEventLog {
   deleteRun: RunEventLog['deleteRun'] = (runId) => this.#log.deleteRun(runId)
 
   replace(runId: string, events: readonly JsonObject[]): Promise<void> {
-    return this.#log.replace(runId, this.#seal(runId, events.map((event) => JSON.stringify(event))))
+    return this.#log.replace(runId, this.#seal(runId, eventTexts(events)))
   }
 
   /** Each event's JSON text, encrypted. */
