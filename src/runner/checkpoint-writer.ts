@@ -1,8 +1,9 @@
+import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreError } from '../core/errors.js'
 import type { CheckpointInput, EffectCompletion, EffectIntent, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
 import type { Fence } from '../store/engine/lease-engine.js'
-import { withLogAfter, withLogBefore, type PhaseLogEntry } from './phase-log.js'
+import { asLightPhases, withLogAfter, withLogBefore, type PhaseLogEntry } from './phase-log.js'
 import { RUNNER_KIND, RUNNER_SCHEMA_VERSION } from './phases.js'
 
 /** What a durable commit carries besides the staged records: effect entries and a change to the run. */
@@ -86,22 +87,26 @@ export class CheckpointWriter {
   #failure: Error | undefined
   readonly #onCommit: ((checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void) | undefined
   readonly #fence: Fence | undefined
+  /** The process writing, as a phase log names it. */
+  readonly #by: string
 
   /**
    * `onCommit` is told of the checkpoints of every durable commit, with their ids; `fence` is the
-   * lease every write carries (the execution's hold on the run).
+   * lease every write carries (the execution's hold on the run); `by` names the process writing
+   * in the phase log of a superseded snapshot.
    */
   constructor(
     store: RunStore,
     runId: string,
     options: WriterOptions,
-    hooks: { onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void; fence?: Fence } = {},
+    hooks: { onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void; fence?: Fence; by?: string } = {},
   ) {
     this.#store = store
     this.#runId = runId
     this.#options = options
     this.#onCommit = hooks.onCommit
     this.#fence = hooks.fence
+    this.#by = hooks.by ?? `pid ${process.pid} on ${hostname()}`
   }
 
   /**
@@ -118,14 +123,23 @@ export class CheckpointWriter {
   /** Queue a checkpoint. In async mode it is written soon; a full queue makes this wait. */
   async stage(staged: CheckpointInput): Promise<void> {
     this.#throwIfFailed()
-    const record = withLogBefore(staged, this.#light.splice(0))
+    let record = withLogBefore(staged, this.#light.splice(0))
     if (this.#options.coalesceRuntimeState && this.#options.durability === 'async' && hasRuntime(record)) {
-      // The newest snapshot is kept: an older one queued is dropped when this one comes, but for
-      // one in KEEP_SNAPSHOT_EVERY.
-      const older = this.#queue[this.#runtimeAt]
+      // The newest snapshot is kept: an older one queued is superseded when this one comes, but
+      // for one in KEEP_SNAPSHOT_EVERY. A superseded one is not written as a row of its own: its
+      // phase, with its payload but not its snapshot, goes first in the phase log of the record
+      // queued after it (this one, or one staged between them), like a light phase.
+      const at = this.#runtimeAt
+      const older = this.#queue[at]
       if (older !== undefined && hasRuntime(older)) {
-        if (this.#sinceKept >= KEEP_SNAPSHOT_EVERY) this.#sinceKept = 1
-        else this.#queue[this.#runtimeAt] = withoutRuntime(older)
+        if (this.#sinceKept >= KEEP_SNAPSHOT_EVERY) {
+          this.#sinceKept = 1
+        } else {
+          const phases = asLightPhases(older, this.#by)
+          this.#queue.splice(at, 1)
+          if (at < this.#queue.length) this.#queue[at] = withLogBefore(this.#queue[at]!, phases)
+          else record = withLogBefore(record, phases)
+        }
       }
       this.#runtimeAt = this.#queue.length
       this.#sinceKept++
@@ -292,10 +306,4 @@ async function turnOfTheLoop(): Promise<void> {
 
 function hasRuntime(record: CheckpointInput): boolean {
   return record.metadata?.snapshot === true
-}
-
-function withoutRuntime(record: CheckpointInput): CheckpointInput {
-  const payload = { ...(record.payload as Record<string, unknown>), runtime: null }
-  // Object.assign for the keys the metadata lacks: on Node 20 a key added after a spread costs about a microsecond.
-  return { ...record, payload, metadata: Object.assign({}, record.metadata, { snapshot: false, coalesced: true }) }
 }

@@ -37,10 +37,10 @@ export const PHASE_LOG_KEY = 'phaseLog'
  */
 const SEPARATOR = '~'
 
-/** `entries` as the `before` log of `record` (a checkpoint about to be staged). */
+/** `entries` put first in the `before` log of `record` (a staged checkpoint not yet written). */
 export function withLogBefore(record: CheckpointInput, entries: readonly PhaseLogEntry[]): CheckpointInput {
   if (entries.length === 0) return record
-  const log = { ...logOf(record.metadata), before: [...(logOf(record.metadata).before ?? []), ...entries] }
+  const log = { ...logOf(record.metadata), before: [...entries, ...(logOf(record.metadata).before ?? [])] }
   return { ...record, metadata: Object.assign({}, record.metadata, { [PHASE_LOG_KEY]: log as unknown as JsonObject }) }
 }
 
@@ -49,6 +49,20 @@ export function withLogAfter(record: CheckpointInput, entries: readonly PhaseLog
   if (entries.length === 0) return record
   const log = { ...logOf(record.metadata), after: [...(logOf(record.metadata).after ?? []), ...entries] }
   return { ...record, metadata: Object.assign({}, record.metadata, { [PHASE_LOG_KEY]: log as unknown as JsonObject }) }
+}
+
+/**
+ * A staged checkpoint turned into the light phases it stands for: its `before` log, its own
+ * phase with its payload but no runtime snapshot, its `after` log. The async writer does this to a
+ * snapshot a newer one supersedes before either is written (see `CheckpointWriter.stage`): the
+ * phase stays in the run's history, and the run stores one row less.
+ */
+export function asLightPhases(record: CheckpointInput, by: string): PhaseLogEntry[] {
+  const log = logOf(record.metadata)
+  const { runtime: _runtime, ...payload } = record.payload as JsonObject
+  const step = record.metadata?.step
+  const own: PhaseLogEntry = { phase: record.phase as RunnerPhase, step: typeof step === 'number' ? step : 0, at: record.createdAt ?? Date.now(), by, payload }
+  return [...(log.before ?? []), own, ...(log.after ?? [])]
 }
 
 /**

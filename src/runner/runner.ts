@@ -413,8 +413,10 @@ export class Runner {
   async #driveOnce(params: DriveParams, emit: Emit): Promise<RunResult> {
     const { agent, runId, threadId, runtime } = params
     const { ownership } = params
+    const by = `pid ${process.pid} on ${hostname()}`
     const writer = new CheckpointWriter(this.store, runId, this.#writer, {
       fence: ownership.fence,
+      by,
       onCommit: (records, ids) => {
         records.forEach((record, i) => {
           for (const phase of phasesOf(record, ids[i] ?? '')) emit({ type: 'phase_committed', runId, ...phase })
@@ -431,7 +433,6 @@ export class Runner {
       interruptedCalls: agent.pendingInterrupts.filter((i) => i.name !== OUTCOME_UNKNOWN).map((i) => i.toolUseId),
       responses: params.responses,
     })
-    const by = `pid ${process.pid} on ${hostname()}`
     const session = new RunSession({ agent, runId, writer, journal, runtime, sync: this.#writer.durability === 'sync', emit, by })
     const before = { llm: runtime.llm_calls, tools: runtime.tool_calls }
     try {

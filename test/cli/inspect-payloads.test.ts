@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readPayload } from '../../src/cli/inspect/checkpoint-payloads.js'
 import { startInspector } from '../../src/cli/inspect/server.js'
 import { TimelinePages } from '../../src/cli/inspect/timeline-pages.js'
+import { phasesOf } from '../../src/runner/phase-log.js'
 import { EngineStore, loadPhase } from '../../src/engine.js'
 import { Agent, buildTimeline, diffCheckpoints, Runner, tool, type CheckpointDiff, type StoreReader, type TimelineEntry } from '../../src/index.js'
 import { SqliteEngine, SqliteStore } from '../../src/sqlite.js'
@@ -156,7 +157,8 @@ describe('a run written with async durability is read at about the cost of a syn
       const sizes: number[] = []
       const write = writer.write.bind(writer)
       writer.write = (batch) => {
-        sizes.push(batch.checkpoints?.length ?? 0)
+        // The phases a write makes durable: its stored checkpoints and those riding in their phase logs.
+        sizes.push((batch.checkpoints ?? []).reduce((n, record) => n + phasesOf(record, '').length, 0))
         const until = performance.now() + 20
         while (performance.now() < until);
         return write(batch)
@@ -201,7 +203,7 @@ describe.skipIf(missing !== undefined)('a long run in the inspector, in a headle
     store = new SqliteStore({ path: join(dir, 'cairn.db') })
     inspector = await startInspector(store)
     browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'] })
-    // 120 cycles: 243 stored checkpoints, three pages of the timeline.
+    // 120 cycles: 243 stored checkpoints, 605 phases: six or seven pages of the timeline.
     const run = await new Runner({ store, durability: 'sync' }).run(lookupAgent(120), { input: 'Look them up.', runId: 'long' })
     expect(run.state).toBe('completed')
   }, 120_000)
@@ -251,9 +253,17 @@ describe.skipIf(missing !== undefined)('a long run in the inspector, in a headle
     const twoPages = await shown()
     expect(twoPages).toEqual(whole.slice(-twoPages.length).map((entry) => entry.checkpointId))
     expect(await page.locator('#timeline li.cp[data-kept="yes"]').count()).toBe(1)
-    // The third reaches the start: every row is drawn again, with process numbers.
-    await page.click('#older')
-    await page.locator('#timeline li.cp[data-phase="run_started"]').waitFor()
+    // Each older page goes in before the rows shown; the one that reaches the start draws every
+    // row again, with process numbers. A page holds about 100 phases: 605 take 6 or 7 of them.
+    let pages = 2
+    while ((await page.locator('#timeline li.cp[data-phase="run_started"]').count()) === 0) {
+      const before = (await shown()).length
+      await page.click('#older')
+      await page.waitForFunction(`document.querySelectorAll('#timeline li.cp').length > ${before}`)
+      pages++
+      expect(pages).toBeLessThanOrEqual(7)
+    }
+    expect(pages).toBeGreaterThanOrEqual(6)
     expect(await shown()).toEqual(whole.map((entry) => entry.checkpointId))
     expect(await page.locator('#older').count()).toBe(0)
     expect(await rows.last().locator('.meta').textContent()).toContain('process 1')

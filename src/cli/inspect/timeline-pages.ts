@@ -3,6 +3,11 @@ import { CheckpointNotFoundError, type CheckpointInfo, type CheckpointRecord, ty
 
 /** Which part of a run's timeline to read: the newest `limit` checkpoints, those before one, or those after a seq. */
 export interface PageQuery {
+  /**
+   * A page (`before`, or neither): the newest stored checkpoints that hold this many phases (their
+   * own and their phase logs'; one checkpoint at least, at most `limit` of them). A poll (`after`):
+   * at most this many stored checkpoints.
+   */
   limit: number
   /** A checkpoint id: the page ends just before it (older checkpoints). */
   before?: string
@@ -120,7 +125,12 @@ export class TimelinePages {
       const listed = await this.#store.listCheckpoints({ runId, limit: query.limit + 1, ...(query.before === undefined ? {} : { before: storedIdOf(query.before) }) })
       this.#see(runId, listed)
       this.#cover(runId, listed, query.limit + 1)
-      return { headers: listed.slice(0, query.limit).reverse(), fromStart: listed.length <= query.limit, gap: false }
+      // A stored checkpoint stands for the phases of its phase log too: the page takes the newest
+      // ones until it holds `limit` phases (one at least), so its size follows what it shows.
+      let taken = 0
+      for (let phases = 0; taken < listed.length && (taken === 0 || phases < query.limit); taken++) phases += expandPhases(listed[taken]!).length
+      const headers = listed.slice(0, Math.min(taken, query.limit))
+      return { headers: headers.reverse(), fromStart: headers.length === listed.length, gap: false }
     }
     const newer: CheckpointInfo[] = []
     let before: string | undefined
