@@ -61,6 +61,11 @@ export class CheckpointWriter {
   readonly #runId: string
   readonly #options: WriterOptions
   #queue: CheckpointInput[] = []
+  /**
+   * Checkpoints staged since the queue was last taken for a write: what the queue's bounds count.
+   * A superseded snapshot folded into the phase log of a later one leaves the queue but counts.
+   */
+  #waiting = 0
   /** Light phases noted since the last staged checkpoint: the next one carries them. */
   #light: PhaseLogEntry[] = []
   #completions: EffectCompletion[] = []
@@ -145,9 +150,10 @@ export class CheckpointWriter {
       this.#sinceKept++
     }
     this.#queue.push(record)
+    this.#waiting++
     if (this.#inFlight) this.#stagedInFlight++
     if (this.#options.durability === 'async') {
-      if (this.#queue.length >= this.#options.queueMaxSize) {
+      if (this.#waiting >= this.#options.queueMaxSize) {
         // Full: the loop waits for the write in flight, or for one of what it staged.
         if (!this.#inFlight) void this.#enqueue({})
         this.#loopWaits++
@@ -161,8 +167,8 @@ export class CheckpointWriter {
       // nor the reply of a write made off the loop's thread arrive: bound how far the store may
       // lag behind it, and past that bound let one turn of the event loop go by while a write is
       // in flight (the loop goes on at once whether or not the write is done).
-      if (this.#queue.length >= MAX_LAG_RECORDS) {
-        if (this.#inFlight && this.#queue.length % MAX_LAG_RECORDS === 0) await turnOfTheLoop()
+      if (this.#waiting >= MAX_LAG_RECORDS) {
+        if (this.#inFlight && this.#waiting % MAX_LAG_RECORDS === 0) await turnOfTheLoop()
         if (!this.#inFlight && performance.now() - this.#lastWriteEnd >= LAG_PER_COMMIT_TIME * this.#lastWriteMs) {
           void this.#enqueue({}, true)
           return
@@ -228,6 +234,7 @@ export class CheckpointWriter {
       payload: own.payload,
     }
     this.#queue.push(withLogBefore(record, entries))
+    this.#waiting++
   }
 
   #kick(): void {
@@ -250,6 +257,7 @@ export class CheckpointWriter {
       const intents = [...this.#intents, ...(extra.intents ?? [])]
       if (checkpoints.length === 0 && completions.length === 0 && intents.length === 0 && extra.run === undefined) return
       this.#queue = []
+      this.#waiting = 0
       // The newest snapshot queued is written as it is: the count starts again from it.
       if (this.#runtimeAt >= 0) this.#sinceKept = 0
       this.#runtimeAt = -1

@@ -259,7 +259,7 @@ describe.skipIf(missing !== undefined)('a long run in the inspector, in a headle
     while ((await page.locator('#timeline li.cp[data-phase="run_started"]').count()) === 0) {
       const before = (await shown()).length
       await page.click('#older')
-      await page.waitForFunction(`document.querySelectorAll('#timeline li.cp').length > ${before}`)
+      await rows.nth(before).waitFor()
       pages++
       expect(pages).toBeLessThanOrEqual(7)
     }
