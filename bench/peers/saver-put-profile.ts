@@ -32,6 +32,11 @@ const supersteps = 2 * n + 1
 type Call = { method: 'put' | 'putWrites'; args: unknown[] }
 type Opened = { saver: BaseCheckpointSaver; db?: BetterSqlite3.Database; close(): Promise<void> }
 
+/** CairnSaver is typed against the package's copy of LangGraph's checkpoint types; the graph here uses the peers' copy, the same API. */
+function asPeerSaver(saver: CairnSaver): BaseCheckpointSaver {
+  return saver as unknown as BaseCheckpointSaver
+}
+
 /** The saver calls of one run of the graph (on the delta channel or LangGraph's plain messages channel). */
 async function record(delta: boolean, threadId: string): Promise<Call[]> {
   const saver = new MemorySaver()
@@ -118,14 +123,14 @@ const systems: Record<string, { delta: boolean; open(file: string, timed: boolea
       const db = new Database(file)
       if (timed) instrument(db)
       const store = new SqliteStore({ database: db, synchronous: 'normal' })
-      return { saver: new CairnSaver({ store }), db, close: () => store.close() }
+      return { saver: asPeerSaver(new CairnSaver({ store })), db, close: () => store.close() }
     },
   },
   'CairnSaver, MemoryStore': {
     delta: false,
     open: () => {
       const store = new MemoryStore()
-      return { saver: new CairnSaver({ store }), close: () => store.close() }
+      return { saver: asPeerSaver(new CairnSaver({ store })), close: () => store.close() }
     },
   },
   'SqliteSaver + delta': {
