@@ -1,4 +1,3 @@
-import { hostname } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { StoreError } from '../core/errors.js'
 import type { CheckpointInput, EffectCompletion, EffectIntent, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
@@ -104,14 +103,14 @@ export class CheckpointWriter {
     store: RunStore,
     runId: string,
     options: WriterOptions,
-    hooks: { onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void; fence?: Fence; by?: string } = {},
+    hooks: { onCommit?: (checkpoints: readonly CheckpointInput[], ids: readonly string[]) => void; fence?: Fence; by: string },
   ) {
     this.#store = store
     this.#runId = runId
     this.#options = options
     this.#onCommit = hooks.onCommit
     this.#fence = hooks.fence
-    this.#by = hooks.by ?? `pid ${process.pid} on ${hostname()}`
+    this.#by = hooks.by
   }
 
   /**

@@ -128,8 +128,9 @@ export class TimelinePages {
       // A stored checkpoint stands for the phases of its phase log too: the page takes the newest
       // ones until it holds `limit` phases (one at least), so its size follows what it shows.
       let taken = 0
-      for (let phases = 0; taken < listed.length && (taken === 0 || phases < query.limit); taken++) phases += expandPhases(listed[taken]!).length
-      const headers = listed.slice(0, Math.min(taken, query.limit))
+      let phases = 0
+      while (taken < Math.min(listed.length, query.limit) && (taken === 0 || phases < query.limit)) phases += expandPhases(listed[taken++]!).length
+      const headers = listed.slice(0, taken)
       return { headers: headers.reverse(), fromStart: headers.length === listed.length, gap: false }
     }
     const newer: CheckpointInfo[] = []
