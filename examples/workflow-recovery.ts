@@ -61,9 +61,12 @@ const { values } = parseArgs({ options: { seed: { type: 'string' }, dir: { type:
 const seed = Number(values.seed ?? Math.floor(Math.random() * 2 ** 31))
 const dir = values.dir ?? (await mkdtemp(join(tmpdir(), 'cairn-recovery-')))
 console.log(`seed ${seed}, checkpoints in ${dir}`)
+const store = new FileStore({ directory: dir })
 try {
-  process.exitCode = await recover(new FileStore({ directory: dir }), mulberry32(seed))
+  process.exitCode = await recover(store, mulberry32(seed))
 } finally {
+  // Closing waits for the store's pending background writes, so none lands in a removed directory.
+  await store.close()
   if (values.dir === undefined) await rm(dir, { recursive: true, force: true })
 }
 

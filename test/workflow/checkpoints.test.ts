@@ -40,7 +40,8 @@ describe('workflow checkpoints', () => {
     dir = await mkdtemp(join(tmpdir(), 'cairn-workflow-'))
   })
   afterEach(async () => {
-    await rm(dir, { recursive: true, force: true })
+    // A FileStore a failed test left open may still be syncing into a run's directory: retry a directory that filled meanwhile.
+    await rm(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
   })
 
   it('a checkpoint has checkpointId, workflowName, graphSignatureHash, lineage, an ISO UTC timestamp, in-flight messages, committed state, executor states, pending requests, iterationCount, metadata and version', async () => {
@@ -199,6 +200,12 @@ describe('workflow checkpoints', () => {
 
   it('checkpoints belong to the workflow definition: a new instance on a new storage object restores them, and resuming from every checkpoint of a run reproduces the same outputs', async () => {
     const storagePath = join(dir, 'checkpoints')
+    const stores: FileStore[] = []
+    const open = () => {
+      const store = new FileStore({ directory: storagePath })
+      stores.push(store)
+      return store
+    }
     const emitter = () => {
       const start = executor('start', async (n: number, ctx: WorkflowContext<number>) => ctx.sendMessage(n))
       const step = executor('step', async (n: number, ctx: WorkflowContext<number, string>) => {
@@ -206,7 +213,7 @@ describe('workflow checkpoints', () => {
         ctx.state.set('last', n)
         if (n > 0) await ctx.sendMessage(n - 1)
       })
-      return new WorkflowBuilder<number, string>({ name: 'countdown', startExecutor: start, store: new FileStore({ directory: storagePath }) })
+      return new WorkflowBuilder<number, string>({ name: 'countdown', startExecutor: start, store: open() })
         .addEdge(start, step)
         .addEdge(step, step)
         .build()
@@ -214,7 +221,7 @@ describe('workflow checkpoints', () => {
     const original = await emitter().run({ message: 3 })
     const outputs = original.getOutputs()
     expect(outputs).toEqual(['step 2: 3', 'step 3: 2', 'step 4: 1', 'step 5: 0'])
-    const storage = new FileStore({ directory: storagePath })
+    const storage = open()
     const checkpoints = await history(storage, original.runId)
     expect(checkpoints).toHaveLength(6)
     for (const checkpoint of checkpoints) {
@@ -225,6 +232,7 @@ describe('workflow checkpoints', () => {
     // Every resume appended to the same run: its latest checkpoint never moved backwards.
     const all = await storage.listCheckpoints({ runId: original.runId })
     expect(all.map((c) => c.seq)).toEqual([...all.map((c) => c.seq)].sort((a, b) => b - a))
+    for (const store of stores) await store.close()
   })
 
   it('the squares example resumed from each of its non-terminal checkpoints prints the same results', async () => {
@@ -269,7 +277,10 @@ describe('workflow checkpoints', () => {
     let received: Rich | undefined
     let restored: ExecutorState | undefined
     let stateSeen: unknown
+    const stores: FileStore[] = []
     const build = () => {
+      const store = new FileStore({ directory: storagePath })
+      stores.push(store)
       const start = executor('start', async (_: unknown, ctx: WorkflowContext<Rich>) => {
         ctx.state.set('rich', rich())
         await ctx.sendMessage(rich())
@@ -278,7 +289,7 @@ describe('workflow checkpoints', () => {
         received = message
         stateSeen = ctx.state.get('rich')
       })
-      return new WorkflowBuilder({ name: 'rich', startExecutor: start, store: new FileStore({ directory: storagePath }) }).addEdge(start, end).build()
+      return new WorkflowBuilder({ name: 'rich', startExecutor: start, store }).addEdge(start, end).build()
     }
     const stopped: WorkflowEvent[] = []
     for await (const event of build().stream({ message: 1 })) {
@@ -286,6 +297,7 @@ describe('workflow checkpoints', () => {
       if (event.type === 'superstep_completed') break
     }
     await build().run({ checkpointId: lastCheckpointId(stopped) })
+    for (const store of stores) await store.close()
     expect(received).toEqual(rich())
     expect(received!.raw).toBeInstanceOf(Uint8Array)
     expect(stateSeen).toEqual(rich())
