@@ -324,7 +324,7 @@ export class Runner {
 
   /**
    * The run's runner checkpoints, oldest first: its audit log. Every phase is one entry, the
-   * light phases kept in a stored checkpoint's phase log included (their ids are `<stored id>#<n>`,
+   * light phases kept in a stored checkpoint's phase log included (their ids are `<stored id>~<n>`,
    * `loadPhase` reads one), each with when it was recorded.
    */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
