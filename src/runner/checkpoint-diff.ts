@@ -63,6 +63,11 @@ export async function diffCheckpoints(store: StoreReader, fromId: string, toId: 
     const offsets = new Map([...tails.offsets].map(([path, offset]) => [`runtime.${path}`, offset]))
     return diffOf(from, to, offsets, (a, b) => effectsOfCalls(store, a, b))
   }
+  return diffWholeCheckpoints(store, fromId, toId)
+}
+
+/** {@link diffCheckpoints} of the two records read whole, with every effect of the run. */
+export async function diffWholeCheckpoints(store: StoreReader, fromId: string, toId: string): Promise<CheckpointDiff> {
   // Two checkpoints near each other stand on one runtime snapshot: it is read once.
   const reader = loadingOnce(store)
   const [from, to] = await Promise.all([sideOf(reader, fromId), sideOf(reader, toId)])
@@ -221,7 +226,6 @@ async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<
  * differ, and only their journal entries are read (where the store reads some at once).
  */
 async function effectsOfCalls(store: StoreReader, from: Side, to: Side): Promise<EffectChange[]> {
-  if (!store.getEffects) return effectChanges(store, from, to)
   const calls = new Set([...callsIn(from), ...callsIn(to)])
   const effects = calls.size === 0 ? [] : await store.getEffects(from.side.runId, [...calls])
   const [before, after] = [statusAt(effects, from), statusAt(effects, to)]

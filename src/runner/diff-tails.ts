@@ -18,12 +18,11 @@ export interface DiffSideRead {
  * the older snapshot's lists, checked by their chain hash. `offsets` gives, by dotted path in
  * the runtime (`messages`, `tool_executions`), the index the sides' arrays start at.
  *
- * Undefined when a diff needs the records whole: the store has no `loadTails`, a side is not a
+ * Undefined when a diff needs the records whole: a side is not a
  * runner checkpoint with a runtime snapshot found at or before it, the sides are of two runs, or
  * a list of the older snapshot is not a prefix of the newer one's.
  */
 export async function readDiffTails(store: StoreReader, fromId: string, toId: string): Promise<{ from: DiffSideRead; to: DiffSideRead; offsets: Map<string, number> } | undefined> {
-  if (!store.loadTails) return undefined
   const [from, to] = await Promise.all([hollowSide(store, fromId), hollowSide(store, toId)])
   if (!from || !to || from.record.runId !== to.record.runId) return undefined
   const [older, newer] = from.snapshot.seq <= to.snapshot.seq ? [from.snapshot, to.snapshot] : [to.snapshot, from.snapshot]
@@ -67,7 +66,7 @@ const SEARCH_PAGES = 32
  */
 async function hollowSide(store: StoreReader, checkpointId: string): Promise<{ record: CheckpointRecord<Record<string, unknown>>; snapshot: SnapshotHeader } | undefined> {
   const storedId = storedIdOf(checkpointId)
-  const [own] = await store.loadTails!<Record<string, unknown>>([storedId], { after: storedId })
+  const [own] = await store.loadTails<Record<string, unknown>>([storedId], { after: storedId })
   const stored = own!.record
   if (stored.kind !== RUNNER_KIND || own!.lists.some((list) => list.path[0] !== 'runtime')) return undefined
   if (storedId === checkpointId) {

@@ -10,8 +10,8 @@ export type StoredRunState = (
   | { kind: 'terminal'; record: CheckpointRecord<Record<string, unknown>> }
   | { kind: 'resumable'; latest: CheckpointRecord<Record<string, unknown>>; runtime: RuntimeSnapshot; snapshotId: string }
 ) & {
-  /** The run and its effects, when the store read them with the checkpoints (`openRun`). */
-  opened?: { run: RunRecord | undefined; effects: EffectRecord[] }
+  /** The run and its effects, read with the checkpoints (`openRun`). */
+  opened: { run: RunRecord | undefined; effects: EffectRecord[] }
 }
 
 /** Whether a listed checkpoint holds a runtime snapshot a resume goes on from. */
@@ -47,10 +47,10 @@ export function* callIdsOf(runtime: Pick<RuntimeSnapshot, 'tool_executions' | 's
  * a fresh model call.
  */
 export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
-  // One read of the store where it can: the run, its latest checkpoint, the snapshot it rests on, the effects of the calls under way.
-  const opened = store.openRun ? await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot, effects: callsUnderWay }) : undefined
-  const latest = opened ? opened.latest : await store.getLatest<Record<string, unknown>>({ runId })
-  const extra = opened ? { opened: { run: opened.run, effects: opened.effects } } : {}
+  // One read of the store: the run, its latest checkpoint, the snapshot it rests on, the effects of the calls under way.
+  const opened = await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot, effects: callsUnderWay })
+  const latest = opened.latest
+  const extra = { opened: { run: opened.run, effects: opened.effects } }
   if (!latest) {
     throw new CheckpointNotFoundError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted; start it with runner.run`, { runId })
   }
@@ -59,7 +59,7 @@ export async function loadRunState(store: StoreReader, runId: string): Promise<S
     if (typeof latest.payload.state !== 'string') throw corrupt(latest, 'is a terminal checkpoint without a state')
     return { kind: 'terminal', record: latest, ...extra }
   }
-  const base = opened?.base
+  const base = opened.base
   const source = latest.metadata.snapshot === true ? latest : base ? (assertRunnerRecord(base), base) : await newestSnapshot(store, latest)
   const runtime = (source.payload as { runtime?: unknown }).runtime
   assertRuntime(runtime, source)

@@ -1,7 +1,6 @@
 import type { JsonObject } from '../core/codec.js'
 import { CairnError } from '../core/errors.js'
 import type { RunRecord, RunStatus, StoreReader } from '../store/checkpoint-store.js'
-import { loadTails } from '../store/delegating-store.js'
 import { expandPhases } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot } from './phases.js'
 
@@ -86,7 +85,7 @@ async function countCheckpoints(store: StoreReader, runId: string): Promise<{ ch
 async function contentCounts(store: StoreReader, runId: string, newestSnapshot: string | undefined): Promise<{ toolCalls: number; tokens: number }> {
   if (newestSnapshot === undefined) return { toolCalls: (await store.listEffects(runId)).length, tokens: 0 }
   // Its counters only: no item of its lists (the conversation) is read.
-  const [tail] = await loadTails<Record<string, unknown>>(store, [newestSnapshot], { after: newestSnapshot })
+  const [tail] = await store.loadTails<Record<string, unknown>>([newestSnapshot], { after: newestSnapshot })
   const runtime = (tail?.record.payload.runtime ?? undefined) as RuntimeSnapshot | undefined
   return { toolCalls: runtime?.tool_calls ?? 0, tokens: (runtime?.usage.inputTokens ?? 0) + (runtime?.usage.outputTokens ?? 0) }
 }

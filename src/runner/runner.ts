@@ -9,7 +9,6 @@ import type { LoopStart } from '../agent/event-loop.js'
 import { AgentResult, newMetrics } from '../agent/result.js'
 import { textOf, toolUsesOf, type Message } from '../model/messages.js'
 import type { CreateRunInput, EffectRecord, ListRunsQuery, RunRecord, RunStore, UpdateRunInput } from '../store/checkpoint-store.js'
-import { loadRun } from '../store/delegating-store.js'
 import { EngineStore } from '../store/engine-store.js'
 import { assertId } from '../store/encoding/validate.js'
 import type { Tool, ToolTimeHost } from '../tools/tool.js'
@@ -161,7 +160,7 @@ export class Runner {
   async #resumeOwned(agent: Agent, options: ResumeOptions, ownership: RunOwnership): Promise<RunResult> {
     const { runId } = options
     const stored = await loadRunState(this.store, runId)
-    const run = stored.opened ? stored.opened.run : await this.store.getRun(runId)
+    const run = stored.opened.run
     const threadId = options.threadId ?? run?.threadId ?? runId
     if (stored.kind === 'terminal') {
       const state = stored.record.payload.state as 'completed' | 'failed' | 'cancelled'
@@ -195,9 +194,9 @@ export class Runner {
     const lastMessage = agent.messages[agent.messages.length - 1]
     const finalAnswer = start.phase === 'model' && lastMessage?.role === 'assistant' && toolUsesOf(lastMessage).length === 0 ? lastMessage : undefined
     const repaired = start.phase === 'model' && repairDanglingToolUses(agent)
-    const effects = stored.opened ? stored.opened.effects : await this.store.listEffects(runId)
+    const effects = stored.opened.effects
     const answers = answersOf(pending, responses, options.answeredBy)
-    const metadata = stored.opened?.run?.metadata
+    const metadata = stored.opened.run?.metadata
     return this.#drive({ agent, runId, threadId, runtime, start, message: undefined, effects, responses, answers, resumed: true, signal: options.signal, repaired, finalAnswer, ownership, ...(metadata ? { metadata } : {}) })
   }
 
@@ -329,7 +328,7 @@ export class Runner {
    */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
-    const records = expandAll(await loadRun<Record<string, unknown>>(this.store, runId, { kind: RUNNER_KIND }))
+    const records = expandAll(await this.store.loadRun<Record<string, unknown>>(runId, { kind: RUNNER_KIND }))
     let writer: string | null = null
     return records.map((record) => ({
       checkpointId: record.id,

@@ -2,7 +2,6 @@ import type { JsonObject } from '../core/codec.js'
 import { CheckpointNotFoundError } from '../core/errors.js'
 import { textOf, toolUsesOf, type Message, type ToolUseBlock } from '../model/messages.js'
 import type { CheckpointRecord, EffectRecord, RunRecord, StoreReader } from '../store/checkpoint-store.js'
-import { loadRun } from '../store/delegating-store.js'
 import { expandAll, writerOf } from './phase-log.js'
 import { RUNNER_KIND, type RuntimeSnapshot, type ToolExecutionRecord } from './phases.js'
 
@@ -80,7 +79,7 @@ export interface Timeline {
 export async function buildTimeline(store: StoreReader, runId: string): Promise<Timeline> {
   const run = await store.getRun(runId)
   if (!run) throw new CheckpointNotFoundError(`run ${runId} is not in this store; list the runs with \`cairn runs\``, { runId, code: 'run_not_found' })
-  const records = expandAll(await loadRun<Record<string, unknown>>(store, runId))
+  const records = expandAll(await store.loadRun<Record<string, unknown>>(runId))
   const effects = await store.listEffects(runId)
   const runtime = records.map((record) => runtimeOf(record)).findLast((snapshot) => snapshot !== undefined)
   const entries = describeCheckpoints(records, {

@@ -39,34 +39,34 @@ export interface StoreReader {
   load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>>
   /**
    * `load` for many checkpoints at once, in the order given, each list read once for all of them.
-   * The records may share their list items (deeply frozen): treat them as read-only. Optional.
+   * The records may share their list items (deeply frozen): treat them as read-only.
    */
-  loadMany?<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]>
+  loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]>
   /**
    * Every checkpoint of a run (of one `kind` when given), oldest first, with the checks of `load`
    * and of a verified listing, in one read where the backend can. Records share list items, as
-   * with `loadMany`. Optional.
+   * with `loadMany`.
    */
-  loadRun?<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]>
+  loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]>
   /**
    * `loadMany` that reads only what was added after checkpoint `after` of the same run: a list
    * `after` also holds comes back with only its newer items ({@link CheckpointTail.lists} says
-   * how many were left out). Optional.
+   * how many were left out).
    */
-  loadTails?<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]>
+  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]>
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined>
   /**
    * What a resume reads of a run, in one read of the backend: the run, its newest checkpoint, the
-   * newest recent checkpoint `base` picks, and its effects, each checked as alone. Optional.
+   * newest recent checkpoint `base` picks, and its effects, each checked as alone.
    */
-  openRun?<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>>
+  openRun<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>>
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]>
   getEffect(runId: string, callId: string): Promise<EffectRecord | undefined>
-  /** The recorded effects of some calls of one run, in the order given. Optional. */
-  getEffects?(runId: string, callIds: readonly string[]): Promise<EffectRecord[]>
+  /** The recorded effects of some calls of one run, in the order given. */
+  getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]>
   listEffects(runId: string): Promise<EffectRecord[]>
-  /** The pending writes of some checkpoints of one run, by checkpoint in the order given, then task path, task id and index. Optional. */
-  listPendingWrites?(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]>
+  /** The pending writes of some checkpoints of one run, by checkpoint in the order given, then task path, task id and index. */
+  listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]>
 }
 
 /** Writing a run as it executes: every write only adds to a run or moves it forward. */
@@ -87,7 +87,7 @@ export interface StoreWriter {
   startEffect(runId: string, callId: string): Promise<EffectRecord>
   /** Record an outcome; the first outcome recorded for a call wins. */
   completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult>
-  /** Store pending writes of one checkpoint atomically (see {@link PendingWrite}). Optional. */
+  /** Store pending writes of one checkpoint atomically (see {@link PendingWrite}). Optional: a fenced view has none. */
   putPendingWrites?(input: PutPendingWritesInput): Promise<void>
 }
 

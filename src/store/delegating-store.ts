@@ -53,16 +53,16 @@ export class DelegatingReads<S extends RunStore = RunStore> {
     return this.inner.load<P>(checkpointId)
   }
   loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
-    return loadMany<P>(this.inner, checkpointIds)
+    return this.inner.loadMany<P>(checkpointIds)
   }
   loadRun<P = unknown>(runId: string, query?: LoadRunQuery): Promise<CheckpointRecord<P>[]> {
-    return loadRun<P>(this.inner, runId, query)
+    return this.inner.loadRun<P>(runId, query)
   }
   getLatest<P = unknown>(query: LatestQuery): Promise<CheckpointRecord<P> | undefined> {
     return this.inner.getLatest<P>(query)
   }
   openRun<P = unknown>(runId: string, query?: OpenRunQuery): Promise<OpenedRun<P>> {
-    return openRun<P>(this.inner, runId, query)
+    return this.inner.openRun<P>(runId, query)
   }
   listCheckpoints(query?: ListCheckpointsQuery): Promise<CheckpointInfo[]> {
     return this.inner.listCheckpoints(query)
@@ -72,6 +72,15 @@ export class DelegatingReads<S extends RunStore = RunStore> {
   }
   listEffects(runId: string): Promise<EffectRecord[]> {
     return this.inner.listEffects(runId)
+  }
+  getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
+    return this.inner.getEffects(runId, callIds)
+  }
+  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
+    return this.inner.loadTails<P>(checkpointIds, query)
+  }
+  listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
+    return this.inner.listPendingWrites(runId, checkpointIds)
   }
 }
 
@@ -93,9 +102,6 @@ export class DelegatingRunStore<S extends RunStore = RunStore> extends Delegatin
   write(batch: WriteBatch): Promise<string[]> {
     return this.inner.write(batch)
   }
-  loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
-    return loadTails<P>(this.inner, checkpointIds, query)
-  }
   recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
     return this.inner.recordEffectIntent(intent)
   }
@@ -105,19 +111,9 @@ export class DelegatingRunStore<S extends RunStore = RunStore> extends Delegatin
   completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
     return this.inner.completeEffect(completion)
   }
-  async getEffects(runId: string, callIds: readonly string[]): Promise<EffectRecord[]> {
-    if (this.inner.getEffects) return this.inner.getEffects(runId, callIds)
-    return (await Promise.all(callIds.map((callId) => this.inner.getEffect(runId, callId)))).filter((effect) => effect !== undefined)
-  }
-
   putPendingWrites(input: PutPendingWritesInput): Promise<void> {
     if (!this.inner.putPendingWrites) return Promise.reject(new InvalidArgumentError('the wrapped store has no place for pending writes'))
     return this.inner.putPendingWrites(input)
-  }
-
-  listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
-    if (!this.inner.listPendingWrites) return Promise.reject(new InvalidArgumentError('the wrapped store has no place for pending writes'))
-    return this.inner.listPendingWrites(runId, checkpointIds)
   }
   get leases(): RunLeases | undefined {
     return this.inner.leases
@@ -150,37 +146,6 @@ export class DelegatingStore extends DelegatingRunStore<CheckpointStore> impleme
   close(): Promise<void> {
     return this.inner.close()
   }
-}
-
-/** `store.loadMany` when the store has it, else its records loaded one by one. */
-export function loadMany<P = unknown>(store: StoreReader, checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
-  return store.loadMany ? store.loadMany<P>(checkpointIds) : Promise.all(checkpointIds.map((id) => store.load<P>(id)))
-}
-
-/**
- * `store.loadTails` when the store has it; else the records loaded whole (their arrays hold every
- * item, and no list is named as cut).
- */
-export async function loadTails<P = unknown>(store: StoreReader, checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
-  if (store.loadTails) return store.loadTails<P>(checkpointIds, query)
-  return (await loadMany<P>(store, checkpointIds)).map((record) => ({ record, lists: [] }))
-}
-
-/** `store.openRun` when the store has it, else its parts read one by one (no `base`: the caller looks for it). */
-export async function openRun<P = unknown>(store: StoreReader, runId: string, query: OpenRunQuery = {}): Promise<OpenedRun<P>> {
-  if (store.openRun) return store.openRun<P>(runId, query)
-  const latest = await store.getLatest<P>({ runId })
-  const base = latest && query.base?.(latest) ? latest : undefined
-  const picked = query.effects?.({ latest, base }) ?? 'all'
-  const effects = picked === 'all' || !store.getEffects ? await store.listEffects(runId) : picked.length === 0 ? [] : await store.getEffects(runId, picked)
-  return { run: await store.getRun(runId), latest, base, effects }
-}
-
-/** `store.loadRun` when the store has it; else the run's checkpoints listed (verified) and loaded with {@link loadMany}. */
-export async function loadRun<P = unknown>(store: StoreReader, runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
-  if (store.loadRun) return store.loadRun<P>(runId, query)
-  const wanted = (await allCheckpoints(store, runId)).filter((info) => query.kind === undefined || info.kind === query.kind)
-  return loadMany<P>(store, wanted.map((info) => info.id))
 }
 
 /** Every checkpoint of a run, oldest first; `verify: false` lists the headers unchecked. */

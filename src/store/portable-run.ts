@@ -3,7 +3,7 @@ import { CairnError, CheckpointError, InvalidArgumentError } from '../core/error
 import { hashEncoded, sha256 } from '../core/hash.js'
 import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
-import { allCheckpoints, loadMany } from './delegating-store.js'
+import { allCheckpoints } from './delegating-store.js'
 
 /** The format tag of a {@link RunDocument}. */
 export const RUN_DOCUMENT_FORMAT = 'cairn-run'
@@ -42,7 +42,7 @@ export async function exportRun(store: StoreReader, runId: string, onProgress?: 
   const infos = await allCheckpoints(store, runId)
   const checkpoints: RunDocument['checkpoints'] = []
   for (let at = 0; at < infos.length; at += CHUNK) {
-    for (const record of await loadMany(store, infos.slice(at, at + CHUNK).map((info) => info.id))) {
+    for (const record of await store.loadMany(infos.slice(at, at + CHUNK).map((info) => info.id))) {
       const { checkpointId: _same, runId: _run, payload, ...fields } = record
       checkpoints.push({ ...fields, payload: encodeValue(payload, `checkpoint ${record.id}`) })
     }

@@ -1,6 +1,6 @@
 import { CairnError } from '../core/errors.js'
 import type { CheckpointInfo, StoreReader } from './checkpoint-store.js'
-import { allCheckpoints, loadMany } from './delegating-store.js'
+import { allCheckpoints } from './delegating-store.js'
 
 /** What {@link verifyRun} found in one run. */
 export interface VerifyReport {
@@ -37,7 +37,7 @@ export async function verifyRun(store: StoreReader, runId: string, onProgress?: 
   for (let at = 0; at < infos.length; at += CHUNK) {
     const chunk = infos.slice(at, at + CHUNK)
     try {
-      await loadMany(store, chunk.map((info) => info.id))
+      await store.loadMany(chunk.map((info) => info.id))
     } catch {
       const bad = await firstBad(store, chunk)
       if (bad) return { runId, checkpoints: infos.length, ok: false, firstBad: bad, rolledBack }

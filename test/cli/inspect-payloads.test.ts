@@ -8,9 +8,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readPayload } from '../../src/cli/inspect/checkpoint-payloads.js'
 import { startInspector } from '../../src/cli/inspect/server.js'
 import { TimelinePages } from '../../src/cli/inspect/timeline-pages.js'
+import { diffWholeCheckpoints } from '../../src/runner/checkpoint-diff.js'
 import { phasesOf } from '../../src/runner/phase-log.js'
 import { EngineStore, loadPhase } from '../../src/engine.js'
-import { Agent, buildTimeline, diffCheckpoints, Runner, tool, type CheckpointDiff, type StoreReader, type TimelineEntry } from '../../src/index.js'
+import { Agent, buildTimeline, diffCheckpoints, Runner, tool, type CheckpointDiff, type TimelineEntry } from '../../src/index.js'
 import { SqliteEngine, SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { countingEngine } from './counting-engine.js'
@@ -32,16 +33,6 @@ function lookupAgent(cycles: number): Agent {
   return new Agent({ name: 'looker', model: new ScriptedModel(lookups(cycles)), tools: [lookup] })
 }
 
-/** The store without its tail reads and batched effect reads: a diff then reads whole records, as a store without them does. */
-function wholeReads(store: StoreReader): StoreReader {
-  return new Proxy(store, {
-    get(target, property) {
-      if (property === 'loadTails' || property === 'getEffects') return undefined
-      const value: unknown = Reflect.get(target, property, target)
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value
-    },
-  })
-}
 
 /** A diff with its effect changes in call order (a diff does not promise their order). */
 function sorted(diff: CheckpointDiff): CheckpointDiff {
@@ -133,7 +124,7 @@ describe('the inspector reads one checkpoint, and a diff of two, at the cost of 
       counting.reset()
       const read = await diffCheckpoints(store, a, b)
       const items = counting.items()
-      expect(sorted(read), `${a} -> ${b}`).toEqual(sorted(await diffCheckpoints(wholeReads(plain), a, b)))
+      expect(sorted(read), `${a} -> ${b}`).toEqual(sorted(await diffWholeCheckpoints(plain, a, b)))
       if (a === pairs[0]![0]) {
         // Two steps apart: a few messages and executions, where whole records hold 1,800 items.
         expect(read.messagesAppended.length).toBeGreaterThan(0)

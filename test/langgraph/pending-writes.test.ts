@@ -226,7 +226,7 @@ describe("CairnSaver's pending writes", () => {
     try {
       const store = backend.open({})
       let storeReads = 0
-      const listPendingWrites = store.listPendingWrites!.bind(store)
+      const listPendingWrites = store.listPendingWrites.bind(store)
       store.listPendingWrites = (...args) => {
         storeReads++
         return listPendingWrites(...args)

@@ -107,17 +107,17 @@ async function list(store: CheckpointStore, fullHistory = true) {
  * The read path of `runner.resume` (resume-state.ts): one `openRun` call that returns the run,
  * its latest checkpoint and the newest runtime snapshot it rests on (here the terminal checkpoint
  * rests on the last tool step's), and the effects of the calls under way (none: the run is
- * finished). A store without `openRun` is read as a resume reads it then: the latest checkpoint,
- * and when it does not carry the runtime snapshot, the newest checkpoint that does. Returns how
+ * finished). When the snapshot is older than `openRun` looks, the newest checkpoint that holds one
+ * is found by listing, as a resume does. Returns how
  * many messages the loaded state holds, and their size as JSON (measured after the caller's timer
  * stops: the list is only kept here).
  */
 export async function loadLatestState(store: CheckpointStore, n: number | null): Promise<{ count: number; bytes: () => number }> {
   type State = { runtime?: { messages?: unknown[] } }
-  const opened = store.openRun ? await store.openRun<State>(RUN_ID, { base: isSnapshot, effects: callsUnderWay }) : undefined
-  const latest = opened ? opened.latest : await store.getLatest<State>({ runId: RUN_ID })
+  const opened = await store.openRun<State>(RUN_ID, { base: isSnapshot, effects: callsUnderWay })
+  const latest = opened.latest
   if (!latest) throw new Error(`run ${RUN_ID} has no checkpoint`)
-  let record = opened?.base ?? latest
+  let record = opened.base ?? latest
   if (!isSnapshot(record)) {
     const page = await store.listCheckpoints({ runId: RUN_ID, limit: 16 })
     const info = page.find(isSnapshot)

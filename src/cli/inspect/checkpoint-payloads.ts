@@ -28,7 +28,6 @@ const RUNNER_KIND = 'runner'
  */
 export async function readPayload(store: StoreReader, checkpointId: string, items = PAYLOAD_ITEMS): Promise<CheckpointPayload> {
   const storedId = storedIdOf(checkpointId)
-  if (!store.loadTails) return whole(await store.load<Record<string, unknown>>(storedId), checkpointId, items)
   // Read after itself, the stored checkpoint comes without a list item: its header, body and phase log.
   const [own] = await store.loadTails<Record<string, unknown>>([storedId], { after: storedId })
   if (storedId !== checkpointId) return { record: phaseOf(own!.record, checkpointId), cut: [], items }

@@ -1,5 +1,5 @@
 import { describeCheckpoints, expandPhases, runtimeOf, storedIdOf } from '../../engine.js'
-import { CheckpointNotFoundError, type CheckpointInfo, type CheckpointRecord, type CheckpointTail, type Message, type RunRecord, type RuntimeSnapshot, type StoreReader, type TimelineEntry } from '../../index.js'
+import { CheckpointNotFoundError, type CheckpointInfo, type CheckpointRecord, type Message, type RunRecord, type RuntimeSnapshot, type StoreReader, type TimelineEntry } from '../../index.js'
 
 /** Which part of a run's timeline to read: the newest `limit` checkpoints, those before one, or those after a seq. */
 export interface PageQuery {
@@ -110,7 +110,7 @@ export class TimelinePages {
       if (!older) break
       base = older
     }
-    const [tail] = base === newest ? [undefined] : await this.#tails([newest.id], base.id)
+    const [tail] = base === newest ? [undefined] : await this.#store.loadTails<Record<string, unknown>>([newest.id], { after: base.id })
     const record = tail?.record ?? (await this.#store.load(newest.id))
     const messages = runtimeOf(record)?.messages ?? []
     const from = tail?.lists.find((list) => isPath(list.path, MESSAGES))?.skipped ?? 0
@@ -240,20 +240,15 @@ export class TimelinePages {
     const ids = headers.map((info) => info.id)
     const extra = source && !ids.includes(source.id) ? [source.id] : []
     if (base === undefined) {
-      const records = await loadWhole(this.#store, [...ids, ...extra])
+      const records = await this.#store.loadMany<Record<string, unknown>>([...ids, ...extra])
       const runtime = source && runtimeOf(records.find((record) => record.id === source.id)!)
       return { records: records.slice(0, ids.length), runtime, messagesFrom: undefined }
     }
-    const tails = await this.#tails([...ids, ...extra], base.id)
+    const tails = await this.#store.loadTails<Record<string, unknown>>([...ids, ...extra], { after: base.id })
     const described = source && tails.find((tail) => tail.record.id === source.id)
     const runtime = described && runtimeOf(described.record)
     const messagesFrom = described ? (described.lists.find((list) => isPath(list.path, MESSAGES))?.skipped ?? 0) : undefined
     return { records: tails.slice(0, ids.length).map((tail) => tail.record), runtime, messagesFrom }
-  }
-
-  async #tails(ids: readonly string[], after: string): Promise<CheckpointTail<Record<string, unknown>>[]> {
-    if (this.#store.loadTails) return this.#store.loadTails<Record<string, unknown>>(ids, { after })
-    return (await loadWhole(this.#store, ids)).map((record) => ({ record, lists: [] }))
   }
 
   /** Attempts of the calls the page's tool batches made, read together (the run's log checked once). */
@@ -261,7 +256,7 @@ export class TimelinePages {
     const steps = new Set(records.filter((record) => record.phase === 'post_tool_batch').map((record) => record.metadata.step))
     const calls = (runtime?.tool_executions ?? []).filter((execution) => steps.has(execution.step)).map((execution) => execution.tool_call_id)
     if (calls.length === 0) return new Map()
-    const effects = this.#store.getEffects ? await this.#store.getEffects(runId, calls) : await Promise.all(calls.map((callId) => this.#store.getEffect(runId, callId)))
+    const effects = await this.#store.getEffects(runId, calls)
     return new Map(effects.flatMap((effect) => (effect ? [[effect.callId, effect.attempts] as const] : [])))
   }
 }
@@ -274,7 +269,3 @@ function isPath(path: readonly string[], wanted: readonly string[]): boolean {
   return path.length === wanted.length && path.every((key, k) => key === wanted[k])
 }
 
-async function loadWhole(store: StoreReader, ids: readonly string[]): Promise<CheckpointRecord<Record<string, unknown>>[]> {
-  if (store.loadMany) return store.loadMany<Record<string, unknown>>(ids)
-  return Promise.all(ids.map((id) => store.load<Record<string, unknown>>(id)))
-}

@@ -271,7 +271,7 @@ export class CairnSaver extends BaseCheckpointSaver {
     const writes = new Map<string, PendingWriteRecord[]>()
     for (const [runId, targets] of byRun) {
       const ids = targets.map((target) => target.checkpointKey)
-      const loaded = this.store.loadMany ? await this.store.loadMany<SavedCheckpoint>(ids) : await Promise.all(ids.map((id) => this.store.load<SavedCheckpoint>(id)))
+      const loaded = await this.store.loadMany<SavedCheckpoint>(ids)
       for (const record of loaded) records.set(record.id, record)
       for (const write of await listWrites(this.store, runId, targets)) writes.set(write.checkpointId, [...(writes.get(write.checkpointId) ?? []), write])
     }

@@ -141,7 +141,7 @@ export class WritesLedgers {
  */
 export async function listWrites(store: CheckpointStore, runId: string, targets: readonly WritesTarget[]): Promise<PendingWriteRecord[]> {
   try {
-    return await store.listPendingWrites!(runId, targets.map((target) => target.checkpointKey))
+    return await store.listPendingWrites(runId, targets.map((target) => target.checkpointKey))
   } catch (err) {
     if (!(err instanceof CheckpointCorruptionError)) throw err
     const target = targets.find((t) => t.checkpointKey === err.checkpointId) ?? targets[0]

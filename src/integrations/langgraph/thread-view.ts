@@ -63,7 +63,7 @@ export async function summarizeThread(store: StoreReader, run: RunRecord): Promi
   if (!latest || latest.kind !== LANGGRAPH_KIND) {
     return { runId: run.runId, ...place, state: 'empty', step: null, next: [], interrupts: [], checkpoints, updatedAt: run.updatedAt }
   }
-  const writes = store.listPendingWrites ? await store.listPendingWrites(run.runId, [latest.id]) : []
+  const writes = await store.listPendingWrites(run.runId, [latest.id])
   const next = nextNodes(latest)
   const interrupts = openInterrupts(writes)
   const state: ThreadState = interrupts.length > 0 ? 'interrupted' : next.length === 0 ? 'done' : 'pending'
@@ -251,5 +251,5 @@ async function loadAll(store: StoreReader, runId: string): Promise<CheckpointRec
     before = page[page.length - 1]!.id
   }
   ids.reverse()
-  return store.loadMany ? store.loadMany<SavedPayload>(ids) : Promise.all(ids.map((id) => store.load<SavedPayload>(id)))
+  return store.loadMany<SavedPayload>(ids)
 }

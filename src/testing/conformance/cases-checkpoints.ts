@@ -58,14 +58,12 @@ export function checkpointCases(ctx: SuiteContext): void {
       for (const [i, id] of ids.entries()) {
         expect((await store.load(id)).payload).toEqual({ messages: states[i], extra: { messages: states[i] } })
       }
-      if (store.loadMany) {
-        // All at once, in the order asked for: the same records as one by one.
-        const order = [...ids.keys()].reverse()
-        const many = await store.loadMany(order.map((i) => ids[i]!))
-        expect(many.map((record) => record.id)).toEqual(order.map((i) => ids[i]))
-        for (const [k, i] of order.entries()) expect(many[k]).toEqual(await store.load(ids[i]!))
-        await expect(store.loadMany([ids[0]!, 'no-such-checkpoint'])).rejects.toBeInstanceOf(CheckpointNotFoundError)
-      }
+      // All at once, in the order asked for: the same records as one by one.
+      const order = [...ids.keys()].reverse()
+      const many = await store.loadMany(order.map((i) => ids[i]!))
+      expect(many.map((record) => record.id)).toEqual(order.map((i) => ids[i]))
+      for (const [k, i] of order.entries()) expect(many[k]).toEqual(await store.load(ids[i]!))
+      await expect(store.loadMany([ids[0]!, 'no-such-checkpoint'])).rejects.toBeInstanceOf(CheckpointNotFoundError)
     })
 
     it('refuses an unserializable payload with its path and writes nothing', async () => {

@@ -20,8 +20,7 @@ export function corruptionCases(ctx: SuiteContext): void {
         await corrupt!({ location: ctx.location(), store, runId: 'broken', checkpointId: target, kind })
         if (persistent !== false) store = await ctx.reopen()
 
-        const attempts = [() => store.load(target), () => store.getLatest({ runId: 'broken' })]
-        if (store.loadMany) attempts.push(() => store.loadMany!([target, ids[0]!]).then((records) => records[0]))
+        const attempts = [() => store.load(target), () => store.getLatest({ runId: 'broken' }), () => store.loadMany([target, ids[0]!]).then((records) => records[0])]
         for (const attempt of attempts) {
           const error = await attempt().then(
             () => undefined,

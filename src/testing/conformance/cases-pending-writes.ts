@@ -6,7 +6,7 @@ import type { SuiteContext } from './suite-context.js'
 export function pendingWriteCases(ctx: SuiteContext): void {
   describe.skipIf(ctx.factory.pendingWrites === false)('pending writes', () => {
     const writesOf = async (store: CheckpointStore, runId: string, ids: string[]) =>
-      (await store.listPendingWrites!(runId, ids)).map(({ checkpointId, taskId, index, channel, taskPath, value }) => ({ checkpointId, taskId, index, channel, taskPath, value }))
+      (await store.listPendingWrites(runId, ids)).map(({ checkpointId, taskId, index, channel, taskPath, value }) => ({ checkpointId, taskId, index, channel, taskPath, value }))
 
     it('keeps the first regular write of a key and the newest special (negative index) write, across reopening', async () => {
       const store = ctx.store()
