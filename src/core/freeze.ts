@@ -14,20 +14,25 @@ const deeplyFrozen = new WeakSet<object>()
  * ```
  */
 export function freezeDeep<T>(value: T): T {
-  return freezeWithin(value, new Set())
+  freezeWithin(value, new Set())
+  return value
 }
 
-function freezeWithin<T>(value: T, visiting: Set<object>): T {
-  if (typeof value !== 'object' || value === null || deeplyFrozen.has(value) || visiting.has(value)) return value
+/** Freeze `value` and what it holds; true when all of it is now known to be deeply frozen (and remembered so). */
+function freezeWithin(value: unknown, visiting: Set<object>): boolean {
+  if (typeof value !== 'object' || value === null || deeplyFrozen.has(value)) return true
+  // A cycle: the value is not known to be deeply frozen until its own walk ends.
+  if (visiting.has(value)) return false
   // Typed arrays, Dates, Maps and Sets keep mutable internal state even when frozen: a value
   // holding one is frozen as far as possible but never marked, so it is always re-serialized.
-  if (!Array.isArray(value) && !isPlainObject(value)) return value
+  if (!Array.isArray(value) && !isPlainObject(value)) return false
   visiting.add(value)
-  for (const key of Reflect.ownKeys(value)) freezeWithin((value as Record<PropertyKey, unknown>)[key], visiting)
+  let whole = true
+  for (const key of Reflect.ownKeys(value)) if (!freezeWithin((value as Record<PropertyKey, unknown>)[key], visiting)) whole = false
   visiting.delete(value)
   Object.freeze(value)
-  if (isFrozenTree(value)) deeplyFrozen.add(value)
-  return value
+  if (whole) deeplyFrozen.add(value)
+  return whole
 }
 
 /**
@@ -61,12 +66,4 @@ function freezeNode(value: unknown): boolean {
 /** True when `value` was deeply frozen by {@link freezeDeep}, so it can never change. */
 export function isDeepFrozen(value: unknown): boolean {
   return typeof value === 'object' && value !== null && deeplyFrozen.has(value)
-}
-
-function isFrozenTree(value: object): boolean {
-  for (const key of Reflect.ownKeys(value)) {
-    const child = (value as Record<PropertyKey, unknown>)[key]
-    if (typeof child === 'object' && child !== null && !deeplyFrozen.has(child)) return false
-  }
-  return true
 }
