@@ -223,7 +223,7 @@ async function effectChanges(store: StoreReader, from: Side, to: Side): Promise<
  * {@link effectChanges} for two sides read by {@link readDiffTails}: their messages hold only
  * what follows the conversation both share, so a call answered there has one status at both
  * sides and no change; only the calls answered in the tails or pending in either runtime can
- * differ, and only their journal entries are read (where the store reads some at once).
+ * differ, and only their journal entries are read.
  */
 async function effectsOfCalls(store: StoreReader, from: Side, to: Side): Promise<EffectChange[]> {
   const calls = new Set([...callsIn(from), ...callsIn(to)])

@@ -18,9 +18,9 @@ export interface DiffSideRead {
  * the older snapshot's lists, checked by their chain hash. `offsets` gives, by dotted path in
  * the runtime (`messages`, `tool_executions`), the index the sides' arrays start at.
  *
- * Undefined when a diff needs the records whole: a side is not a
- * runner checkpoint with a runtime snapshot found at or before it, the sides are of two runs, or
- * a list of the older snapshot is not a prefix of the newer one's.
+ * Undefined when a diff needs the records whole: a side is not a runner checkpoint with a runtime
+ * snapshot found at or before it, the sides are of two runs, or a list of the older snapshot is
+ * not a prefix of the newer one's.
  */
 export async function readDiffTails(store: StoreReader, fromId: string, toId: string): Promise<{ from: DiffSideRead; to: DiffSideRead; offsets: Map<string, number> } | undefined> {
   const [from, to] = await Promise.all([hollowSide(store, fromId), hollowSide(store, toId)])

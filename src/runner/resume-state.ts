@@ -49,21 +49,20 @@ export function* callIdsOf(runtime: Pick<RuntimeSnapshot, 'tool_executions' | 's
 export async function loadRunState(store: StoreReader, runId: string): Promise<StoredRunState> {
   // One read of the store: the run, its latest checkpoint, the snapshot it rests on, the effects of the calls under way.
   const opened = await store.openRun<Record<string, unknown>>(runId, { base: isSnapshot, effects: callsUnderWay })
-  const latest = opened.latest
-  const extra = { opened: { run: opened.run, effects: opened.effects } }
+  const { latest, base } = opened
+  const read = { opened: { run: opened.run, effects: opened.effects } }
   if (!latest) {
     throw new CheckpointNotFoundError(`run ${runId} has no checkpoint to resume from: it never started, or its checkpoints were deleted; start it with runner.run`, { runId })
   }
   assertRunnerRecord(latest)
   if (latest.phase === 'run_terminal') {
     if (typeof latest.payload.state !== 'string') throw corrupt(latest, 'is a terminal checkpoint without a state')
-    return { kind: 'terminal', record: latest, ...extra }
+    return { kind: 'terminal', record: latest, ...read }
   }
-  const base = opened.base
   const source = latest.metadata.snapshot === true ? latest : base ? (assertRunnerRecord(base), base) : await newestSnapshot(store, latest)
   const runtime = (source.payload as { runtime?: unknown }).runtime
   assertRuntime(runtime, source)
-  return { kind: 'resumable', latest, runtime, snapshotId: source.id, ...extra }
+  return { kind: 'resumable', latest, runtime, snapshotId: source.id, ...read }
 }
 
 async function newestSnapshot(store: StoreReader, latest: CheckpointRecord): Promise<CheckpointRecord<Record<string, unknown>>> {
