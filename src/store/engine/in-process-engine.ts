@@ -273,8 +273,13 @@ export abstract class InProcessEngine<S extends RunState = RunState> implements 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     for (const runId of new Set(rows.map((row) => row.runId))) {
       await this.write(runId, async (state) => {
-        // Only what changes the state is stored: a retried task's first writes stay.
-        const probe = { ...state, writes: new Map([...state.writes].map(([id, map]) => [id, new Map(map)])) }
+        // Only what changes the state is stored: a retried task's first writes stay. The probe copies
+        // the writes of the checkpoints these rows name, not the run's: a put costs its own rows.
+        const probe = { writes: new Map<string, Map<string, PendingWriteRow>>() }
+        for (const row of rows) {
+          const held = state.writes.get(row.checkpointId)
+          if (held && !probe.writes.has(row.checkpointId)) probe.writes.set(row.checkpointId, new Map(held))
+        }
         const changing = rows.filter((row) => row.runId === runId && putWrite(probe, row)).map((row) => ({ ...row }))
         if (changing.length > 0) await this.store(state, { w: changing }, true)
       })
