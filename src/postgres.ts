@@ -11,7 +11,7 @@
  */
 export { PostgresStore, type PostgresConnection, type PostgresStoreOptions, type PostgresStoreSettings } from './store/backends/postgres/postgres-store.js'
 export { PostgresEngine, type PostgresEngineOptions } from './store/backends/postgres/postgres-engine.js'
-export type { PostgresPool, PostgresPoolClient, PostgresQueryable, PostgresQueryResult } from './store/backends/postgres/driver.js'
+export type { PostgresPool, PostgresPoolClient, PostgresQueryable, PostgresQueryConfig, PostgresQueryResult } from './store/backends/postgres/driver.js'
 export { PGliteClient, type PGliteDatabase } from './store/backends/postgres/pglite-client.js'
 export { POSTGRES_MIGRATIONS, migratePostgres, type PostgresMigration } from './store/backends/postgres/migrations.js'
 export { DEFAULT_SCHEMA, assertSchemaName } from './store/backends/postgres/sql.js'

@@ -217,6 +217,25 @@ describe('PostgresStore', () => {
     expect(Number(stored?.rows)).toBeLessThan(200 * 600)
   }, 30_000)
 
+  it('a save is four round trips, each statement of the store a named prepared statement unless turned off', async () => {
+    for (const preparedStatements of [true, false]) {
+      const { pool, counter } = countingPool(openPool())
+      const store = new PostgresStore({ pool, schema, preparedStatements })
+      toClose.push(store)
+      const runId = `prepared-${preparedStatements}`
+      await store.save({ runId, kind: 'agent', phase: 'p', payload: { messages: conversation(3) } })
+      const before = counter.sent.length
+      await store.save({ runId, kind: 'agent', phase: 'p', payload: { messages: conversation(4) } })
+      const sent = counter.sent.slice(before)
+      // BEGIN; the run locked with its lists' lengths; items, checkpoint and run in one statement; COMMIT.
+      expect(sent.map((statement) => (typeof statement === 'string' ? statement : 'statement'))).toEqual(['BEGIN', 'statement', 'statement', 'COMMIT'])
+      const names = sent.flatMap((statement) => (typeof statement === 'string' || statement.name === undefined ? [] : [statement.name]))
+      if (preparedStatements) expect(names).toEqual([expect.stringMatching(/^cairn_[0-9a-f]{24}$/), expect.stringMatching(/^cairn_[0-9a-f]{24}$/)])
+      else expect(names).toEqual([])
+      expect((await store.getLatest({ runId }))?.payload).toEqual({ messages: conversation(4) })
+    }
+  }, 30_000)
+
   it('getLatest takes one query and load two, whatever the length of the run', async () => {
     const { pool, counter } = countingPool(openPool())
     const writer = new PostgresStore({ pool, schema })
@@ -276,7 +295,7 @@ describe('PostgresStore', () => {
       ['getRun', s.getRun, ['run-1']],
       ['lockRunForCommit', s.lockRunForCommit, ['run-1']],
       ['anyCheckpointExists', s.anyCheckpointExists, [['x', 'y']]],
-      ['listLengths', s.listLengths, ['run-1', ['a', 'b']]],
+      ['lockRunAndLists', s.lockRunAndLists, ['run-1', ['a', 'b']]],
       ['getCheckpoints', s.getCheckpoints, [['x', 'y']]],
       ['latestOfRun', s.latestOfRun, ['run-1']],
       ['latestOfWorkflow', s.latestOfWorkflow, ['wf']],

@@ -16,11 +16,14 @@ export type ListItem = readonly [listId: string, idx: number, item: string]
  * SQLite nothing: its statements do not cross a network.
  */
 export interface SqlBatches {
-  /** The length of each list, rows `{ listId, length }`. */
-  listLengths?(runId: string, listIds: readonly string[]): SqlQuery
+  /**
+   * The run's row locked for the commit (the columns of `lockRunForCommit`) and the length of each
+   * list, as `lengths`: JSON text `[[listId, length], …]`.
+   */
+  lockRun?(runId: string, listIds: readonly string[]): SqlQuery
   insertItems?(runId: string, items: readonly ListItem[]): SqlQuery
-  /** The run's new `last_seq`, `updated_at` and `seal` (see `advanceRun`), and the commit's checkpoint rows. */
-  finishCommit?(run: { runId: string; seq: number; updatedAt: number; seal: string | null }, rows: readonly CheckpointRow[]): SqlQuery
+  /** The run's new `last_seq`, `updated_at` and `seal` (see `advanceRun`), the commit's checkpoint rows and its list items. */
+  finishCommit?(run: { runId: string; seq: number; updatedAt: number; seal: string | null }, rows: readonly CheckpointRow[], items: readonly ListItem[]): SqlQuery
   /** Intents of distinct call ids, in order. */
   recordEffectIntents?(intents: readonly EffectRow[]): SqlQuery
   /** Completions of distinct call ids. */
@@ -45,7 +48,8 @@ export interface CommitContext {
  */
 export function* commitWork({ sql: s, dialect: d, batches: b }: CommitContext, request: CommitRequest): SqlWork<CommitResult> {
   const { rows, appends, run, effects, runPatch, fence } = request
-  const lock = sql(s.lockRunForCommit, run.runId)
+  const listIds = appends.map((append) => append.listId)
+  const lock = b.lockRun ? b.lockRun(run.runId, listIds) : sql(s.lockRunForCommit, run.runId)
   let state = (yield lock).rows[0]
   // A fenced run must exist (it was enqueued and claimed); only an unfenced commit creates it.
   if (!state && fence?.runId === run.runId) return { ok: false, reason: 'fenced' }
@@ -63,10 +67,10 @@ export function* commitWork({ sql: s, dialect: d, batches: b }: CommitContext, r
     cancelRequested = lease.cancelRequested === true || lease.cancelRequested === 1
   }
   const lengths = new Map<unknown, number>()
-  if (b.listLengths && appends.length > 0) {
-    for (const row of (yield b.listLengths(run.runId, appends.map((append) => append.listId))).rows) lengths.set(row.listId, Number(row.length))
+  if (b.lockRun) {
+    for (const [listId, length] of JSON.parse(String(state.lengths)) as [string, number][]) lengths.set(listId, Number(length))
   } else {
-    for (const { listId } of appends) lengths.set(listId, Number((yield sql(s.listLength, run.runId, listId)).rows[0]!.length))
+    for (const listId of listIds) lengths.set(listId, Number((yield sql(s.listLength, run.runId, listId)).rows[0]!.length))
   }
   const starts = effects?.starts ?? []
   const stored = new Map<unknown, EffectRow['status']>()
@@ -86,11 +90,11 @@ export function* commitWork({ sql: s, dialect: d, batches: b }: CommitContext, r
   }
 
   const items = appends.flatMap((append) => append.items.map((item, i): ListItem => [append.listId, append.expectedLength + i, item]))
-  if (items.length > 0) yield* each(b.insertItems ? [b.insertItems(run.runId, items)] : items.map((item) => sql(s.insertItem, run.runId, ...item)))
   const last = rows[rows.length - 1]
+  if (items.length > 0 && !(last && b.finishCommit)) yield* each(b.insertItems ? [b.insertItems(run.runId, items)] : items.map((item) => sql(s.insertItem, run.runId, ...item)))
   if (last) {
     const advance = { runId: run.runId, seq: last.seq, updatedAt: Math.max(...rows.map((row) => row.createdAt)), seal: run.seal ?? null }
-    if (b.finishCommit) yield b.finishCommit(advance, rows)
+    if (b.finishCommit) yield b.finishCommit(advance, rows, items)
     else {
       yield sql(s.advanceRun, advance.runId, advance.seq, advance.updatedAt, advance.seal)
       yield* each(rows.map((row) => sql(s.insertCheckpoint, ...paramsOf(row, CHECKPOINT_PARAMS))))

@@ -175,7 +175,9 @@ export class SqlEngine implements StorageEngine {
     if (rows.length === 0) return
     const b = this.#commit.batches
     const queries = b.putWrites ? [b.putWrites(rows)] : rows.map((row) => sql(this.sql.putWrite, ...paramsOf(row, WRITE_PARAMS)))
-    await this.db.run(() => each(queries), { atomic: true })
+    // One statement is atomic by itself: no transaction around it (on Postgres, two round trips fewer).
+    if (queries.length === 1) await this.db.query(queries[0]!.text, queries[0]!.values)
+    else await this.db.run(() => each(queries), { atomic: true })
   }
 
   async listWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRow[]> {

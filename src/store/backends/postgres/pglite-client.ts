@@ -1,4 +1,4 @@
-import type { PostgresPool, PostgresPoolClient, PostgresQueryResult } from './driver.js'
+import type { PostgresPool, PostgresPoolClient, PostgresQueryConfig, PostgresQueryResult } from './driver.js'
 import { StoreError } from '../../../core/errors.js'
 
 /**
@@ -37,10 +37,10 @@ export class PGliteClient implements PostgresPool {
     this.#db = db
   }
 
-  async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+  async query(statement: string | PostgresQueryConfig, values?: unknown[]): Promise<PostgresQueryResult> {
     const release = await this.#acquire()
     try {
-      return await this.#run(text, values)
+      return await this.#run(statement, values)
     } finally {
       release()
     }
@@ -50,9 +50,9 @@ export class PGliteClient implements PostgresPool {
     const unlock = await this.#acquire()
     let released = false
     return {
-      query: async (text, values) => {
+      query: async (statement: string | PostgresQueryConfig, values?: unknown[]) => {
         if (released) throw new StoreError('this PGlite client was released; connect() again', { code: 'store_closed' })
-        return this.#run(text, values)
+        return this.#run(statement, values)
       },
       release: (destroy) => {
         if (released) return
@@ -65,8 +65,9 @@ export class PGliteClient implements PostgresPool {
     }
   }
 
-  async #run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
-    const result = await this.#db.query(text, values)
+  /** A statement's name is not needed: PGlite keeps the plans of the statements it has run. */
+  async #run(statement: string | PostgresQueryConfig, values?: unknown[]): Promise<PostgresQueryResult> {
+    const result = typeof statement === 'string' ? await this.#db.query(statement, values) : await this.#db.query(statement.text, statement.values)
     return { rows: result.rows as Record<string, unknown>[], rowCount: result.rowCount ?? result.affectedRows ?? null }
   }
 

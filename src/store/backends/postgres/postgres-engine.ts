@@ -19,6 +19,12 @@ export interface PostgresEngineOptions {
   onClose?: () => Promise<void>
   /** Where warnings go (the connection listening for new runs was lost). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
+  /**
+   * Send statements as named prepared statements, each planned once per connection. Default true;
+   * set false behind a pooler that cannot keep a session's prepared statements (PgBouncer in
+   * transaction mode before 1.21).
+   */
+  preparedStatements?: boolean
 }
 
 /**
@@ -48,7 +54,7 @@ export class PostgresEngine extends SqlEngine {
     const schema = options.schema ?? DEFAULT_SCHEMA
     assertSchemaName(schema)
     const opened: { engine?: PostgresEngine } = {}
-    super(new PostgresSqlDriver({ pool: options.pool, schema, ready: () => opened.engine!.#open() }), postgresBatches(schema))
+    super(new PostgresSqlDriver({ pool: options.pool, schema, ready: () => opened.engine!.#open(), preparedStatements: options.preparedStatements }), postgresBatches(schema))
     opened.engine = this
     this.#pool = options.pool
     this.#schema = schema

@@ -1,7 +1,7 @@
 import { importPeer, requirePeer, type PeerRequest } from '../../../core/peers.js'
 import { InvalidArgumentError, StoreError, type CairnError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
-import { PostgresSqlDriver, type PostgresPool, type PostgresPoolClient, type PostgresQueryResult } from './driver.js'
+import { PostgresSqlDriver, type PostgresPool, type PostgresPoolClient, type PostgresQueryConfig, type PostgresQueryResult } from './driver.js'
 import { PostgresEngine } from './postgres-engine.js'
 import { SqlEventLog } from '../../event-log/sql-event-log.js'
 import { PostgresListener } from './postgres-listener.js'
@@ -27,6 +27,12 @@ export interface PostgresStoreSettings extends EngineStoreOptions {
    * different schemas. Default `cairn`.
    */
   schema?: string
+  /**
+   * Send statements as named prepared statements, each parsed and planned once per connection.
+   * Default true; set false behind a pooler that cannot keep a session's prepared statements
+   * (PgBouncer in transaction mode before 1.21).
+   */
+  preparedStatements?: boolean
 }
 
 /**
@@ -68,7 +74,7 @@ export class PostgresStore extends EngineStore {
     super(engine, merged)
     this.#engine = engine
     const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
-    const db = new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready() })
+    const db = new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready(), preparedStatements: merged.preparedStatements })
     const channel = `cairn_run_events_${engine.schema}`
     const listen = async (onWake: () => void) => {
       const listener = new PostgresListener({ pool, channel, onWake, warn })
@@ -91,16 +97,19 @@ export class PostgresStore extends EngineStore {
 
 function openEngine(options: PostgresStoreOptions): { engine: PostgresEngine; pool: PostgresPool } {
   const connection: Partial<PostgresStoreOptions> = options
-  const schema = options.schema === undefined ? {} : { schema: options.schema }
+  const settings = {
+    ...(options.schema === undefined ? {} : { schema: options.schema }),
+    ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
+  }
   if (connection.pool !== undefined && connection.connectionString !== undefined) {
     throw new InvalidArgumentError('PostgresStore takes a connection string or a pool, not both')
   }
   const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
-  if (connection.pool !== undefined) return { engine: new PostgresEngine({ pool: connection.pool, ...schema, onWarning: warn }), pool: connection.pool }
+  if (connection.pool !== undefined) return { engine: new PostgresEngine({ pool: connection.pool, ...settings, onWarning: warn }), pool: connection.pool }
   const { connectionString } = connection
   if (typeof connectionString !== 'string' || connectionString === '') throw missingConnection()
   const pool = new PgPool(connectionString, warn)
-  return { engine: new PostgresEngine({ pool, ...schema, onClose: () => pool.end(), onWarning: warn }), pool }
+  return { engine: new PostgresEngine({ pool, ...settings, onClose: () => pool.end(), onWarning: warn }), pool }
 }
 
 function missingConnection(): CairnError {
@@ -135,8 +144,8 @@ class PgPool implements PostgresPool {
     this.#pool.catch(() => {})
   }
 
-  async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
-    return (await this.#pool).query(text, values)
+  async query(statement: string | PostgresQueryConfig, values?: unknown[]): Promise<PostgresQueryResult> {
+    return (await this.#pool).query(statement, values)
   }
 
   async connect(): Promise<PostgresPoolClient> {

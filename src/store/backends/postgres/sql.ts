@@ -92,10 +92,19 @@ export function postgresStatements(schema: string) {
         (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c) AS checkpoints,
         (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT w.id, (SELECT json_agg(i.item ORDER BY i.idx) FROM ${s}.list_items i
           WHERE i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n) AS items FROM wanted w) l) AS lists`,
-    /** Each list's length is one past its highest index: one index seek per list. */
-    listLengths: `SELECT l.list_id AS "listId",
-        coalesce((SELECT i.idx + 1 FROM ${s}.list_items i WHERE i.run_id = $1 AND i.list_id = l.list_id ORDER BY i.idx DESC LIMIT 1), 0) AS length
-      FROM unnest($2::text[]) AS l(list_id)`,
+    /**
+     * The run's row locked for a commit (the columns of `lockRunForCommit`) with `lengths`, the
+     * length of each list in `$2` as JSON `[[listId, length], …]`: one past its highest index, one
+     * index seek per list. One round trip for both. The lengths are read in the statement's
+     * snapshot, which may predate a commit this lock waited for; a commit that knows of that one's
+     * items was sent after it, so reads them, and one that does not appends where they are and
+     * fails on the items' key (`list_conflict`), as it would have anyway.
+     */
+    lockRunAndLists: `SELECT last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest,
+        (SELECT coalesce(json_agg(json_build_array(l.list_id,
+            coalesce((SELECT i.idx + 1 FROM ${s}.list_items i WHERE i.run_id = $1 AND i.list_id = l.list_id ORDER BY i.idx DESC LIMIT 1), 0)))::text, '[]')
+          FROM unnest($2::text[]) AS l(list_id)) AS lengths
+      FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     /** `loadRun` without the lists (read apart when a checkpoint's `lists` is not JSON). */
     loadRunRows: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
       (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints`,
@@ -109,14 +118,20 @@ export function postgresStatements(schema: string) {
 /** Postgres' {@link SqlBatches}: a commit's rows of one kind in one statement, one array per column. */
 export function postgresBatches(schema: string): SqlBatches {
   const s = quoteIdent(schema)
-  const { listLengths } = postgresStatements(schema)
+  const { lockRunAndLists } = postgresStatements(schema)
   const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]) => keys.map((key) => rows.map((row) => row[key] ?? null))
+  // The commit's list items, its run's advance and its checkpoints in one statement (one round
+  // trip). The items are the main statement, run first: an index taken by another writer is the
+  // conflict reported, as when they went in on their own before the checkpoints.
   const finishCommit = `WITH run AS (
       UPDATE ${s}.runs SET last_seq = $2, updated_at = greatest(updated_at, $3), seal = $4 WHERE run_id = $1
+    ), saved AS (
+      INSERT INTO ${s}.checkpoints
+        (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
+      SELECT * FROM unnest(${CHECKPOINT_TYPES.map((type, i) => `$${i + 5}::${type}[]`).join(', ')})
     )
-    INSERT INTO ${s}.checkpoints
-      (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
-    SELECT * FROM unnest(${CHECKPOINT_TYPES.map((type, i) => `$${i + 5}::${type}[]`).join(', ')})`
+    INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
+    SELECT $1, l.list_id, l.idx, l.item FROM unnest($${CHECKPOINT_TYPES.length + 5}::text[], $${CHECKPOINT_TYPES.length + 6}::int[], $${CHECKPOINT_TYPES.length + 7}::text[]) AS l(list_id, idx, item)`
   const insertItems = `INSERT INTO ${s}.list_items (run_id, list_id, idx, item) SELECT $1, l.list_id, l.idx, l.item FROM unnest($2::text[], $3::int[], $4::text[]) AS l(list_id, idx, item)`
   // Inserted in array order, so ties on started_at keep it (`ord`).
   const recordEffectIntents = `INSERT INTO ${s}.effects
@@ -137,9 +152,12 @@ export function postgresBatches(schema: string): SqlBatches {
   const truncateLists = `DELETE FROM ${s}.list_items i WHERE i.run_id = $1
     AND i.idx >= coalesce((SELECT k.n FROM unnest($2::text[], $3::bigint[]) AS k(list_id, n) WHERE k.list_id = i.list_id), 0)`
   return {
-    listLengths: (runId, listIds) => ({ text: listLengths, values: [runId, listIds] }),
+    lockRun: (runId, listIds) => ({ text: lockRunAndLists, values: [runId, listIds] }),
     insertItems: (runId, items) => ({ text: insertItems, values: [runId, items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])] }),
-    finishCommit: (run, rows) => ({ text: finishCommit, values: [run.runId, run.seq, run.updatedAt, run.seal, ...columns(rows, CHECKPOINT_PARAMS)] }),
+    finishCommit: (run, rows, items) => ({
+      text: finishCommit,
+      values: [run.runId, run.seq, run.updatedAt, run.seal, ...columns(rows, CHECKPOINT_PARAMS), items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])],
+    }),
     recordEffectIntents: (intents) => ({ text: recordEffectIntents, values: columns(intents, EFFECT_PARAMS) }),
     completeEffects: (completions) => ({ text: completeEffects, values: columns(completions, COMPLETION_PARAMS) }),
     putWrites: (rows) => ({ text: putWrites, values: columns(rows, WRITE_PARAMS) }),
