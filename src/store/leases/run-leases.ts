@@ -92,11 +92,6 @@ export class RunLeases {
     this.#log = log
   }
 
-  /** Whether the backend can wake idle workers itself (else they poll). */
-  get notifies(): boolean {
-    return this.#engine.subscribe !== undefined
-  }
-
   /** Add a `queued` run; with a `runId` that exists already, nothing changes and `created` is false. */
   async enqueue(input: EnqueueRunInput = {}): Promise<{ run: RunRecord; created: boolean }> {
     const runId = input.runId ?? newId()
