@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { appendFile, mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { inflateRawSync } from 'node:zlib'
@@ -56,6 +56,18 @@ describe.each(backends)('run event log on %s', (_name, open) => {
     expect(await log.read('other')).toEqual([])
     await log.deleteRun('r1')
     expect(await log.read('r1')).toEqual([])
+    await store.close()
+  })
+
+  it('a reader waiting after an event is woken by a next event of 200 KB', async () => {
+    const store = await open()
+    const log = store.events!
+    const [first] = await log.append('r1', [{ n: 1 }])
+    const long = { n: 2, text: 'x'.repeat(200_000) }
+    const waiting = log.waitForMore('r1', first, { timeoutMs: 5000 })
+    const [second] = await log.append('r1', [long])
+    expect(await waiting).toBe(true)
+    expect(await log.read('r1', { after: first })).toEqual([{ cursor: second, event: long }])
     await store.close()
   })
 
@@ -228,6 +240,25 @@ describe('how a run appends to its event log', () => {
     }), { input: 'Look three keys up', runId: 'slow' })
     expect(result.state).toBe('completed')
     expect(appended.at(-1)).toBe('run_finished')
+    await store.close()
+  })
+})
+
+describe('the FileStore event log', () => {
+  it('a long line still being written is not an event until its newline, then wakes the reader', async () => {
+    const directory = await tempDir()
+    const store = new FileStore({ directory })
+    const log = store.events!
+    const [first] = await log.append('r1', [{ n: 1 }])
+    // A 300 KB event cut short, as a crash or a writer in another process leaves it: no newline yet.
+    const line = JSON.stringify({ n: 2, text: 'y'.repeat(300_000) })
+    const file = join(directory, 'events', 'r1.jsonl')
+    await appendFile(file, line.slice(0, 200_000))
+    expect(await log.waitForMore('r1', first, { timeoutMs: 300 })).toBe(false)
+    const waiting = log.waitForMore('r1', first, { timeoutMs: 5000 })
+    await appendFile(file, `${line.slice(200_000)}\n`)
+    expect(await waiting).toBe(true)
+    expect((await log.read('r1', { after: first })).map((entry) => entry.event)).toEqual([JSON.parse(line)])
     await store.close()
   })
 })

@@ -171,9 +171,16 @@ export class FileEventLog implements RunEventLog {
     const handle = await this.#openForRead(runId)
     if (!handle) return false
     try {
+      // A line ends somewhere before the size read above, or it is still being written: look for
+      // its newline a chunk at a time, however long the line (an event may carry a large output).
       const buffer = Buffer.alloc(Math.min(size - offset, 64 * 1024))
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset)
-      return buffer.subarray(0, bytesRead).includes(NEWLINE)
+      for (let at = offset; at < size; ) {
+        const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - at), at)
+        if (bytesRead === 0) return false
+        if (buffer.subarray(0, bytesRead).includes(NEWLINE)) return true
+        at += bytesRead
+      }
+      return false
     } finally {
       await handle.close()
     }
