@@ -47,9 +47,9 @@ export class FileEventLog implements RunEventLog {
     if (!handle) return out
     try {
       await assertLineStart(handle, runId, offset)
+      let buffer = Buffer.alloc(READ_CHUNK)
       while (out.length < limit) {
-        const buffer = Buffer.alloc(READ_CHUNK)
-        const { bytesRead } = await handle.read(buffer, 0, READ_CHUNK, offset)
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset)
         let start = 0
         for (let i = 0; i < bytesRead && out.length < limit; i++) {
           if (buffer[i] !== NEWLINE) continue
@@ -57,8 +57,9 @@ export class FileEventLog implements RunEventLog {
           out.push({ cursor: String(offset + i + 1), event: JSON.parse(line) as JsonObject })
           start = i + 1
         }
-        // Nothing complete in a whole chunk would be a line over 1 MiB: the appender never writes one.
-        if (start === 0 || bytesRead < READ_CHUNK) break
+        if (bytesRead < buffer.length) break
+        // A full buffer without a newline holds the start of a line longer than it: read it again, twice as large.
+        if (start === 0) buffer = Buffer.alloc(buffer.length * 2)
         offset += start
       }
       return out
