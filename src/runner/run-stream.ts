@@ -72,7 +72,12 @@ export async function* followRun(store: StoreReader & Pick<RunStore, 'events'>, 
     // A finished run and nothing more for a while: its end was read before `after`, or its
     // events were pruned or written before the log existed, or its process died between the
     // run's last commit and its last append (the wait just now was the grace for that append).
-    if (!run || FINISHED_STATUSES.includes(run.status)) return
+    if (!run || FINISHED_STATUSES.includes(run.status)) {
+      // A wait's last check can end past its deadline having looked just before an append: what
+      // the log holds now is read before the stream ends, so no event of a finished run is lost.
+      if ((await log.read(runId, { after, limit: 1 })).length === 0) return
+      continue
+    }
     if (Date.now() - idleSince >= idleMs) {
       throw new CairnError('stream_idle', `run ${runId} (${run.status}) has had no new event for ${idleMs} ms; its process may have died: resume it (runner.recoverAll, or a worker), then read again with the last cursor`)
     }

@@ -7,6 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { Agent, FileStore, MemoryStore, Runner, tool, type CheckpointStore, type JsonObject, type RunEvent } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { followRun } from '../../src/runner/run-stream.js'
+import type { RunEventLog } from '../../src/store/event-log/run-event-log.js'
 
 const dirs: string[] = []
 afterEach(async () => {
@@ -283,6 +285,30 @@ describe('the SQLite event log', () => {
     expect((await log.read('t', { after: '1' })).map((e) => [e.cursor, e.event])).toEqual([['2', { n: 2 }], ['3', { n: 3 }]])
     expect(await log.deleteRun('r')).toBe(5)
     expect(await log.read('r')).toEqual([])
+    await store.close()
+  })
+})
+
+describe('following a run that finished during a wait', () => {
+  it('reads the log once more before ending, so events appended during a late last check are not lost', async () => {
+    const store = new MemoryStore()
+    const runner = new Runner({ store })
+    await runner.run(agent(), { input: 'Analyze Q4', runId: 'late' })
+    const log = store.events!
+    // The follower's page read comes just before the run's last appends, and its wait's last check
+    // (made before them too) ends past the deadline: the wait says nothing came.
+    let reads = 0
+    const late: RunEventLog = {
+      append: (runId, events, texts) => log.append(runId, events, texts),
+      read: async (runId, options) => (reads++ === 0 ? [] : log.read(runId, options)),
+      waitForMore: async () => false,
+      deleteRun: (runId) => log.deleteRun(runId),
+      replace: (runId, events) => log.replace(runId, events),
+      close: () => log.close(),
+    }
+    const events = await collect(followRun({ events: late, getRun: (runId: string) => store.getRun(runId) } as unknown as Parameters<typeof followRun>[0], 'late'))
+    expect(events.map((entry) => entry.event)).toEqual((await log.read('late')).map((entry) => entry.event))
+    expect(events.at(-1)!.event).toMatchObject({ type: 'run_finished', state: 'completed' })
     await store.close()
   })
 })
