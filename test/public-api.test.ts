@@ -68,7 +68,7 @@ const API: Record<string, { values: string[]; types: string[] }> = {
     ],
     types: [
       'PGliteDatabase', 'PostgresConnection', 'PostgresEngineOptions', 'PostgresMigration', 'PostgresPool', 'PostgresPoolClient',
-      'PostgresQueryResult', 'PostgresQueryable', 'PostgresStoreOptions', 'PostgresStoreSettings',
+      'PostgresQueryConfig', 'PostgresQueryResult', 'PostgresQueryable', 'PostgresStoreOptions', 'PostgresStoreSettings',
     ],
   },
   engine: {

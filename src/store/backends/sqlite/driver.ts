@@ -56,7 +56,7 @@ export interface SqliteConnectionOptions {
 }
 
 /** 8 KiB pages pack ~1-2 KB list items with far less slack than SQLite's default 4 KiB. */
-const PAGE_SIZE = 4096
+const PAGE_SIZE = 8192
 /**
  * The WAL is checkpointed into the database once it holds 256 pages (2 MiB). A commit of an
  * agent loop rewrites the same few last pages of each table and index; checkpointing every few
