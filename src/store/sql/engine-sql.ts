@@ -15,6 +15,8 @@ const HEADER_COLUMNS = `id, run_id AS "runId", parent_id AS "parentId", seq, kin
   created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
 
 export const CHECKPOINT_COLUMNS = `${HEADER_COLUMNS}, body, lists, digest`
+/** What a commit reads of the run row it locks: its last seq, its lease and its digest. */
+export const COMMIT_LOCK_COLUMNS = `last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest`
 
 export const EFFECT_COLUMNS = `run_id AS "runId", call_id AS "callId", name, input_hash AS "inputHash", idempotency_key AS "idempotencyKey",
   status, output, output_hash AS "outputHash", attempts, started_at AS "startedAt", completed_at AS "completedAt"`
@@ -55,8 +57,7 @@ export function engineSql(d: SqlDialect) {
      * Lock the run row for the rest of the transaction (writers of one run queue here) and read
      * its `last_seq` (after waiting, the newest committed version), its lease and its digest.
      */
-    lockRunForCommit: `SELECT last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest
-      FROM ${runs} WHERE run_id = $1${d.forUpdate}`,
+    lockRunForCommit: `SELECT ${COMMIT_LOCK_COLUMNS} FROM ${runs} WHERE run_id = $1${d.forUpdate}`,
     /** Whether any checkpoint id of `$1` is taken. */
     anyCheckpointExists: `SELECT 1 AS taken FROM ${checkpoints} WHERE ${d.in('id', '$1')} LIMIT 1`,
     /** The lease a commit to another run (a child run) is fenced on, unchanged until the commit ends. */

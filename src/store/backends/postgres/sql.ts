@@ -1,8 +1,9 @@
 import { InvalidArgumentError } from '../../../core/errors.js'
 import type { SqlDialect } from '../../sql/sql-driver.js'
-import type { SqlBatches } from '../../sql/sql-commit.js'
+import type { ListItem, SqlBatches } from '../../sql/sql-commit.js'
 import {
   CHECKPOINT_COLUMNS,
+  COMMIT_LOCK_COLUMNS,
   CHECKPOINT_PARAMS,
   COMPLETION_PARAMS,
   EFFECT_PARAMS,
@@ -100,7 +101,7 @@ export function postgresStatements(schema: string) {
      * items was sent after it, so reads them, and one that does not appends where they are and
      * fails on the items' key (`list_conflict`), as it would have anyway.
      */
-    lockRunAndLists: `SELECT last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest,
+    lockRunAndLists: `SELECT ${COMMIT_LOCK_COLUMNS},
         (SELECT coalesce(json_agg(json_build_array(l.list_id,
             coalesce((SELECT i.idx + 1 FROM ${s}.list_items i WHERE i.run_id = $1 AND i.list_id = l.list_id ORDER BY i.idx DESC LIMIT 1), 0)))::text, '[]')
           FROM unnest($2::text[]) AS l(list_id)) AS lengths
@@ -120,6 +121,7 @@ export function postgresBatches(schema: string): SqlBatches {
   const s = quoteIdent(schema)
   const { lockRunAndLists } = postgresStatements(schema)
   const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]) => keys.map((key) => rows.map((row) => row[key] ?? null))
+  const itemColumns = (items: readonly ListItem[]) => [items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])]
   // The commit's list items, its run's advance and its checkpoints in one statement (one round
   // trip). The items are the main statement, run first: an index taken by another writer is the
   // conflict reported, as when they went in on their own before the checkpoints.
@@ -153,11 +155,8 @@ export function postgresBatches(schema: string): SqlBatches {
     AND i.idx >= coalesce((SELECT k.n FROM unnest($2::text[], $3::bigint[]) AS k(list_id, n) WHERE k.list_id = i.list_id), 0)`
   return {
     lockRun: (runId, listIds) => ({ text: lockRunAndLists, values: [runId, listIds] }),
-    insertItems: (runId, items) => ({ text: insertItems, values: [runId, items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])] }),
-    finishCommit: (run, rows, items) => ({
-      text: finishCommit,
-      values: [run.runId, run.seq, run.updatedAt, run.seal, ...columns(rows, CHECKPOINT_PARAMS), items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])],
-    }),
+    insertItems: (runId, items) => ({ text: insertItems, values: [runId, ...itemColumns(items)] }),
+    finishCommit: (run, rows, items) => ({ text: finishCommit, values: [run.runId, run.seq, run.updatedAt, run.seal, ...columns(rows, CHECKPOINT_PARAMS), ...itemColumns(items)] }),
     recordEffectIntents: (intents) => ({ text: recordEffectIntents, values: columns(intents, EFFECT_PARAMS) }),
     completeEffects: (completions) => ({ text: completeEffects, values: columns(completions, COMPLETION_PARAMS) }),
     putWrites: (rows) => ({ text: putWrites, values: columns(rows, WRITE_PARAMS) }),
