@@ -203,20 +203,11 @@ function whereClause(conditions: readonly string[]): string {
 
 /** A run row as selected, only its run fields (a lease query selects more), numbers made numbers (`bigint` arrives as text from `pg`). */
 export function runRow(row: Record<string, unknown>): RunRow {
-  return {
-    runId: row.runId as string,
-    status: row.status as RunRow['status'],
-    name: row.name as string | null,
-    threadId: row.threadId as string | null,
-    workflowName: row.workflowName as string | null,
-    configSignature: row.configSignature as string | null,
-    lastSeq: Number(row.lastSeq),
-    createdAt: Number(row.createdAt),
-    updatedAt: Number(row.updatedAt),
-    metadata: row.metadata as string,
-    seal: (row.seal as string | null | undefined) ?? null,
-    digest: (row.digest as string | null | undefined) ?? null,
-  }
+  const run = Object.fromEntries(RUN_PARAMS.map((key) => [key, row[key] ?? null])) as unknown as RunRow
+  run.lastSeq = Number(row.lastSeq)
+  run.createdAt = Number(row.createdAt)
+  run.updatedAt = Number(row.updatedAt)
+  return run
 }
 
 /**

@@ -8,6 +8,7 @@
  * SQLite's driver runs it synchronously (better-sqlite3 is synchronous, and a transaction must not
  * yield to other work on its connection), Postgres's awaits each statement.
  */
+import { SchemaVersionError } from '../../core/errors.js'
 
 /** A statement and its values. */
 export interface SqlQuery {
@@ -106,6 +107,21 @@ export function createTables(db: SqlDriver, statements: readonly string[]): Prom
         if (!db.dialect.isUniqueViolation(err) && (err as { code?: unknown }).code !== '42P07') throw err
       }
     }
+  })
+}
+
+/**
+ * The versions a database records as applied, ascending, unless one is newer than `latest`: a
+ * database migrated by a newer Cairn, refused with a {@link SchemaVersionError}.
+ */
+export function knownVersions(versions: number[], latest: number, kind: 'sqlite database' | 'postgres schema', what: string): number[] {
+  const newest = versions.at(-1) ?? 0
+  if (newest <= latest) return versions
+  throw new SchemaVersionError({
+    kind,
+    found: newest,
+    supported: latest,
+    message: `${what} was migrated to schema version ${newest} by a newer Cairn; this version knows up to ${latest}: upgrade Cairn to open it`,
   })
 }
 

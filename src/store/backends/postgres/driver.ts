@@ -45,27 +45,19 @@ export interface PostgresPool extends PostgresQueryable {
 }
 
 /**
- * Listen for `error` on a checked-out `pg` client until it is back in the pool. The server ends
- * every connection when it shuts down (a restart), and a checked-out client then emits `error`
- * between queries; unheard, that event would crash the process. The query in flight, or the next
- * one, fails anyway and the transaction's caller sees that. Returns the function that stops
- * listening (call it after `release`, when the pool listens again).
- */
-export function guardClient(client: PostgresPoolClient): () => void {
-  const emitter = client as Partial<{ on(event: 'error', listener: () => void): unknown; removeListener(event: 'error', listener: () => void): unknown }>
-  if (typeof emitter.on !== 'function' || typeof emitter.removeListener !== 'function') return () => {}
-  const ignore = () => {}
-  emitter.on('error', ignore)
-  return () => emitter.removeListener?.('error', ignore)
-}
-
-/**
  * Run `fn` in a transaction on one connection of `pool`; commit when `keep` says so, else roll
  * back. A connection whose transaction could not be ended cleanly is discarded, not reused.
  */
 export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQueryable) => Promise<T>, keep: (result: T) => boolean = () => true, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect()
-  const unguard = guardClient(client)
+  // Listen for `error` until the client is back in the pool. The server ends every connection
+  // when it shuts down (a restart), and a checked-out client then emits `error` between queries;
+  // unheard, that event would crash the process. The query in flight, or the next one, fails
+  // anyway and the transaction's caller sees that.
+  const emitter = client as Partial<{ on(event: 'error', listener: () => void): unknown; removeListener(event: 'error', listener: () => void): unknown }>
+  const guarded = typeof emitter.on === 'function' && typeof emitter.removeListener === 'function'
+  const ignore = () => {}
+  if (guarded) emitter.on!('error', ignore)
   let destroy = true
   try {
     await client.query(begin)
@@ -84,7 +76,8 @@ export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQuer
     return result
   } finally {
     client.release(destroy)
-    unguard()
+    // After `release`, when the pool listens again.
+    if (guarded) emitter.removeListener!('error', ignore)
   }
 }
 
@@ -132,9 +125,9 @@ export class PostgresSqlDriver implements SqlDriver {
 
   async run<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): Promise<T> {
     await this.#ready()
-    if (!options.atomic && !options.snapshot) return runWork(work(), async (query) => resultOf(await this.#pool.query(this.#statement(query.text, query.values))))
-    const begin = options.atomic ? 'BEGIN' : 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY'
-    return inTransaction(this.#pool, (db) => runWork(work(), async (query) => resultOf(await db.query(this.#statement(query.text, query.values)))), options.keep, begin)
+    const go = (db: PostgresQueryable) => runWork(work(), async (query) => resultOf(await db.query(this.#statement(query.text, query.values))))
+    if (!options.atomic && !options.snapshot) return go(this.#pool)
+    return inTransaction(this.#pool, go, options.keep, options.atomic ? 'BEGIN' : 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY')
   }
 
   #statement(text: string, values: unknown[]): PostgresQueryConfig {

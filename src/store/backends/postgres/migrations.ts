@@ -1,4 +1,4 @@
-import { SchemaVersionError } from '../../../core/errors.js'
+import { knownVersions } from '../../sql/sql-driver.js'
 import { inTransaction, type PostgresPool, type PostgresQueryable } from './driver.js'
 import { assertSchemaName, quoteIdent } from './sql.js'
 
@@ -169,16 +169,6 @@ async function appliedVersions(db: PostgresQueryable, schema: string, latest: nu
   const table = `${quoteIdent(schema)}.cairn_migrations`
   const found = await db.query('SELECT to_regclass($1) IS NOT NULL AS "exists"', [table])
   if (found.rows[0]?.exists !== true) return []
-  const rows = (await db.query(`SELECT version FROM ${table} ORDER BY version`)).rows
-  const versions = rows.map((row) => Number(row.version))
-  const newest = versions.at(-1) ?? 0
-  if (newest > latest) {
-    throw new SchemaVersionError({
-      kind: 'postgres schema',
-      found: newest,
-      supported: latest,
-      message: `the Postgres schema "${schema}" was migrated to schema version ${newest} by a newer Cairn; this version knows up to ${latest}: upgrade Cairn to open it`,
-    })
-  }
-  return versions
+  const versions = (await db.query(`SELECT version FROM ${table} ORDER BY version`)).rows.map((row) => Number(row.version))
+  return knownVersions(versions, latest, 'postgres schema', `the Postgres schema "${schema}"`)
 }

@@ -13,16 +13,20 @@ import { DEFAULT_SCHEMA, assertSchemaName, postgresBatches, postgresStatements, 
 /** What {@link PostgresEngine} takes. */
 export interface PostgresEngineOptions {
   pool: PostgresPool
-  /** The Postgres schema holding Cairn's tables, created when missing. Default `cairn`. */
+  /**
+   * The Postgres schema holding Cairn's tables, created on first use. A plain lowercase
+   * identifier (letters, digits, `_`); several independent stores may share a database under
+   * different schemas. Default `cairn`.
+   */
   schema?: string
   /** Called once by `close()`, e.g. to end a pool the store created. A pool passed in is left open. */
   onClose?: () => Promise<void>
   /** Where warnings go (the connection listening for new runs was lost). Defaults to `process.emitWarning`. */
   onWarning?: (message: string) => void
   /**
-   * Send statements as named prepared statements, each planned once per connection. Default true;
-   * set false behind a pooler that cannot keep a session's prepared statements (PgBouncer in
-   * transaction mode before 1.21).
+   * Send statements as named prepared statements, each parsed and planned once per connection.
+   * Default true; set false behind a pooler that cannot keep a session's prepared statements
+   * (PgBouncer in transaction mode before 1.21).
    */
   preparedStatements?: boolean
 }
@@ -67,10 +71,7 @@ export class PostgresEngine extends SqlEngine {
       lockQueue: (queue) => sql('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', `cairn.queue:${schema}:${queue}`),
       // `LISTEN` on a connection of its own (re-established after a server restart); undefined
       // when the pool's connections cannot deliver notifications (PGlite through `PGliteClient`).
-      subscribe: async (onWake) => {
-        const listener = new PostgresListener({ pool: this.#pool, channel, onWake, warn })
-        return (await listener.start()) ? listener : undefined
-      },
+      subscribe: (onWake) => PostgresListener.open({ pool: this.#pool, channel, onWake, warn }),
     })
     // Start migrating now; a failure surfaces on the next call (and `ready()`), which retries.
     this.ready().catch(() => {})

@@ -12,6 +12,13 @@ interface NotifyingClient extends PostgresPoolClient {
 
 const MAX_RETRY_MS = 5000
 
+interface ListenerParams {
+  pool: PostgresPool
+  channel: string
+  onWake: () => void
+  warn: (message: string) => void
+}
+
 /** The `NOTIFY` channel of a schema: a Postgres identifier, at most 63 bytes. */
 export function wakeChannel(schema: string): string {
   const name = `cairn_wake_${schema}`
@@ -24,38 +31,33 @@ export function wakeChannel(schema: string): string {
  * notified while it was away.
  */
 export class PostgresListener implements LeaseSubscription {
-  readonly #pool: PostgresPool
-  readonly #channel: string
-  readonly #onWake: () => void
-  readonly #warn: (message: string) => void
+  readonly #params: ListenerParams
   #client: NotifyingClient | undefined
   #timer: NodeJS.Timeout | undefined
   #retryMs = 100
   #closed = false
 
-  constructor(params: { pool: PostgresPool; channel: string; onWake: () => void; warn: (message: string) => void }) {
-    this.#pool = params.pool
-    this.#channel = params.channel
-    this.#onWake = params.onWake
-    this.#warn = params.warn
+  private constructor(params: ListenerParams) {
+    this.#params = params
   }
 
-  /** Start listening; false when the pool's connections cannot deliver notifications. */
-  async start(): Promise<boolean> {
+  /** A listener listening on `pool`; undefined when the pool's connections cannot deliver notifications. */
+  static async open(params: ListenerParams): Promise<PostgresListener | undefined> {
+    const listener = new PostgresListener(params)
     let client: PostgresPoolClient
     try {
-      client = await this.#pool.connect()
+      client = await params.pool.connect()
     } catch (err) {
-      this.#warn(`cannot listen for new runs yet (${(err as Error).message}); polling until the server answers`)
-      this.#schedule()
-      return true
+      params.warn(`cannot listen for new runs yet (${(err as Error).message}); polling until the server answers`)
+      listener.#schedule()
+      return listener
     }
     if (!isNotifying(client)) {
       client.release()
-      return false
+      return undefined
     }
-    await this.#listen(client).catch((err: unknown) => this.#lost(client, err as Error))
-    return true
+    await listener.#listen(client).catch((err: unknown) => listener.#lost(client, err as Error))
+    return listener
   }
 
   async close(): Promise<void> {
@@ -66,7 +68,7 @@ export class PostgresListener implements LeaseSubscription {
     if (!client) return
     client.removeAllListeners('notification')
     try {
-      await client.query(`UNLISTEN ${quoteIdent(this.#channel)}`)
+      await client.query(`UNLISTEN ${quoteIdent(this.#params.channel)}`)
       client.release()
     } catch {
       client.release(true)
@@ -76,11 +78,11 @@ export class PostgresListener implements LeaseSubscription {
   async #listen(client: NotifyingClient): Promise<void> {
     this.#client = client
     client.on('notification', (message) => {
-      if (message.channel === this.#channel) this.#onWake()
+      if (message.channel === this.#params.channel) this.#params.onWake()
     })
     client.on('error', (err) => this.#lost(client, err))
     client.on('end', () => this.#lost(client, undefined))
-    await client.query(`LISTEN ${quoteIdent(this.#channel)}`)
+    await client.query(`LISTEN ${quoteIdent(this.#params.channel)}`)
   }
 
   #lost(client: NotifyingClient, err: Error | undefined): void {
@@ -89,7 +91,7 @@ export class PostgresListener implements LeaseSubscription {
     client.removeAllListeners('notification')
     client.release(true)
     if (this.#closed) return
-    this.#warn(`the connection listening for new runs was lost${err ? ` (${err.message})` : ''}; reconnecting, polling meanwhile`)
+    this.#params.warn(`the connection listening for new runs was lost${err ? ` (${err.message})` : ''}; reconnecting, polling meanwhile`)
     this.#schedule()
   }
 
@@ -104,14 +106,14 @@ export class PostgresListener implements LeaseSubscription {
   async #reconnect(): Promise<void> {
     let client: NotifyingClient | undefined
     try {
-      client = (await this.#pool.connect()) as NotifyingClient
+      client = (await this.#params.pool.connect()) as NotifyingClient
       if (this.#closed) {
         client.release()
         return
       }
       await this.#listen(client)
       this.#retryMs = 100
-      this.#onWake()
+      this.#params.onWake()
     } catch {
       if (client && this.#client === client) this.#lost(client, undefined)
       else this.#schedule()

@@ -1,8 +1,8 @@
-import { importPeer, requirePeer, type PeerRequest } from '../../../core/peers.js'
-import { InvalidArgumentError, StoreError, type CairnError } from '../../../core/errors.js'
+import { importPeer, requirePeer } from '../../../core/peers.js'
+import { InvalidArgumentError, StoreError } from '../../../core/errors.js'
 import { EngineStore, type EngineStoreOptions } from '../../engine-store.js'
 import { PostgresSqlDriver, type PostgresPool, type PostgresPoolClient, type PostgresQueryConfig, type PostgresQueryResult } from './driver.js'
-import { PostgresEngine } from './postgres-engine.js'
+import { PostgresEngine, type PostgresEngineOptions } from './postgres-engine.js'
 import { SqlEventLog } from '../../event-log/sql-event-log.js'
 import { PostgresListener } from './postgres-listener.js'
 import { SqlRunWaits } from '../../waits/sql-run-waits.js'
@@ -20,20 +20,7 @@ const LISTENING_EVENT_POLL_MS = 2000
 export type PostgresConnection = { connectionString: string; pool?: never } | { pool: PostgresPool; connectionString?: never }
 
 /** Settings of a {@link PostgresStore} besides its connection. */
-export interface PostgresStoreSettings extends EngineStoreOptions {
-  /**
-   * The Postgres schema holding Cairn's tables, created on first use. A plain lowercase
-   * identifier (letters, digits, `_`); several independent stores may share a database under
-   * different schemas. Default `cairn`.
-   */
-  schema?: string
-  /**
-   * Send statements as named prepared statements, each parsed and planned once per connection.
-   * Default true; set false behind a pooler that cannot keep a session's prepared statements
-   * (PgBouncer in transaction mode before 1.21).
-   */
-  preparedStatements?: boolean
-}
+export interface PostgresStoreSettings extends EngineStoreOptions, Pick<PostgresEngineOptions, 'schema' | 'preparedStatements'> {}
 
 /**
  * What `new PostgresStore(options)` takes: one object with a connection (`connectionString` or
@@ -70,16 +57,13 @@ export class PostgresStore extends EngineStore {
    */
   constructor(options: PostgresStoreOptions, settings?: PostgresStoreSettings) {
     const merged: PostgresStoreOptions = { ...settings, ...options }
-    const { engine, pool } = openEngine(merged)
+    const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
+    const { engine, pool } = openEngine(merged, warn)
     super(engine, merged)
     this.#engine = engine
-    const warn = merged.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
     const db = new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready(), preparedStatements: merged.preparedStatements })
     const channel = `cairn_run_events_${engine.schema}`
-    const listen = async (onWake: () => void) => {
-      const listener = new PostgresListener({ pool, channel, onWake, warn })
-      return (await listener.start()) ? listener : undefined
-    }
+    const listen = (onWake: () => void) => PostgresListener.open({ pool, channel, onWake, warn })
     this.useEventLog(new SqlEventLog({ db, pollMs: EVENT_POLL_MS, notify: { channel, listeningPollMs: LISTENING_EVENT_POLL_MS, listen } }))
     this.useRunWaits(new SqlRunWaits(db))
   }
@@ -95,25 +79,15 @@ export class PostgresStore extends EngineStore {
   }
 }
 
-function openEngine(options: PostgresStoreOptions): { engine: PostgresEngine; pool: PostgresPool } {
-  const connection: Partial<PostgresStoreOptions> = options
-  const settings = {
-    ...(options.schema === undefined ? {} : { schema: options.schema }),
-    ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
+function openEngine(options: PostgresStoreOptions, warn: (message: string) => void): { engine: PostgresEngine; pool: PostgresPool } {
+  const { pool, connectionString } = options as Partial<PostgresStoreOptions>
+  if (pool !== undefined && connectionString !== undefined) throw new InvalidArgumentError('PostgresStore takes a connection string or a pool, not both')
+  if (pool !== undefined) return { engine: new PostgresEngine({ ...options, pool, onWarning: warn }), pool }
+  if (typeof connectionString !== 'string' || connectionString === '') {
+    throw new InvalidArgumentError('PostgresStore needs a connection string ({ connectionString }) or a pool ({ pool }: a pg.Pool or PGliteClient)')
   }
-  if (connection.pool !== undefined && connection.connectionString !== undefined) {
-    throw new InvalidArgumentError('PostgresStore takes a connection string or a pool, not both')
-  }
-  const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
-  if (connection.pool !== undefined) return { engine: new PostgresEngine({ pool: connection.pool, ...settings, onWarning: warn }), pool: connection.pool }
-  const { connectionString } = connection
-  if (typeof connectionString !== 'string' || connectionString === '') throw missingConnection()
-  const pool = new PgPool(connectionString, warn)
-  return { engine: new PostgresEngine({ pool, ...settings, onClose: () => pool.end(), onWarning: warn }), pool }
-}
-
-function missingConnection(): CairnError {
-  return new InvalidArgumentError('PostgresStore needs a connection string ({ connectionString }) or a pool ({ pool }: a pg.Pool or PGliteClient)')
+  const owned = new PgPool(connectionString, warn)
+  return { engine: new PostgresEngine({ ...options, pool: owned, onClose: () => owned.end(), onWarning: warn }), pool: owned }
 }
 
 /** The slice of the `pg` module used to create a pool. */
@@ -160,23 +134,18 @@ class PgPool implements PostgresPool {
 
 async function loadPg(): Promise<PgModule> {
   const peer = { name: 'pg', neededBy: 'PostgresStore with a connectionString' } as const
-  const pg = (requirePg(peer) ?? (await importPeer(peer))) as Partial<PgModule> & { default?: PgModule }
+  let pg: Partial<PgModule> & { default?: PgModule }
+  // Through `require` (pg is a CommonJS package), as the store opens: without the ESM loader's
+  // resolution of a dynamic import, a millisecond or two of a fresh process's first read; through
+  // `import()` when `require` cannot load it (a pg published as ES modules only). A pg that is not
+  // installed is a MissingDependencyError naming it and `npm install pg`.
+  try {
+    pg = requirePeer(peer)
+  } catch (err) {
+    if ((err as { code?: unknown }).code !== 'ERR_REQUIRE_ESM') throw err
+    pg = await importPeer(peer)
+  }
   const module = pg.Pool ? (pg as PgModule) : pg.default
   if (!module?.Pool) throw new StoreError('The installed pg package has no Pool export: install a pg release of 8 or later (npm install pg).')
   return module
-}
-
-/**
- * pg through `require` (it is a CommonJS package), as the store opens: without the ESM loader's
- * resolution of a dynamic import, a millisecond or two of a fresh process's first read.
- * Undefined when `require` cannot load it (a pg published as ES modules only): `import()` then.
- * A pg that is not installed is a MissingDependencyError naming it and `npm install pg`.
- */
-function requirePg(peer: PeerRequest): unknown {
-  try {
-    return requirePeer<unknown>(peer)
-  } catch (err) {
-    if ((err as { code?: unknown }).code === 'ERR_REQUIRE_ESM') return undefined
-    throw err
-  }
 }

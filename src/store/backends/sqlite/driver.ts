@@ -1,14 +1,7 @@
-/**
- * The slice of better-sqlite3 the SQLite backend uses, declared here so Cairn does not depend on
- * the driver's types, and how every connection of the backend is set up.
- */
 import { InvalidArgumentError } from '../../../core/errors.js'
 import { runWorkSync, single, type SqlDialect, type SqlDriver, type SqlQuery, type SqlResult, type SqlRunOptions, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
 
-/**
- * The slice of a better-sqlite3 `Database` the engine uses. Declared here so the engine does
- * not depend on the driver's types; a better-sqlite3 `Database` satisfies it.
- */
+/** The slice of a better-sqlite3 `Database` the engine uses, so Cairn does not depend on the driver's types. */
 export interface SqliteDatabase {
   /** The database file's path (better-sqlite3's `name`): `:memory:` or empty for one without a file. */
   readonly name?: string
@@ -93,7 +86,7 @@ export function configureConnection(db: SqliteDatabase, options: SqliteConnectio
   for (let pause = 5; ; pause = Math.min(pause * 2, 100)) {
     try {
       db.exec(settings)
-      LEVELS.set(db, new SynchronousLevel(db, synchronous))
+      LEVELS.set(db, { base: synchronous, current: synchronous })
       return
     } catch (err) {
       if (!isBusy(err) || Date.now() >= deadline) throw err
@@ -103,47 +96,31 @@ export function configureConnection(db: SqliteDatabase, options: SqliteConnectio
 }
 
 /**
- * The `synchronous` level a connection's next transaction commits with. One per connection,
- * shared by everything that writes through it (the engine, its leases, the event log, the time
- * tables), so a level relaxed for one transaction never carries over to a write that asked for
- * the connection's own. The pragma is switched only between transactions and only when the level
- * differs, so a run of `async` commits switches once. In WAL mode, `NORMAL` does not sync the
- * log at each commit: a commit survives a crash of the process (the log is in the OS's cache)
- * but an OS crash or a power loss may lose the last ones; the database is never corrupted, and
- * the next `FULL` commit syncs the log with every commit before it.
+ * The `synchronous` level of each connection configured by {@link configureConnection}: its own
+ * (`base`, the `synchronous` option) and the one its next transaction commits with. One per
+ * connection, shared by everything that writes through it (the engine, its leases, the event
+ * log, the time tables), so a level relaxed for one transaction never carries over to a write
+ * that asked for the connection's own. In WAL mode, `NORMAL` does not sync the log at each
+ * commit: a commit survives a crash of the process (the log is in the OS's cache) but an OS crash
+ * or a power loss may lose the last ones; the database is never corrupted, and the next `FULL`
+ * commit syncs the log with every commit before it.
  */
-export class SynchronousLevel {
-  /** The connection's own level (its `synchronous` option): what every write uses unless relaxed. */
-  readonly base: 'full' | 'normal'
-  #current: 'full' | 'normal'
-  readonly #db: SqliteDatabase
+const LEVELS = new WeakMap<SqliteDatabase, { base: 'full' | 'normal'; current: 'full' | 'normal' }>()
 
-  constructor(db: SqliteDatabase, base: 'full' | 'normal') {
-    this.base = base
-    this.#current = base
-    this.#db = db
-  }
-
-  /** The level of a connection configured by {@link configureConnection}. */
-  static of(db: SqliteDatabase): SynchronousLevel | undefined {
-    return LEVELS.get(db)
-  }
-
-  /**
-   * Before a transaction (never inside one): commit it with `level`, or the connection's own
-   * level. `normal` asks not to wait for the disk; a connection opened with `normal` never waits.
-   */
-  use(level: 'full' | 'normal' = this.base): void {
-    const wanted = this.base === 'normal' ? 'normal' : level
-    if (wanted === this.#current) return
-    // Not a prepared statement: SQLite applies this pragma when it compiles it, not when a compiled
-    // copy runs again (about 2 µs a switch).
-    this.#db.exec(wanted === 'normal' ? 'PRAGMA synchronous = NORMAL' : 'PRAGMA synchronous = FULL')
-    this.#current = wanted
-  }
+/**
+ * Before a transaction (never inside one): commit it without waiting for the disk when `relaxed`,
+ * else with the connection's own level (a connection opened with `normal` never waits). The
+ * pragma is switched only when the level differs, so a run of `async` commits switches once.
+ */
+function useLevel(db: SqliteDatabase, relaxed: boolean | undefined): void {
+  const level = LEVELS.get(db)
+  const wanted = relaxed || level?.base === 'normal' ? 'normal' : 'full'
+  if (!level || wanted === level.current) return
+  // Not a prepared statement: SQLite applies this pragma when it compiles it, not when a compiled
+  // copy runs again (about 2 µs a switch).
+  db.exec(`PRAGMA synchronous = ${wanted.toUpperCase()}`)
+  level.current = wanted
 }
-
-const LEVELS = new WeakMap<SqliteDatabase, SynchronousLevel>()
 
 /** What a synchronous pause waits on: nothing ever wakes it, so it lasts its timeout. */
 const PAUSE = new Int32Array(new SharedArrayBuffer(4))
@@ -202,12 +179,12 @@ export class SqliteSqlDriver implements SqlDriver {
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
     if (options.atomic) return this.run(() => single({ text, values }), options)
     // A read leaves the level as it is: only a write commits with it.
-    if (!options.keepLevel && !this.#prepare(text).readonly) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
+    if (!options.keepLevel && !this.#prepare(text).readonly) useLevel(this.#db, options.relaxed)
     return this.#execute({ text, values })
   }
 
   async run<T>(work: () => SqlWork<T>, options: SqlWorkOptions<T> = {}): Promise<T> {
-    if (!options.keepLevel && !options.snapshot) SynchronousLevel.of(this.#db)?.use(options.relaxed ? 'normal' : undefined)
+    if (!options.keepLevel && !options.snapshot) useLevel(this.#db, options.relaxed)
     const { keep } = options
     const go = () => {
       const result = runWorkSync(work(), (query) => this.#execute(query))

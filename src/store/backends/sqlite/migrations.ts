@@ -1,4 +1,4 @@
-import { SchemaVersionError } from '../../../core/errors.js'
+import { knownVersions } from '../../sql/sql-driver.js'
 import type { SqliteDatabase } from './driver.js'
 
 /** One step of the SQLite schema. Versions start at 1 and increase by one. */
@@ -156,14 +156,5 @@ function appliedVersions(db: SqliteDatabase, latest: number): number[] {
   const exists = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cairn_migrations'").get()
   if (exists === undefined) return []
   const versions = db.prepare('SELECT version FROM cairn_migrations ORDER BY version').pluck().all() as number[]
-  const newest = versions.at(-1) ?? 0
-  if (newest > latest) {
-    throw new SchemaVersionError({
-      kind: 'sqlite database',
-      found: newest,
-      supported: latest,
-      message: `the SQLite database was migrated to schema version ${newest} by a newer Cairn; this version knows up to ${latest}: upgrade Cairn to open it`,
-    })
-  }
-  return versions
+  return knownVersions(versions, latest, 'sqlite database', 'the SQLite database')
 }

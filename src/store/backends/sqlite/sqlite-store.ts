@@ -52,30 +52,30 @@ export class SqliteStore extends EngineStore {
 }
 
 function openEngine(options: SqliteStoreOptions): { engine: SqliteEngine; database: SqliteDatabase } {
-  const connection = {
-    ...(options.synchronous === undefined ? {} : { synchronous: options.synchronous }),
-    ...(options.busyTimeoutMs === undefined ? {} : { busyTimeoutMs: options.busyTimeoutMs }),
-  }
-  const { database } = options
-  if (database !== undefined) return { engine: wrapOpenError('the given SQLite database', () => new SqliteEngine({ database, ...connection })), database }
-  const { path } = options
-  if (typeof path !== 'string' || path === '') {
+  const { database: given } = options
+  const path = options.path as string
+  if (given === undefined && (typeof path !== 'string' || path === '')) {
     throw new InvalidArgumentError('SqliteStore needs a database file path ({ path }) or an open better-sqlite3 database ({ database })')
   }
-  const onDisk = path !== ':memory:' && !path.startsWith('file:')
-  let opened: SqliteDatabase | undefined
-  const engine = wrapOpenError(`the SQLite database at ${path}`, () => {
-    if (onDisk) mkdirSync(dirname(path), { recursive: true })
+  const connection = {
+    ...(options.synchronous !== undefined && { synchronous: options.synchronous }),
+    ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+  }
+  try {
+    if (given !== undefined) return { engine: new SqliteEngine({ database: given, ...connection }), database: given }
+    if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true })
     const database: SqliteDatabase = new Database(path, nativeBinding())
-    opened = database
     try {
-      return new SqliteEngine({ database, ...connection })
+      return { engine: new SqliteEngine({ database, ...connection }), database }
     } catch (err) {
       database.close()
       throw err
     }
-  })
-  return { engine, database: opened! }
+  } catch (err) {
+    // A failure to open is a StoreError naming the database (Cairn errors pass through).
+    if (err instanceof CairnError) throw err
+    throw new StoreError(`cannot open ${given ? 'the given SQLite database' : `the SQLite database at ${path}`}: ${(err as Error).message}`, { cause: err })
+  }
 }
 
 /** Where better-sqlite3's addon is (found once); null: not where its build puts it. */
@@ -89,7 +89,6 @@ let addonPath: string | null | undefined
  */
 function nativeBinding(): { nativeBinding?: string } {
   if (addonPath === undefined) {
-    addonPath = null
     try {
       const root = dirname(createRequire(import.meta.url).resolve('better-sqlite3/package.json'))
       addonPath = ['build', 'build/Debug', 'build/Release'].map((dir) => join(root, dir, 'better_sqlite3.node')).find((file) => existsSync(file)) ?? null
@@ -98,14 +97,4 @@ function nativeBinding(): { nativeBinding?: string } {
     }
   }
   return addonPath === null ? {} : { nativeBinding: addonPath }
-}
-
-/** Report a failure to open as a StoreError naming the database (Cairn errors pass through). */
-function wrapOpenError(what: string, open: () => SqliteEngine): SqliteEngine {
-  try {
-    return open()
-  } catch (err) {
-    if (err instanceof CairnError) throw err
-    throw new StoreError(`cannot open ${what}: ${(err as Error).message}`, { cause: err })
-  }
 }
