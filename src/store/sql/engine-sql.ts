@@ -153,10 +153,7 @@ export function updateRunSql(d: SqlDialect, runId: string, patch: RunPatch): Sql
   return { text: `UPDATE ${d.table('runs')} SET ${sets.join(', ')} WHERE run_id = $1${where} RETURNING ${RUN_COLUMNS}`, values }
 }
 
-/**
- * `listRuns`: newest first by (created_at, run_id). The cursor row must itself pass the filters,
- * so an unknown or filtered-out cursor yields no rows.
- */
+/** `listRuns`: newest first by (created_at, run_id). */
 export function listRunsSql(d: SqlDialect, query: ListRunsQuery): SqlQuery {
   const values: unknown[] = []
   const param = (value: unknown) => `$${values.push(value)}`
@@ -164,19 +161,12 @@ export function listRunsSql(d: SqlDialect, query: ListRunsQuery): SqlQuery {
   if (query.status !== undefined) filters.push(d.in('status', param(d.list(typeof query.status === 'string' ? [query.status] : query.status))))
   if (query.workflowName !== undefined) filters.push(`workflow_name = ${param(query.workflowName)}`)
   if (query.threadId !== undefined) filters.push(`thread_id = ${param(query.threadId)}`)
-  const where = [...filters]
-  if (query.before !== undefined) {
-    const cursor = [`run_id = ${param(query.before)}`, ...filters].join(' AND ')
-    where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM ${d.table('runs')} WHERE ${cursor})`)
-  }
-  const limit = param(query.limit ?? d.noLimit)
-  return { text: `SELECT ${RUN_COLUMNS} FROM ${d.table('runs')}${whereClause(where)} ORDER BY created_at DESC, run_id DESC LIMIT ${limit}`, values }
+  return listingSql(d, { ...query, table: 'runs', columns: RUN_COLUMNS, key: 'created_at, run_id', id: 'run_id', filters, values })
 }
 
 /**
  * `listCheckpoints`, headers only (or whole rows, `whole`): within one run newest seq first;
- * across runs by (created_at, seq, id) descending. As in {@link listRunsSql}, the cursor row must
- * pass the filters.
+ * across runs by (created_at, seq, id) descending.
  */
 export function listCheckpointsSql(d: SqlDialect, query: ListCheckpointsQuery, whole = false): SqlQuery {
   const values: unknown[] = []
@@ -184,21 +174,27 @@ export function listCheckpointsSql(d: SqlDialect, query: ListCheckpointsQuery, w
   const filters: string[] = []
   if (query.runId !== undefined) filters.push(`run_id = ${param(query.runId)}`)
   if (query.workflowName !== undefined) filters.push(`workflow_name = ${param(query.workflowName)}`)
-  const where = [...filters]
-  const byRun = query.runId !== undefined
-  if (query.before !== undefined) {
-    const cursor = [`id = ${param(query.before)}`, ...filters].join(' AND ')
-    const key = byRun ? 'seq' : '(created_at, seq, id)'
-    where.push(`${key} < (SELECT ${byRun ? 'seq' : 'created_at, seq, id'} FROM ${d.table('checkpoints')} WHERE ${cursor})`)
-  }
-  const order = byRun ? 'seq DESC' : 'created_at DESC, seq DESC, id DESC'
-  const limit = param(query.limit ?? d.noLimit)
-  const columns = whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS
-  return { text: `SELECT ${columns} FROM ${d.table('checkpoints')}${whereClause(where)} ORDER BY ${order} LIMIT ${limit}`, values }
+  const key = query.runId !== undefined ? 'seq' : 'created_at, seq, id'
+  return listingSql(d, { ...query, table: 'checkpoints', columns: whole ? CHECKPOINT_COLUMNS : HEADER_COLUMNS, key, id: 'id', filters, values })
 }
 
-function whereClause(conditions: readonly string[]): string {
-  return conditions.length === 0 ? '' : ` WHERE ${conditions.join(' AND ')}`
+/**
+ * Rows of `table` passing `filters` (their values already in `values`), newest first by the
+ * columns of `key`, before the row `before` names, at most `limit`. The cursor row must itself
+ * pass the filters, so an unknown or filtered-out cursor yields no rows.
+ */
+function listingSql(d: SqlDialect, list: { table: string; columns: string; key: string; id: string; filters: string[]; values: unknown[]; before?: string; limit?: number }): SqlQuery {
+  const { key, filters, values } = list
+  const table = d.table(list.table)
+  const param = (value: unknown) => `$${values.push(value)}`
+  const where = [...filters]
+  if (list.before !== undefined) {
+    const cursor = [`${list.id} = ${param(list.before)}`, ...filters].join(' AND ')
+    where.push(`${key.includes(',') ? `(${key})` : key} < (SELECT ${key} FROM ${table} WHERE ${cursor})`)
+  }
+  const order = key.split(', ').map((column) => `${column} DESC`).join(', ')
+  const limit = param(list.limit ?? d.noLimit)
+  return { text: `SELECT ${list.columns} FROM ${table}${where.length === 0 ? '' : ` WHERE ${where.join(' AND ')}`} ORDER BY ${order} LIMIT ${limit}`, values }
 }
 
 /** A run row as selected, only its run fields (a lease query selects more), numbers made numbers (`bigint` arrives as text from `pg`). */

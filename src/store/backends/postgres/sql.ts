@@ -74,6 +74,7 @@ export type PostgresStatements = ReturnType<typeof postgresStatements>
 /** The engine's statements on tables in `schema` (already validated), with those only Postgres has. */
 export function postgresStatements(schema: string) {
   const s = quoteIdent(schema)
+  const run = `(SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run`
   return {
     ...engineSql(postgresDialect(schema)),
     /**
@@ -89,8 +90,7 @@ export function postgresStatements(schema: string) {
           SELECT ref->>'id' AS id, (ref->>'n')::numeric AS n FROM recent c, json_array_elements(c.lists::json) AS ref
           UNION ALL SELECT $3::text, 9007199254740991) w
         WHERE id IS NOT NULL GROUP BY id)
-      SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
-        (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c) AS checkpoints,
+      SELECT ${run}, (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c) AS checkpoints,
         (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT w.id, (SELECT json_agg(i.item ORDER BY i.idx) FROM ${s}.list_items i
           WHERE i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n) AS items FROM wanted w) l) AS lists`,
     /**
@@ -107,8 +107,8 @@ export function postgresStatements(schema: string) {
           FROM unnest($2::text[]) AS l(list_id)) AS lengths
       FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     /** `loadRun` without the lists (read apart when a checkpoint's `lists` is not JSON). */
-    loadRunRows: `SELECT (SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run,
-      (SELECT coalesce(json_agg(c)::text, '[]') FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints`,
+    loadRunRows: `SELECT ${run}, (SELECT coalesce(json_agg(c)::text, '[]')
+      FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints`,
     /** Every range's items in one statement (one snapshot): `ref` is the range's 1-based position. */
     readLists: `SELECT r.ref AS ref, i.item FROM unnest($2::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS r(list_id, first, n, ref)
       JOIN ${s}.list_items i ON i.run_id = $1 AND i.list_id = r.list_id AND i.idx >= r.first AND i.idx < r.n
@@ -121,7 +121,10 @@ export function postgresBatches(schema: string): SqlBatches {
   const s = quoteIdent(schema)
   const { lockRunAndLists } = postgresStatements(schema)
   const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]) => keys.map((key) => rows.map((row) => row[key] ?? null))
-  const itemColumns = (items: readonly ListItem[]) => [items.map((item) => item[0]), items.map((item) => item[1]), items.map((item) => item[2])]
+  const itemColumns = (items: readonly ListItem[]) => [0, 1, 2].map((k) => items.map((item) => item[k]))
+  // The items of a commit: its run's id is $1, their columns the arrays from `$n` on.
+  const insertItemsAt = (n: number) => `INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
+    SELECT $1, l.list_id, l.idx, l.item FROM unnest($${n}::text[], $${n + 1}::int[], $${n + 2}::text[]) AS l(list_id, idx, item)`
   // The commit's list items, its run's advance and its checkpoints in one statement (one round
   // trip). The items are the main statement, run first: an index taken by another writer is the
   // conflict reported, as when they went in on their own before the checkpoints.
@@ -132,9 +135,8 @@ export function postgresBatches(schema: string): SqlBatches {
         (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
       SELECT * FROM unnest(${CHECKPOINT_TYPES.map((type, i) => `$${i + 5}::${type}[]`).join(', ')})
     )
-    INSERT INTO ${s}.list_items (run_id, list_id, idx, item)
-    SELECT $1, l.list_id, l.idx, l.item FROM unnest($${CHECKPOINT_TYPES.length + 5}::text[], $${CHECKPOINT_TYPES.length + 6}::int[], $${CHECKPOINT_TYPES.length + 7}::text[]) AS l(list_id, idx, item)`
-  const insertItems = `INSERT INTO ${s}.list_items (run_id, list_id, idx, item) SELECT $1, l.list_id, l.idx, l.item FROM unnest($2::text[], $3::int[], $4::text[]) AS l(list_id, idx, item)`
+    ${insertItemsAt(CHECKPOINT_TYPES.length + 5)}`
+  const insertItems = insertItemsAt(2)
   // Inserted in array order, so ties on started_at keep it (`ord`).
   const recordEffectIntents = `INSERT INTO ${s}.effects
       (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
