@@ -33,20 +33,13 @@ export interface SqlBatches {
   truncateLists?(runId: string, keep: ReadonlyMap<string, number>): SqlQuery
 }
 
-/** What a commit's work runs with. */
-export interface CommitContext {
-  sql: EngineSql
-  dialect: SqlDialect
-  batches: SqlBatches
-}
-
 /**
  * One commit, inside its transaction: lock the run row (creating the run when missing), check
  * the fence, the seq, the list lengths, the effect starts and the run patch's swap, then write;
  * a checkpoint id already taken fails the insert (a unique violation the engine answers as
  * `duplicate_id`). A refused commit may have created the run: its transaction is rolled back.
  */
-export function* commitWork({ sql: s, dialect: d, batches: b }: CommitContext, request: CommitRequest): SqlWork<CommitResult> {
+export function* commitWork(s: EngineSql, d: SqlDialect, b: SqlBatches, request: CommitRequest): SqlWork<CommitResult> {
   const { rows, appends, run, effects, runPatch, fence } = request
   const listIds = appends.map((append) => append.listId)
   const lock = b.lockRun ? b.lockRun(run.runId, listIds) : sql(s.lockRunForCommit, run.runId)

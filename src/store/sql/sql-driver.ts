@@ -82,7 +82,7 @@ export interface SqlWorkOptions<T> extends SqlRunOptions {
 /** A database the SQL parts of the store run on (see the module comment). */
 export interface SqlDriver {
   readonly dialect: SqlDialect
-  /** One statement. */
+  /** One statement, atomic by itself. */
   query(text: string, values?: unknown[], options?: SqlRunOptions): Promise<SqlResult>
   /** Work of several statements. */
   run<T>(work: () => SqlWork<T>, options?: SqlWorkOptions<T>): Promise<T>

@@ -4,7 +4,7 @@ import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, Ru
 import { RUN_CHANGED } from '../engine/run-patch.js'
 import { retainedListLengths } from '../engine/list-retention.js'
 import { each, sql, type SqlDriver, type SqlWork } from './sql-driver.js'
-import { commitWork, type CommitContext, type SqlBatches } from './sql-commit.js'
+import { commitWork, type SqlBatches } from './sql-commit.js'
 import {
   RUN_PARAMS,
   WRITE_PARAMS,
@@ -33,12 +33,12 @@ const IDS_PER_READ = 1000
 export class SqlEngine implements StorageEngine {
   protected readonly db: SqlDriver
   protected readonly sql: EngineSql
-  readonly #commit: CommitContext
+  readonly #batches: SqlBatches
 
   constructor(db: SqlDriver, batches: SqlBatches = {}) {
     this.db = db
     this.sql = engineSql(db.dialect)
-    this.#commit = { sql: this.sql, dialect: db.dialect, batches }
+    this.#batches = batches
   }
 
   async insertRun(row: RunRow): Promise<boolean> {
@@ -78,7 +78,7 @@ export class SqlEngine implements StorageEngine {
   async commit(request: CommitRequest): Promise<CommitResult> {
     try {
       // An `async` commit does not wait for the disk; the next write that does syncs it with its own.
-      return await this.db.run(() => commitWork(this.#commit, request), { atomic: true, keep: (result) => result.ok, relaxed: request.durability === 'async' })
+      return await this.db.run(() => commitWork(this.sql, this.db.dialect, this.#batches, request), { atomic: true, keep: (result) => result.ok, relaxed: request.durability === 'async' })
     } catch (err) {
       // A unique index caught what the checks could not see yet (a writer of another run
       // committing the same checkpoint id): report it as the check would have.
@@ -135,7 +135,7 @@ export class SqlEngine implements StorageEngine {
   }
 
   async deleteCheckpoints(runId: string, checkpointIds: readonly string[]): Promise<number> {
-    const { sql: s, dialect: d, batches: b } = this.#commit
+    const [s, d, b] = [this.sql, this.db.dialect, this.#batches]
     return this.db.run(
       function* () {
         yield sql(s.lockRun, runId)
@@ -173,7 +173,7 @@ export class SqlEngine implements StorageEngine {
 
   async putWrites(rows: readonly PendingWriteRow[]): Promise<void> {
     if (rows.length === 0) return
-    const b = this.#commit.batches
+    const b = this.#batches
     const queries = b.putWrites ? [b.putWrites(rows)] : rows.map((row) => sql(this.sql.putWrite, ...paramsOf(row, WRITE_PARAMS)))
     // One statement is atomic by itself: no transaction around it (on Postgres, two round trips fewer).
     if (queries.length === 1) await this.db.query(queries[0]!.text, queries[0]!.values)

@@ -4,7 +4,7 @@
  */
 
 import { sha256 } from '../../../core/hash.js'
-import { runWork, single, type SqlDialect, type SqlDriver, type SqlResult, type SqlRunOptions, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
+import { runWork, type SqlDialect, type SqlDriver, type SqlResult, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
 import { postgresDialect } from './sql.js'
 
 /** What a query returns: the slice of a `pg` `QueryResult` the engine reads. */
@@ -117,8 +117,7 @@ export class PostgresSqlDriver implements SqlDriver {
     this.#names = options.preparedStatements === false ? undefined : new Map()
   }
 
-  async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
-    if (options.atomic) return this.run(() => single({ text, values }), options)
+  async query(text: string, values: unknown[] = []): Promise<SqlResult> {
     await this.#ready()
     return resultOf(await this.#pool.query(this.#statement(text, values)))
   }

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from '../../../core/errors.js'
-import { runWorkSync, single, type SqlDialect, type SqlDriver, type SqlQuery, type SqlResult, type SqlRunOptions, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
+import { runWorkSync, type SqlDialect, type SqlDriver, type SqlQuery, type SqlResult, type SqlRunOptions, type SqlWork, type SqlWorkOptions } from '../../sql/sql-driver.js'
 
 /** The slice of a better-sqlite3 `Database` the engine uses, so Cairn does not depend on the driver's types. */
 export interface SqliteDatabase {
@@ -177,7 +177,6 @@ export class SqliteSqlDriver implements SqlDriver {
   }
 
   async query(text: string, values: unknown[] = [], options: SqlRunOptions = {}): Promise<SqlResult> {
-    if (options.atomic) return this.run(() => single({ text, values }), options)
     // A read leaves the level as it is: only a write commits with it.
     if (!options.keepLevel && !this.#prepare(text).readonly) useLevel(this.#db, options.relaxed)
     return this.#execute({ text, values })

@@ -22,7 +22,6 @@ export interface SqliteEngineOptions extends SqliteConnectionOptions {
  */
 export class SqliteEngine extends SqlEngine {
   readonly #database: SqliteDatabase
-  declare protected readonly db: SqliteSqlDriver
   /** The lease protocol, for workers in several processes on this machine (see {@link SqlLeases}). */
   readonly leases: SqlLeases
 
