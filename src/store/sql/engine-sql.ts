@@ -8,29 +8,34 @@ import type { ListCheckpointsQuery, ListRunsQuery } from '../checkpoint-store.js
 import type { CheckpointRow, EffectRow, PendingWriteRow, RunPatch, RunRow } from '../engine/rows.js'
 import type { SqlDialect, SqlQuery } from './sql-driver.js'
 
-export const RUN_COLUMNS = `run_id AS "runId", status, name, thread_id AS "threadId", workflow_name AS "workflowName",
-  config_signature AS "configSignature", last_seq AS "lastSeq", created_at AS "createdAt", updated_at AS "updatedAt", metadata, seal, digest`
-
-const HEADER_COLUMNS = `id, run_id AS "runId", parent_id AS "parentId", seq, kind, phase, schema_version AS "schemaVersion",
-  created_at AS "createdAt", workflow_name AS "workflowName", terminal, metadata`
-
-export const CHECKPOINT_COLUMNS = `${HEADER_COLUMNS}, body, lists, digest`
-/** What a commit reads of the run row it locks: its last seq, its lease and its digest. */
-export const COMMIT_LOCK_COLUMNS = `last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest`
-
-export const EFFECT_COLUMNS = `run_id AS "runId", call_id AS "callId", name, input_hash AS "inputHash", idempotency_key AS "idempotencyKey",
-  status, output, output_hash AS "outputHash", attempts, started_at AS "startedAt", completed_at AS "completedAt"`
-
 /** The parameter order of `insertRun` (and of the run a commit creates). */
 export const RUN_PARAMS = ['runId', 'status', 'name', 'threadId', 'workflowName', 'configSignature', 'lastSeq', 'createdAt', 'updatedAt', 'metadata', 'seal', 'digest'] as const
+const HEADER_PARAMS = ['id', 'runId', 'parentId', 'seq', 'kind', 'phase', 'schemaVersion', 'createdAt', 'workflowName', 'terminal', 'metadata'] as const
 /** The parameter order of `insertCheckpoint`. */
-export const CHECKPOINT_PARAMS = ['id', 'runId', 'parentId', 'seq', 'kind', 'phase', 'schemaVersion', 'createdAt', 'workflowName', 'terminal', 'metadata', 'body', 'lists', 'digest'] as const
+export const CHECKPOINT_PARAMS = [...HEADER_PARAMS, 'body', 'lists', 'digest'] as const
 /** The parameter order of `recordEffectIntent`. */
 export const EFFECT_PARAMS = ['runId', 'callId', 'name', 'inputHash', 'idempotencyKey', 'status', 'output', 'outputHash', 'attempts', 'startedAt', 'completedAt'] as const
 /** The parameter order of `completeEffect`. */
 export const COMPLETION_PARAMS = ['runId', 'callId', 'status', 'output', 'outputHash', 'completedAt'] as const
 /** The parameter order of `putWrite`. */
 export const WRITE_PARAMS = ['runId', 'checkpointId', 'taskId', 'idx', 'channel', 'taskPath', 'value', 'createdAt'] as const
+
+/** The column of each field: its name in snake case (`runId` is `run_id`). */
+export function columnsOf(fields: readonly string[]): string[] {
+  return fields.map((field) => field.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`))
+}
+
+/** The columns of `fields` as a select names them: each aliased to its field. */
+function selectOf(fields: readonly string[]): string {
+  return columnsOf(fields).map((column, i) => (column === fields[i] ? column : `${column} AS "${fields[i]}"`)).join(', ')
+}
+
+export const RUN_COLUMNS = selectOf(RUN_PARAMS)
+const HEADER_COLUMNS = selectOf(HEADER_PARAMS)
+export const CHECKPOINT_COLUMNS = selectOf(CHECKPOINT_PARAMS)
+/** What a commit reads of the run row it locks: its last seq, its lease and its digest. */
+export const COMMIT_LOCK_COLUMNS = `last_seq AS "lastSeq", owner, lease_epoch AS epoch, cancel_requested AS "cancelRequested", digest`
+const EFFECT_COLUMNS = selectOf(EFFECT_PARAMS)
 
 /** The parameters of `row` in the order of `keys`. */
 export function paramsOf<R, K extends keyof R>(row: R, keys: readonly K[]): unknown[] {
@@ -47,8 +52,7 @@ export function engineSql(d: SqlDialect) {
   const effectOrder = `started_at, ${d.name === 'sqlite' ? 'rowid' : 'ord'}`
   const placeholders = (n: number) => Array.from({ length: n }, (_, i) => `$${i + 1}`).join(', ')
   return {
-    insertRun: `INSERT INTO ${runs} (run_id, status, name, thread_id, workflow_name, config_signature, last_seq, created_at, updated_at, metadata, seal, digest)
-      VALUES (${placeholders(RUN_PARAMS.length)}) ON CONFLICT (run_id) DO NOTHING`,
+    insertRun: `INSERT INTO ${runs} (${columnsOf(RUN_PARAMS).join(', ')}) VALUES (${placeholders(RUN_PARAMS.length)}) ON CONFLICT (run_id) DO NOTHING`,
     getRun: `SELECT ${RUN_COLUMNS} FROM ${runs} WHERE run_id = $1`,
     deleteRun: `DELETE FROM ${runs} WHERE run_id = $1`,
     deleteRunRows: [checkpoints, items, effects, writes].map((table) => `DELETE FROM ${table} WHERE run_id = $1`),
@@ -68,9 +72,7 @@ export function engineSql(d: SqlDialect) {
     insertItem: `INSERT INTO ${items} (run_id, list_id, idx, item) VALUES ($1, $2, $3, $4)`,
     /** A commit's run: its new `last_seq`, `updated_at` (at least `$3`) and progress digest (`seal`). */
     advanceRun: `UPDATE ${runs} SET last_seq = $2, updated_at = ${d.greatest}(updated_at, $3), seal = $4 WHERE run_id = $1`,
-    insertCheckpoint: `INSERT INTO ${checkpoints}
-        (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
-      VALUES (${placeholders(CHECKPOINT_PARAMS.length)})`,
+    insertCheckpoint: `INSERT INTO ${checkpoints} (${columnsOf(CHECKPOINT_PARAMS).join(', ')}) VALUES (${placeholders(CHECKPOINT_PARAMS.length)})`,
 
     getCheckpoints: `SELECT ${CHECKPOINT_COLUMNS} FROM ${checkpoints} WHERE ${d.in('id', '$1')}`,
     latestOfRun: `SELECT ${CHECKPOINT_COLUMNS} FROM ${checkpoints} WHERE run_id = $1 ORDER BY seq DESC LIMIT 1`,
@@ -89,9 +91,7 @@ export function engineSql(d: SqlDialect) {
     truncateList: `DELETE FROM ${items} WHERE run_id = $1 AND list_id = $2 AND idx >= $3`,
 
     /** An intent: a new row, or one more attempt on the stored one. */
-    recordEffectIntent: `INSERT INTO ${effects}
-        (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
-      VALUES (${placeholders(EFFECT_PARAMS.length)})
+    recordEffectIntent: `INSERT INTO ${effects} (${columnsOf(EFFECT_PARAMS).join(', ')}) VALUES (${placeholders(EFFECT_PARAMS.length)})
       ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = effects.attempts + 1`,
     /** The first outcome wins: only an effect still `pending` or `started` takes one. */
     completeEffect: `UPDATE ${effects} SET status = $3, output = $4, output_hash = $5, completed_at = $6
@@ -108,14 +108,11 @@ export function engineSql(d: SqlDialect) {
     rewriteEffect: `UPDATE ${effects} SET input_hash = $1, output = $2, output_hash = $3 WHERE run_id = $4 AND call_id = $5`,
 
     /** A regular write (idx >= 0) keeps the first value stored; a special one (idx < 0) the newest. */
-    putWrite: `INSERT INTO ${writes} (run_id, checkpoint_id, task_id, idx, channel, task_path, value, created_at)
-      VALUES (${placeholders(WRITE_PARAMS.length)})
+    putWrite: `INSERT INTO ${writes} (${columnsOf(WRITE_PARAMS).join(', ')}) VALUES (${placeholders(WRITE_PARAMS.length)})
       ON CONFLICT (run_id, checkpoint_id, task_id, idx) DO UPDATE SET channel = excluded.channel, task_path = excluded.task_path,
         value = excluded.value, created_at = excluded.created_at
       WHERE excluded.idx < 0`,
-    listWrites: `SELECT run_id AS "runId", checkpoint_id AS "checkpointId", task_id AS "taskId", idx, channel, task_path AS "taskPath", value,
-        created_at AS "createdAt"
-      FROM ${writes} WHERE run_id = $1 AND ${d.in('checkpoint_id', '$2')}`,
+    listWrites: `SELECT ${selectOf(WRITE_PARAMS)} FROM ${writes} WHERE run_id = $1 AND ${d.in('checkpoint_id', '$2')}`,
   }
 }
 

@@ -81,17 +81,6 @@ export async function inTransaction<T>(pool: PostgresPool, fn: (db: PostgresQuer
   }
 }
 
-/** What a {@link PostgresSqlDriver} runs on. */
-export interface PostgresSqlDriverOptions {
-  pool: PostgresPool
-  /** The store's schema (validated), which qualifies every table. */
-  schema: string
-  /** Resolves once the schema exists (the store's migrations ran); every call waits for it. */
-  ready: () => Promise<void>
-  /** Run statements as named prepared statements (see {@link PostgresSqlDriver}). Default true. */
-  preparedStatements?: boolean | undefined
-}
-
 /**
  * The {@link SqlDriver} of a pool: a statement on any connection, atomic work on one
  * connection in a transaction (a snapshot: a repeatable-read one).
@@ -110,11 +99,15 @@ export class PostgresSqlDriver implements SqlDriver {
   /** The name of each statement's text; undefined when statements are sent unnamed. */
   readonly #names: Map<string, string> | undefined
 
-  constructor(options: PostgresSqlDriverOptions) {
-    this.dialect = postgresDialect(options.schema)
-    this.#pool = options.pool
-    this.#ready = options.ready
-    this.#names = options.preparedStatements === false ? undefined : new Map()
+  /**
+   * @param schema The store's schema (validated), which qualifies every table.
+   * @param ready Resolves once the schema exists (the store's migrations ran); every call waits for it.
+   */
+  constructor(pool: PostgresPool, schema: string, ready: () => Promise<void>, preparedStatements: boolean | undefined) {
+    this.dialect = postgresDialect(schema)
+    this.#pool = pool
+    this.#ready = ready
+    this.#names = preparedStatements === false ? undefined : new Map()
   }
 
   async query(text: string, values: unknown[] = []): Promise<SqlResult> {

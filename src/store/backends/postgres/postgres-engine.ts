@@ -58,7 +58,7 @@ export class PostgresEngine extends SqlEngine {
     const schema = options.schema ?? DEFAULT_SCHEMA
     assertSchemaName(schema)
     const opened: { engine?: PostgresEngine } = {}
-    super(new PostgresSqlDriver({ pool: options.pool, schema, ready: () => opened.engine!.#open(), preparedStatements: options.preparedStatements }), postgresBatches(schema))
+    super(new PostgresSqlDriver(options.pool, schema, () => opened.engine!.#open(), options.preparedStatements), postgresBatches(schema))
     opened.engine = this
     this.#pool = options.pool
     this.#schema = schema

@@ -61,7 +61,7 @@ export class PostgresStore extends EngineStore {
     const { engine, pool } = openEngine(merged, warn)
     super(engine, merged)
     this.#engine = engine
-    const db = new PostgresSqlDriver({ pool, schema: engine.schema, ready: () => engine.ready(), preparedStatements: merged.preparedStatements })
+    const db = new PostgresSqlDriver(pool, engine.schema, () => engine.ready(), merged.preparedStatements)
     const channel = `cairn_run_events_${engine.schema}`
     const listen = (onWake: () => void) => PostgresListener.open({ pool, channel, onWake, warn })
     this.useEventLog(new SqlEventLog({ db, pollMs: EVENT_POLL_MS, notify: { channel, listeningPollMs: LISTENING_EVENT_POLL_MS, listen } }))

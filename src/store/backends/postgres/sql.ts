@@ -9,6 +9,7 @@ import {
   EFFECT_PARAMS,
   RUN_COLUMNS,
   WRITE_PARAMS,
+  columnsOf,
   engineSql,
 } from '../../sql/engine-sql.js'
 
@@ -131,18 +132,17 @@ export function postgresBatches(schema: string): SqlBatches {
   const finishCommit = `WITH run AS (
       UPDATE ${s}.runs SET last_seq = $2, updated_at = greatest(updated_at, $3), seal = $4 WHERE run_id = $1
     ), saved AS (
-      INSERT INTO ${s}.checkpoints
-        (id, run_id, parent_id, seq, kind, phase, schema_version, created_at, workflow_name, terminal, metadata, body, lists, digest)
+      INSERT INTO ${s}.checkpoints (${columnsOf(CHECKPOINT_PARAMS).join(', ')})
       SELECT * FROM unnest(${CHECKPOINT_TYPES.map((type, i) => `$${i + 5}::${type}[]`).join(', ')})
     )
     ${insertItemsAt(CHECKPOINT_TYPES.length + 5)}`
   const insertItems = insertItemsAt(2)
   // Inserted in array order, so ties on started_at keep it (`ord`).
-  const recordEffectIntents = `INSERT INTO ${s}.effects
-      (run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at)
-    SELECT e.run_id, e.call_id, e.name, e.input_hash, e.idempotency_key, e.status, e.output, e.output_hash, e.attempts, e.started_at, e.completed_at
+  const effectColumns = columnsOf(EFFECT_PARAMS).join(', ')
+  const recordEffectIntents = `INSERT INTO ${s}.effects (${effectColumns})
+    SELECT ${effectColumns}
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::integer[], $10::double precision[], $11::double precision[])
-      WITH ORDINALITY AS e(run_id, call_id, name, input_hash, idempotency_key, status, output, output_hash, attempts, started_at, completed_at, n)
+      WITH ORDINALITY AS e(${effectColumns}, n)
     ORDER BY e.n
     ON CONFLICT (run_id, call_id) DO UPDATE SET attempts = effects.attempts + 1`
   const completeEffects = `UPDATE ${s}.effects e SET status = c.status, output = c.output, output_hash = c.output_hash, completed_at = c.completed_at
