@@ -59,12 +59,8 @@ export function* commitWork(s: EngineSql, d: SqlDialect, b: SqlBatches, request:
     if (!lease || lease.owner !== fence.owner || Number(lease.epoch) !== fence.epoch) return { ok: false, reason: 'fenced' }
     cancelRequested = lease.cancelRequested === true || lease.cancelRequested === 1
   }
-  const lengths = new Map<unknown, number>()
-  if (b.lockRun) {
-    for (const [listId, length] of JSON.parse(String(state.lengths)) as [string, number][]) lengths.set(listId, Number(length))
-  } else {
-    for (const listId of listIds) lengths.set(listId, Number((yield sql(s.listLength, run.runId, listId)).rows[0]!.length))
-  }
+  const lengths = new Map<unknown, number>(b.lockRun ? (JSON.parse(String(state.lengths)) as [string, number][]) : [])
+  if (!b.lockRun) for (const listId of listIds) lengths.set(listId, Number((yield sql(s.listLength, run.runId, listId)).rows[0]!.length))
   const starts = effects?.starts ?? []
   const stored = new Map<unknown, EffectRow['status']>()
   if (starts.length > 0) for (const row of (yield sql(s.getEffects, run.runId, d.list(starts))).rows) stored.set(row.callId, row.status as EffectRow['status'])
