@@ -79,10 +79,8 @@ export class FileEventLog implements RunEventLog {
 
   async deleteRun(runId: string): Promise<number> {
     assertId(runId, 'runId')
-    const opened = this.#open.get(runId)
-    this.#open.delete(runId)
-    await (await opened?.catch(() => undefined))?.handle.close()
-    const size = await stat(this.#path(runId)).then((s) => s.size, () => 0)
+    await this.#close(runId)
+    const size = await this.#size(runId)
     await rm(this.#path(runId), { force: true })
     return size > 0 ? 1 : 0
   }
@@ -98,18 +96,22 @@ export class FileEventLog implements RunEventLog {
 
   async close(): Promise<void> {
     this.#waiters.notify()
-    const files = [...this.#open.values()]
-    this.#open.clear()
-    for (const file of files) await (await file.catch(() => undefined))?.handle.close()
+    for (const runId of [...this.#open.keys()]) await this.#close(runId)
+  }
+
+  /** Close the run's file opened for appending, if it is. */
+  async #close(runId: string): Promise<void> {
+    const opened = this.#open.get(runId)
+    this.#open.delete(runId)
+    await (await opened?.catch(() => undefined))?.handle.close()
   }
 
   async #appendNow(runId: string, texts: readonly string[]): Promise<string[]> {
     try {
       const file = await this.#forAppend(runId)
       const lines = texts.map((text) => Buffer.from(`${text}\n`))
-      const cursors: string[] = []
       let end = file.size
-      for (const line of lines) cursors.push(String((end += line.length)))
+      const cursors = lines.map((line) => String((end += line.length)))
       await file.handle.write(Buffer.concat(lines), 0, end - file.size, file.size)
       await file.handle.datasync()
       file.size = end
@@ -122,9 +124,7 @@ export class FileEventLog implements RunEventLog {
   }
 
   async #replaceNow(runId: string, events: readonly JsonObject[]): Promise<void> {
-    const opened = this.#open.get(runId)
-    this.#open.delete(runId)
-    await (await opened?.catch(() => undefined))?.handle.close()
+    await this.#close(runId)
     const path = this.#path(runId)
     const temporary = tempPathFor(path)
     try {
@@ -147,7 +147,7 @@ export class FileEventLog implements RunEventLog {
         await mkdir(this.#dir, { recursive: true })
         const handle = await open(this.#path(runId), 'a+')
         const { size } = await handle.stat()
-        const complete = await lastNewlineEnd(handle, size)
+        const complete = await newlineEnd(handle, 0, size, 'last')
         if (complete < size) await handle.truncate(complete)
         return { handle, size: complete }
       })()
@@ -167,24 +167,20 @@ export class FileEventLog implements RunEventLog {
   }
 
   async #hasLineAfter(runId: string, offset: number): Promise<boolean> {
-    const size = await stat(this.#path(runId)).then((s) => s.size, () => 0)
+    const size = await this.#size(runId)
     if (size <= offset) return false
     const handle = await this.#openForRead(runId)
     if (!handle) return false
     try {
-      // A line ends somewhere before the size read above, or it is still being written: look for
-      // its newline a chunk at a time, however long the line (an event may carry a large output).
-      const buffer = Buffer.alloc(Math.min(size - offset, 64 * 1024))
-      for (let at = offset; at < size; ) {
-        const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - at), at)
-        if (bytesRead === 0) return false
-        if (buffer.subarray(0, bytesRead).includes(NEWLINE)) return true
-        at += bytesRead
-      }
-      return false
+      // A line ends somewhere before the size read above, or it is still being written.
+      return (await newlineEnd(handle, offset, size, 'first')) > 0
     } finally {
       await handle.close()
     }
+  }
+
+  #size(runId: string): Promise<number> {
+    return stat(this.#path(runId)).then((s) => s.size, () => 0)
   }
 
   #path(runId: string): string {
@@ -208,16 +204,18 @@ async function assertLineStart(handle: FileHandle, runId: string, offset: number
   throw new InvalidArgumentError(`cursor ${offset} is not the end of an event in run ${runId}'s event file: the log was rewritten since that cursor was read (a rekey re-seals it); read the run's events again from the start`)
 }
 
-/** The offset just past the file's last newline (0 when it has none). */
-async function lastNewlineEnd(handle: FileHandle, size: number): Promise<number> {
-  let end = size
-  const buffer = Buffer.alloc(64 * 1024)
-  while (end > 0) {
-    const start = Math.max(0, end - buffer.length)
-    const { bytesRead } = await handle.read(buffer, 0, end - start, start)
-    const at = buffer.subarray(0, bytesRead).lastIndexOf(NEWLINE)
+/**
+ * The offset just past the first (or last) newline between offsets `from` and `to` of the file, or
+ * 0 when there is none. Read a chunk at a time, however long the line (an event may carry a large output).
+ */
+async function newlineEnd(handle: FileHandle, from: number, to: number, which: 'first' | 'last'): Promise<number> {
+  const buffer = Buffer.alloc(Math.min(Math.max(to - from, 0), 64 * 1024))
+  for (let done = 0; done < to - from; done += buffer.length) {
+    const length = Math.min(buffer.length, to - from - done)
+    const start = which === 'first' ? from + done : to - done - length
+    const chunk = buffer.subarray(0, (await handle.read(buffer, 0, length, start)).bytesRead)
+    const at = which === 'first' ? chunk.indexOf(NEWLINE) : chunk.lastIndexOf(NEWLINE)
     if (at >= 0) return start + at + 1
-    end = start
   }
   return 0
 }

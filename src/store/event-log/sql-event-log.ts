@@ -67,7 +67,8 @@ export class SqlEventLog implements RunEventLog {
         // it (relaxed after an `async` commit, synced after a `sync` one).
         const { rows } = await this.#query(runId, 'append events', text, values, { keepLevel: true })
         this.#waiters.notify(runId)
-        return cursorsEndingAt(Number(rows[0]?.seq), events.length)
+        const last = Number(rows[0]?.seq)
+        return events.map((_, i) => String(last - events.length + 1 + i))
       } catch (err) {
         // Another appender took the same numbers first: read the new highest and go again.
         if (!(this.#db.dialect.isUniqueViolation((err as { cause?: unknown }).cause) && attempt < APPEND_ATTEMPTS)) throw err
@@ -110,7 +111,7 @@ export class SqlEventLog implements RunEventLog {
     assertId(runId, 'runId')
     const [t, notify] = [this.#table, this.#notify]
     const body = events.length === 0 ? undefined : this.#bodyOf(JSON.stringify(events))
-    if (!this.#exists) await (this.#created ?? this.#createTable())
+    if (!this.#exists) await this.#createTable()
     try {
       await this.#db.run(
         function* () {
@@ -143,7 +144,7 @@ export class SqlEventLog implements RunEventLog {
   }
 
   async #query(runId: string, what: string, text: string, values: unknown[], options?: SqlRunOptions): Promise<SqlResult> {
-    if (!this.#exists) await (this.#created ?? this.#createTable())
+    if (!this.#exists) await this.#createTable()
     try {
       return await this.#db.query(text, values, options)
     } catch (err) {
@@ -157,14 +158,14 @@ export class SqlEventLog implements RunEventLog {
   }
 
   /** Create the table (once per process; a failure is tried again by the next call). */
-  #createTable(): Promise<void> {
+  async #createTable(): Promise<void> {
     const { int, keyed } = this.#db.dialect
     const create = `CREATE TABLE IF NOT EXISTS ${this.#table} (run_id text NOT NULL, seq ${int} NOT NULL, body ${this.#deflate ? 'BLOB' : 'text'} NOT NULL, PRIMARY KEY (run_id, seq))${keyed}`
-    this.#created = createTables(this.#db, [create]).then(() => void (this.#exists = true)).catch((err: unknown) => {
+    this.#created ??= createTables(this.#db, [create]).then(() => void (this.#exists = true)).catch((err: unknown) => {
       this.#created = undefined
       throw this.#error(undefined, 'create the run_events table', err)
     })
-    return this.#created
+    await this.#created
   }
 
   /** Listen for other processes' appends once, where the database can tell of them; where it cannot, waits keep polling. */
@@ -177,11 +178,6 @@ export class SqlEventLog implements RunEventLog {
     })
     await this.#listener
   }
-}
-
-/** The cursors of `count` events appended in a row keyed `last`, in order. */
-function cursorsEndingAt(last: number, count: number): string[] {
-  return Array.from({ length: count }, (_, i) => String(last - count + 1 + i))
 }
 
 /**

@@ -16,15 +16,11 @@ export class MemoryRunWaits implements RunWaits {
   }
 
   async clearTimer(runId: string, wakeAt?: number): Promise<boolean> {
-    const at = this.#timers.get(runId)
-    if (at === undefined || (wakeAt !== undefined && at !== wakeAt)) return false
-    return this.#timers.delete(runId)
+    return (wakeAt === undefined || this.#timers.get(runId) === wakeAt) && this.#timers.delete(runId)
   }
 
   async clearTimers(timers: readonly TimerRow[]): Promise<number> {
-    let removed = 0
-    for (const timer of timers) if (await this.clearTimer(timer.runId, timer.wakeAt)) removed++
-    return removed
+    return timers.filter((timer) => this.#timers.get(timer.runId) === timer.wakeAt && this.#timers.delete(timer.runId)).length
   }
 
   async dueTimers(now: number, limit: number): Promise<TimerRow[]> {
@@ -79,12 +75,9 @@ export class MemoryRunWaits implements RunWaits {
 
   async putSchedule(row: ScheduleRow): Promise<boolean> {
     const existing = this.#schedules.get(row.id)
-    if (existing) {
-      existing.body = row.body
-      return false
-    }
-    this.#schedules.set(row.id, { ...row })
-    return true
+    if (existing) existing.body = row.body
+    else this.#schedules.set(row.id, { ...row })
+    return !existing
   }
 
   async getSchedule(id: string): Promise<ScheduleRow | undefined> {

@@ -36,11 +36,8 @@ export class SqlRunWaits implements RunWaits {
   }
 
   async clearTimer(runId: string, wakeAt?: number): Promise<boolean> {
-    const { changes } =
-      wakeAt === undefined
-        ? await this.#query('clear a timer', `DELETE FROM ${this.#t.timers} WHERE run_id = $1`, [runId])
-        : await this.#query('clear a timer', `DELETE FROM ${this.#t.timers} WHERE run_id = $1 AND wake_at = $2`, [runId, wakeAt])
-    return changes > 0
+    const text = `DELETE FROM ${this.#t.timers} WHERE run_id = $1${wakeAt === undefined ? '' : ' AND wake_at = $2'}`
+    return this.#changed('clear a timer', text, wakeAt === undefined ? [runId] : [runId, wakeAt])
   }
 
   async clearTimers(timers: readonly TimerRow[]): Promise<number> {
@@ -65,12 +62,11 @@ export class SqlRunWaits implements RunWaits {
   }
 
   async sendEvent(event: Omit<ExternalEventRow, 'takenBy'>): Promise<boolean> {
-    const { changes } = await this.#query(
+    return this.#changed(
       'keep an event',
       `INSERT INTO ${this.#t.events} (event_id, name, match, payload, sent_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (event_id) DO NOTHING`,
       [event.eventId, event.name, event.match, event.payload, event.sentAt],
     )
-    return changes > 0
   }
 
   async takeEvent({ name, match, takenBy }: TakeEventRequest): Promise<ExternalEventRow | undefined> {
@@ -163,21 +159,26 @@ export class SqlRunWaits implements RunWaits {
   }
 
   async deleteSchedule(id: string): Promise<boolean> {
-    return (await this.#query('delete a schedule', `DELETE FROM ${this.#t.schedules} WHERE id = $1`, [id])).changes > 0
+    return this.#changed('delete a schedule', `DELETE FROM ${this.#t.schedules} WHERE id = $1`, [id])
   }
 
   async setSchedulePaused(id: string, paused: boolean): Promise<boolean> {
-    return (await this.#query('pause or resume a schedule', `UPDATE ${this.#t.schedules} SET paused = $2 WHERE id = $1`, [id, paused])).changes > 0
+    return this.#changed('pause or resume a schedule', `UPDATE ${this.#t.schedules} SET paused = $2 WHERE id = $1`, [id, paused])
   }
 
   async advanceSchedule(id: string, from: number, to: number): Promise<boolean> {
-    return (await this.#query('advance a schedule', `UPDATE ${this.#t.schedules} SET last_tick = $3 WHERE id = $1 AND last_tick = $2`, [id, from, to])).changes > 0
+    return this.#changed('advance a schedule', `UPDATE ${this.#t.schedules} SET last_tick = $3 WHERE id = $1 AND last_tick = $2`, [id, from, to])
   }
 
   async close(): Promise<void> {}
 
   #query(what: string, text: string, values: unknown[]): Promise<SqlResult> {
     return this.#work(what, () => single({ text, values }))
+  }
+
+  /** Whether the statement changed a row. */
+  async #changed(what: string, text: string, values: unknown[]): Promise<boolean> {
+    return (await this.#query(what, text, values)).changes > 0
   }
 
   async #work<T>(what: string, work: () => SqlWork<T>): Promise<T> {

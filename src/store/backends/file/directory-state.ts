@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { KeyedLock } from '../../../core/keyed-lock.js'
 import { CheckpointCorruptionError } from '../../../core/errors.js'
 import { assertRealDirectory, ensureDirectory, withFile, fsyncAsync, isTempOfDeadWriter, listDirectory, readJsonFile, readRegular, syncDirectory, writeAll, writeFileAtomic } from './driver.js'
-import { applyRecord, checkHead, compactedLog, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogRecord, type RunLog } from './file-log.js'
+import { applyRecord, checkHead, compactedLog, continues, emptyLog, encodeFrame, foldFrames, frameIds, isLogHead, type LogHead, type LogRecord, type RunLog } from './file-log.js'
 import { FileLayout, nameToId } from './file-names.js'
 import { DirectoryLeases } from './file-leases.js'
 
@@ -16,24 +16,43 @@ import { DirectoryLeases } from './file-leases.js'
  */
 export class DirectoryState {
   readonly layout: FileLayout
-  /** Open engines using this state. */
-  refs = 0
   readonly leases: DirectoryLeases
-  readonly #locks = new KeyedLock()
+  /** The runs' write locks: a write to a run runs after every earlier one has settled; a claim skips a run with one in progress or waiting. */
+  readonly locks = new KeyedLock()
+  /** Open engines using this state. */
+  #refs = 0
   readonly #runs = new Map<string, RunLog>()
   #ready: Promise<void> | undefined
   /** Checkpoint id → run id over every run, built on first use; a hit is checked against the run's log. */
   #index: Map<string, string> | undefined
   readonly #claimed = new Set<string>()
   readonly #swept = new Set<string>()
-  /** Runs with frames not yet synced (async commits) or a head file behind their log. */
-  readonly #dirty = new Map<string, { sync: boolean }>()
+  /** Runs with a head file behind their log → whether their frames are all synced (else async commits left some unsynced). */
+  readonly #dirty = new Map<string, boolean>()
   #flushTimer: NodeJS.Timeout | undefined
   #flushing: Promise<void> = Promise.resolve()
 
-  constructor(root: string) {
+  private constructor(root: string) {
     this.layout = new FileLayout(root)
     this.leases = new DirectoryLeases(root, () => this.ready())
+  }
+
+  /** The shared state of the directory at `root` (an absolute path). */
+  static acquire(root: string): DirectoryState {
+    let state = directories.get(root)
+    if (!state) {
+      state = new DirectoryState(root)
+      directories.set(root, state)
+    }
+    state.#refs++
+    return state
+  }
+
+  /** Let go of the state; true for the last engine to close, which drops it. */
+  release(): boolean {
+    if (--this.#refs > 0) return false
+    if (directories.get(this.layout.root) === this) directories.delete(this.layout.root)
+    return true
   }
 
   /**
@@ -42,26 +61,22 @@ export class DirectoryState {
    * writing the store).
    */
   async ready(): Promise<void> {
-    this.#ready ??= this.#prepare().catch((err: unknown) => {
+    this.#ready ??= (async () => {
+      const { runsDir } = this.layout
+      await ensureDirectory(runsDir)
+      for (const name of await listDirectory(runsDir)) {
+        if (name.startsWith('.deleted-')) await rm(join(runsDir, name), { recursive: true, force: true })
+      }
+    })().catch((err: unknown) => {
       this.#ready = undefined
       throw err
     })
     return this.#ready
   }
 
-  /** Run `fn` after every earlier write to `runId` has settled. */
-  withRunLock<T>(runId: string, fn: () => Promise<T>): Promise<T> {
-    return this.#locks.run(runId, fn)
-  }
-
-  /** Whether a write to `runId` is in progress or waiting (a claim skips such a run). */
-  isLocked(runId: string): boolean {
-    return this.#locks.has(runId)
-  }
-
   /** Wait for every write in progress, then sync what async commits left unsynced. */
   async idle(): Promise<void> {
-    await Promise.allSettled([this.#locks.idle(), this.leases.idle()])
+    await Promise.allSettled([this.locks.idle(), this.leases.idle()])
     await this.flush()
   }
 
@@ -73,9 +88,9 @@ export class DirectoryState {
    * process writes the run, a read takes the state its writer keeps current, so it never folds a
    * frame the writer is about to apply; a writer (`writing`, under the run's lock) always checks.
    */
-  runLog(runId: string, options: { writing?: boolean } = {}): RunLog {
+  runLog(runId: string, writing = false): RunLog {
     let log = this.#runs.get(runId)
-    if (log && options.writing !== true && this.isLocked(runId)) return log
+    if (log && !writing && this.locks.has(runId)) return log
     const path = this.layout.logFile(runId)
     const stat = lstatSync(path, { bigint: true, throwIfNoEntry: false })
     if (log && (stat?.ino !== log.ino || (stat !== undefined && stat.size < BigInt(log.end)))) log = undefined
@@ -93,7 +108,7 @@ export class DirectoryState {
 
   /** Every run with a directory, folded (cross-run queries); the id index is built again from them. */
   async allRuns(): Promise<RunLog[]> {
-    const logs = (await this.runIds()).map((runId) => this.runLog(runId))
+    const logs = (await this.#runIds()).map((runId) => this.runLog(runId))
     this.#index = new Map(logs.flatMap((log) => [...log.byId.keys()].map((id) => [id, log.runId] as const)))
     return logs
   }
@@ -116,7 +131,7 @@ export class DirectoryState {
    */
   async #buildIndex(): Promise<void> {
     const index = new Map<string, string>()
-    for (const runId of await this.runIds()) {
+    for (const runId of await this.#runIds()) {
       const ids = this.#runs.has(runId) ? this.runLog(runId).byId.keys() : frameIds(readRegular(this.layout.logFile(runId), 0) ?? Buffer.alloc(0))
       for (const id of ids) index.set(id, runId)
     }
@@ -152,8 +167,7 @@ export class DirectoryState {
     this.#dirty.delete(runId)
   }
 
-  /** The ids of every run directory. */
-  async runIds(): Promise<string[]> {
+  async #runIds(): Promise<string[]> {
     return (await listDirectory(this.layout.runsDir)).flatMap((name) => nameToId(name) ?? [])
   }
 
@@ -182,8 +196,7 @@ export class DirectoryState {
     log.check = check
     applyRecord(log, record)
     if (this.#index) for (const row of record.c ?? []) this.#index.set(row.id, runId)
-    const dirty = this.#dirty.get(runId)
-    this.#dirty.set(runId, { sync: (dirty?.sync ?? true) && sync })
+    this.#dirty.set(runId, (this.#dirty.get(runId) ?? true) && sync)
     this.#flushTimer ??= setTimeout(() => void this.flush().catch(() => undefined), FLUSH_MS).unref()
   }
 
@@ -194,7 +207,7 @@ export class DirectoryState {
   async compact(log: RunLog): Promise<void> {
     await writeFileAtomic(this.layout.logFile(log.runId), compactedLog(log))
     this.forgetRun(log.runId)
-    await this.#writeHead(this.runLog(log.runId))
+    await writeFileAtomic(this.layout.headFile(log.runId), JSON.stringify(headOf(this.runLog(log.runId))))
   }
 
   /** Sync the logs async commits wrote, and bring each head file up to its log. */
@@ -202,9 +215,9 @@ export class DirectoryState {
     if (this.#flushTimer) clearTimeout(this.#flushTimer)
     this.#flushTimer = undefined
     // Each head is taken now: it covers only frames that are synced now, or by this flush.
-    const runs = [...this.#dirty].flatMap(([runId, { sync }]) => {
+    const runs = [...this.#dirty].flatMap(([runId, sync]) => {
       const log = this.#runs.get(runId)
-      return log && log.ino !== undefined ? [{ log, sync, head: { g: log.gen, n: log.frames, h: log.check } }] : []
+      return log && log.ino !== undefined ? [{ log, sync, head: headOf(log) }] : []
     })
     this.#dirty.clear()
     const flush = this.#flushing.then(async () => {
@@ -212,7 +225,7 @@ export class DirectoryState {
       for (const { log, sync, head } of runs) {
         try {
           if (!sync) await withFile(this.layout.logFile(log.runId), constants.O_RDONLY, fsyncAsync)
-          await this.#writeHead(log, head)
+          if (this.#runs.get(log.runId) === log) await writeFileAtomic(this.layout.headFile(log.runId), JSON.stringify(head))
         } catch (err) {
           // A run deleted meanwhile has nothing left to sync.
           if (this.#runs.get(log.runId) === log) failure ??= err as Error
@@ -222,18 +235,6 @@ export class DirectoryState {
     })
     this.#flushing = flush.catch(() => undefined)
     await flush
-  }
-
-  async #writeHead(log: RunLog, head = { g: log.gen, n: log.frames, h: log.check }): Promise<void> {
-    if (this.#runs.get(log.runId) !== log) return
-    await writeFileAtomic(this.layout.headFile(log.runId), JSON.stringify(head))
-  }
-
-  async #prepare(): Promise<void> {
-    await ensureDirectory(this.layout.runsDir)
-    for (const name of await listDirectory(this.layout.runsDir)) {
-      if (name.startsWith('.deleted-')) await rm(join(this.layout.runsDir, name), { recursive: true, force: true })
-    }
   }
 
   /**
@@ -275,19 +276,6 @@ const directories = new Map<string, DirectoryState>()
 /** How long an async commit may stay unsynced. */
 const FLUSH_MS = 100
 
-/** The shared state of the directory at `root` (an absolute path). */
-export function acquireDirectory(root: string): DirectoryState {
-  let state = directories.get(root)
-  if (!state) {
-    state = new DirectoryState(root)
-    directories.set(root, state)
-  }
-  state.refs++
-  return state
-}
-
-/** Let go of a directory's state; the last engine to close drops it. */
-export function releaseDirectory(state: DirectoryState): void {
-  state.refs--
-  if (state.refs === 0 && directories.get(state.layout.root) === state) directories.delete(state.layout.root)
+function headOf(log: RunLog): LogHead {
+  return { g: log.gen, n: log.frames, h: log.check }
 }

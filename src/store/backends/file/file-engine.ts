@@ -6,10 +6,9 @@ import type { CommitRequest, CommitResult, ListRange } from '../../engine/storag
 import { InProcessEngine, type RunChange } from '../../engine/in-process-engine.js'
 import { assertId } from '../../encoding/validate.js'
 import { TableLeases } from '../../leases/lease-table.js'
-import { acquireDirectory, releaseDirectory, type DirectoryState } from './directory-state.js'
+import { DirectoryState } from './directory-state.js'
 import { ensureDirectory, readRegular, resolveRoot, syncDirectory, writeFileAtomic } from './driver.js'
 import type { RunLog } from './file-log.js'
-import type { FileLayout } from './file-names.js'
 
 /** Options of {@link FileEngine}. */
 export interface FileEngineOptions {
@@ -33,7 +32,6 @@ export interface FileEngineOptions {
  */
 export class FileEngine extends InProcessEngine<RunLog> {
   readonly #dir: DirectoryState
-  readonly #layout: FileLayout
   readonly #warn: (message: string) => void
   #closed = false
   /**
@@ -47,8 +45,7 @@ export class FileEngine extends InProcessEngine<RunLog> {
   constructor(options: FileEngineOptions) {
     super()
     // Resolved once: every path below it must then be itself (see `assertRealDirectory`).
-    this.#dir = acquireDirectory(resolveRoot(resolve(options.directory)))
-    this.#layout = this.#dir.layout
+    this.#dir = DirectoryState.acquire(resolveRoot(resolve(options.directory)))
     this.#warn = options.onWarning ?? ((message) => process.emitWarning(message, 'CairnWarning'))
     const leases = this.#dir.leases
     this.leases = new TableLeases({
@@ -57,7 +54,7 @@ export class FileEngine extends InProcessEngine<RunLog> {
         return leases.table()
       },
       row: (runId) => this.#dir.runLog(runId).row,
-      busy: (runId) => this.#dir.isLocked(runId),
+      busy: (runId) => this.#dir.locks.has(runId),
       change: (runId, fn) =>
         this.write(runId, (log) =>
           fn(log.row && { ...log.row }, async (row, rowFirst) => {
@@ -71,24 +68,25 @@ export class FileEngine extends InProcessEngine<RunLog> {
   }
 
   async getKeyCheck(keyId: string): Promise<string | undefined> {
-    return readRegular(this.#layout.keyCheckFile(keyId), 0, 1024)?.toString('utf8')
+    return readRegular(this.#dir.layout.keyCheckFile(keyId), 0, 1024)?.toString('utf8')
   }
 
   async putKeyCheck(keyId: string, value: string): Promise<string> {
     const stored = await this.getKeyCheck(keyId)
     if (stored !== undefined) return stored
-    await ensureDirectory(this.#layout.keysDir)
-    await writeFileAtomic(this.#layout.keyCheckFile(keyId), value)
+    await ensureDirectory(this.#dir.layout.keysDir)
+    await writeFileAtomic(this.#dir.layout.keyCheckFile(keyId), value)
     return value
   }
 
   async deleteRun(runId: string): Promise<boolean> {
+    const { runsDir } = this.#dir.layout
     return this.#locked(runId, async (log) => {
       if (!log.row && !log.error && log.ino === undefined) return false
       // Move the directory out of sight in one step, so a crash never leaves half a run.
-      const doomed = join(this.#layout.runsDir, `.deleted-${randomBytes(8).toString('hex')}`)
-      await rename(this.#layout.runDir(runId), doomed)
-      await syncDirectory(this.#layout.runsDir)
+      const doomed = join(runsDir, `.deleted-${randomBytes(8).toString('hex')}`)
+      await rename(this.#dir.layout.runDir(runId), doomed)
+      await syncDirectory(runsDir)
       this.#dir.forgetRun(runId)
       await this.#dir.leases.forget(runId)
       try {
@@ -116,32 +114,34 @@ export class FileEngine extends InProcessEngine<RunLog> {
     if (this.#closed) return
     this.#closed = true
     await this.#dir.idle()
-    releaseDirectory(this.#dir)
-    if (this.#dir.refs === 0) await this.#dir.leases.unlock()
+    if (this.#dir.release()) await this.#dir.leases.unlock()
   }
 
-  /** Before a read: the engine is open. A read never writes, so it never prepares the directory. */
-  #begin(): Promise<void> {
-    return this.#closed ? Promise.reject(new StoreError(`the file engine on ${this.#layout.root} is closed`, { code: 'store_closed' })) : Promise.resolve()
+  /**
+   * Before a read (`runId` checked, when given): the engine is open. A read never writes, so it
+   * never prepares the directory.
+   */
+  #assertOpen(runId?: string): void {
+    if (runId !== undefined) this.#dir.layout.runDir(runId)
+    if (this.#closed) throw new StoreError(`the file engine on ${this.#dir.layout.root} is closed`, { code: 'store_closed' })
   }
 
   /** A run's folded log, for a read; a run that cannot be read throws. */
   protected async read(runId: string): Promise<RunLog> {
-    this.#layout.runDir(runId)
-    await this.#begin()
+    this.#assertOpen(runId)
     const log = this.#dir.runLog(runId)
     if (log.error) throw log.error
     return log
   }
 
   protected async allRuns(): Promise<RunLog[]> {
-    await this.#begin()
+    this.#assertOpen()
     return this.#dir.allRuns()
   }
 
   protected async find(checkpointId: string): Promise<RunLog | undefined> {
     assertId(checkpointId, 'checkpointId')
-    await this.#begin()
+    this.#assertOpen()
     return this.#dir.find(checkpointId)
   }
 
@@ -161,22 +161,19 @@ export class FileEngine extends InProcessEngine<RunLog> {
 
   /** `fn` with the run's log (even one that cannot be used), under the run's lock, the directory ready for a write. */
   async #locked<T>(runId: string, fn: (log: RunLog) => Promise<T>): Promise<T> {
-    this.#layout.runDir(runId)
-    await this.#begin()
+    this.#assertOpen(runId)
     await this.#dir.ready()
-    return this.#dir.withRunLock(runId, async () => fn(this.#dir.runLog(runId, { writing: true })))
+    return this.#dir.locks.run(runId, async () => fn(this.#dir.runLog(runId, true)))
   }
 
   protected claimIds<T>(checkpointIds: readonly string[], fn: () => Promise<T>): Promise<T | 'taken'> {
     return this.#dir.claimIds(checkpointIds, fn)
   }
 
-  /** One frame appended to the run's log. */
   protected store(log: RunLog, change: RunChange, sync: boolean): Promise<void> {
     return this.#dir.append(log, change, sync)
   }
 
-  /** The run's log replaced by one of what it holds (a compaction). */
   protected storeWhole(log: RunLog): Promise<void> {
     return this.#dir.compact(log)
   }
