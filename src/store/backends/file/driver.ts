@@ -88,7 +88,7 @@ export function assertRealDirectory(directory: string): void {
   try {
     real = realpathSync.native(directory)
   } catch (err) {
-    if (isNotFound(err)) return
+    if (errnoOf(err) === 'ENOENT') return
     throw err
   }
   if (real !== directory) {
@@ -101,7 +101,7 @@ export function resolveRoot(path: string): string {
   try {
     return realpathSync(path)
   } catch (err) {
-    if (!isNotFound(err) || dirname(path) === path) throw err
+    if (errnoOf(err) !== 'ENOENT' || dirname(path) === path) throw err
     return join(resolveRoot(dirname(path)), basename(path))
   }
 }
@@ -112,7 +112,7 @@ export async function listDirectory(path: string): Promise<string[]> {
   try {
     return await readdir(path)
   } catch (err) {
-    if (isNotFound(err)) return []
+    if (errnoOf(err) === 'ENOENT') return []
     throw err
   }
 }
@@ -179,7 +179,7 @@ export async function withFile<T>(path: string, flags: number, fn: (fd: number) 
   try {
     fd = openSync(path, flags | NO_FOLLOW, 0o644)
   } catch (err) {
-    if (isLink(err)) throw new StoreError(`${path} is a symbolic link, which the file store never follows: replace it with the file it should be`, { cause: err })
+    if (errnoOf(err) === 'ELOOP') throw new StoreError(`${path} is a symbolic link, which the file store never follows: replace it with the file it should be`, { cause: err })
     throw err
   }
   try {
@@ -196,8 +196,8 @@ function readBounded(path: string, maxBytes: number, from: number): Buffer | und
   try {
     fd = openSync(path, constants.O_RDONLY | NO_FOLLOW)
   } catch (err) {
-    if (isNotFound(err)) return undefined
-    if (isLink(err)) return 'is a symbolic link, which the file store never follows'
+    if (errnoOf(err) === 'ENOENT') return undefined
+    if (errnoOf(err) === 'ELOOP') return 'is a symbolic link, which the file store never follows'
     throw err
   }
   try {
@@ -217,10 +217,6 @@ function readBounded(path: string, maxBytes: number, from: number): Buffer | und
   }
 }
 
-function isNotFound(err: unknown): boolean {
-  return (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT'
-}
-
-function isLink(err: unknown): boolean {
-  return (err as NodeJS.ErrnoException | undefined)?.code === 'ELOOP'
+function errnoOf(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | undefined)?.code
 }

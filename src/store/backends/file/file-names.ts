@@ -20,28 +20,23 @@ import { assertId } from '../../encoding/validate.js'
  */
 export class FileLayout {
   readonly runsDir: string
+  readonly keysDir: string
 
   constructor(readonly root: string) {
     this.runsDir = join(root, 'runs')
+    this.keysDir = join(root, 'keys')
   }
 
   runDir(runId: string): string {
     return join(this.runsDir, idToName(runId, 'runId'))
   }
 
-  /** The run's log: every change of the run, one frame a line (see `file-log.ts`). */
   logFile(runId: string): string {
     return join(this.runDir(runId), 'log.jsonl')
   }
 
-  /** How far the run's log reached when it was last synced (see `checkHead`). */
   headFile(runId: string): string {
     return join(this.runDir(runId), 'head.json')
-  }
-
-  /** The directory of the key check values, one file per key id. */
-  get keysDir(): string {
-    return join(this.root, 'keys')
   }
 
   keyCheckFile(keyId: string): string {
