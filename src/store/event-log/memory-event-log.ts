@@ -14,10 +14,8 @@ export class MemoryEventLog implements RunEventLog {
     assertId(runId, 'runId')
     const log = this.#runs.get(runId) ?? []
     this.#runs.set(runId, log)
-    const cursors = texts.map((text) => {
-      log.push(text)
-      return String(log.length)
-    })
+    const cursors = texts.map((_, i) => String(log.length + i + 1))
+    log.push(...texts)
     if (cursors.length > 0) this.#waiters.notify(runId)
     return cursors
   }
