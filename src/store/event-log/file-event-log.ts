@@ -96,7 +96,7 @@ export class FileEventLog implements RunEventLog {
 
   async close(): Promise<void> {
     this.#waiters.notify()
-    for (const runId of [...this.#open.keys()]) await this.#close(runId)
+    await Promise.all([...this.#open.keys()].map((runId) => this.#close(runId)))
   }
 
   /** Close the run's file opened for appending, if it is. */
