@@ -138,13 +138,14 @@ export class RunLeases {
     const outcome = await this.#call(runId, 'acquire run lease', () => this.#engine.acquire(request))
     if (outcome.outcome !== 'acquired') return outcome
     const { run, lease, created } = outcome
+    const fence = { runId, owner: request.owner, epoch: lease.epoch }
     // Before anything runs: a row put back over a cancel or a completion is refused (the lease is given back).
-    const refused = created || !checkStatus ? undefined : await this.#refusal(run.runId, run.status)
+    const refused = created || !checkStatus ? undefined : await this.#refusal(runId, run.status)
     if (refused) {
-      await this.#call(runId, 'release run', () => this.#engine.release({ fence: { runId, owner: request.owner, epoch: lease.epoch } }))
+      await this.#call(runId, 'release run', () => this.#engine.release({ fence }))
       throw refused
     }
-    return { outcome: 'acquired', run: decodeRunRow(run), lease, created, fence: { runId: run.runId, owner: request.owner, epoch: lease.epoch } }
+    return { outcome: 'acquired', run: decodeRunRow(run), lease, created, fence }
   }
 
   /** Extend the leases still held; returns those (a run missing from the answer was lost). */
@@ -154,9 +155,8 @@ export class RunLeases {
 
   /** Give a run back (clear its lease, apply a final status); throws {@link LeaseLostError} when the fence is stale. */
   async release(fence: Fence, options: ReleaseOptions = {}): Promise<void> {
-    const { failed: failedOption, ...fields } = options
+    const { failed = false, ...fields } = options
     const change = fields.status !== undefined || fields.metadata !== undefined ? toRunPatch(fields) : undefined
-    const failed = failedOption === true
     const released = await this.#call(fence.runId, 'release run', () =>
       change
         ? changeRun(fence.runId, () => this.#readRun(fence.runId), (before) => this.#engine.release({ fence, patch: swapPatch(before, change), failed }))
@@ -178,11 +178,9 @@ export class RunLeases {
   }
 
   /**
-   * Queue a `paused` run again for the workers, with its metadata rewritten by `metadata` from the
-   * run as stored, in one atomic step: it happens only while the run is still paused, was
-   * enqueued, no live lease holds it and its row is as read (see {@link LeaseEngine.requeuePaused}).
-   * Two concurrent calls never both succeed, and a cancel is never undone. Otherwise nothing
-   * changes and the outcome says why; an unknown run is a `run_not_found` error.
+   * Queue a `paused` run again, its metadata rewritten by `metadata` from the run as stored, in one
+   * atomic step (see {@link LeaseEngine.requeuePaused}): two concurrent calls never both succeed,
+   * and a cancel is never undone. An unknown run is a `run_not_found` error.
    */
   async requeuePaused(runId: string, metadata: (run: RunRecord) => JsonObject): Promise<RequeueOutcome> {
     assertId(runId, 'runId')
@@ -195,10 +193,8 @@ export class RunLeases {
   }
 
   /**
-   * {@link requeuePaused} for several runs, in one write of the engine when it can
-   * (`requeuePausedMany`), else one run at a time; each run is decided as on its own (a run whose
-   * row changed between its read and the write is decided again alone). The outcomes in the
-   * order of `runIds`; an unknown run's is undefined.
+   * {@link requeuePaused} for several runs, in one write of the engine when it can, each decided as
+   * on its own (a run whose row changed since its read, again alone); an unknown run's outcome is undefined.
    */
   async requeuePausedMany(runIds: readonly string[], metadata: (run: RunRecord) => JsonObject): Promise<(RequeueOutcome | undefined)[]> {
     for (const runId of runIds) assertId(runId, 'runId')
@@ -208,17 +204,16 @@ export class RunLeases {
       const row = await this.#readRun(runId)
       if (row) requests.set(runId, await this.#requeueOf(row, metadata))
     })
-    const batch = runIds.flatMap((runId) => requests.get(runId) ?? [])
-    const outcomes = await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, () => requeueAll(this.#engine, batch))
-    const decided = new Map<string, (RequeueOutcome | undefined)[]>()
-    for (const [k, request] of batch.entries()) {
-      const outcome = outcomes[k]
-      const queue = decided.get(request.runId) ?? []
-      decided.set(request.runId, queue)
-      if (isRunChanged(outcome)) queue.push(await this.requeuePaused(request.runId, metadata))
-      else queue.push(outcome?.outcome === 'queued' ? await this.#logged(request.runId, outcome) : outcome)
+    const outcomes = await this.#call(runIds[0] ?? '', `queue ${runIds.length} paused runs again`, () =>
+      requeueAll(this.#engine, runIds.flatMap((runId) => requests.get(runId) ?? [])),
+    )
+    const decided: (RequeueOutcome | undefined)[] = []
+    for (const runId of runIds) {
+      const outcome = requests.has(runId) ? outcomes.shift() : undefined
+      if (isRunChanged(outcome)) decided.push(await this.requeuePaused(runId, metadata))
+      else decided.push(outcome?.outcome === 'queued' ? await this.#logged(runId, outcome) : outcome)
     }
-    return runIds.map((runId) => decided.get(runId)?.shift())
+    return decided
   }
 
   /**
