@@ -110,15 +110,12 @@ export class FencedStore extends DelegatingReads implements RunStore {
   }
 
   async recordEffectIntent(intent: EffectIntent): Promise<EffectRecord> {
-    const row = intentRow(intent, intent.runId)
-    await this.#guard(() => this.#commit.effects(intent.runId, { effects: { intents: [row] } }))
-    return this.#effect(intent.runId, intent.callId)
+    return this.#writeEffect(intent.runId, intent.callId, { intents: [intentRow(intent, intent.runId)] })
   }
 
   async startEffect(runId: string, callId: string): Promise<EffectRecord> {
     assertId(runId, 'runId')
-    await this.#guard(() => this.#commit.effects(runId, { effects: { starts: [callId] } }))
-    return this.#effect(runId, callId)
+    return this.#writeEffect(runId, callId, { starts: [callId] })
   }
 
   async completeEffect(completion: EffectCompletion): Promise<EffectCompletionResult> {
@@ -126,19 +123,22 @@ export class FencedStore extends DelegatingReads implements RunStore {
     const before = await this.#effect(completion.runId, completion.callId)
     // The first outcome wins; only this lease's holder writes to the run, so nobody races us here.
     if (before.status === 'succeeded' || before.status === 'failed') return { recorded: false, effect: before }
-    await this.#guard(() => this.#commit.effects(completion.runId, { effects: { completions: [row] } }))
-    return { recorded: true, effect: await this.#effect(completion.runId, completion.callId) }
+    return { recorded: true, effect: await this.#writeEffect(completion.runId, completion.callId, { completions: [row] }) }
+  }
+
+  /** A fenced write of the effect `callId`'s row; the effect as stored after. */
+  async #writeEffect(runId: string, callId: string, effects: NonNullable<CommitRequest['effects']>): Promise<EffectRecord> {
+    await this.#guard(() => this.#commit.effects(runId, { effects }))
+    return this.#effect(runId, callId)
   }
 
   /** Run a fenced write; a rejection marks the view lost. */
   async #guard<T extends { cancelRequested: boolean }>(write: () => Promise<T>): Promise<T> {
-    if (this.#lost) {
-      this.rejectedWrites++
-      throw this.#lost
-    }
-    let result: T
     try {
-      result = await write()
+      if (this.#lost) throw this.#lost
+      const result = await write()
+      if (result.cancelRequested) this.#hooks.onCancelRequested?.()
+      return result
     } catch (err) {
       if (err instanceof LeaseLostError) {
         this.rejectedWrites++
@@ -146,8 +146,6 @@ export class FencedStore extends DelegatingReads implements RunStore {
       }
       throw err
     }
-    if (result.cancelRequested) this.#hooks.onCancelRequested?.()
-    return result
   }
 
   #markLost(error: LeaseLostError): void {
