@@ -31,20 +31,17 @@ export interface LeaseEngine {
    */
   release(request: ReleaseRequest): Promise<boolean | RunChanged>
   /**
-   * Cancel a run: a run nobody holds (queued, paused, or its lease lapsed) becomes `cancelled` at
-   * once (and a lapsed holder is fenced out); a held run gets a cancel request its holder sees at its
-   * next fenced write or heartbeat. Undefined for an unknown run. A run cancelled at once gets
-   * the digest of `swap`. With a `swap`, nothing at all changes unless the stored digest is the
-   * one it expects (else `{ outcome: 'changed' }`).
+   * Cancel a run: one nobody holds live becomes `cancelled` at once (with the digest of `swap`; a
+   * lapsed holder is fenced out); a held one gets a cancel request its holder sees at its next
+   * fenced write or heartbeat. With a `swap`, nothing changes unless the stored digest is the one
+   * it expects (else `{ outcome: 'changed' }`). Undefined for an unknown run.
    */
   cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined>
   /**
-   * Queue a `paused` run again, in one atomic step: only while the run is still `paused`, was
-   * enqueued, no live lease holds it (its worker has handed it back) and its digest is the one
-   * `request.swap` expects (the metadata was computed from the row as read), set it `queued` with
-   * `request.metadata` and the swap's digest, clear a lapsed holder (fenced out by a raised epoch)
-   * and wake idle workers as `enqueue` does. Otherwise change nothing and say why. Undefined for
-   * an unknown run.
+   * Queue a `paused` run again, in one atomic step: only while it is still `paused`, was enqueued,
+   * no live lease holds it and its digest is the one `request.swap` expects, set it `queued` with
+   * `request.metadata` and the swap's digest, fence out a lapsed holder and wake idle workers as
+   * `enqueue` does. Otherwise change nothing and say why. Undefined for an unknown run.
    */
   requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined>
   /**
@@ -53,13 +50,11 @@ export interface LeaseEngine {
    */
   requeuePausedMany?(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]>
   /**
-   * Take the lease of one named run for `owner`, in one atomic step: when nobody holds it (never
-   * leased, released, or its holder's lease lapsed — or it is held by exactly `takeFrom`, a holder
-   * known to be dead), set the owner, raise the epoch and start a lease of `leaseMs`; a lapsed or
-   * dead holder counts one more recovery and is fenced out by the raised epoch. A run held under a
-   * live lease is left alone (`held`). With `create`, an unknown run is inserted (with the lease)
-   * first; without it, an unknown run is `not_found`. The status is not changed. This is how a
-   * `Runner` owns a run it executes, enqueued or not.
+   * Take the lease of one named run for `owner`, in one atomic step (how a `Runner` owns a run it
+   * executes, enqueued or not): when no live lease holds it, or exactly `takeFrom` (a holder known
+   * to be dead) does, set the owner, raise the epoch and start a lease of `leaseMs`; a lapsed or
+   * dead holder counts one more recovery. Else `held`. With `create`, an unknown run is inserted
+   * first; without it, it is `not_found`. The status is not changed.
    */
   acquire(request: AcquireRequest): Promise<AcquireOutcome>
   /** The lease columns of a run; undefined for an unknown run. */
@@ -166,17 +161,16 @@ export interface RequeueRequest {
   /** The digest the row must still have, and the requeued row's new one. */
   swap: RunSwap
   /**
-   * An item to append to the run's list `listId` in the same transaction, only when the run is
-   * queued (the run log's record of it). An engine that writes it says so (`appended`); otherwise
-   * the caller appends it in a commit of its own.
+   * An item to append to the run's list `listId` with the change, only when the run is queued (the
+   * run log's record of it); an engine that does says so (`appended`), else the caller appends it.
    */
   append?: { listId: string; item: string }
 }
 
 /**
- * What `requeuePaused` did: `queued`; or nothing, because the run is not `paused` (`status` is
- * what it is), a live lease still holds it (`owner`, for about `leaseLeftMs` more unless renewed),
- * or it was never enqueued (a run of a `Runner` of its own, which no worker would claim).
+ * What `requeuePaused` did: `queued`; or nothing, because the run is not `paused`, a live lease
+ * still holds it (for about `leaseLeftMs` more unless renewed), or it was never enqueued (a run of
+ * a `Runner` of its own, which no worker would claim).
  */
 export type RequeueOutcome =
   /** `appended`: the request's `append` was written with it (an engine that ignores `append` leaves it out). */

@@ -1,14 +1,8 @@
 /**
- * The statements of the lease protocol on SQL (see `SqlLeases`), written once for SQLite and
- * Postgres over the lease columns of the runs table. Beyond what the {@link SqlDialect} spells,
- * the two differ in their clock and in what only Postgres has:
- *
- * - Lease times on SQLite are Unix ms of this machine, passed as a statement's last parameter
- *   (the one after those its comment lists); Postgres reads the server's clock, `now()`.
- * - Postgres locks the rows a claim picks, skipping rows other transactions hold, and `NOTIFY`s
- *   idle workers on `channel` when runs become claimable.
- *
- * A set of rows is one parameter, a JSON array of arrays, read as a table by {@link jsonRows}.
+ * The statements of the lease protocol on SQL (see `SqlLeases`), for SQLite and Postgres, over the
+ * lease columns of the runs table. Lease times on SQLite are Unix ms of this machine, passed as a
+ * statement's last parameter (the one after those its comment lists); Postgres reads `now()`. A
+ * set of rows is one parameter, a JSON array of arrays, read as a table by {@link jsonRows}.
  */
 import type { RunPatch } from '../engine/rows.js'
 import { engineSql, patchSets, RUN_COLUMNS } from '../sql/engine-sql.js'

@@ -48,10 +48,7 @@ export class SqlLeases implements LeaseEngine {
   readonly #options: SqlLeaseOptions
   /** SQLite: every call is one transaction, and statements take the time as their last parameter. */
   readonly #local: boolean
-  /**
-   * The time SQLite's statements take as their last parameter, read inside the transaction (after
-   * waiting for the write lock); none on Postgres, which reads its own clock.
-   */
+  /** That time, read inside the transaction (after waiting for the write lock); none on Postgres. */
   readonly #clock = (): number[] => (this.#local ? [Date.now()] : [])
   readonly subscribe?: (onWake: () => void) => Promise<LeaseSubscription | undefined>
 
@@ -84,7 +81,8 @@ export class SqlLeases implements LeaseEngine {
         // Locks in a fixed order, so two workers with overlapping limits never deadlock.
         if (lockQueue) for (const queue of [...limited].sort()) yield lockQueue(queue)
         const budgets = queueBudgets(request, limited.length === 0 ? [] : (yield sql(s.liveCounts, d.list(limited), ...now)).rows)
-        const scan = budgets.size === 0 ? request.limit : candidateScan(request.limit)
+        // Under limits, more candidates than it takes: some fall past a budget.
+        const scan = budgets.size === 0 ? request.limit : request.limit * 4 + 16
         const full = fullQueues(budgets)
         const candidates = (yield sql(s.candidates, scan, queues, full && d.list(full), ...now)).rows
         const picked = withinBudgets(candidates, budgets, request.limit)
@@ -231,11 +229,6 @@ function leaseRowOf(row: Record<string, unknown>): LeaseRow {
 function fullQueues(budgets: Map<string, number>): string[] | null {
   const full = [...budgets].filter(([, left]) => left <= 0).map(([queue]) => queue)
   return full.length === 0 ? null : full
-}
-
-/** How many candidates a claim under queue limits reads: more than it takes, since some fall past a budget. */
-function candidateScan(limit: number): number {
-  return limit * 4 + 16
 }
 
 /** Claimed runs in claim order: highest priority, then oldest. */
