@@ -71,7 +71,7 @@ export class SqlLeases implements LeaseEngine {
     const { dialect: d } = this.#db
     const s = this.#sql
     const queues = request.queues === undefined ? null : d.list(request.queues)
-    const limited = Object.keys(request.queueLimits ?? {}).filter((queue) => request.queues === undefined || request.queues.includes(queue))
+    const limited = [...queueBudgets(request, []).keys()]
     if (limited.length === 0 && s.claim !== undefined) return claimedRows((await this.#db.query(s.claim, [request.owner, request.limit, queues, null, request.leaseMs])).rows)
     const lockQueue = this.#options.lockQueue
     const clock = this.#clock
@@ -172,19 +172,15 @@ export class SqlLeases implements LeaseEngine {
     return this.#run(
       function* () {
         const locked = new Map((yield sql(s.lockForRequeue, runIds, ...clock())).rows.map((row) => [row.runId as string, row]))
-        const outcomes: (RequeueOutcome | RunChanged | undefined)[] = []
         const queued = new Map<string, RequeueRequest>()
-        for (const request of requests) {
+        const outcomes = requests.map((request): RequeueOutcome | RunChanged | undefined => {
           const row = locked.get(request.runId)
           // A run named twice is decided once: its later requests find it queued.
           const refused = queued.has(request.runId) ? { outcome: 'not_paused' as const, status: 'queued' as const } : row && requeueRefusal(runRow(row), heldLease(row), request.swap)
-          if (!row || refused) {
-            outcomes.push(refused)
-            continue
-          }
+          if (!row || refused) return refused
           queued.set(request.runId, request)
-          outcomes.push(request.append ? { outcome: 'queued', appended: true } : { outcome: 'queued' })
-        }
+          return request.append ? { outcome: 'queued', appended: true } : { outcome: 'queued' }
+        })
         if (queued.size === 0) return outcomes
         const decided = [...queued.values()]
         const now = Math.max(...decided.map((request) => request.now))
