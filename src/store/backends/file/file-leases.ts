@@ -17,7 +17,6 @@ import { readJsonFile, writeFileAtomic, writeNewFileSynced } from './driver.js'
  * process the only one taking leases in the directory, with `process.lock` (see {@link lock}).
  */
 export class DirectoryLeases {
-  /** The lease table, loaded on first use. */
   #table: Promise<LeaseTable> | undefined
   /** Writes of `leases.json`, in order. */
   #writes: Promise<void> = Promise.resolve()
