@@ -8,6 +8,9 @@ import type { CheckpointHeaderRow, CheckpointRow, ListRef } from '../engine/rows
 import { isSignature, keyIdOf } from '../trust/seal.js'
 import { cacheFromRefs, decodePayload, type ListCache } from './payload-lists.js'
 
+/** The fields a checkpoint's digest covers, in order: all but the digest itself. */
+const DIGEST_FIELDS = ['id', 'runId', 'parentId', 'seq', 'kind', 'phase', 'schemaVersion', 'createdAt', 'workflowName', 'terminal', 'metadata', 'body', 'lists'] as const
+
 /** The digest a checkpoint row is stored with (see {@link STORED_DIGEST_CHARS}). */
 export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
   return checkpointDigest(row).slice(0, STORED_DIGEST_CHARS)
@@ -15,23 +18,7 @@ export function storedDigest(row: Omit<CheckpointRow, 'digest'>): string {
 
 /** SHA-256 over every field of a checkpoint row but the digest itself. */
 export function checkpointDigest(row: Omit<CheckpointRow, 'digest'>): string {
-  return sha256(
-    JSON.stringify([
-      row.id,
-      row.runId,
-      row.parentId,
-      row.seq,
-      row.kind,
-      row.phase,
-      row.schemaVersion,
-      row.createdAt,
-      row.workflowName,
-      row.terminal,
-      row.metadata,
-      row.body,
-      row.lists,
-    ]),
-  )
+  return sha256(JSON.stringify(DIGEST_FIELDS.map((field) => row[field])))
 }
 
 /** A checkpoint row read back, checked, with its lists' items. */
@@ -102,11 +89,6 @@ export function decodeCheckedHeader(row: CheckpointHeaderRow): CheckpointInfo {
   return { id, checkpointId: id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata: checkedMetadata(row) }
 }
 
-/** The record of a row {@link checkRow} has checked, with its payload decoded at the row's own schema version. */
-export function decodeCheckedRecord(row: CheckpointRow, payload: unknown): CheckpointRecord {
-  return { ...decodeCheckedHeader(row), payload }
-}
-
 function checkedMetadata(row: CheckpointHeaderRow): JsonObject {
   const metadata = deserialize(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' })
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
@@ -133,7 +115,7 @@ function assertHeader(row: CheckpointHeaderRow): void {
 }
 
 function idsOf(row: CheckpointHeaderRow): { runId: string | undefined; checkpointId: string | undefined } {
-  return { runId: stringOr(row.runId), checkpointId: stringOr(row.id) }
+  return { runId: typeof row.runId === 'string' ? row.runId : undefined, checkpointId: typeof row.id === 'string' ? row.id : undefined }
 }
 
 function isListRef(value: unknown): value is ListRef {
@@ -144,8 +126,4 @@ function isListRef(value: unknown): value is ListRef {
 
 function corrupt(ids: { runId: string | undefined; checkpointId: string | undefined }, problem: string): CheckpointCorruptionError {
   return new CheckpointCorruptionError(`checkpoint ${ids.checkpointId ?? '?'} of run ${ids.runId ?? '?'} ${problem}`, ids)
-}
-
-function stringOr(value: unknown): string | undefined {
-  return typeof value === 'string' ? value : undefined
 }

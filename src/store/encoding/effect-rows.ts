@@ -7,47 +7,34 @@ import { assertId, assertWellFormed } from './validate.js'
 
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */
 export function intentRow(intent: EffectIntent, runId: string): EffectRow {
-  assertId(intent.runId, 'runId')
-  if (intent.runId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds an effect of run ${intent.runId}`, { runId })
-  for (const key of ['callId', 'name', 'inputHash', 'idempotencyKey'] as const) {
+  assertOfRun(intent.runId, runId)
+  for (const key of REQUIRED_TEXT) {
     if (typeof intent[key] !== 'string' || intent[key] === '') {
       throw new InvalidArgumentError(`effect intent needs a non-empty string ${key}`, { runId })
     }
     assertWellFormed(intent[key], `effect ${key}`, runId)
   }
-  return {
-    runId,
-    callId: intent.callId,
-    name: intent.name,
-    inputHash: withDigest(intent.inputHash, intentDigest(runId, intent.callId, intent.name, intent.inputHash, intent.idempotencyKey)),
-    idempotencyKey: intent.idempotencyKey,
-    status: 'pending',
-    output: null,
-    outputHash: null,
-    attempts: 1,
-    startedAt: Date.now(),
-    completedAt: null,
-  }
+  const { callId, name, inputHash, idempotencyKey } = intent
+  const stored = withDigest(inputHash, intentDigest(runId, callId, name, inputHash, idempotencyKey))
+  return { runId, callId, name, inputHash: stored, idempotencyKey, status: 'pending', output: null, outputHash: null, attempts: 1, startedAt: Date.now(), completedAt: null }
 }
 
 /** The engine row of an effect outcome, its output encoded and hashed. */
 export function completionRow(completion: EffectCompletion, runId: string): EffectCompletionRow {
-  assertId(completion.runId, 'runId')
-  if (completion.runId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds an effect of run ${completion.runId}`, { runId })
-  if (completion.status !== 'succeeded' && completion.status !== 'failed') {
-    throw new InvalidArgumentError(`effect status must be 'succeeded' or 'failed', got ${String(completion.status)}`)
+  assertOfRun(completion.runId, runId)
+  const { callId, status } = completion
+  if (status !== 'succeeded' && status !== 'failed') {
+    throw new InvalidArgumentError(`effect status must be 'succeeded' or 'failed', got ${String(status)}`)
   }
-  assertWellFormed(completion.callId, 'effect callId', runId)
+  assertWellFormed(callId, 'effect callId', runId)
   const output = serialize(completion.output, 'effect output')
   const outputHash = `${TEXT_HASH}${sha256(output)}`
-  return {
-    runId,
-    callId: completion.callId,
-    status: completion.status,
-    output,
-    outputHash: withDigest(outputHash, outcomeDigest(runId, completion.callId, completion.status, outputHash)),
-    completedAt: Date.now(),
-  }
+  return { runId, callId, status, output, outputHash: withDigest(outputHash, outcomeDigest(runId, callId, status, outputHash)), completedAt: Date.now() }
+}
+
+function assertOfRun(effectRunId: string, runId: string): void {
+  assertId(effectRunId, 'runId')
+  if (effectRunId !== runId) throw new InvalidArgumentError(`a write to run ${runId} holds an effect of run ${effectRunId}`, { runId })
 }
 
 /**
@@ -74,10 +61,7 @@ function checkDigests(row: EffectRow): { inputHash: string; outputHash: string |
   }
   const problem = shapeProblem(row)
   if (problem !== undefined) throw effectCorrupt(row, problem)
-  // Each value split at its digest without a tuple (read cold, once per effect of a run).
-  const inputAt = row.inputHash.lastIndexOf(DIGEST)
-  const inputHash = inputAt < 0 ? row.inputHash : row.inputHash.slice(0, inputAt)
-  const intent = inputAt < 0 ? undefined : row.inputHash.slice(inputAt + DIGEST.length)
+  const [inputHash, intent] = splitDigest(row.inputHash)
   if (intent !== undefined && !digestMatches(intent, intentDigest(row.runId, row.callId, row.name, inputHash, row.idempotencyKey))) {
     throw effectCorrupt(row, 'has a name, input hash or idempotency key other than its intent recorded: the record was edited after it was written')
   }
@@ -85,35 +69,34 @@ function checkDigests(row: EffectRow): { inputHash: string; outputHash: string |
   if (intent === undefined && !LEGACY_INPUT_HASH.test(inputHash)) {
     throw effectCorrupt(row, 'has an input hash that is neither a SHA-256 nor followed by its intent digest: the record was edited after it was written')
   }
-  const stored = row.outputHash
-  const outputAt = stored === null ? -1 : stored.lastIndexOf(DIGEST)
-  const outputHash = stored === null || outputAt < 0 ? stored : stored.slice(0, outputAt)
-  if (stored !== null && outputAt >= 0 && !digestMatches(stored.slice(outputAt + DIGEST.length), outcomeDigest(row.runId, row.callId, row.status, stored.slice(0, outputAt)))) {
+  if (row.outputHash === null) return { inputHash, outputHash: null }
+  const [outputHash, outcome] = splitDigest(row.outputHash)
+  if (outcome !== undefined && !digestMatches(outcome, outcomeDigest(row.runId, row.callId, row.status, outputHash))) {
     throw effectCorrupt(row, 'has a status other than its outcome recorded: the record was edited after it was written')
   }
   return { inputHash, outputHash }
 }
 
+/** A stored value and the digest after it (undefined: a row written before digests). */
+function splitDigest(stored: string): [string, string | undefined] {
+  const at = stored.lastIndexOf(DIGEST)
+  return at < 0 ? [stored, undefined] : [stored.slice(0, at), stored.slice(at + DIGEST.length)]
+}
+
 /** The output of a finished effect, checked against its hash; anything thrown that is not a Cairn error is damage too. */
 function decodeOutput(row: EffectRow, output: string): unknown {
   const textHash = row.outputHash?.startsWith(TEXT_HASH) === true
-  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw outputMismatch(row)
+  const mismatch = () => effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
+  if (textHash && row.outputHash !== `${TEXT_HASH}${sha256(output)}`) throw mismatch()
+  const context = { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
   try {
-    const parsed = parseJson(output, outputContext(row)) as JsonValue
-    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw outputMismatch(row)
-    return decodeValue(parsed, outputContext(row))
+    const parsed = parseJson(output, context) as JsonValue
+    if (!textHash && !matchesEncodedHash(parsed, output, row.outputHash!)) throw mismatch()
+    return decodeValue(parsed, context)
   } catch (err) {
     if (err instanceof CairnError) throw err
     throw effectCorrupt(row, `has an output that cannot be read (${(err as Error).message})`, err)
   }
-}
-
-function outputMismatch(row: Pick<EffectRow, 'runId' | 'callId'>): CheckpointCorruptionError {
-  return effectCorrupt(row, 'has an output that does not match its hash: the record was edited or damaged after it was written')
-}
-
-function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: string; what: string } {
-  return { runId: row.runId, what: `output of effect ${row.callId} of run ${row.runId}` }
 }
 
 /**
@@ -124,7 +107,6 @@ function outputContext(row: Pick<EffectRow, 'runId' | 'callId'>): { runId: strin
 const TEXT_HASH = 't1.'
 
 const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
-/** The fields of an effect row that must be non-empty strings. */
 const REQUIRED_TEXT = ['callId', 'name', 'inputHash', 'idempotencyKey'] as const
 
 /**
@@ -150,10 +132,8 @@ function outcomeDigest(runId: string, callId: string, status: string, outputHash
 }
 
 function shapeProblem(row: EffectRow): string | undefined {
-  for (let k = 0; k < REQUIRED_TEXT.length; k++) {
-    const key = REQUIRED_TEXT[k]!
-    if (typeof row[key] !== 'string' || row[key] === '') return `has no ${key}`
-  }
+  const missing = REQUIRED_TEXT.find((key) => typeof row[key] !== 'string' || row[key] === '')
+  if (missing !== undefined) return `has no ${missing}`
   if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
   if (!Number.isSafeInteger(row.attempts) || row.attempts < 1) return `has a malformed attempt count (${String(row.attempts)})`
   const done = row.status === 'succeeded' || row.status === 'failed'

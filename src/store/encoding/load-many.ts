@@ -7,7 +7,7 @@ import type { CheckpointRecord, CheckpointTail, ListTail } from '../checkpoint-s
 import { listRows, type StorageEngine } from '../engine/storage-engine.js'
 import type { CheckpointRow, ListRef } from '../engine/rows.js'
 import { parseItems, replaceRefs, unmatchedList, walkRefs } from './payload-lists.js'
-import { checkRow, decodeCheckedRecord, readStoredCheckpoint, toRecord } from './checkpoint-rows.js'
+import { checkRow, decodeCheckedHeader, readStoredCheckpoint, toRecord } from './checkpoint-rows.js'
 
 /** One list of a run, read once for every checkpoint that refers to a prefix of it. */
 interface SharedList {
@@ -50,7 +50,7 @@ export async function decodeTails(rows: readonly CheckpointRow[], base: Checkpoi
       const key = listKey(row.runId, ref.id)
       const known = row.runId === base?.runId ? baseRefs.get(ref.id) : undefined
       const start = known && known.n <= ref.n ? known : { id: ref.id, n: 0, h: '' }
-      if ((starts.get(key)?.n ?? start.n) > start.n || !starts.has(key)) starts.set(key, start)
+      if (!starts.has(key) || starts.get(key)!.n > start.n) starts.set(key, start)
     }
   }
   const startOf = (row: CheckpointRow, ref: ListRef): ListRef => starts.get(listKey(row.runId, ref.id))!
@@ -58,7 +58,7 @@ export async function decodeTails(rows: readonly CheckpointRow[], base: Checkpoi
   return Promise.all(
     checked.map(async ({ row, refs }): Promise<CheckpointTail> => {
       const current = schemas.currentVersion(row.kind)
-      const paths = base && refs.length > 0 ? listPaths(row, refs) : []
+      const paths = base && refs.length > 0 ? listPaths(row) : []
       if (current !== undefined && current !== row.schemaVersion) {
         // A migration may change the payload in place: this record gets items of its own.
         const whole = refs.every((ref) => startOf(row, ref).n === 0)
@@ -69,7 +69,7 @@ export async function decodeTails(rows: readonly CheckpointRow[], base: Checkpoi
       // Most records of a run hold no list (runner phases between snapshots): their body is the
       // whole payload, decoded in one walk, which refuses a list ref there as a bad tag. Past the
       // check above, the row is at its kind's current version (or its kind has none): no upgrade applies.
-      if (refs.length === 0) return { record: decodeCheckedRecord(row, deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' })), lists: [] }
+      if (refs.length === 0) return { record: { ...decodeCheckedHeader(row), payload: deserialize(row.body, { runId: row.runId, checkpointId: row.id, what: 'payload' }) }, lists: [] }
       const context = { runId: row.runId, checkpointId: row.id }
       const corrupt = (problem: string) => new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId}: ${problem}`, context)
       const tails: ListTail[] = []
@@ -80,7 +80,7 @@ export async function decodeTails(rows: readonly CheckpointRow[], base: Checkpoi
         return () => ({ [SPLICE]: decodedItems(list, { ...context, listId: ref.id }).slice(0, ref.n - start.n) })
       })
       const spliced = replaceRefs(parseJson(row.body, { ...context, what: 'checkpoint body' }), views, corrupt)
-      return { record: decodeCheckedRecord(row, splice(decodeValue(spliced, { ...context, what: 'payload' }))), lists: tails }
+      return { record: { ...decodeCheckedHeader(row), payload: splice(decodeValue(spliced, { ...context, what: 'payload' })) }, lists: tails }
     }),
   )
 }
@@ -105,16 +105,15 @@ export async function readRunRows(engine: StorageEngine, runId: string): Promise
 async function readTails(checked: readonly { row: CheckpointRow; refs: ListRef[] }[], startOf: (row: CheckpointRow, ref: ListRef) => ListRef, engine: StorageEngine): Promise<Map<string, SharedList>> {
   const ranges = new Map<string, Map<string, { id: string; from: number; n: number; h: string }>>()
   for (const { row, refs } of checked) {
-    const ofRun = ranges.get(row.runId) ?? new Map<string, { id: string; from: number; n: number; h: string }>()
-    ranges.set(row.runId, ofRun)
     for (const ref of refs) {
+      const ofRun = ranges.get(row.runId) ?? new Map<string, { id: string; from: number; n: number; h: string }>()
+      ranges.set(row.runId, ofRun)
       const start = startOf(row, ref)
       ofRun.set(ref.id, { id: ref.id, from: start.n, n: Math.max(ofRun.get(ref.id)?.n ?? 0, ref.n), h: start.h })
     }
   }
   const lists = new Map<string, SharedList>()
   for (const [runId, ofRun] of ranges) {
-    if (ofRun.size === 0) continue
     const wanted = [...ofRun.values()]
     const items = await engine.readLists(runId, wanted)
     wanted.forEach((range, k) => lists.set(listKey(runId, range.id), { items: items[k] ?? [], hashes: [range.h] }))
@@ -133,10 +132,9 @@ function verified(list: SharedList, start: ListRef, ref: ListRef, corrupt: (prob
 }
 
 /** The key path of each list ref of a row's body, in ref order. */
-function listPaths(row: CheckpointRow, refs: readonly ListRef[]): string[][] {
+function listPaths(row: CheckpointRow): string[][] {
   const paths: string[][] = []
-  if (refs.length === 0) return paths
-  walkRefs(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), '', (i, path) => {
+  walkRefs(parseJson(row.body, { runId: row.runId, checkpointId: row.id, what: 'checkpoint body' }), (i, path) => {
     paths[i] = path.split('/').slice(1)
   })
   return paths
@@ -157,12 +155,9 @@ function splice(node: unknown): unknown {
   }
   if (Object.getPrototypeOf(node) !== Object.prototype && Object.getPrototypeOf(node) !== null) return node
   const obj = node as Record<string, unknown>
-  const keys = Object.keys(obj)
-  for (let k = 0; k < keys.length; k++) {
-    const key = keys[k]!
-    const value = obj[key]
-    const replaced = splice(value)
-    if (replaced !== value) setOwn(obj, key, replaced)
+  for (const key of Object.keys(obj)) {
+    const replaced = splice(obj[key])
+    if (replaced !== obj[key]) setOwn(obj, key, replaced)
   }
   return obj
 }

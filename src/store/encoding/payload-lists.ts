@@ -18,23 +18,14 @@ import type { ListAppend, ListRef } from '../engine/rows.js'
  */
 export const LIST_MIN_BYTES = 1024
 
-/**
- * A list as the writer last saved it at one place of a payload: its ref, and the values its
- * leading items were made from, never a copy of the items themselves.
- */
-export interface CachedList {
-  id: string
-  /** How many items the list holds. */
-  n: number
-  /** Chain hash of the list's items. */
-  h: string
+/** A list as the writer last saved it at one place of a payload: its ref, and the values its leading items were made from. */
+export interface CachedList extends ListRef {
   /** Total characters of the list's items (0 when not known: a list read back from its ref). */
   bytes: number
   /**
-   * The values the items were made from, for as long as they are deeply frozen: the first
-   * `frozen` entries of this array (an array later saves may push onto; entries past `frozen`
-   * belong to a later save, or to one that was not kept). The next save that finds the very same
-   * values there extends the list without serializing or hashing them again.
+   * The values the items were made from, while deeply frozen: the first `frozen` entries (later
+   * saves may push onto the array; entries past `frozen` are theirs, or of one not kept). A save
+   * that finds the very same values there extends the list without serializing or hashing them.
    */
   sources: unknown[]
   frozen: number
@@ -61,19 +52,8 @@ export interface EncodedPayload {
 export function encodePayload(value: unknown, previous: ListCache | undefined, newListId: () => string): EncodedPayload {
   // A payload whose whole JSON is shorter than a list can be holds no list: its body is its plain encoding.
   const short = shortPlainJson(value, LIST_MIN_BYTES)
-  if (short !== undefined) return { body: short, refs: [], appends: [], lists: new Map() }
-  const out: EncodedPayload = { body: '', refs: [], appends: [], lists: new Map() }
-  const split: Splitter = {
-    previous: (listPath) => previous?.get(listPath),
-    toRef: (split, listPath) => {
-      const list = extendOrStart(previous?.get(listPath), split, newListId, out.appends)
-      out.lists.set(listPath, list)
-      out.refs.push({ id: list.id, n: list.n, h: list.h })
-      return { [TAG]: 'list', i: out.refs.length - 1 }
-    },
-  }
-  const root = splitValue(value, { parent: undefined, key: 'payload' }, new Set(), split)
-  out.body = stringifyEncoded(root, 'payload')
+  const out: EncodedPayload = { body: short ?? '', refs: [], appends: [], lists: new Map() }
+  if (short === undefined) out.body = stringifyEncoded(splitValue(value, { parent: undefined, key: 'payload' }, new Set(), { previous, newListId, out }), 'payload')
   return out
 }
 
@@ -93,16 +73,11 @@ export function decodePayload(params: { body: unknown; refs: readonly ListRef[];
   return replaceRefs(params.body, lists, corrupt)
 }
 
-/**
- * Replace every list ref of a parsed body by what `lists` (one per list ref) gives for it; a ref
- * to a list the record does not have is a corruption error.
- */
+/** Replace every list ref of a parsed body by what `lists` (one per ref) gives; a ref to a list the record does not have is corrupt. */
 export function replaceRefs(body: unknown, lists: readonly (() => unknown)[], corrupt: (problem: string) => Error): unknown {
-  return visitRefs(body, (ref) => {
-    const i = refIndex(ref)
-    const list = lists[i]
-    if (list === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
-    return list()
+  return visitRefs(body, '', (i) => {
+    if (lists[i] === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
+    return lists[i]()
   })
 }
 
@@ -118,7 +93,7 @@ export function unmatchedList(ref: ListRef, returned: number): string {
  */
 export function cacheFromRefs(body: unknown, refs: readonly ListRef[]): ListCache {
   const cache: ListCache = new Map()
-  walkRefs(body, '', (i, path) => {
+  walkRefs(body, (i, path) => {
     const ref = refs[i]
     if (ref) cache.set(path, { id: ref.id, n: ref.n, h: ref.h, bytes: 0, sources: [], frozen: 0 })
   })
@@ -132,17 +107,10 @@ export function chainHash(from: string, items: readonly string[]): string {
   return h
 }
 
-/** An array about to become a list: the JSON of its items from `start` on, the earlier ones being the previous list's. */
-interface SplitArray {
-  /** The JSON of items `start`, `start + 1`… of the array. */
+/** An array about to become a list: the JSON of its items from `start` on (the leading `start` items being the whole previous list's, the same frozen values, or 0). */
+interface SplitArray extends Omit<CachedList, 'id' | 'h'> {
   items: string[]
-  /** How many leading items are the previous list's whole (the same frozen values), or 0. */
   start: number
-  n: number
-  bytes: number
-  /** Values of the leading deeply frozen items: the first `frozen` entries. */
-  sources: unknown[]
-  frozen: number
 }
 
 /**
@@ -151,13 +119,11 @@ interface SplitArray {
  */
 function extendOrStart(cached: CachedList | undefined, split: SplitArray, newListId: () => string, appends: ListAppend[]): CachedList {
   const { items, start, n, bytes, sources, frozen } = split
-  let from: string | undefined
-  if (cached && start === cached.n && start > 0) from = cached.h
-  else if (cached && start === 0 && n >= cached.n && chainHash('', items.slice(0, cached.n)) === cached.h) from = cached.h
-  if (cached && from !== undefined) {
+  const extending = cached !== undefined && (start > 0 ? start === cached.n : n >= cached.n && chainHash('', items.slice(0, cached.n)) === cached.h)
+  if (extending) {
     const added = items.slice(cached.n - start)
     if (added.length > 0) appends.push({ listId: cached.id, expectedLength: cached.n, items: added })
-    return { id: cached.id, n, h: chainHash(from, added), bytes, sources, frozen }
+    return { id: cached.id, n, h: chainHash(cached.h, added), bytes, sources, frozen }
   }
   const id = newListId()
   appends.push({ listId: id, expectedLength: 0, items })
@@ -195,11 +161,11 @@ function splitArray(array: unknown[], where: PayloadPlace, ancestors: Set<object
 
 const frozenJson = new WeakMap<object, string>()
 
+/** What a split reads (the lists of the last save, by place) and adds to (this save's). */
 interface Splitter {
-  /** The list the last save made at `listPath`. */
-  previous: (listPath: string) => CachedList | undefined
-  /** Turn an array into a list and return its ref. */
-  toRef: (list: SplitArray, listPath: string) => JsonObject
+  previous: ListCache | undefined
+  newListId: () => string
+  out: EncodedPayload
 }
 
 /**
@@ -219,8 +185,14 @@ function splitValue(value: unknown, where: PayloadPlace, ancestors: Set<object>,
   try {
     if (isArray) {
       const listPath = listPathOf(where)
-      const list = splitArray(value as unknown[], where, ancestors, split.previous(listPath))
-      return list.bytes >= LIST_MIN_BYTES ? split.toRef(list, listPath) : (JSON.parse(`[${list.items.join(',')}]`) as JsonValue[])
+      const previous = split.previous?.get(listPath)
+      const array = splitArray(value as unknown[], where, ancestors, previous)
+      if (array.bytes < LIST_MIN_BYTES) return JSON.parse(`[${array.items.join(',')}]`) as JsonValue[]
+      const { out } = split
+      const list = extendOrStart(previous, array, split.newListId, out.appends)
+      out.lists.set(listPath, list)
+      out.refs.push({ id: list.id, n: list.n, h: list.h })
+      return { [TAG]: 'list', i: out.refs.length - 1 }
     }
     const out: JsonObject = {}
     let escaped = false
@@ -270,36 +242,27 @@ function itemJson(item: unknown, codecPath: () => string, ancestors: Set<object>
   return json
 }
 
-/** Replace each list ref in a parsed body with what `resolve` returns; the same walk as `splitValue`. */
-function visitRefs(node: unknown, resolve: (ref: Record<string, unknown>) => unknown): unknown {
+/** Call `onRef` with the index and key path (`/runtime/messages`) of every list ref of a parsed body. */
+export function walkRefs(body: unknown, onRef: (i: number, path: string) => void): void {
+  visitRefs(body, '', (i, path, ref) => {
+    onRef(i, path)
+    return ref
+  })
+}
+
+/** Replace each list ref in a parsed body (outside lists, as `splitValue` puts them) with what `resolve` returns. */
+function visitRefs(node: unknown, path: string, resolve: (i: number, path: string, ref: object) => unknown): unknown {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
   const obj = node as Record<string, unknown>
-  if (obj[TAG] === 'list') return resolve(obj)
-  const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
-  const keys = Object.keys(fields)
-  for (let k = 0; k < keys.length; k++) {
-    const key = keys[k]!
+  if (obj[TAG] === 'list') return resolve(typeof obj.i === 'number' && Number.isInteger(obj.i) && obj.i >= 0 ? obj.i : -1, path, obj)
+  const fields = obj[TAG] === 'obj' && isObject(obj.v) ? obj.v : obj
+  for (const key of Object.keys(fields)) {
     const child = fields[key]
-    if (child !== null && typeof child === 'object') {
-      const replaced = visitRefs(child, resolve)
-      if (replaced !== child) setOwn(fields, key, replaced)
-    }
+    if (child === null || typeof child !== 'object') continue
+    const replaced = visitRefs(child, `${path}/${key}`, resolve)
+    if (replaced !== child) setOwn(fields, key, replaced)
   }
   return node
-}
-
-/** Call `onRef` with the index and key path (`/runtime/messages`) of every list ref of a parsed body. */
-export function walkRefs(node: unknown, path: string, onRef: (i: number, path: string) => void): void {
-  if (node === null || typeof node !== 'object' || Array.isArray(node)) return
-  const obj = node as Record<string, unknown>
-  if (obj[TAG] === 'list') return onRef(refIndex(obj), path)
-  const fields = obj[TAG] === 'obj' && isObject(obj.v) ? (obj.v as Record<string, unknown>) : obj
-  for (const key of Object.keys(fields)) walkRefs(fields[key], `${path}/${key}`, onRef)
-}
-
-function refIndex(ref: Record<string, unknown>): number {
-  const i = ref.i
-  return typeof i === 'number' && Number.isInteger(i) && i >= 0 ? i : -1
 }
 
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
@@ -309,20 +272,16 @@ export function parseItems(items: readonly string[], where: { runId: string; che
     const item = items[k]!
     if (item.length > maxPayloadChars) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
   }
+  let cause: unknown
   try {
     const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
     if (parsed.length === items.length) return parsed
   } catch (err) {
-    throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds an item that is not valid JSON`, {
-      runId: where.runId,
-      checkpointId: where.checkpointId,
-      cause: err,
-    })
+    cause = err
   }
-  throw new CheckpointCorruptionError(`checkpoint ${where.checkpointId} of run ${where.runId}: list ${where.listId} holds malformed items`, {
-    runId: where.runId,
-    checkpointId: where.checkpointId,
-  })
+  const { runId, checkpointId, listId } = where
+  const problem = cause === undefined ? 'holds malformed items' : 'holds an item that is not valid JSON'
+  throw new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: list ${listId} ${problem}`, { runId, checkpointId, cause })
 }
 
 function isObject(value: unknown): value is JsonObject {

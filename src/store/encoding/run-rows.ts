@@ -35,7 +35,7 @@ export function swapPatch(before: RunRow, patch: RunPatch): RunPatch {
   return { ...patch, swap: swapFor(before, patch) }
 }
 
-/** Whether an engine's answer says the run row changed under a swap. */
+/** Whether an engine's answer says the run row changed under a swap ({@link RunChanged}). */
 export function isRunChanged(answer: unknown): answer is RunChanged {
   return typeof answer === 'object' && answer !== null && (answer as { outcome?: unknown }).outcome === 'changed'
 }
@@ -45,7 +45,7 @@ const RUN_CHANGE_ATTEMPTS = 12
 
 /**
  * Change a run row by compare-and-set: `read` it, `write` the change computed from it (with a
- * {@link RunSwap}), and when another writer changed the row in between, read and compute again.
+ * {@link RunSwap}), and read and compute again while another writer changed the row in between.
  * Undefined when the run does not exist.
  */
 export async function changeRun<T>(runId: string, read: () => Promise<RunRow | undefined>, write: (before: RunRow) => Promise<T | RunChanged>): Promise<T | undefined> {
@@ -60,21 +60,16 @@ export async function changeRun<T>(runId: string, read: () => Promise<RunRow | u
   throw new StoreError(`run ${runId}: its row kept changing under concurrent writers after ${RUN_CHANGE_ATTEMPTS} attempts`, { runId })
 }
 
+/** The run a commit creates when it does not exist yet, with the progress digest of `seq`, the seq the commit leaves it at. */
+export function commitRunRow(runId: string, workflowName: string | null, now: number, seq: number): RunRow {
+  return { ...newRunRow(runId, { workflowName }, now), seal: runProgressDigest(runId, seq) }
+}
+
 /**
  * A new run row from what a caller gives (status `running` unless said), checked, with its
  * digest and the progress digest of seq 0.
  */
 export function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>, now = Date.now()): RunRow {
-  return runRowAt(runId, input, { now, seq: 0 })
-}
-
-/** The run a commit creates when it does not exist yet, with the progress digest of `seq`, the seq the commit leaves it at. */
-export function commitRunRow(runId: string, workflowName: string | null, now: number, seq: number): RunRow {
-  return runRowAt(runId, { workflowName }, { now, seq })
-}
-
-/** A new run row (see {@link newRunRow}) with the progress digest of `seq`. */
-function runRowAt(runId: string, input: Omit<CreateRunInput, 'runId'>, { now, seq }: { now: number; seq: number }): RunRow {
   const createdAt = input.createdAt ?? now
   if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
     throw new InvalidArgumentError(`run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
@@ -92,7 +87,7 @@ function runRowAt(runId: string, input: Omit<CreateRunInput, 'runId'>, { now, se
     metadata: encodeMetadata(input.metadata),
   }
   assertRunPatch(fields)
-  return { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, seq) }
+  return { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, 0) }
 }
 
 /** Metadata is persisted through the codec, so it may hold Dates and the other tagged values. */
@@ -111,16 +106,17 @@ export function encodeMetadata(metadata: JsonObject | undefined): string {
  */
 export function decodeRunRow(row: RunRow): RunRecord {
   checkRunRow(row)
-  const context = { runId: row.runId, what: `metadata of run ${row.runId}` }
+  const { runId } = row
+  const context = { runId, what: `metadata of run ${runId}` }
   let metadata: unknown
   try {
     metadata = decodeValue(parseJson(row.metadata, context), context)
   } catch (err) {
     if (err instanceof CairnError) throw err
-    throw new CheckpointCorruptionError(`run ${row.runId} has metadata that cannot be read (${(err as Error).message})`, { runId: row.runId, cause: err })
+    throw new CheckpointCorruptionError(`run ${runId} has metadata that cannot be read (${(err as Error).message})`, { runId, cause: err })
   }
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
-    throw new CheckpointCorruptionError(`run ${row.runId} has metadata that is not an object`, { runId: row.runId })
+    throw new CheckpointCorruptionError(`run ${runId} has metadata that is not an object`, { runId })
   }
   // The digests are the store's business, not the caller's.
   const { seal: _seal, digest: _digest, ...fields } = row
@@ -136,9 +132,8 @@ export function decodeRunRow(row: RunRow): RunRecord {
  * as its checkpoints' contents are not: only a store with the keys can check its signatures.
  */
 export function checkRunRow(row: RunRow): void {
-  const runId = row.runId
   const problem = runProblem(row) ?? digestProblem(row) ?? progressProblem(row)
-  if (problem !== undefined) throw new CheckpointCorruptionError(`run ${String(runId)} ${problem}; restore its row from a backup`, { runId })
+  if (problem !== undefined) throw new CheckpointCorruptionError(`run ${String(row.runId)} ${problem}; restore its row from a backup`, { runId: row.runId })
 }
 
 function digestProblem(row: RunRow): string | undefined {
@@ -153,7 +148,6 @@ function digestProblem(row: RunRow): string | undefined {
 
 function progressProblem(row: RunRow): string | undefined {
   const { seal } = row
-  // A signature is a keyed store's, checked there.
   if (seal === null || seal === undefined || isSignature(seal)) return undefined
   if (seal === runProgressDigest(row.runId, row.lastSeq)) return undefined
   return String(seal).startsWith('p1.')
@@ -161,10 +155,8 @@ function progressProblem(row: RunRow): string | undefined {
     : 'has a malformed progress digest'
 }
 
-const STATUSES: readonly string[] = RUN_STATUSES
-
 function runProblem(row: RunRow): string | undefined {
-  if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
+  if (!(RUN_STATUSES as readonly string[]).includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
   if (!Number.isSafeInteger(row.lastSeq) || row.lastSeq < 0) return `has a malformed last seq (${String(row.lastSeq)})`
   for (const key of ['name', 'threadId', 'workflowName', 'configSignature'] as const) {
     if (row[key] !== null && typeof row[key] !== 'string') return `has a ${key} that is not a string`
