@@ -42,6 +42,7 @@ export interface RunChange {
   c?: CheckpointRow[]
 }
 
+/** The state of a run with nothing stored. */
 export function emptyRunState(runId: string): RunState {
   return { runId, row: undefined, checkpoints: [], byId: new Map(), lists: new Map(), effects: new Map(), writes: new Map() }
 }
@@ -63,7 +64,6 @@ export function applyChange(state: RunState, change: RunChange): void {
   for (const row of change.c ?? []) addCheckpoint(state, row)
 }
 
-/** Checkpoint rows whose contents could not be read: they have their ids and seq only. */
 const unreadable = new WeakSet<CheckpointRow>()
 
 /**
@@ -75,10 +75,6 @@ export function unreadableRow(runId: string, id: string, seq: number): Checkpoin
   const row = { id, runId, seq } as CheckpointRow
   unreadable.add(row)
   return row
-}
-
-function isUnreadable(row: CheckpointRow): boolean {
-  return unreadable.has(row)
 }
 
 /**
@@ -154,10 +150,7 @@ export abstract class InProcessEngine<S extends RunState = RunState> implements 
     return this.write(run.runId, async (state) => {
       const held = fence && leases?.check(fence)
       if (held && !held.held) return { ok: false, reason: 'fenced' }
-      const outcome = await this.claimIds(
-        rows.map((row) => row.id),
-        () => this.#commitTo(state, request),
-      )
+      const outcome = await this.claimIds(rows.map((row) => row.id), () => this.#commitTo(state, request))
       if (outcome === 'taken') return { ok: false, reason: 'duplicate_id' }
       if (outcome.ok && held?.cancelRequested) return { ok: true, cancelRequested: true }
       return outcome
@@ -199,18 +192,16 @@ export abstract class InProcessEngine<S extends RunState = RunState> implements 
   }
 
   async getLatest(query: { runId: string } | { workflowName: string }): Promise<CheckpointRow | undefined> {
-    if ('runId' in query) {
-      const row = (await this.read(query.runId)).checkpoints.at(-1)
-      return row && { ...row }
-    }
-    const rows = (await this.allRuns()).flatMap((state) => state.checkpoints.filter((row) => !isUnreadable(row) && row.workflowName === query.workflowName))
-    const row = rows.sort(compareCheckpointsNewestFirst)[0]
+    const row =
+      'runId' in query
+        ? (await this.read(query.runId)).checkpoints.at(-1)
+        : (await this.allRuns()).flatMap((state) => state.checkpoints.filter((cp) => !unreadable.has(cp) && cp.workflowName === query.workflowName)).sort(compareCheckpointsNewestFirst)[0]
     return row && { ...row }
   }
 
   async listCheckpoints(query: CheckpointListing): Promise<CheckpointHeaderRow[]> {
     // An unreadable checkpoint is listed (as a row EngineStore refuses), whatever the filter: never skipped.
-    const matches = (row: CheckpointRow) => query.workflowName === undefined || isUnreadable(row) || row.workflowName === query.workflowName
+    const matches = (row: CheckpointRow) => query.workflowName === undefined || unreadable.has(row) || row.workflowName === query.workflowName
     const rows =
       query.runId !== undefined
         ? (await this.read(query.runId)).checkpoints.filter(matches).reverse()
@@ -295,7 +286,7 @@ export abstract class InProcessEngine<S extends RunState = RunState> implements 
     await this.write(request.runId, async (state) => {
       for (const { id, body, lists, digest } of request.checkpoints) {
         const row = state.byId.get(id)
-        if (!row || isUnreadable(row)) continue
+        if (!row || unreadable.has(row)) continue
         const updated = { ...row, body, lists, digest }
         state.byId.set(id, updated)
         state.checkpoints[state.checkpoints.indexOf(row)] = updated
@@ -339,5 +330,5 @@ function header(row: CheckpointRow): CheckpointHeaderRow {
 
 /** A row's list refs for `retainedListLengths`; an unreadable row's are unknown, which keeps every item. */
 function listsOf(row: CheckpointRow): { lists: string } {
-  return { lists: isUnreadable(row) ? '' : row.lists }
+  return { lists: unreadable.has(row) ? '' : row.lists }
 }

@@ -1,11 +1,6 @@
 import type { EffectStatus, RunStatus } from '../store-types.js'
 
-/**
- * The rows a {@link StorageEngine} stores: plain fields, numbers and JSON text. An engine never
- * parses the JSON text except where its interface says so.
- */
-
-/** A run as an engine stores it; `metadata` is JSON text. */
+/** A run as a {@link StorageEngine} stores it (plain fields, numbers and JSON text, never parsed by an engine); `metadata` is JSON text. */
 export interface RunRow {
   runId: string
   status: RunStatus
@@ -18,26 +13,23 @@ export interface RunRow {
   updatedAt: number
   metadata: string
   /**
-   * The run's progress digest (`p1.`, see `runProgressDigest`) or, in a keyed store, its signature
-   * (see `SealedEngine`); null or absent in a row written before either. Set by the commit that
-   * advances `lastSeq`, from its `run` row. An engine stores it as given and never reads it.
+   * The run's progress digest (`p1.`, see `runProgressDigest`) or a keyed store's signature; null
+   * or absent in a row written before either. Set from its `run` row by the commit that advances
+   * `lastSeq`; an engine stores it as given and never reads it.
    */
   seal?: string | null
   /**
-   * The digest of the run's other trusted fields (`r1.`, see `runDigest`) or, in a keyed store,
-   * their signature; null or absent in a row written before run rows had one. An engine stores
-   * it as given on a new row, and a patch's {@link RunSwap} replaces it. It doubles as the row's
-   * version: a change computed from the row as read is written only while the digest is the same.
+   * The digest of the run's other trusted fields (`r1.`, see `runDigest`) or a keyed store's
+   * signature; null or absent in a row written before. Stored as given on a new row, replaced by a
+   * patch's {@link RunSwap}; it doubles as the row's version for compare-and-set.
    */
   digest?: string | null
 }
 
 /**
- * A compare-and-set on a run row's fields: the change it comes with is written, with `digest` as
- * the row's new digest, only while the stored row's digest is `ifDigest` (null: the row has none).
- * When it is not, the engine writes nothing and answers `{ outcome: 'changed' }` (a commit:
- * `run_changed`): another writer changed the row, and the caller reads it and computes again.
- * An engine compares and stores these strings; it never computes a digest.
+ * A compare-and-set on a run row: its change is written, with `digest` as the row's new digest,
+ * only while the stored digest is `ifDigest` (null: none); else the engine writes nothing and
+ * answers `{ outcome: 'changed' }` (a commit: `run_changed`). An engine never computes a digest.
  */
 export interface RunSwap {
   ifDigest: string | null
@@ -52,7 +44,7 @@ export interface RunChanged {
 /** Fields `updateRun` may change. */
 export type RunPatch = Partial<Pick<RunRow, 'status' | 'name' | 'threadId' | 'workflowName' | 'configSignature' | 'metadata' | 'seal'>> & {
   updatedAt: number
-  /** The row's new digest, written only while the stored one is as expected. Absent: the digest stays as it is. */
+  /** The row's new digest, written only while the stored one is as expected; absent: the digest stays. */
   swap?: RunSwap
 }
 
@@ -81,10 +73,7 @@ export interface CheckpointRow extends CheckpointHeaderRow {
   digest: string
 }
 
-/**
- * A reference to the first `n` items of one append-only list of the run. `h` is the chain hash
- * of those items (see `chainHash`), so edited or missing items are detected on load.
- */
+/** The first `n` items of one append-only list of the run; `h` is their chain hash, which detects edited or missing items. */
 export interface ListRef {
   id: string
   n: number
@@ -125,9 +114,8 @@ export interface EffectCompletionRow {
 }
 
 /**
- * A pending write as an engine stores it: a value a task of a graph step produced for one
- * checkpoint, kept until the step's next checkpoint absorbs it. Keyed by
- * `(runId, checkpointId, taskId, idx)`; `value` is JSON text (codec-encoded).
+ * A value a task of a graph step produced for one checkpoint, kept until the next checkpoint
+ * absorbs it. Keyed by `(runId, checkpointId, taskId, idx)`; `value` is JSON text (codec-encoded).
  */
 export interface PendingWriteRow {
   runId: string
