@@ -34,8 +34,7 @@ export async function readStoredCheckpoint(row: CheckpointRow, engine: StorageEn
   // Lists read with the row (a run's load) serve when they reach as far as the refs; else they are read now.
   const held = refs.map((ref) => loaded?.find((list) => list.id === ref.id)?.items)
   if (refs.every((ref, k) => (held[k]?.length ?? -1) >= ref.n)) return { row, refs, items: refs.map((ref, k) => held[k]!.slice(0, ref.n)) }
-  const items = refs.length === 0 ? [] : await engine.readLists(row.runId, refs)
-  return { row, refs, items }
+  return { row, refs, items: await engine.readLists(row.runId, refs) }
 }
 
 /** Check a row's shape and digest and return its list refs; any flaw is a corruption error. */

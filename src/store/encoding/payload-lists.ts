@@ -255,7 +255,8 @@ function visitRefs(node: unknown, path: string, resolve: (i: number, path: strin
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
   const obj = node as Record<string, unknown>
   if (obj[TAG] === 'list') return resolve(typeof obj.i === 'number' && Number.isInteger(obj.i) && obj.i >= 0 ? obj.i : -1, path, obj)
-  const fields = obj[TAG] === 'obj' && isObject(obj.v) ? obj.v : obj
+  const v = obj[TAG] === 'obj' ? obj.v : undefined
+  const fields = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : obj
   for (const key of Object.keys(fields)) {
     const child = fields[key]
     if (child === null || typeof child !== 'object') continue
@@ -265,6 +266,7 @@ function visitRefs(node: unknown, path: string, resolve: (i: number, path: strin
   return node
 }
 
+/** A list's items parsed (not decoded); an item that is not JSON is a {@link CheckpointCorruptionError}. */
 export function parseItems(items: readonly string[], where: { runId: string; checkpointId: string; listId: string }): unknown[] {
   // Each item is decoded (which stops at maxDepth) before anything else walks it: only lengths are checked here.
   const { maxPayloadChars } = limits()
@@ -282,8 +284,4 @@ export function parseItems(items: readonly string[], where: { runId: string; che
   const { runId, checkpointId, listId } = where
   const problem = cause === undefined ? 'holds malformed items' : 'holds an item that is not valid JSON'
   throw new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: list ${listId} ${problem}`, { runId, checkpointId, cause })
-}
-
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
