@@ -1,11 +1,6 @@
 import type { CheckpointHeaderRow, RunRow } from './rows.js'
 
-/**
- * Helpers shared by engines that keep rows in process memory or files and sort them in
- * JavaScript (the SQL engines express the same orders in SQL).
- */
-
-/** Newest run first: by createdAt, then runId. */
+/** Newest run first: by createdAt, then runId (the order the SQL engines use, for engines that sort in JavaScript). */
 export function compareRunsNewestFirst(a: RunRow, b: RunRow): number {
   return b.createdAt - a.createdAt || (a.runId < b.runId ? 1 : a.runId > b.runId ? -1 : 0)
 }
