@@ -74,10 +74,9 @@ export function encodeBatch(inputs: readonly CheckpointInput<unknown>[], state: 
 }
 
 function mergeAppend(appends: ListAppend[], append: ListAppend): void {
-  const earlier = appends.find((a) => a.listId === append.listId)
-  if (earlier && earlier.expectedLength + earlier.items.length === append.expectedLength) {
-    appends[appends.indexOf(earlier)] = { ...earlier, items: [...earlier.items, ...append.items] }
-  } else {
-    appends.push(append)
-  }
+  const k = appends.findIndex((a) => a.listId === append.listId)
+  const earlier = appends[k]
+  const chained = earlier !== undefined && earlier.expectedLength + earlier.items.length === append.expectedLength
+  if (chained) appends[k] = { ...earlier, items: [...earlier.items, ...append.items] }
+  else appends.push(append)
 }

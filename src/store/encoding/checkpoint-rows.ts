@@ -70,8 +70,7 @@ export function toRecord(stored: StoredCheckpoint, schemas: SchemaRegistry): Che
   const { row, refs, items } = stored
   const context = { runId: row.runId, checkpointId: row.id }
   const body = parseJson(row.body, { ...context, what: 'checkpoint body' })
-  const tree = decodePayload({ body, refs, items, ...context })
-  const payload = decodeValue(tree, { ...context, what: 'payload' })
+  const payload = decodeValue(decodePayload({ body, refs, items, ...context }), { ...context, what: 'payload' })
   const upgraded = schemas.upgrade({ kind: row.kind, schemaVersion: row.schemaVersion, payload, ...context })
   return { ...decodeCheckedHeader(row), schemaVersion: upgraded.schemaVersion, payload: upgraded.payload }
 }
@@ -85,15 +84,9 @@ export function decodeHeader(row: CheckpointHeaderRow): CheckpointInfo {
 /** {@link decodeHeader} of a row whose header {@link checkRow} has checked already. */
 export function decodeCheckedHeader(row: CheckpointHeaderRow): CheckpointInfo {
   const { id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal } = row
-  return { id, checkpointId: id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata: checkedMetadata(row) }
-}
-
-function checkedMetadata(row: CheckpointHeaderRow): JsonObject {
-  const metadata = deserialize(row.metadata, { runId: row.runId, checkpointId: row.id, what: 'metadata' })
-  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) {
-    throw corrupt({ runId: row.runId, checkpointId: row.id }, 'has metadata that is not an object')
-  }
-  return metadata as JsonObject
+  const metadata = deserialize(row.metadata, { runId, checkpointId: id, what: 'metadata' })
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) throw corrupt({ runId, checkpointId: id }, 'has metadata that is not an object')
+  return { id, checkpointId: id, runId, parentId, seq, kind, phase, schemaVersion, createdAt, workflowName, terminal, metadata: metadata as JsonObject }
 }
 
 function assertHeader(row: CheckpointHeaderRow): void {
