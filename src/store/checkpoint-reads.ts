@@ -26,8 +26,8 @@ export interface OpenedRunRows {
 /** Runs one call to the engine, turning a driver's failure into a `StoreError` that names it. */
 export type EngineCall = <T>(runId: string | undefined, what: string, fn: () => Promise<T>) => Promise<T>
 
-/** What {@link CheckpointReads} is given by its store. */
-export interface CheckpointReadsParams {
+/** What the parts of an engine-backed store (its reads, writes, log and maintenance) share. */
+export interface StoreCore {
   engine: StorageEngine
   schemas: SchemaRegistry
   call: EngineCall
@@ -45,15 +45,15 @@ export class CheckpointReads {
   readonly #engine: StorageEngine
   readonly #schemas: SchemaRegistry
   readonly #call: EngineCall
-  readonly #trusted: CheckpointReadsParams['trusted']
-  readonly #warn: (message: string) => void
+  readonly #trusted: StoreCore['trusted']
+  readonly #warn: StoreCore['warn']
 
-  constructor(params: CheckpointReadsParams) {
-    this.#engine = params.engine
-    this.#schemas = params.schemas
-    this.#call = params.call
-    this.#trusted = params.trusted
-    this.#warn = params.warn
+  constructor(core: StoreCore) {
+    this.#engine = core.engine
+    this.#schemas = core.schemas
+    this.#call = core.call
+    this.#trusted = core.trusted
+    this.#warn = core.warn
   }
 
   async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {

@@ -1,32 +1,9 @@
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'
-import type {
-  CheckpointInfo,
-  CheckpointInput,
-  CheckpointRecord,
-  CheckpointTail,
-  CreateRunInput,
-  EffectCompletion,
-  EffectCompletionResult,
-  EffectIntent,
-  EffectRecord,
-  ForkOptions,
-  LatestQuery,
-  ListCheckpointsQuery,
-  ListRunsQuery,
-  LoadRunQuery,
-  LoadTailsQuery,
-  OpenedRun,
-  OpenRunQuery,
-  PendingWriteRecord,
-  PruneOptions,
-  PruneResult,
-  PutPendingWritesInput,
-  RunRecord,
-  UpdateRunInput,
-  WriteBatch,
-} from './store-types.js'
+import type { CheckpointInfo, CheckpointInput, CheckpointRecord, CheckpointTail, CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent } from './store-types.js'
+import type { EffectRecord, ForkOptions, LatestQuery, ListCheckpointsQuery, ListRunsQuery, LoadRunQuery, LoadTailsQuery, OpenedRun, OpenRunQuery } from './store-types.js'
+import type { PendingWriteRecord, PruneOptions, PruneResult, PutPendingWritesInput, RunRecord, UpdateRunInput, WriteBatch } from './store-types.js'
 
 export { FINISHED_STATUSES, WAITING_STATUSES } from './store-types.js'
 export type * from './store-types.js'

@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import { CheckpointError, EffectStartedError, InvalidArgumentError, LeaseLostError, StoreError, type CairnError } from '../core/errors.js'
 import { KeyedLock } from '../core/keyed-lock.js'
-import type { SchemaRegistry } from '../core/schema.js'
 import type { CheckpointInput, EffectRecord, WriteBatch } from './checkpoint-store.js'
 import { encodeBatch, type WriterState } from './encoding/batch.js'
 import { completionRow, intentRow } from './encoding/effect-rows.js'
@@ -10,8 +9,8 @@ import { assertCheckpointInput, assertId, assertWellFormed } from './encoding/va
 import type { Fence } from './engine/lease-engine.js'
 import type { RunPatch, RunRow } from './engine/rows.js'
 import { applyRunPatch } from './engine/run-patch.js'
-import type { CommitRequest, StorageEngine } from './engine/storage-engine.js'
-import type { EngineCall } from './checkpoint-reads.js'
+import type { CommitRequest } from './engine/storage-engine.js'
+import type { StoreCore } from './checkpoint-reads.js'
 import { entriesOf, type RunLog } from './run-log.js'
 
 const MAX_SAVE_ATTEMPTS = 12
@@ -19,11 +18,8 @@ const MAX_SAVE_ATTEMPTS = 12
 const KEPT_RUNS = 1024
 
 /** What the writes of a store work with (see {@link CheckpointWrites}). */
-export interface WritesContext {
-  engine: StorageEngine
-  schemas: SchemaRegistry
+export interface WritesContext extends StoreCore {
   log: RunLog
-  call: EngineCall
   /** Where a writer that remembers nothing of the run goes on from (read through the store's checks). */
   writerState(runId: string): Promise<WriterState>
 }
@@ -52,17 +48,14 @@ export class CheckpointWrites {
     this.#ctx = ctx
   }
 
-  /** What a resume read of a run is where its next write goes on from (the run row as read, at least). */
-  opened(runId: string, writer: WriterState | undefined, terminal: boolean, run: RunRow | undefined): void {
+  /**
+   * The run row as a read or a change outside a write left it; and, from a resume read, `writer`:
+   * where the run's next write goes on from, kept when nothing of the run is.
+   */
+  seen(runId: string, run: RunRow | undefined, writer?: WriterState, terminal = false): void {
     const cached = this.#cache.get(runId)
     if (cached) cached.run = run
     else if (writer) this.#keep(runId, writer, terminal)
-  }
-
-  /** The run row as a change outside a write left it. */
-  changed(runId: string, run: RunRow): void {
-    const cached = this.#cache.get(runId)
-    if (cached) cached.run = run
   }
 
   /** Forget where the run's writes left off (its rows were deleted or rewritten). */

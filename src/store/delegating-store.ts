@@ -1,32 +1,6 @@
-import type {
-  CheckpointInfo,
-  CheckpointInput,
-  CheckpointRecord,
-  CheckpointStore,
-  CreateRunInput,
-  EffectCompletion,
-  EffectCompletionResult,
-  EffectIntent,
-  EffectRecord,
-  ForkOptions,
-  LatestQuery,
-  ListCheckpointsQuery,
-  LoadRunQuery,
-  LoadTailsQuery,
-  CheckpointTail,
-  OpenedRun,
-  OpenRunQuery,
-  ListRunsQuery,
-  PendingWriteRecord,
-  PruneOptions,
-  PruneResult,
-  PutPendingWritesInput,
-  RunRecord,
-  RunStore,
-  StoreReader,
-  UpdateRunInput,
-  WriteBatch,
-} from './checkpoint-store.js'
+import type { CheckpointInfo, CheckpointInput, CheckpointRecord, CheckpointStore, CreateRunInput, EffectCompletion, EffectCompletionResult, EffectIntent } from './checkpoint-store.js'
+import type { EffectRecord, ForkOptions, LatestQuery, ListCheckpointsQuery, LoadRunQuery, LoadTailsQuery, CheckpointTail, OpenedRun, OpenRunQuery } from './checkpoint-store.js'
+import type { ListRunsQuery, PendingWriteRecord, PruneOptions, PruneResult, PutPendingWritesInput, RunRecord, RunStore, StoreReader, UpdateRunInput, WriteBatch } from './checkpoint-store.js'
 import type { RunLeases } from './leases/run-leases.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
 import type { RunWaits } from './waits/run-waits.js'

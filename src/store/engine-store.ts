@@ -17,7 +17,7 @@ import { assertCheckpointInput, assertFence, assertId } from './encoding/validat
 import { toKeyRing, type KeyInput, type KeyRing } from './trust/key-ring.js'
 import { resealEvents, SealedEventLog } from './trust/sealed-event-log.js'
 import type { RekeyOptions, RekeyResult } from './trust/rekey.js'
-import { assertLimit, CheckpointReads, trustedRead } from './checkpoint-reads.js'
+import { assertLimit, CheckpointReads, trustedRead, type StoreCore } from './checkpoint-reads.js'
 import { forkRun, pruneRuns, rekeyRuns, type MaintenanceContext } from './store-maintenance.js'
 import { SealedEngine } from './trust/sealed-engine.js'
 import { RunLog } from './run-log.js'
@@ -47,7 +47,7 @@ export interface EngineStoreOptions {
  */
 export class EngineStore implements CheckpointStore {
   readonly #engine: StorageEngine
-  readonly #schemas: SchemaRegistry
+  readonly #core: StoreCore
   #closed = false
   #leases: RunLeases | undefined
   #events: RunEventLog | undefined
@@ -66,12 +66,12 @@ export class EngineStore implements CheckpointStore {
     this.#encrypted = options.encrypt === true
     this.#ring = options.keys === undefined ? undefined : toKeyRing(options.keys)
     this.#engine = this.#ring === undefined ? engine : new SealedEngine(engine, { ring: this.#ring, encrypt: options.encrypt === true })
-    this.#schemas = options.schemas ?? defaultSchemas
     const warn = options.onWarning ?? ((message: string) => process.emitWarning(message, 'CairnWarning'))
-    this.#reads = new CheckpointReads({ engine: this.#engine, schemas: this.#schemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn })
-    this.#log = new RunLog(this.#engine, this.#call.bind(this))
-    const writerState = (runId: string) => this.#trusted(() => this.#reads.writerState(runId))
-    this.#writes = new CheckpointWrites({ engine: this.#engine, schemas: this.#schemas, log: this.#log, call: this.#call.bind(this), writerState })
+    const core = { engine: this.#engine, schemas: options.schemas ?? defaultSchemas, call: this.#call.bind(this), trusted: this.#trusted.bind(this), warn }
+    this.#core = core
+    this.#reads = new CheckpointReads(core)
+    this.#log = new RunLog(this.#engine, core.call)
+    this.#writes = new CheckpointWrites({ ...core, log: this.#log, writerState: (runId) => this.#trusted(() => this.#reads.writerState(runId)) })
   }
 
   async createRun(input: CreateRunInput = {}): Promise<RunRecord> {
@@ -102,7 +102,7 @@ export class EngineStore implements CheckpointStore {
     const rowPatch = toRunPatch(patch)
     const row = await this.#call(runId, 'update run', () => changeRun(runId, () => this.#engine.getRun(runId), (before) => this.#engine.updateRun(runId, swapPatch(before, rowPatch))))
     if (!row) throw new CheckpointNotFoundError(`run ${runId} does not exist`, { runId, code: 'run_not_found' })
-    this.#writes.changed(runId, row)
+    this.#writes.seen(runId, row)
     if (rowPatch.status !== undefined) await this.#writes.withRunLock(runId, () => this.#log.append(runId, [['status', rowPatch.status!]]))
     return decodeRunRow(row)
   }
@@ -176,7 +176,7 @@ export class EngineStore implements CheckpointStore {
     assertId(runId, 'runId')
     const opened = await this.#reads.openRun(runId, query)
     // What a resume read is where its first write goes on from: no read of the run before it.
-    this.#writes.opened(runId, opened.writer, opened.latest?.terminal === true, opened.run)
+    this.#writes.seen(runId, opened.run, opened.writer, opened.latest?.terminal === true)
     this.#log.remember(runId, opened.logLength)
     return {
       run: opened.run && decodeRunRow(opened.run),
@@ -216,8 +216,7 @@ export class EngineStore implements CheckpointStore {
     if (!row) return false
     return this.#writes.withRunLock(row.runId, async () => {
       this.#writes.forget(row.runId)
-      const deleted = await this.#call(row.runId, 'delete checkpoint', () => this.#engine.deleteCheckpoints(row.runId, [checkpointId]))
-      return deleted > 0
+      return (await this.#call(row.runId, 'delete checkpoint', () => this.#engine.deleteCheckpoints(row.runId, [checkpointId]))) > 0
     })
   }
 
@@ -282,7 +281,7 @@ export class EngineStore implements CheckpointStore {
   async putPendingWrites(input: PutPendingWritesInput): Promise<void> {
     const rows = writeRows(input, Date.now())
     const engine = this.#writesEngine(input.runId)
-    if (rows.length > 0) await this.#call(input.runId, `store pending writes of checkpoint ${input.checkpointId}`, () => engine.putWrites(rows))
+    if (rows.length > 0) await this.#call(input.runId, `store pending writes of checkpoint ${input.checkpointId}`, () => engine.putWrites!(rows))
   }
 
   async listPendingWrites(runId: string, checkpointIds: readonly string[]): Promise<PendingWriteRecord[]> {
@@ -290,7 +289,7 @@ export class EngineStore implements CheckpointStore {
     for (const checkpointId of checkpointIds) assertId(checkpointId, 'checkpointId')
     const engine = this.#writesEngine(runId)
     if (checkpointIds.length === 0) return []
-    const rows = await this.#call(runId, 'read pending writes', () => engine.listWrites(runId, checkpointIds))
+    const rows = await this.#call(runId, 'read pending writes', () => engine.listWrites!(runId, checkpointIds))
     return orderWrites(rows.map(decodeWriteRow), checkpointIds)
   }
 
@@ -327,26 +326,18 @@ export class EngineStore implements CheckpointStore {
 
   #maintenance(): MaintenanceContext {
     return {
-      engine: this.#engine,
-      call: this.#call.bind(this),
-      trusted: this.#trusted.bind(this),
+      ...this.#core,
       writes: this.#writes,
       log: this.#log,
       events: this.#events,
-      resealEvents: async (runId, encrypt) => {
-        const ring = this.#ring
-        return this.#rawEvents && ring ? resealEvents(this.#rawEvents, ring, runId, encrypt) : 0
-      },
+      resealEvents: async (runId, encrypt) => (this.#rawEvents && this.#ring ? resealEvents(this.#rawEvents, this.#ring, runId, encrypt) : 0),
     }
   }
 
   /** The engine, when it has a place for pending writes. */
-  #writesEngine(runId: string): Required<Pick<StorageEngine, 'putWrites' | 'listWrites'>> {
-    const engine = this.#engine
-    if (!engine.putWrites || !engine.listWrites) {
-      throw new InvalidArgumentError(`run ${runId}: this store's backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites`, { runId })
-    }
-    return { putWrites: (rows) => engine.putWrites!(rows), listWrites: (id, ids) => engine.listWrites!(id, ids) }
+  #writesEngine(runId: string): StorageEngine {
+    if (this.#engine.putWrites && this.#engine.listWrites) return this.#engine
+    throw new InvalidArgumentError(`run ${runId}: this store's backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites`, { runId })
   }
 
   /** An effect's row as stored now (after a write of this store), decoded. */

@@ -61,37 +61,28 @@ export async function exportRun(store: StoreReader, runId: string, onProgress?: 
  */
 export async function importRun(store: RunStore, document: unknown, onProgress?: (done: number, total: number) => void): Promise<RunRecord> {
   const doc = assertDocument(document)
-  const { run } = doc
-  if (await store.getRun(run.runId)) {
-    throw new CheckpointError('run_exists', `run ${run.runId} is already in this store; delete it first or import into another store`, { runId: run.runId })
+  const { runId, status, name, threadId, workflowName, configSignature, metadata, createdAt } = doc.run
+  if (await store.getRun(runId)) {
+    throw new CheckpointError('run_exists', `run ${runId} is already in this store; delete it first or import into another store`, { runId })
   }
-  await store.createRun({
-    runId: run.runId,
-    status: run.status,
-    name: run.name,
-    threadId: run.threadId,
-    workflowName: run.workflowName,
-    configSignature: run.configSignature,
-    metadata: run.metadata,
-    ...(run.createdAt === undefined ? {} : { createdAt: run.createdAt }),
-  })
+  await store.createRun({ runId, status, name, threadId, workflowName, configSignature, metadata, ...(createdAt === undefined ? {} : { createdAt }) })
   const effects = doc.effects
   if (effects.length > 0) {
     const done = effects.filter((e) => e.status === 'succeeded' || e.status === 'failed')
     await store.write({
-      runId: run.runId,
-      intents: effects.map((e) => ({ runId: run.runId, callId: e.callId, name: e.name, inputHash: e.inputHash, idempotencyKey: e.idempotencyKey })),
-      completions: done.map((e) => ({ runId: run.runId, callId: e.callId, status: e.status as 'succeeded' | 'failed', output: decodeValue(e.output) })),
+      runId,
+      intents: effects.map((e) => ({ runId, callId: e.callId, name: e.name, inputHash: e.inputHash, idempotencyKey: e.idempotencyKey })),
+      completions: done.map((e) => ({ runId, callId: e.callId, status: e.status as 'succeeded' | 'failed', output: decodeValue(e.output) })),
     })
-    for (const e of effects.filter((x) => x.status === 'started')) await store.startEffect(run.runId, e.callId)
+    for (const e of effects.filter((x) => x.status === 'started')) await store.startEffect(runId, e.callId)
   }
   // After the effects: a tool result the conversation holds is then stored once, in its effect.
   for (let at = 0; at < doc.checkpoints.length; at += CHUNK) {
-    const checkpoints: CheckpointInput[] = doc.checkpoints.slice(at, at + CHUNK).map((c) => ({ ...c, runId: run.runId, payload: decodeValue(c.payload) }))
-    await store.write({ runId: run.runId, checkpoints })
+    const checkpoints: CheckpointInput[] = doc.checkpoints.slice(at, at + CHUNK).map((c) => ({ ...c, runId, payload: decodeValue(c.payload) }))
+    await store.write({ runId, checkpoints })
     onProgress?.(Math.min(at + CHUNK, doc.checkpoints.length), doc.checkpoints.length)
   }
-  return store.updateRun(run.runId, { status: run.status, metadata: run.metadata })
+  return store.updateRun(runId, { status, metadata })
 }
 
 function assertDocument(value: unknown): RunDocument {

@@ -2,8 +2,7 @@ import { InvalidArgumentError } from '../core/errors.js'
 import { FINISHED_STATUSES, type CheckpointRecord, type CheckpointStore, type ForkOptions, type PruneOptions, type PruneResult } from './checkpoint-store.js'
 import type { CheckpointWrites } from './checkpoint-writes.js'
 import type { RunEventLog } from './event-log/run-event-log.js'
-import type { StorageEngine } from './engine/storage-engine.js'
-import type { EngineCall } from './checkpoint-reads.js'
+import type { StoreCore } from './checkpoint-reads.js'
 import { assertId } from './encoding/validate.js'
 import { checkEncryptionOptions, checkRunForRekey, encryptionState, rekeyRun, resealRun, type EncryptionCount, type RekeyOptions, type RekeyResult } from './trust/rekey.js'
 import { SealedEngine } from './trust/sealed-engine.js'
@@ -11,10 +10,7 @@ import type { RunLog } from './run-log.js'
 import { allPages } from './delegating-store.js'
 
 /** What the store's maintenance operations (prune, rekey) need of its internals. */
-export interface MaintenanceContext {
-  engine: StorageEngine
-  call: EngineCall
-  trusted: <T>(read: () => Promise<T>) => Promise<T>
+export interface MaintenanceContext extends StoreCore {
   /** The store's writes: a maintenance step of a run waits for the writes queued before it, and drops what they cached. */
   writes: CheckpointWrites
   /** The runs' logs: a prune marks the effects it deletes there first. */
