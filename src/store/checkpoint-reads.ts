@@ -42,24 +42,16 @@ export interface StoreCore {
  * edited or rolled-back store is refused rather than resumed from.
  */
 export class CheckpointReads {
-  readonly #engine: StorageEngine
-  readonly #schemas: SchemaRegistry
-  readonly #call: EngineCall
-  readonly #trusted: StoreCore['trusted']
-  readonly #warn: StoreCore['warn']
+  readonly #core: StoreCore
 
   constructor(core: StoreCore) {
-    this.#engine = core.engine
-    this.#schemas = core.schemas
-    this.#call = core.call
-    this.#trusted = core.trusted
-    this.#warn = core.warn
+    this.#core = core
   }
 
   async load<P = unknown>(checkpointId: string): Promise<CheckpointRecord<P>> {
     assertId(checkpointId, 'checkpointId')
-    return this.#trusted(async () => {
-      const [row] = await this.#call(undefined, `load checkpoint ${checkpointId}`, () => this.#engine.getCheckpoints([checkpointId]))
+    return this.#core.trusted(async () => {
+      const [row] = await this.#core.call(undefined, `load checkpoint ${checkpointId}`, () => this.#core.engine.getCheckpoints([checkpointId]))
       if (!row) throw new CheckpointNotFoundError(`checkpoint ${checkpointId} does not exist`, { checkpointId })
       return (await this.#decode(row)) as CheckpointRecord<P>
     })
@@ -67,33 +59,33 @@ export class CheckpointReads {
 
   async loadMany<P = unknown>(checkpointIds: readonly string[]): Promise<CheckpointRecord<P>[]> {
     assertIds(checkpointIds, 'loadMany')
-    return this.#trusted(async () => {
-      const rows = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, checkpointIds))
-      return (await this.#call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+    return this.#core.trusted(async () => {
+      const rows = await this.#core.call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#core.engine, checkpointIds))
+      return (await this.#core.call(rows[0]?.runId, `read ${rows.length} checkpoints`, () => decodeMany(rows, this.#core.engine, this.#core.schemas))) as CheckpointRecord<P>[]
     })
   }
 
   async loadTails<P = unknown>(checkpointIds: readonly string[], query: LoadTailsQuery): Promise<CheckpointTail<P>[]> {
     assertIds(checkpointIds, 'loadTails')
     assertId(query?.after, 'after')
-    return this.#trusted(async () => {
-      const [base, ...rows] = await this.#call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#engine, [query.after, ...checkpointIds]))
-      return (await this.#call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base, this.#engine, this.#schemas))) as CheckpointTail<P>[]
+    return this.#core.trusted(async () => {
+      const [base, ...rows] = await this.#core.call(undefined, `load ${checkpointIds.length} checkpoints`, () => readRows(this.#core.engine, [query.after, ...checkpointIds]))
+      return (await this.#core.call(base!.runId, `read ${rows.length} checkpoints`, () => decodeTails(rows, base, this.#core.engine, this.#core.schemas))) as CheckpointTail<P>[]
     })
   }
 
   async loadRun<P = unknown>(runId: string, query: LoadRunQuery = {}): Promise<CheckpointRecord<P>[]> {
     assertId(runId, 'runId')
     if (query.kind !== undefined && typeof query.kind !== 'string') throw new InvalidArgumentError(`kind must be a string, got ${typeof query.kind}`)
-    return this.#trusted(async () => {
+    return this.#core.trusted(async () => {
       // The row first, as for getLatest: the checkpoints read after it are never older than it says.
-      const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
-      const rows = await this.#call(runId, 'read the checkpoints of the run', () => readRunRows(this.#engine, runId))
+      const run = await this.#core.call(runId, 'read run', () => this.#core.engine.getRun(runId))
+      const rows = await this.#core.call(runId, 'read the checkpoints of the run', () => readRunRows(this.#core.engine, runId))
       await this.#confirmLatest(runId, run, rows.at(-1))
       // A row of another kind is left out only once it reads: an unreadable one (a file that is
       // a link or a FIFO has no kind at all) is reported, never skipped as not wanted.
       const wanted = query.kind === undefined ? rows : rows.filter((row) => isWanted(row, query.kind!))
-      return (await this.#call(runId, `read ${wanted.length} checkpoints`, () => decodeMany(wanted, this.#engine, this.#schemas))) as CheckpointRecord<P>[]
+      return (await this.#core.call(runId, `read ${wanted.length} checkpoints`, () => decodeMany(wanted, this.#core.engine, this.#core.schemas))) as CheckpointRecord<P>[]
     })
   }
 
@@ -103,13 +95,13 @@ export class CheckpointReads {
       throw new InvalidArgumentError('getLatest needs { runId } or { workflowName }')
     }
     const { runId, workflowName } = query
-    return this.#trusted(async () => {
+    return this.#core.trusted(async () => {
       if (runId !== undefined) {
         const { latest, lists } = await this.#runAndLatest(runId)
         return latest && ((await this.#decode(latest, lists)) as CheckpointRecord<P>)
       }
       // A workflow's latest is its newest checkpoint across runs, by time: what is left of it.
-      const row = await this.#call(undefined, 'read latest checkpoint', () => this.#engine.getLatest({ workflowName }))
+      const row = await this.#core.call(undefined, 'read latest checkpoint', () => this.#core.engine.getLatest({ workflowName }))
       return row && ((await this.#decode(row)) as CheckpointRecord<P>)
     })
   }
@@ -119,11 +111,13 @@ export class CheckpointReads {
     if (query.runId !== undefined) assertId(query.runId, 'runId')
     if (query.before !== undefined) assertId(query.before, 'before')
     const { verify = true, ...engineQuery } = query
+    const { runId } = query
+    const { call, engine } = this.#core
+    if (!verify) return (await call(runId, 'list checkpoints', () => engine.listCheckpoints(engineQuery))).map(decodeHeader)
     // A run's history read from its newest end must reach the seq the run row records.
-    const run = verify && query.runId !== undefined && query.before === undefined && query.workflowName === undefined ? await this.#call(query.runId, 'read run', () => this.#engine.getRun(query.runId!)) : undefined
-    if (!verify) return (await this.#call(query.runId, 'list checkpoints', () => this.#engine.listCheckpoints(engineQuery))).map(decodeHeader)
-    return this.#trusted(async () => {
-      const rows = await this.#call(query.runId, 'list checkpoints', () => listRows(this.#engine, engineQuery))
+    const run = runId !== undefined && query.before === undefined && query.workflowName === undefined ? await call(runId, 'read run', () => engine.getRun(runId)) : undefined
+    return this.#core.trusted(async () => {
+      const rows = await call(runId, 'list checkpoints', () => listRows(engine, engineQuery))
       if (run) checkRunRow(run)
       if (run && checkLatestAgainstRun(run, rows[0], run.runId) === 'ahead') await this.#runAndLatest(run.runId)
       return rows.flatMap((row) => {
@@ -132,7 +126,7 @@ export class CheckpointReads {
           return [decodeCheckedHeader(row)]
         } catch (err) {
           if (query.unreadable !== 'skip' || !(err instanceof CheckpointCorruptionError)) throw err
-          this.#warn(`skipped checkpoint ${row.id} of run ${row.runId} while listing, as asked (unreadable: 'skip'): ${err.message}`)
+          this.#core.warn(`skipped checkpoint ${row.id} of run ${row.runId} while listing, as asked (unreadable: 'skip'): ${err.message}`)
           return []
         }
       })
@@ -148,8 +142,8 @@ export class CheckpointReads {
   async openRun(runId: string, query: OpenRunQuery): Promise<OpenedRunRows> {
     const recent = query.recent ?? 8
     if (!Number.isInteger(recent) || recent < 1) throw new InvalidArgumentError(`recent must be a positive integer, got ${String(recent)}`)
-    return this.#trusted(async () => {
-      const read = await this.#call(runId, 'load the run', () => this.#engine.loadRun(runId, { recent }))
+    return this.#core.trusted(async () => {
+      const read = await this.#core.call(runId, 'load the run', () => this.#core.engine.loadRun(runId, { recent }))
       const latest = read.checkpoints[0]
       const run = await this.#confirmLatest(runId, read.run, latest)
       const logItems = read.lists.find((list) => list.id === RUN_LOG_LIST)?.items ?? []
@@ -168,7 +162,7 @@ export class CheckpointReads {
       const only = picked === 'all' ? undefined : new Set(picked)
       // Read after the log, so each is at least as far as the log says; checked against it: a row
       // put back to pending or deleted is refused, never run again.
-      const effects = only?.size === 0 ? [] : await this.#call(runId, 'read the effects of the run', () => this.#engine.listEffects(runId, only && [...only]))
+      const effects = only?.size === 0 ? [] : await this.#core.call(runId, 'read the effects of the run', () => this.#core.engine.listEffects(runId, only && [...only]))
       checkEffectsAgainstLog(runId, log, effects, only)
       const writer = latest && run ? { lastSeq: run.lastSeq, lastId: latest.id, lists: listCacheOf(latest, checkRow(latest)), run } : undefined
       return { run, latest: record, base, effects, writer, logLength: logItems.length }
@@ -180,16 +174,16 @@ export class CheckpointReads {
     // No rollback check here: a save after `delete` of the newest checkpoints (a workflow run
     // continued from an earlier checkpoint it names) is the caller's explicit choice; a resume
     // finds the run through getLatest, which refuses it.
-    const run = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    const run = await this.#core.call(runId, 'read run', () => this.#core.engine.getRun(runId))
     if (run) checkRunRow(run)
-    const latest = run && (await this.#call(runId, 'read latest checkpoint', () => this.#engine.getLatest({ runId })))
+    const latest = run && (await this.#core.call(runId, 'read latest checkpoint', () => this.#core.engine.getLatest({ runId })))
     const lists: ListCache = latest ? listCacheOf(latest, checkRow(latest)) : new Map<string, CachedList>()
     return { lastSeq: run?.lastSeq ?? 0, lastId: latest?.id ?? null, lists }
   }
 
   /** The run, its newest checkpoint and that checkpoint's lists, in one engine call, checked one against the other. */
   async #runAndLatest(runId: string): Promise<{ run: RunRow | undefined; latest: CheckpointRow | undefined; lists: RunLoad['lists'] }> {
-    const read = await this.#call(runId, 'read run and latest checkpoint', () => this.#engine.loadRun(runId, { recent: 1 }))
+    const read = await this.#core.call(runId, 'read run and latest checkpoint', () => this.#core.engine.loadRun(runId, { recent: 1 }))
     const latest = read.checkpoints[0]
     return { run: await this.#confirmLatest(runId, read.run, latest), latest, lists: read.lists }
   }
@@ -199,15 +193,15 @@ export class CheckpointReads {
     if (run) checkRunRow(run)
     if (checkLatestAgainstRun(run, latest, runId) !== 'ahead') return run
     // A commit may have landed between the two reads: the row read again has caught up.
-    const again = await this.#call(runId, 'read run', () => this.#engine.getRun(runId))
+    const again = await this.#core.call(runId, 'read run', () => this.#core.engine.getRun(runId))
     if (again) checkRunRow(again)
     if (checkLatestAgainstRun(again, latest, runId) === 'ahead') throw aheadOfRun(again, latest!, runId)
     return again
   }
 
   async #decode(row: CheckpointRow, lists?: RunLoad['lists']): Promise<CheckpointRecord> {
-    const stored = await this.#call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#engine, lists))
-    return toRecord(stored, this.#schemas)
+    const stored = await this.#core.call(row.runId, `read checkpoint ${row.id}`, () => readStoredCheckpoint(row, this.#core.engine, lists))
+    return toRecord(stored, this.#core.schemas)
   }
 }
 
