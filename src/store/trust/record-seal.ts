@@ -6,7 +6,7 @@ import { decrypt, encrypt, integrity, sign, storedCiphertext, verify, type SealC
 
 /**
  * How a keyed store seals the records a resume trusts, one record at a time, and opens them
- * again (see `SealedEngine`, which applies it on the way into and out of every engine):
+ * again (`SealedEngine` applies it on the way into and out of every engine):
  *
  * - A checkpoint row's `digest` becomes an HMAC over its SHA-256 digest, which covers the run id,
  *   id, seq, parent, header, metadata, body and list refs: an edit, a swap with another row or a
@@ -22,38 +22,37 @@ import { decrypt, encrypt, integrity, sign, storedCiphertext, verify, type SealC
  * A signed effect or write carries its signature after its value: `value|s1.…`.
  */
 export class RecordSeal {
-  readonly #ring: KeyRing
-  readonly #encrypt: boolean
-
-  constructor(ring: KeyRing, encrypt: boolean) {
-    this.#ring = ring
-    this.#encrypt = encrypt
-  }
+  constructor(private readonly ring: KeyRing, private readonly encrypts: boolean) {}
 
   /** The id of the key this engine writes with, and whether it encrypts. */
   get sealing(): { keyId: string; encrypt: boolean } {
-    return { keyId: this.#ring.writeKeyId, encrypt: this.#encrypt }
+    return { keyId: this.ring.writeKeyId, encrypt: this.encrypts }
   }
 
   /** A checkpoint row as it is stored: encrypted when asked, signed always. */
   sealCheckpoint(row: CheckpointRow): CheckpointRow {
     let stored = row
-    if (this.#encrypt) {
+    if (this.encrypts) {
       const refs = JSON.parse(row.lists) as ListRef[]
       const body = this.#sealText(JSON.stringify([row.body, row.lists]), checkpointAad(row))
       stored = { ...row, body, lists: JSON.stringify(refs.map((ref) => ({ id: ref.id, n: ref.n, h: '' }))) }
     }
-    return { ...stored, digest: sign(this.#ring, 'checkpoint', [checkpointDigest(stored)]) }
+    return { ...stored, digest: sign(this.ring, 'checkpoint', [checkpointDigest(stored)]) }
   }
 
   /** Verify (and decrypt) a stored checkpoint row into the plain row the store decodes. */
   openCheckpoint(row: CheckpointRow): CheckpointRow {
     const context: SealContext = { runId: stringOr(row.runId), checkpointId: stringOr(row.id), what: `checkpoint ${String(row.id)} of run ${String(row.runId)}` }
     const digest = checkpointDigest(row)
-    verify(this.#ring, row.digest, 'checkpoint', [digest], context)
+    verify(this.ring, row.digest, 'checkpoint', [digest], context)
     const sealed = storedCiphertext(row.body)
     if (sealed === undefined) return { ...row, digest }
-    const pair = parseJson(decrypt(this.#ring, sealed, checkpointAad(row), context))
+    let pair: unknown
+    try {
+      pair = JSON.parse(decrypt(this.ring, sealed, checkpointAad(row), context))
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err
+    }
     if (!Array.isArray(pair) || pair.length !== 2 || typeof pair[0] !== 'string' || typeof pair[1] !== 'string') {
       throw integrity(context, 'holds a ciphertext that is not a checkpoint body')
     }
@@ -94,12 +93,12 @@ export class RecordSeal {
 
   /** A list item as stored: a ciphertext bound to its place when encrypting, else as is. */
   sealItem(runId: string, listId: string, idx: number, item: string): string {
-    return this.#sealText(item, itemAad(runId, listId, idx))
+    return this.#sealText(item, JSON.stringify(['item', runId, listId, idx]))
   }
 
   /** A stored list item decrypted (a plain item is returned as is: the chain hashes of signed rows cover it). */
   openItem(runId: string, listId: string, idx: number, item: string): string {
-    return this.#openText(item, itemAad(runId, listId, idx), { runId, what: `item ${idx} of list ${listId} of run ${runId}` })
+    return this.#openText(item, JSON.stringify(['item', runId, listId, idx]), { runId, what: `item ${idx} of list ${listId} of run ${runId}` })
   }
 
   /** A pending write as stored: its value encrypted when asked, then signed with its key. */
@@ -116,16 +115,16 @@ export class RecordSeal {
   }
 
   #sealText(text: string, aad: string): string {
-    return this.#encrypt ? JSON.stringify(encrypt(this.#ring, text, aad)) : text
+    return this.encrypts ? JSON.stringify(encrypt(this.ring, text, aad)) : text
   }
 
   #openText(text: string, aad: string, context: SealContext): string {
     const sealed = storedCiphertext(text)
-    return sealed === undefined ? text : decrypt(this.#ring, sealed, aad, context)
+    return sealed === undefined ? text : decrypt(this.ring, sealed, aad, context)
   }
 
   #signed(value: string, domain: string, fields: readonly SealField[]): string {
-    return `${value}|${sign(this.#ring, domain, fields)}`
+    return `${value}|${sign(this.ring, domain, fields)}`
   }
 
   /** The value of a stored `value|signature`, once the signature verifies over `fields(value)`. */
@@ -133,7 +132,7 @@ export class RecordSeal {
     const text = stringOr(stored)
     const at = text?.lastIndexOf('|s1.') ?? -1
     const value = at < 0 ? text : text?.slice(0, at)
-    verify(this.#ring, at < 0 ? undefined : text?.slice(at + 1), domain, fields(value), context)
+    verify(this.ring, at < 0 ? undefined : text?.slice(at + 1), domain, fields(value), context)
     // A signature over strings verified: the fields are strings.
     if (value === undefined) throw integrity(context, `has no ${what}`)
     return value
@@ -142,10 +141,6 @@ export class RecordSeal {
 
 function checkpointAad(row: CheckpointRow): string {
   return JSON.stringify(['checkpoint', row.runId, row.id, row.seq])
-}
-
-function itemAad(runId: string, listId: string, idx: number): string {
-  return JSON.stringify(['item', runId, listId, idx])
 }
 
 function effectAad(runId: string, callId: string, status: string): string {
@@ -162,14 +157,6 @@ function writeFields(row: PendingWriteRow, value: string | undefined): (string |
 
 function intentFields(row: EffectRow, inputHash: unknown): (string | undefined)[] {
   return [row.runId, row.callId, row.name, inputHash, row.idempotencyKey].map(stringOr)
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown
-  } catch {
-    return undefined
-  }
 }
 
 /** A field of a hand-edited row that is not a string signs as `undefined`. */

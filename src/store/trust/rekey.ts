@@ -101,17 +101,27 @@ export async function rekeyRun(engine: SealedEngine, runId: string, options: Rek
   const before = countEncrypted(stored, storedItems, storedEffects)
   refuseUnaskedChange(runId, before, encrypt, options)
   const plain = stored.map((row) => openRow(engine, row, options))
-  const rows = stored.flatMap((row, k) => (rowSealed(row, keyId, encrypt) ? [] : [records.sealCheckpoint(plain[k]!)]))
-  const items = resealItems(engine, runId, refsByList(plain), storedItems)
+  const rows = stored.flatMap((row, k) => (keyIdOf(row.digest) === keyId && row.body.startsWith('"e1.') === encrypt ? [] : [records.sealCheckpoint(plain[k]!)]))
+  // Every item of the run's lists, checked against the signed chain hashes, re-sealed where needed.
+  const items = [...refsByList(plain)].flatMap(([listId, refs], k) => {
+    const listItems = storedItems[k] ?? []
+    const opened = listItems.map((item, idx) => records.openItem(runId, listId, idx, item))
+    if (refs.some((ref) => opened.length < ref.n || chainHash('', opened.slice(0, ref.n)) !== ref.h)) {
+      throw new CheckpointCorruptionError(`list ${listId} of run ${runId} does not match the checkpoints that refer to it; it is not re-sealed`, { runId })
+    }
+    return listItems.flatMap((item, idx) => {
+      const sealed = storedCiphertext(item)
+      const wanted = encrypt ? sealed !== undefined && keyIdOf(sealed) === keyId : sealed === undefined
+      return wanted ? [] : [{ listId, idx, item: records.sealItem(runId, listId, idx, opened[idx]!) }]
+    })
+  })
   const effects = storedEffects.flatMap((row) => {
     if (effectSealed(row, keyId, encrypt)) return []
     const open = openEffect(engine, row, options)
-    const intent = records.sealIntent(open)
-    const done = open.status === 'succeeded' || open.status === 'failed'
-    const outcome = done
-      ? records.sealCompletion({ runId, callId: open.callId, status: open.status as 'succeeded' | 'failed', output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
+    const outcome = open.status === 'succeeded' || open.status === 'failed'
+      ? records.sealCompletion({ runId, callId: open.callId, status: open.status, output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
       : undefined
-    return [{ callId: row.callId, inputHash: intent.inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null }]
+    return [{ callId: row.callId, inputHash: records.sealIntent(open).inputHash, output: outcome?.output ?? null, outputHash: outcome?.outputHash ?? null }]
   })
   const request = { runId, checkpoints: rows.map(({ id, body, lists, digest }) => ({ id, body, lists, digest })), items, effects }
   return { request, before }
@@ -177,22 +187,12 @@ function openEffect(engine: SealedEngine, row: EffectRow, options: RekeyOptions)
  */
 function refuseUnaskedChange(runId: string, before: EncryptionCount, encrypt: boolean, options: RekeyOptions): void {
   if (encrypt && before.plain > 0 && options.encrypt !== true) {
-    throw new EncryptionChangeError({
-      runId,
-      change: 'encrypt',
-      message:
-        `run ${runId} holds ${before.plain} records in plaintext, and this store is opened with encrypt: true, so a rekey would encrypt them; ` +
-        'pass encrypt: true to encrypt them, or open the store without encrypt to keep them in plaintext',
-    })
+    const message = `run ${runId} holds ${before.plain} records in plaintext, and this store is opened with encrypt: true, so a rekey would encrypt them; `
+    throw new EncryptionChangeError({ runId, change: 'encrypt', message: `${message}pass encrypt: true to encrypt them, or open the store without encrypt to keep them in plaintext` })
   }
   if (!encrypt && before.encrypted > 0 && options.decrypt !== true) {
-    throw new EncryptionChangeError({
-      runId,
-      change: 'decrypt',
-      message:
-        `run ${runId} holds ${before.encrypted} encrypted records, and this store is opened without encrypt, so a rekey would write them in plaintext; ` +
-        'open the store with encrypt: true to keep them encrypted, or pass decrypt: true to decrypt them',
-    })
+    const message = `run ${runId} holds ${before.encrypted} encrypted records, and this store is opened without encrypt, so a rekey would write them in plaintext; `
+    throw new EncryptionChangeError({ runId, change: 'decrypt', message: `${message}open the store with encrypt: true to keep them encrypted, or pass decrypt: true to decrypt them` })
   }
 }
 
@@ -213,32 +213,7 @@ function refsByList(rows: readonly CheckpointRow[]): Map<string, ListRef[]> {
   return refs
 }
 
-/** Every item of the run's lists, checked against the signed chain hashes, re-sealed where needed. */
-function resealItems(engine: SealedEngine, runId: string, refs: Map<string, ListRef[]>, stored: readonly (readonly string[])[]): RewriteRequest['items'][number][] {
-  const { keyId, encrypt } = engine.records.sealing
-  return [...refs].flatMap(([listId, listRefs], k) => {
-    const items = stored[k] ?? []
-    const plain = items.map((item, idx) => engine.records.openItem(runId, listId, idx, item))
-    for (const ref of listRefs) {
-      if (plain.length < ref.n || chainHash('', plain.slice(0, ref.n)) !== ref.h) {
-        throw new CheckpointCorruptionError(`list ${listId} of run ${runId} does not match the checkpoints that refer to it; it is not re-sealed`, { runId })
-      }
-    }
-    return items.flatMap((item, idx) => {
-      const sealed = storedCiphertext(item)
-      const wanted = encrypt ? sealed !== undefined && keyIdOf(sealed) === keyId : sealed === undefined
-      return wanted ? [] : [{ listId, idx, item: engine.records.sealItem(runId, listId, idx, plain[idx]!) }]
-    })
-  })
-}
-
-function rowSealed(row: CheckpointRow, keyId: string, encrypt: boolean): boolean {
-  return keyIdOf(row.digest) === keyId && row.body.startsWith('"e1.') === encrypt
-}
-
 function effectSealed(row: EffectRow, keyId: string, encrypt: boolean): boolean {
   const signedBy = (value: string | null) => (value === null ? undefined : keyIdOf(value.slice(value.lastIndexOf('|') + 1)))
-  if (signedBy(row.inputHash) !== keyId) return false
-  if (row.output === null) return true
-  return signedBy(row.outputHash) === keyId && row.output.startsWith('"e1.') === encrypt
+  return signedBy(row.inputHash) === keyId && (row.output === null || (signedBy(row.outputHash) === keyId && row.output.startsWith('"e1.') === encrypt))
 }

@@ -1,17 +1,14 @@
-import { requeueAll, type AcquireOutcome, type AcquireRequest, type CancelOutcome, type ClaimRequest, type ClaimedRun, type EnqueueJob, type LeaseEngine, type LeaseSubscription, type ReleaseRequest, type RequeueOutcome, type RequeueRequest } from '../engine/lease-engine.js'
-import type { CheckpointRow, RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
+import type { CheckpointRow, RunChanged, RunPatch, RunRow } from '../engine/rows.js'
 import { applyRunPatch, RUN_CHANGED } from '../engine/run-patch.js'
-import { RUN_DIGEST_FIELDS, runDigest, runProgressDigest, type RunDigestField } from '../engine/run-digest.js'
-import { isRunChanged } from '../encoding/run-rows.js'
+import { RUN_DIGEST_FIELDS, runDigest, type RunDigestField } from '../engine/run-digest.js'
 import type { KeyRing } from './key-ring.js'
 import { stringOr } from './record-seal.js'
 import { integrity, requireSignature, sign, verifies, verify, type SealContext } from './seal.js'
 
 /**
  * A new run row as stored: a progress signature over no checkpoint (its `seal`) and the signature
- * of its fields (those of `RUN_DIGEST_FIELDS`: id, status, names, config signature, metadata,
- * creation time) in its `digest`, bound to the run id, so a row copied from another run does not
- * verify either.
+ * of its fields (those of `RUN_DIGEST_FIELDS`) in its `digest`, bound to the run id, so a row
+ * copied from another run does not verify either.
  */
 export function sealNewRun(ring: KeyRing, row: RunRow): RunRow {
   return { ...row, seal: runSeal(ring, row.runId, row.lastSeq, undefined), digest: runFieldsSeal(ring, row) }
@@ -23,9 +20,8 @@ export function runFieldsSeal(ring: KeyRing, row: Pick<RunRow, RunDigestField>):
 }
 
 /**
- * Check a stored run row's field signature: a row whose status, name, thread, workflow name,
- * config signature, metadata or creation time was edited, or whose signature is missing or
- * replaced by an unkeyed digest, is a `CheckpointIntegrityError`.
+ * Check a stored run row's field signature: an edited field, or a signature missing or replaced
+ * by an unkeyed digest, is a `CheckpointIntegrityError`.
  */
 export function verifyRunFields(ring: KeyRing, row: RunRow): void {
   const context = runContext(row)
@@ -33,11 +29,6 @@ export function verifyRunFields(ring: KeyRing, row: RunRow): void {
     throw integrity(context, 'has no signature over its fields (written before run rows were signed whole): sign them with store.rekey()')
   }
   verify(ring, row.digest, 'run-fields', fieldsOf(row), context)
-}
-
-/** A verified run row as the store above reads it: its digests in their plain, unkeyed form. */
-export function openedRun(row: RunRow): RunRow {
-  return { ...row, digest: runDigest(row), seal: runProgressDigest(row.runId, row.lastSeq) }
 }
 
 /**
@@ -93,98 +84,6 @@ export function verifyRunSeal(ring: KeyRing, row: RunRow, newest: CheckpointRow 
  */
 export function sealCoversEarlier(ring: KeyRing, row: RunRow, earlier: readonly CheckpointRow[]): boolean {
   return earlier.some((checkpoint) => verifies(ring, row.seal, 'run-progress', progressFields(row.runId, checkpoint.seq, checkpoint)))
-}
-
-/** How {@link SealedLeases} reads and opens the run rows of its engine. */
-export interface SealedRuns {
-  /** A run row as stored, unverified. */
-  stored(runId: string): Promise<RunRow | undefined>
-  /** A stored run row checked against its seal and newest checkpoint, as `getRun` hands it out. */
-  open(row: RunRow): Promise<RunRow>
-}
-
-/**
- * The lease protocol of a keyed engine: runs it creates are sealed, runs a claim hands out
- * verified, and every change of a run's fields (release, cancel, requeue) re-signed from the
- * stored row (see {@link signedPatch}).
- */
-export class SealedLeases implements LeaseEngine {
-  readonly #inner: LeaseEngine
-  readonly #ring: KeyRing
-  readonly #runs: SealedRuns
-
-  constructor(inner: LeaseEngine, ring: KeyRing, runs: SealedRuns) {
-    this.#inner = inner
-    this.#ring = ring
-    this.#runs = runs
-  }
-
-  async subscribe(onWake: () => void): Promise<LeaseSubscription | undefined> {
-    return this.#inner.subscribe ? this.#inner.subscribe(onWake) : undefined
-  }
-
-  enqueue(row: RunRow, job: EnqueueJob): Promise<boolean> {
-    return this.#inner.enqueue(sealNewRun(this.#ring, row), job)
-  }
-
-  async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
-    const claimed = await this.#inner.claim(request)
-    return Promise.all(claimed.map(async ({ run, lease }) => ({ run: await this.#runs.open(run), lease })))
-  }
-
-  heartbeat: LeaseEngine['heartbeat'] = (request) => this.#inner.heartbeat(request)
-  getLease: LeaseEngine['getLease'] = (runId) => this.#inner.getLease(runId)
-
-  async release(request: ReleaseRequest): Promise<boolean | RunChanged> {
-    const { patch } = request
-    if (!patch?.swap) return this.#inner.release(request)
-    const signed = await this.#signed(request.fence.runId, () => patch)
-    if (signed === undefined) return false
-    return isRunChanged(signed) ? signed : this.#inner.release({ ...request, patch: signed })
-  }
-
-  async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
-    if (!swap) return this.#inner.cancel(runId)
-    const signed = await this.#signed(runId, (stored) => ({ status: 'cancelled', updatedAt: stored.updatedAt, swap }))
-    return signed === undefined || isRunChanged(signed) ? signed : this.#inner.cancel(runId, signed.swap)
-  }
-
-  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
-    const sealed = await this.#sealedRequeue(request)
-    return sealed === undefined || isRunChanged(sealed) ? sealed : this.#inner.requeuePaused(sealed)
-  }
-
-  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
-    const sealed = await Promise.all(requests.map((request) => this.#sealedRequeue(request)))
-    const ready = sealed.filter((request): request is RequeueRequest => request !== undefined && !isRunChanged(request))
-    const outcomes = await requeueAll(this.#inner, ready)
-    let next = 0
-    return sealed.map((request) => (request === undefined || isRunChanged(request) ? request : outcomes[next++]))
-  }
-
-  /**
-   * The lease of a named run; the run handed out has its fields' signature verified. Its progress
-   * (last seq) is checked against its newest checkpoint by the read a resume makes next
-   * (`loadRun`), so the acquire does not read that checkpoint as well: the row's seal is left out.
-   */
-  async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
-    const outcome = await this.#inner.acquire(request.create ? { ...request, create: sealNewRun(this.#ring, request.create) } : request)
-    if (outcome.outcome !== 'acquired') return outcome
-    verifyRunFields(this.#ring, outcome.run)
-    return { ...outcome, run: { ...outcome.run, digest: runDigest(outcome.run), seal: null } }
-  }
-
-  /** A requeue with its swap re-signed from the stored row. */
-  async #sealedRequeue(request: RequeueRequest): Promise<RequeueRequest | RunChanged | undefined> {
-    const signed = await this.#signed(request.runId, () => ({ status: 'queued', metadata: request.metadata, updatedAt: request.now, swap: request.swap }))
-    return signed === undefined || isRunChanged(signed) ? signed : { ...request, swap: signed.swap }
-  }
-
-  /** A change re-signed from the stored row (see {@link signedPatch}); undefined when there is no such run. */
-  async #signed<P extends RunPatch>(runId: string, patchOf: (stored: RunRow) => P): Promise<P | RunChanged | undefined> {
-    const stored = await this.#runs.stored(runId)
-    return stored && signedPatch(this.#ring, stored, patchOf(stored))
-  }
 }
 
 function runContext(row: RunRow): SealContext {

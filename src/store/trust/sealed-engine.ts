@@ -1,13 +1,14 @@
 import { InvalidArgumentError, WrongKeyError, type CairnError, type CheckpointIntegrityError } from '../../core/errors.js'
 import type { ListRunsQuery } from '../checkpoint-store.js'
 import { listRows, type CheckpointListing, type CommitRequest, type CommitResult, type ListRange, type RunLoad, type StorageEngine } from '../engine/storage-engine.js'
-import type { LeaseEngine } from '../engine/lease-engine.js'
-import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow } from '../engine/rows.js'
+import { requeueAll, type AcquireOutcome, type AcquireRequest, type CancelOutcome, type ClaimRequest, type ClaimedRun, type LeaseEngine, type LeaseSubscription, type ReleaseRequest, type RequeueOutcome, type RequeueRequest } from '../engine/lease-engine.js'
+import type { CheckpointHeaderRow, CheckpointRow, EffectRow, PendingWriteRow, RunChanged, RunPatch, RunRow, RunSwap } from '../engine/rows.js'
+import { runDigest, runProgressDigest } from '../engine/run-digest.js'
 import type { KeyRing } from './key-ring.js'
 import { keyCheckValue } from './seal.js'
 import { RecordSeal } from './record-seal.js'
 import { isRunChanged } from '../encoding/run-rows.js'
-import { openedRun, runFieldsSeal, runSeal, sealCoversEarlier, SealedLeases, sealNewRun, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
+import { runFieldsSeal, runSeal, sealCoversEarlier, sealNewRun, signedPatch, verifyRunFields, verifyRunSeal } from './run-seal.js'
 
 /** Most checkpoints one commit can leave ahead of its run row when a crash cuts it short. */
 const LAGGING_COMMIT_LIMIT = 16
@@ -34,8 +35,6 @@ export interface SealOptions {
  * update time, list headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
-  /** The engine below, for administration (rekeying) that moves sealed rows as they are. */
-  readonly inner: StorageEngine
   /** The key ring records are signed with. */
   readonly ring: KeyRing
   /** How each record is sealed and opened. */
@@ -43,16 +42,15 @@ export class SealedEngine implements StorageEngine {
   #leases: SealedLeases | undefined
   #writerChecked = false
 
-  constructor(inner: StorageEngine, options: SealOptions) {
-    this.inner = inner
-    this.ring = options.ring
-    this.records = new RecordSeal(options.ring, options.encrypt)
+  /** `inner`: the engine below, for administration (rekeying) that moves sealed rows as they are. */
+  constructor(readonly inner: StorageEngine, { ring, encrypt }: SealOptions) {
+    this.ring = ring
+    this.records = new RecordSeal(ring, encrypt)
   }
 
   get leases(): LeaseEngine | undefined {
-    const inner = this.inner.leases
-    if (!inner) return undefined
-    this.#leases ??= new SealedLeases(inner, this.ring, { stored: (runId) => this.inner.getRun(runId), open: async (row) => this.#openRun(row) })
+    if (!this.inner.leases) return undefined
+    this.#leases ??= new SealedLeases(this.inner.leases, this)
     return this.#leases
   }
 
@@ -63,10 +61,9 @@ export class SealedEngine implements StorageEngine {
    */
   async checkWritingKey(): Promise<void> {
     if (this.#writerChecked) return
-    const put = this.inner.putKeyCheck?.bind(this.inner)
     const key = this.ring.writer()
     const mine = keyCheckValue(key)
-    if (put && (await put(key.id, mine)) !== mine) throw new WrongKeyError({ keyId: key.id })
+    if (this.inner.putKeyCheck && (await this.inner.putKeyCheck(key.id, mine)) !== mine) throw new WrongKeyError({ keyId: key.id })
     this.#writerChecked = true
   }
 
@@ -88,12 +85,11 @@ export class SealedEngine implements StorageEngine {
 
   async getRun(runId: string): Promise<RunRow | undefined> {
     const row = await this.inner.getRun(runId)
-    return row && this.#openRun(row)
+    return row && this.openRun(row)
   }
 
   async listRuns(query: ListRunsQuery): Promise<RunRow[]> {
-    const rows = await this.inner.listRuns(query)
-    return Promise.all(rows.map(async (row) => this.#openRun(row)))
+    return Promise.all((await this.inner.listRuns(query)).map(async (row) => this.openRun(row)))
   }
 
   async updateRun(runId: string, patch: RunPatch): Promise<RunRow | RunChanged | undefined> {
@@ -105,21 +101,19 @@ export class SealedEngine implements StorageEngine {
     const signed = signedPatch(this.ring, stored, fields)
     if (isRunChanged(signed)) return signed
     const row = await this.inner.updateRun(runId, signed)
-    return row && !('outcome' in row) ? this.#openRun(row) : row
+    return row && !('outcome' in row) ? this.openRun(row) : row
   }
 
   deleteRun: StorageEngine['deleteRun'] = (runId) => this.inner.deleteRun(runId)
 
   async commit(request: CommitRequest): Promise<CommitResult> {
     if (!this.#writerChecked) await this.checkWritingKey()
-    const { effects } = request
+    const { effects, run: { runId } } = request
     const records = this.records
     const rows = request.rows.map((row) => records.sealCheckpoint(row))
     const newest = rows[rows.length - 1]
-    const { runId } = request.run
-    const seal = runSeal(this.ring, runId, newest?.seq ?? 0, newest)
     // A commit that advances the run writes the signature of its new last seq and newest checkpoint with them.
-    const run = { ...request.run, seal, digest: runFieldsSeal(this.ring, request.run) }
+    const run = { ...request.run, seal: runSeal(this.ring, runId, newest?.seq ?? 0, newest), digest: runFieldsSeal(this.ring, request.run) }
     const sealed: CommitRequest = { ...request, rows, appends: request.appends.map((append) => records.sealAppend(runId, append)), run }
     if (request.runPatch?.swap) {
       // The run row the patch changes: as stored, or the one this commit creates.
@@ -153,10 +147,7 @@ export class SealedEngine implements StorageEngine {
 
   async readLists(runId: string, ranges: readonly ListRange[]): Promise<string[][]> {
     const lists = await this.inner.readLists(runId, ranges)
-    return lists.map((items, k) => {
-      const range = ranges[k]
-      return items.map((item, idx) => this.records.openItem(runId, range?.id ?? '?', (range?.from ?? 0) + idx, item))
-    })
+    return lists.map((items, k) => items.map((item, idx) => this.records.openItem(runId, ranges[k]?.id ?? '?', (ranges[k]?.from ?? 0) + idx, item)))
   }
 
   /**
@@ -167,11 +158,9 @@ export class SealedEngine implements StorageEngine {
   async loadRun(runId: string, request: { recent: number }): Promise<RunLoad> {
     const read = await this.inner.loadRun(runId, request)
     const newest = read.checkpoints[0]
-    let run: RunRow | undefined
-    if (read.run && newest && typeof read.run.lastSeq === 'number' && newest.seq > read.run.lastSeq) run = await this.getRun(runId)
-    else run = read.run && (await this.#checkRun(read.run, newest))
+    const behind = read.run && newest && typeof read.run.lastSeq === 'number' && newest.seq > read.run.lastSeq
     return {
-      run,
+      run: behind ? await this.getRun(runId) : read.run && (await this.#checkRun(read.run, newest)),
       checkpoints: read.checkpoints.map((row) => this.records.openCheckpoint(row)),
       lists: read.lists.map(({ id, items }) => ({ id, items: items.map((item, idx) => this.records.openItem(runId, id, idx, item)) })),
     }
@@ -197,8 +186,8 @@ export class SealedEngine implements StorageEngine {
 
   close: StorageEngine['close'] = () => this.inner.close()
 
-  /** A stored run row read with the run's newest checkpoint, checked against its seal and its field signature. */
-  async #openRun(row: RunRow): Promise<RunRow> {
+  /** @internal A stored run row read with the run's newest checkpoint, checked against its seal and its field signature. */
+  async openRun(row: RunRow): Promise<RunRow> {
     let current = row
     let newest = await this.inner.getLatest({ runId: row.runId })
     // Commits may land between the two reads (one or several, on a busy run): read the row again,
@@ -218,15 +207,84 @@ export class SealedEngine implements StorageEngine {
     } catch (err) {
       // The engine reports progress up to its newest checkpoint, but the seal is over an earlier
       // one: a commit cut short between its checkpoints and its run row (see sealCoversEarlier).
-      if (newest === undefined || current.lastSeq !== newest.seq || !(await this.#sealCoversEarlier(current))) throw err
+      if (newest === undefined || current.lastSeq !== newest.seq) throw err
+      const earlier = (await listRows(this.inner, { runId: current.runId, limit: LAGGING_COMMIT_LIMIT + 1 })).slice(1)
+      if (!sealCoversEarlier(this.ring, current, earlier)) throw err
     }
     verifyRunFields(this.ring, current)
-    return openedRun(current)
+    // As the store above reads it: its digests in their plain, unkeyed form.
+    return { ...current, digest: runDigest(current), seal: runProgressDigest(current.runId, current.lastSeq) }
+  }
+}
+
+/**
+ * The lease protocol of a keyed engine: runs it creates are sealed, runs a claim hands out
+ * verified, and every change of a run's fields (release, cancel, requeue) re-signed from the
+ * stored row (see `signedPatch`).
+ */
+class SealedLeases implements LeaseEngine {
+  constructor(private readonly inner: LeaseEngine, private readonly engine: SealedEngine) {}
+
+  async subscribe(onWake: () => void): Promise<LeaseSubscription | undefined> {
+    return this.inner.subscribe?.(onWake)
   }
 
-  /** The few checkpoints before the newest, read whole, checked against the row's seal. */
-  async #sealCoversEarlier(row: RunRow): Promise<boolean> {
-    const earlier = (await listRows(this.inner, { runId: row.runId, limit: LAGGING_COMMIT_LIMIT + 1 })).slice(1)
-    return sealCoversEarlier(this.ring, row, earlier)
+  enqueue: LeaseEngine['enqueue'] = (row, job) => this.inner.enqueue(sealNewRun(this.engine.ring, row), job)
+  heartbeat: LeaseEngine['heartbeat'] = (request) => this.inner.heartbeat(request)
+  getLease: LeaseEngine['getLease'] = (runId) => this.inner.getLease(runId)
+
+  async claim(request: ClaimRequest): Promise<ClaimedRun[]> {
+    const claimed = await this.inner.claim(request)
+    return Promise.all(claimed.map(async ({ run, lease }) => ({ run: await this.engine.openRun(run), lease })))
+  }
+
+  async release(request: ReleaseRequest): Promise<boolean | RunChanged> {
+    const { patch } = request
+    if (!patch?.swap) return this.inner.release(request)
+    const signed = await this.#signed(request.fence.runId, () => patch)
+    if (signed === undefined) return false
+    return isRunChanged(signed) ? signed : this.inner.release({ ...request, patch: signed })
+  }
+
+  async cancel(runId: string, swap?: RunSwap): Promise<CancelOutcome | RunChanged | undefined> {
+    if (!swap) return this.inner.cancel(runId)
+    const signed = await this.#signed(runId, (stored) => ({ status: 'cancelled', updatedAt: stored.updatedAt, swap }))
+    return signed === undefined || isRunChanged(signed) ? signed : this.inner.cancel(runId, signed.swap)
+  }
+
+  async requeuePaused(request: RequeueRequest): Promise<RequeueOutcome | RunChanged | undefined> {
+    const sealed = await this.#sealedRequeue(request)
+    return sealed === undefined || isRunChanged(sealed) ? sealed : this.inner.requeuePaused(sealed)
+  }
+
+  async requeuePausedMany(requests: readonly RequeueRequest[]): Promise<(RequeueOutcome | RunChanged | undefined)[]> {
+    const sealed = await Promise.all(requests.map((request) => this.#sealedRequeue(request)))
+    const outcomes = await requeueAll(this.inner, sealed.filter((request): request is RequeueRequest => request !== undefined && !isRunChanged(request)))
+    let next = 0
+    return sealed.map((request) => (request === undefined || isRunChanged(request) ? request : outcomes[next++]))
+  }
+
+  /**
+   * The lease of a named run; the run handed out has its fields' signature verified. Its progress
+   * (last seq) is checked against its newest checkpoint by the read a resume makes next
+   * (`loadRun`), so the acquire does not read that checkpoint as well: the row's seal is left out.
+   */
+  async acquire(request: AcquireRequest): Promise<AcquireOutcome> {
+    const outcome = await this.inner.acquire(request.create ? { ...request, create: sealNewRun(this.engine.ring, request.create) } : request)
+    if (outcome.outcome !== 'acquired') return outcome
+    verifyRunFields(this.engine.ring, outcome.run)
+    return { ...outcome, run: { ...outcome.run, digest: runDigest(outcome.run), seal: null } }
+  }
+
+  /** A requeue with its swap re-signed from the stored row. */
+  async #sealedRequeue(request: RequeueRequest): Promise<RequeueRequest | RunChanged | undefined> {
+    const signed = await this.#signed(request.runId, () => ({ status: 'queued', metadata: request.metadata, updatedAt: request.now, swap: request.swap }))
+    return signed === undefined || isRunChanged(signed) ? signed : { ...request, swap: signed.swap }
+  }
+
+  /** A change re-signed from the stored row (see `signedPatch`); undefined when there is no such run. */
+  async #signed<P extends RunPatch>(runId: string, patchOf: (stored: RunRow) => P): Promise<P | RunChanged | undefined> {
+    const stored = await this.engine.inner.getRun(runId)
+    return stored && signedPatch(this.engine.ring, stored, patchOf(stored))
   }
 }
