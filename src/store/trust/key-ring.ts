@@ -11,12 +11,10 @@ export interface KeyInput {
   secret: string | Uint8Array
 }
 
-/** A key of the ring with the two subkeys derived from its secret. */
+/** A key of the ring with the two subkeys derived from its secret: HMAC-SHA-256 `mac`, AES-256-GCM `enc`. */
 export interface RingKey {
   readonly id: string
-  /** HMAC-SHA-256 key (signatures). */
   readonly mac: KeyObject
-  /** AES-256-GCM key (encryption at rest). */
   readonly enc: KeyObject
 }
 
@@ -40,7 +38,7 @@ const MIN_SECRET_BYTES = 32
  * ```
  */
 export class KeyRing {
-  readonly #keys: Map<string, RingKey>
+  readonly #keys = new Map<string, RingKey>()
   readonly #writer: RingKey
 
   constructor(keys: readonly KeyInput[]) {
@@ -48,7 +46,6 @@ export class KeyRing {
     if (!Array.isArray(given) || keys.length === 0) {
       throw new InvalidArgumentError('a key ring needs at least one key { id, secret }; the first key writes')
     }
-    this.#keys = new Map()
     for (const key of keys as readonly (KeyInput | undefined)[]) {
       if (key === undefined || typeof key.id !== 'string' || !KEY_ID.test(key.id)) {
         throw new InvalidArgumentError(`key id ${JSON.stringify(key?.id)} is not valid: use 1-64 letters, digits or _ - . (not starting with .)`)
@@ -65,13 +62,12 @@ export class KeyRing {
    */
   static parse(text: string): KeyRing {
     if (typeof text !== 'string' || text.trim() === '') throw new InvalidArgumentError('the key list is empty: expected id1:base64secret,id2:base64secret')
-    const keys = text.split(',').map((entry, k) => {
+    return new KeyRing(text.split(',').map((entry, k) => {
       const trimmed = entry.trim()
       const colon = trimmed.indexOf(':')
       if (colon <= 0) throw new InvalidArgumentError(`key entry ${k + 1} has no id: expected id:base64secret`)
       return { id: trimmed.slice(0, colon), secret: trimmed.slice(colon + 1) }
-    })
-    return new KeyRing(keys)
+    }))
   }
 
   /** The ring in `CAIRN_KEYS` (or the given text), or `undefined` when it is unset or empty. */
@@ -105,26 +101,20 @@ export function toKeyRing(keys: KeyRing | readonly KeyInput[]): KeyRing {
   return keys instanceof KeyRing ? keys : new KeyRing(keys)
 }
 
-function deriveKey(key: KeyInput): RingKey {
-  const secret = secretBytes(key)
-  const derive = (info: string) => createSecretKey(Buffer.from(hkdfSync('sha256', secret, 'cairn', info, 32)))
-  return { id: key.id, mac: derive('cairn/mac/v1'), enc: derive('cairn/enc/v1') }
-}
-
-function secretBytes(key: KeyInput): Buffer {
-  const { secret } = key
+function deriveKey({ id, secret }: KeyInput): RingKey {
   let bytes: Buffer
   if (typeof secret === 'string') {
     const text = secret.trim()
-    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) throw new InvalidArgumentError(`the secret of key ${key.id} is not base64 text`)
+    if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) throw new InvalidArgumentError(`the secret of key ${id} is not base64 text`)
     bytes = Buffer.from(text, text.includes('-') || text.includes('_') ? 'base64url' : 'base64')
   } else if (secret instanceof Uint8Array) {
     bytes = Buffer.from(secret)
   } else {
-    throw new InvalidArgumentError(`the secret of key ${key.id} must be bytes or base64 text`)
+    throw new InvalidArgumentError(`the secret of key ${id} must be bytes or base64 text`)
   }
   if (bytes.length < MIN_SECRET_BYTES) {
-    throw new InvalidArgumentError(`the secret of key ${key.id} has ${bytes.length} bytes; use at least ${MIN_SECRET_BYTES} random bytes (openssl rand -base64 32)`)
+    throw new InvalidArgumentError(`the secret of key ${id} has ${bytes.length} bytes; use at least ${MIN_SECRET_BYTES} random bytes (openssl rand -base64 32)`)
   }
-  return bytes
+  const derive = (info: string) => createSecretKey(Buffer.from(hkdfSync('sha256', bytes, 'cairn', info, 32)))
+  return { id, mac: derive('cairn/mac/v1'), enc: derive('cairn/enc/v1') }
 }

@@ -98,7 +98,12 @@ export async function rekeyRun(engine: SealedEngine, runId: string, options: Rek
   const storedEffects = await inner.listEffects(runId)
   const lists = [...refsByList(stored)].map(([id, refs]) => ({ id, n: Math.max(...refs.map((ref) => ref.n)) }))
   const storedItems = lists.length === 0 ? [] : await inner.readLists(runId, lists)
-  const before = countEncrypted(stored, storedItems, storedEffects)
+  // How many checkpoint bodies, list items and effect outputs are encrypted, and how many are not.
+  const before: EncryptionCount = { encrypted: 0, plain: 0 }
+  const count = (text: string) => (storedCiphertext(text) === undefined ? before.plain++ : before.encrypted++)
+  stored.forEach((row) => count(row.body))
+  storedItems.forEach((items) => items.forEach(count))
+  storedEffects.forEach((row) => row.output !== null && count(row.output))
   refuseUnaskedChange(runId, before, encrypt, options)
   const plain = stored.map((row) => openRow(engine, row, options))
   const rows = stored.flatMap((row, k) => (keyIdOf(row.digest) === keyId && row.body.startsWith('"e1.') === encrypt ? [] : [records.sealCheckpoint(plain[k]!)]))
@@ -115,8 +120,10 @@ export async function rekeyRun(engine: SealedEngine, runId: string, options: Rek
       return wanted ? [] : [{ listId, idx, item: records.sealItem(runId, listId, idx, opened[idx]!) }]
     })
   })
+  const signedBy = (value: string | null) => (value === null ? undefined : keyIdOf(value.slice(value.lastIndexOf('|') + 1)))
   const effects = storedEffects.flatMap((row) => {
-    if (effectSealed(row, keyId, encrypt)) return []
+    const outcomeSealed = row.output === null || (signedBy(row.outputHash) === keyId && row.output.startsWith('"e1.') === encrypt)
+    if (signedBy(row.inputHash) === keyId && outcomeSealed) return []
     const open = openEffect(engine, row, options)
     const outcome = open.status === 'succeeded' || open.status === 'failed'
       ? records.sealCompletion({ runId, callId: open.callId, status: open.status, output: open.output!, outputHash: open.outputHash!, completedAt: open.completedAt ?? 0 })
@@ -161,10 +168,8 @@ export async function resealRun(engine: SealedEngine, runId: string, before: Run
 function openRow(engine: SealedEngine, row: CheckpointRow, options: RekeyOptions): CheckpointRow {
   if (isSignature(row.digest) || options.signUnsigned !== true) return engine.records.openCheckpoint(row)
   if (!digestMatches(row.digest, checkpointDigest(row))) {
-    throw new CheckpointCorruptionError(`checkpoint ${row.id} of run ${row.runId} does not match its digest; it is not signed until it is repaired or deleted`, {
-      runId: row.runId,
-      checkpointId: row.id,
-    })
+    const message = `checkpoint ${row.id} of run ${row.runId} does not match its digest; it is not signed until it is repaired or deleted`
+    throw new CheckpointCorruptionError(message, { runId: row.runId, checkpointId: row.id })
   }
   return row
 }
@@ -196,24 +201,9 @@ function refuseUnaskedChange(runId: string, before: EncryptionCount, encrypt: bo
   }
 }
 
-/** How many checkpoint bodies, list items and effect outputs are encrypted, and how many are not. */
-function countEncrypted(rows: readonly CheckpointRow[], lists: readonly (readonly string[])[], effects: readonly EffectRow[]): EncryptionCount {
-  const count: EncryptionCount = { encrypted: 0, plain: 0 }
-  const add = (text: string) => (storedCiphertext(text) === undefined ? count.plain++ : count.encrypted++)
-  for (const row of rows) add(row.body)
-  for (const items of lists) items.forEach(add)
-  for (const row of effects) if (row.output !== null) add(row.output)
-  return count
-}
-
 /** The refs of the run's checkpoints, by list. */
 function refsByList(rows: readonly CheckpointRow[]): Map<string, ListRef[]> {
   const refs = new Map<string, ListRef[]>()
   for (const row of rows) for (const ref of JSON.parse(row.lists) as ListRef[]) refs.set(ref.id, [...(refs.get(ref.id) ?? []), ref])
   return refs
-}
-
-function effectSealed(row: EffectRow, keyId: string, encrypt: boolean): boolean {
-  const signedBy = (value: string | null) => (value === null ? undefined : keyIdOf(value.slice(value.lastIndexOf('|') + 1)))
-  return signedBy(row.inputHash) === keyId && (row.output === null || (signedBy(row.outputHash) === keyId && row.output.startsWith('"e1.') === encrypt))
 }

@@ -2,15 +2,13 @@ import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEq
 import { CheckpointIntegrityError } from '../../core/errors.js'
 import type { KeyRing, RingKey } from './key-ring.js'
 
-/**
- * The two sealing primitives of a keyed store, both from `node:crypto`:
- *
- * - a **signature** `s1.<keyId>.<mac>`: HMAC-SHA-256 (base64url) over a domain name and the
- *   record's fields, each length-prefixed, so no two different field lists sign the same bytes;
- * - a **ciphertext** `e1.<keyId>.<data>`: AES-256-GCM with a random 96-bit nonce per record, the
+/*
+ * The two sealing primitives of a keyed store, both from `node:crypto`, each naming the key that
+ * made it, so a ring holding old and new keys reads both:
+ * - a signature `s1.<keyId>.<mac>`: HMAC-SHA-256 (base64url) over a domain name and the record's
+ *   fields, each length-prefixed, so no two different field lists sign the same bytes;
+ * - a ciphertext `e1.<keyId>.<data>`: AES-256-GCM with a random 96-bit nonce per record, the
  *   record's identity as associated data; `data` is base64url of nonce, ciphertext and tag.
- *
- * Both name the key that made them, so a ring holding old and new keys reads both.
  */
 
 /** Where a record lives, for the messages of integrity errors. */
@@ -58,9 +56,8 @@ export function sign(ring: KeyRing, domain: string, fields: readonly SealField[]
 export function verify(ring: KeyRing, signed: unknown, domain: string, fields: readonly SealField[], context: SealContext): void {
   requireSignature(signed, context)
   const key = keyOf(ring, signed, context)
-  if (!macEquals(key, signed, domain, fields)) {
-    throw integrity(context, `does not verify under key ${key.id}: it was edited, forged, moved from another place or replayed after it was written`, key.id)
-  }
+  if (macEquals(key, signed, domain, fields)) return
+  throw integrity(context, `does not verify under key ${key.id}: it was edited, forged, moved from another place or replayed after it was written`, key.id)
 }
 
 /** Whether `signed` is a signature of `fields` under `domain` by a key of the ring. */
