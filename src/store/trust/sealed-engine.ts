@@ -16,23 +16,13 @@ const LAGGING_COMMIT_LIMIT = 16
 const CATCH_UP_READS = 8
 const NO_WRITES = 'this store backend has no place for pending writes; use a built-in store or give the engine putWrites and listWrites'
 
-/** What a keyed store does to what it writes. */
-export interface SealOptions {
-  ring: KeyRing
-  /** Encrypt payloads, list items and effect outputs (signing is always on with keys). */
-  encrypt: boolean
-}
-
 /**
  * A {@link StorageEngine} that signs (and, with `encrypt`, encrypts) every record a resume
  * trusts on its way into the engine below, and verifies (and decrypts) it on the way out, so
- * every backend gets the same protection from one place. Checkpoints, list items, effects and
- * pending writes are sealed one record at a time ({@link RecordSeal}). A run row carries a
- * progress signature over its last seq and newest checkpoint, checked on every read of the row,
- * and a signature of its fields; a change of its fields, a compare-and-set on the unkeyed digest
- * of the row read, becomes one on the stored signature once the stored row verifies (see
- * `run-seal.ts`). The engine below compares and stores strings; it computes nothing. A run row's
- * update time, list headers and lease columns pass through unchanged.
+ * every backend gets the same protection from one place: records one at a time
+ * ({@link RecordSeal}), run rows by their progress and field signatures (`run-seal.ts`). The
+ * engine below compares and stores strings; it computes nothing. A run row's update time, list
+ * headers and lease columns pass through unchanged.
  */
 export class SealedEngine implements StorageEngine {
   /** The key ring records are signed with. */
@@ -42,8 +32,11 @@ export class SealedEngine implements StorageEngine {
   #leases: SealedLeases | undefined
   #writerChecked = false
 
-  /** `inner`: the engine below, for administration (rekeying) that moves sealed rows as they are. */
-  constructor(readonly inner: StorageEngine, { ring, encrypt }: SealOptions) {
+  /**
+   * `inner` is the engine below, for administration (rekeying) that moves sealed rows as they
+   * are; `encrypt` encrypts payloads, list items and effect outputs (signing is always on).
+   */
+  constructor(readonly inner: StorageEngine, { ring, encrypt }: { ring: KeyRing; encrypt: boolean }) {
     this.ring = ring
     this.records = new RecordSeal(ring, encrypt)
   }
