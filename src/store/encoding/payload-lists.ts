@@ -75,7 +75,7 @@ export function decodePayload(params: { body: unknown; refs: readonly ListRef[];
 
 /** Replace every list ref of a parsed body by what `lists` (one per ref) gives; a ref to a list the record does not have is corrupt. */
 export function replaceRefs(body: unknown, lists: readonly (() => unknown)[], corrupt: (problem: string) => Error): unknown {
-  return visitRefs(body, '', (i) => {
+  return visitRefs(body, undefined, (i) => {
     if (lists[i] === undefined) throw corrupt(`its body refers to list #${i}, which it does not have`)
     return lists[i]()
   })
@@ -251,16 +251,17 @@ export function walkRefs(body: unknown, onRef: (i: number, path: string) => void
 }
 
 /** Replace each list ref in a parsed body (outside lists, as `splitValue` puts them) with what `resolve` returns. */
-function visitRefs(node: unknown, path: string, resolve: (i: number, path: string, ref: object) => unknown): unknown {
+function visitRefs(node: unknown, path: string | undefined, resolve: (i: number, path: string, ref: object) => unknown): unknown {
   if (node === null || typeof node !== 'object' || Array.isArray(node)) return node
   const obj = node as Record<string, unknown>
-  if (obj[TAG] === 'list') return resolve(typeof obj.i === 'number' && Number.isInteger(obj.i) && obj.i >= 0 ? obj.i : -1, path, obj)
+  if (obj[TAG] === 'list') return resolve(typeof obj.i === 'number' && Number.isInteger(obj.i) && obj.i >= 0 ? obj.i : -1, path ?? '', obj)
   const v = obj[TAG] === 'obj' ? obj.v : undefined
   const fields = typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : obj
   for (const key of Object.keys(fields)) {
     const child = fields[key]
     if (child === null || typeof child !== 'object') continue
-    const replaced = visitRefs(child, `${path}/${key}`, resolve)
+    // Only a walk that reports paths builds them: replacing refs on a read builds none.
+    const replaced = visitRefs(child, path === undefined ? undefined : `${path}/${key}`, resolve)
     if (replaced !== child) setOwn(fields, key, replaced)
   }
   return node

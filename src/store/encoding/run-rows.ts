@@ -62,7 +62,7 @@ export async function changeRun<T>(runId: string, read: () => Promise<RunRow | u
 
 /** The run a commit creates when it does not exist yet, with the progress digest of `seq`, the seq the commit leaves it at. */
 export function commitRunRow(runId: string, workflowName: string | null, now: number, seq: number): RunRow {
-  return { ...newRunRow(runId, { workflowName }, now), seal: runProgressDigest(runId, seq) }
+  return runRowAt(runId, { workflowName }, now, seq)
 }
 
 /**
@@ -70,6 +70,11 @@ export function commitRunRow(runId: string, workflowName: string | null, now: nu
  * digest and the progress digest of seq 0.
  */
 export function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>, now = Date.now()): RunRow {
+  return runRowAt(runId, input, now, 0)
+}
+
+/** A new run row (see {@link newRunRow}) with the progress digest of `seq`: one digest each, on every commit's path. */
+function runRowAt(runId: string, input: Omit<CreateRunInput, 'runId'>, now: number, seq: number): RunRow {
   const createdAt = input.createdAt ?? now
   if (!Number.isSafeInteger(createdAt) || createdAt < 0) {
     throw new InvalidArgumentError(`run ${runId}: createdAt must be a time in Unix milliseconds, got ${String(createdAt)}`, { runId })
@@ -87,7 +92,7 @@ export function newRunRow(runId: string, input: Omit<CreateRunInput, 'runId'>, n
     metadata: encodeMetadata(input.metadata),
   }
   assertRunPatch(fields)
-  return { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, 0) }
+  return { ...fields, digest: runDigest(fields), seal: runProgressDigest(runId, seq) }
 }
 
 /** Metadata is persisted through the codec, so it may hold Dates and the other tagged values. */
