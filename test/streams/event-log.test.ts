@@ -1,25 +1,16 @@
-import { appendFile, mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { appendFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { inflateRawSync } from 'node:zlib'
 import Database from 'better-sqlite3'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, FileStore, MemoryStore, Runner, tool, type CheckpointStore, type JsonObject, type RunEvent } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 import { followRun } from '../../src/runner/run-stream.js'
 import type { RunEventLog } from '../../src/store/event-log/run-event-log.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-streams-'))
-  dirs.push(dir)
-  return dir
-}
+const tempDir = useTempDirs('cairn-streams-')
 
 const backends: [string, () => Promise<CheckpointStore>][] = [
   ['memory', async () => new MemoryStore()],

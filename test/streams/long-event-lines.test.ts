@@ -1,9 +1,9 @@
-import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { appendFile, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, FileStore, Runner, tool, type JsonObject } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
 /**
  * The FileStore keeps a run's events one JSON line each in `events/<runId>.jsonl`. An event's
@@ -11,16 +11,7 @@ import { ScriptedModel } from '../../src/testing.js'
  * reader must find the end of a line however far past its cursor it is.
  */
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-long-events-'))
-  dirs.push(dir)
-  return dir
-}
+const tempDir = useTempDirs('cairn-long-events-')
 
 /** An event whose line in the file (its JSON and the newline) is exactly `bytes` long. */
 function eventOfLine(n: number, bytes: number): JsonObject {
