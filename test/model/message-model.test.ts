@@ -1,19 +1,14 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, Runner, tool, type ContentBlock, type Message, type RuntimeSnapshot } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-messages-')
 
 async function tempDb(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-messages-'))
-  dirs.push(dir)
+  const dir = await tempDir()
   return join(dir, 'cairn.db')
 }
 

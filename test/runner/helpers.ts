@@ -1,21 +1,15 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterEach } from 'vitest'
 import { Agent, tool, type CheckpointStore, type ContentBlock, type Message, type Tool } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { waitFor } from '../support/wait.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-runner-')
 
 /** A fresh SQLite store file; `reopen` gives a new handle on it, as a fresh process would. */
 export async function sqliteStore(): Promise<{ store: SqliteStore; reopen: () => SqliteStore; path: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-runner-'))
-  dirs.push(dir)
+  const dir = await tempDir()
   const path = join(dir, 'cairn.db')
   return { store: new SqliteStore({ path }), reopen: () => new SqliteStore({ path }), path }
 }

@@ -1,19 +1,15 @@
 import { execFileSync } from 'node:child_process'
-import { mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { mkdir, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { CairnError, CheckpointCorruptionError, FileStore } from '../../src/index.js'
 import { conversation } from '../../src/testing.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-confine-')
 
 async function setup(): Promise<{ directory: string; outside: string; ids: string[] }> {
-  const base = await mkdtemp(join(tmpdir(), 'cairn-confine-'))
-  dirs.push(base)
+  const base = await tempDir()
   const directory = join(base, 'store')
   const outside = join(base, 'outside')
   await mkdir(outside)

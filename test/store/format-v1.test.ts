@@ -1,15 +1,15 @@
-import { copyFile, cp, mkdtemp, readFile, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { copyFile, cp, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Database from 'better-sqlite3'
-import { afterAll, afterEach, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { Agent, FileStore, Runner } from '../../src/index.js'
 import type { EngineStore } from '../../src/engine.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel, conversation } from '../../src/testing.js'
 import { LOOKUP_RESULT, SCHEMA_PLACEHOLDER, lookupTool } from '../fixtures/v1/make-v1.js'
 import { postgresTarget } from '../fixtures/postgres-target.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
 /**
  * Stores written in format v1 (see `test/fixtures/v1/make-v1.ts`), opened and read by today's
@@ -21,18 +21,9 @@ const fixture = (name: string) => fileURLToPath(new URL(`../fixtures/v1/${name}`
 /** The runner's phase chain of the fixture run, newest first, as v1 wrote it. */
 const RUNNER_PHASES = ['run_terminal', 'post_llm', 'pre_llm', 'step_started', 'post_tool_batch', 'pre_tool_batch', 'post_llm', 'pre_llm', 'step_started', 'run_started']
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-format-v1-')
 const pg = await postgresTarget()
 afterAll(() => pg.close())
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-format-v1-'))
-  dirs.push(dir)
-  return dir
-}
 
 const backends: [string, () => Promise<EngineStore>][] = [
   [

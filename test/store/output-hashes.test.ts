@@ -1,24 +1,19 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, hashValue } from '../../src/index.js'
 import { sha256 } from '../../src/engine.js'
 import { STORED_DIGEST_CHARS } from '../../src/core/hash.js'
 import { SqliteStore } from '../../src/sqlite.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-output-hashes-')
 
 const OUTPUT = { toolUseId: 'c1', status: 'success', content: [{ text: 'the tool said so' }] }
 
 /** A SQLite store holding one finished effect, and its file for raw edits. */
 async function storeWithEffect(): Promise<{ path: string; store: SqliteStore }> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-output-hashes-'))
-  dirs.push(dir)
+  const dir = await tempDir()
   const path = join(dir, 'cairn.db')
   const store = new SqliteStore({ path })
   await store.write({

@@ -1,16 +1,12 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { CheckpointCorruptionError, FileStore, type CheckpointStore } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { runLogOf } from '../support/file-log.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-run-row-')
 
 interface Backend {
   open(dir: string): CheckpointStore
@@ -60,8 +56,7 @@ const edits: [string, string, unknown][] = [
 describe.each(backends)('run rows on %s are checked on every read', (_name, backend) => {
   for (const [name, field, value] of edits) {
     it(`${name} is a CheckpointCorruptionError naming the run, from getRun, listRuns or getLatest`, async () => {
-      const dir = await mkdtemp(join(tmpdir(), 'cairn-run-row-'))
-      dirs.push(dir)
+      const dir = await tempDir()
       const store = backend.open(dir)
       await store.createRun({ runId: 'r', threadId: 't', metadata: { owner: 'me' } })
       await store.save({ runId: 'r', kind: 'test', phase: 'p', payload: 1 })

@@ -1,18 +1,14 @@
-import { mkdtemp, rm, stat } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { SqliteStore } from '../../src/sqlite.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-wal-')
 
 async function newStore(): Promise<{ store: SqliteStore; path: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-wal-'))
-  dirs.push(dir)
+  const dir = await tempDir()
   const path = join(dir, 'cairn.db')
   return { store: new SqliteStore({ path }), path }
 }

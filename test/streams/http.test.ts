@@ -1,21 +1,16 @@
-import { mkdtemp, rm } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from 'ai'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, Runner, tool, type JsonObject, type RunEvent } from '../../src/index.js'
 import { runEventsResponse, runUIMessageStreamResponse, uiMessageStreamResponse } from '../../src/http.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
+const tempDir = useTempDirs('cairn-http-')
 
 async function openStore(): Promise<SqliteStore> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-http-'))
-  dirs.push(dir)
+  const dir = await tempDir()
   return new SqliteStore({ path: join(dir, 'cairn.db') })
 }
 

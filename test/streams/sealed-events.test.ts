@@ -1,23 +1,14 @@
-import { readdir, readFile, rm, mkdtemp } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { deflateRawSync, inflateRawSync } from 'node:zlib'
 import Database from 'better-sqlite3'
-import { afterEach, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { Agent, CheckpointIntegrityError, FileStore, Runner, type CheckpointStore, type RunEvent } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { useTempDirs } from '../support/temp-dirs.js'
 
-const dirs: string[] = []
-afterEach(async () => {
-  for (const dir of dirs.splice(0)) await rm(dir, { recursive: true, force: true })
-})
-
-async function tempDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'cairn-sealed-events-'))
-  dirs.push(dir)
-  return dir
-}
+const tempDir = useTempDirs('cairn-sealed-events-')
 
 const KEY = { id: 'k1', secret: 'a'.repeat(64) }
 const OTHER_KEY = { id: 'k1', secret: 'b'.repeat(64) }
