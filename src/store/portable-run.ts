@@ -4,6 +4,7 @@ import { hashEncoded, sha256 } from '../core/hash.js'
 import { limits, maxJsonDepth, valueDepthBeyond } from '../core/limits.js'
 import type { CheckpointInput, EffectRecord, RunRecord, RunStore, StoreReader } from './checkpoint-store.js'
 import { allCheckpoints } from './delegating-store.js'
+import { EFFECT_STATUSES, type EffectStatus } from './store-types.js'
 
 /** The format tag of a {@link RunDocument}. */
 export const RUN_DOCUMENT_FORMAT = 'cairn-run'
@@ -129,7 +130,7 @@ function documentProblem(doc: RunDocument): string | undefined {
  * that does not match the hash it was exported with was altered, and is refused.
  */
 function effectProblem(e: Record<string, unknown>): string | undefined {
-  const status = e.status as string
+  const status = e.status as EffectStatus
   if (!EFFECT_STATUSES.includes(status)) return `has an unknown status ${JSON.stringify(status).slice(0, 80)}; a journal holds ${EFFECT_STATUSES.join(', ')}`
   let output: unknown
   try {
@@ -153,7 +154,6 @@ function effectProblem(e: Record<string, unknown>): string | undefined {
   return undefined
 }
 
-const EFFECT_STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)

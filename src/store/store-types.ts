@@ -137,6 +137,9 @@ export interface ListCheckpointsQuery {
 /** Where a side effect stands: `pending` (intent recorded), `started` (without an outcome: an unknown outcome), `succeeded` or `failed`. */
 export type EffectStatus = 'pending' | 'started' | 'succeeded' | 'failed'
 
+/** Every effect status. */
+export const EFFECT_STATUSES: readonly EffectStatus[] = ['pending', 'started', 'succeeded', 'failed']
+
 /** The write-ahead record of one side effect, written before it starts. */
 export interface EffectIntent {
   runId: string

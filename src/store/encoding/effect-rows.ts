@@ -3,6 +3,7 @@ import { CairnError, CheckpointCorruptionError, CheckpointIntegrityError, Invali
 import { digestMatches, matchesEncodedHash, sha256, STORED_DIGEST_CHARS } from '../../core/hash.js'
 import type { EffectCompletion, EffectIntent, EffectRecord } from '../checkpoint-store.js'
 import type { EffectCompletionRow, EffectRow } from '../engine/rows.js'
+import { EFFECT_STATUSES } from '../store-types.js'
 import { assertId, assertWellFormed } from './validate.js'
 
 /** The engine row of an effect intent, checked: a new intent is `pending` with one attempt. */
@@ -106,7 +107,6 @@ function decodeOutput(row: EffectRow, output: string): unknown {
  */
 const TEXT_HASH = 't1.'
 
-const STATUSES: readonly string[] = ['pending', 'started', 'succeeded', 'failed']
 const REQUIRED_TEXT = ['callId', 'name', 'inputHash', 'idempotencyKey'] as const
 
 /**
@@ -134,7 +134,7 @@ function outcomeDigest(runId: string, callId: string, status: string, outputHash
 function shapeProblem(row: EffectRow): string | undefined {
   const missing = REQUIRED_TEXT.find((key) => typeof row[key] !== 'string' || row[key] === '')
   if (missing !== undefined) return `has no ${missing}`
-  if (!STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
+  if (!EFFECT_STATUSES.includes(row.status)) return `has an unknown status ${JSON.stringify(row.status)}`
   if (!Number.isSafeInteger(row.attempts) || row.attempts < 1) return `has a malformed attempt count (${String(row.attempts)})`
   const done = row.status === 'succeeded' || row.status === 'failed'
   if (!done && (row.output !== null || row.outputHash !== null)) {
