@@ -49,7 +49,7 @@ describe('Postgres schema and migrations', () => {
   it('migrations create the tables once and record each version in cairn_migrations', async () => {
     await openStore().ready()
     const tables = await sql(`SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [schema])
-    expect(tables.map((t) => t.name)).toEqual(['cairn_migrations', 'checkpoints', 'effects', 'key_checks', 'list_items', 'pending_writes', 'runs'])
+    expect(tables.map((t) => t.name)).toEqual(['cairn_events', 'cairn_migrations', 'cairn_schedules', 'cairn_timers', 'cairn_waits', 'checkpoints', 'effects', 'key_checks', 'list_items', 'pending_writes', 'run_events', 'runs'])
     const applied = await sql(`SELECT version, name, applied_at FROM "${schema}".cairn_migrations ORDER BY version`)
     expect(applied.map(({ version, name }) => ({ version, name }))).toEqual(POSTGRES_MIGRATIONS.map(({ version, name }) => ({ version, name })))
 
@@ -272,7 +272,14 @@ describe('PostgresStore', () => {
     }
     const indexes = await sql(`SELECT tablename, indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY tablename, indexname`, [schema])
     expect(indexes.map((row) => `${String(row.tablename)}.${String(row.indexname)}`)).toEqual([
+      'cairn_events.cairn_events_free',
+      'cairn_events.cairn_events_pkey',
+      'cairn_events.cairn_events_taken',
       'cairn_migrations.cairn_migrations_pkey',
+      'cairn_schedules.cairn_schedules_pkey',
+      'cairn_timers.cairn_timers_pkey',
+      'cairn_timers.cairn_timers_wake',
+      'cairn_waits.cairn_waits_pkey',
       'checkpoints.checkpoints_created_at',
       'checkpoints.checkpoints_pkey',
       'checkpoints.checkpoints_run_seq',
@@ -281,6 +288,7 @@ describe('PostgresStore', () => {
       'key_checks.key_checks_pkey',
       'list_items.list_items_pkey',
       'pending_writes.pending_writes_pkey',
+      'run_events.run_events_pkey',
       'runs.runs_claim',
       'runs.runs_created_at',
       'runs.runs_pkey',

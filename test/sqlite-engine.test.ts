@@ -52,7 +52,7 @@ describe('SQLite schema and connection', () => {
     await store.close()
     const db = inspect()
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all()
-    expect(tables).toEqual(['cairn_migrations', 'checkpoints', 'effects', 'key_checks', 'list_items', 'pending_writes', 'runs'])
+    expect(tables).toEqual(['cairn_events', 'cairn_migrations', 'cairn_schedules', 'cairn_timers', 'cairn_waits', 'checkpoints', 'effects', 'key_checks', 'list_items', 'pending_writes', 'run_events', 'runs'])
     const applied = db.prepare('SELECT version, name, applied_at AS appliedAt FROM cairn_migrations ORDER BY version').all()
     expect(applied).toEqual(SQLITE_MIGRATIONS.map((step) => ({ version: step.version, name: step.name, appliedAt: expect.any(Number) as unknown })))
 

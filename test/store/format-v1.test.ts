@@ -56,7 +56,7 @@ const backends: [string, () => Promise<EngineStore>][] = [
   ],
 ]
 
-describe.each(backends)('a %s store written in format v1', (_name, open) => {
+describe.each(backends)('a %s store written in format v1', (name, open) => {
   it("reads the runner's run: every phase in order, its journal and its terminal record, and resumes it as finished", async () => {
     const store = await open()
     try {
@@ -98,6 +98,21 @@ describe.each(backends)('a %s store written in format v1', (_name, open) => {
       await store.close()
     }
   })
+
+  it('is migrated on open: its run events (and timers, where the store keeps them) work after', async () => {
+    const store = await open()
+    try {
+      const cursors = await store.events!.append('events-v2', [{ type: 'note', n: 1 }])
+      expect(await store.events!.read('events-v2')).toEqual([{ cursor: cursors[0], event: { type: 'note', n: 1 } }])
+      if (name === 'file') expect(store.waits).toBeUndefined()
+      else {
+        await store.waits!.setTimer('runner-v1', 1_000)
+        expect(await store.waits!.getTimer('runner-v1')).toBe(1_000)
+      }
+    } finally {
+      await store.close()
+    }
+  })
 })
 
 describe('the v1 fixture of SQLite', () => {
@@ -105,6 +120,20 @@ describe('the v1 fixture of SQLite', () => {
     const db = new Database(fixture('store-v1.db'), { readonly: true })
     try {
       expect(db.prepare('SELECT version FROM cairn_migrations').pluck().all()).toEqual([1])
+    } finally {
+      db.close()
+    }
+  })
+
+  it('is at version 2 once opened, with the tables of the event log and of time', async () => {
+    const path = join(await tempDir(), 'cairn.db')
+    await copyFile(fixture('store-v1.db'), path)
+    await new SqliteStore({ path }).close()
+    const db = new Database(path, { readonly: true })
+    try {
+      expect(db.prepare('SELECT version FROM cairn_migrations ORDER BY version').pluck().all()).toEqual([1, 2])
+      const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all()
+      expect(tables).toEqual(expect.arrayContaining(['run_events', 'cairn_timers', 'cairn_events', 'cairn_waits', 'cairn_schedules']))
     } finally {
       db.close()
     }

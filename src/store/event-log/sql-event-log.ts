@@ -3,7 +3,7 @@ import type { JsonObject } from '../../core/codec.js'
 import { StoreError } from '../../core/errors.js'
 import type { LeaseSubscription } from '../engine/lease-engine.js'
 import { assertId } from '../encoding/validate.js'
-import { createTables, sql, type SqlDriver, type SqlResult, type SqlRunOptions } from '../sql/sql-driver.js'
+import { sql, type SqlDriver, type SqlResult, type SqlRunOptions } from '../sql/sql-driver.js'
 import { EventWaiters, limitOf, seqOf, type ReadEventsOptions, type RunEventLog, type StoredRunEvent, type WaitForEventsOptions } from './run-event-log.js'
 
 const APPEND_ATTEMPTS = 5
@@ -24,15 +24,15 @@ export interface SqlEventLogOptions {
 
 /**
  * The {@link RunEventLog} of the SQL stores: a table `run_events` beside the store's own (in its
- * schema on Postgres), created on first use, with one row per append, keyed by the run and the
- * sequence number of its last event, whose body is the JSON array of the appended events (a row
- * keyed 12 holding three events holds events 10, 11 and 12; a body that is a single object holds
- * one event). On SQLite a row's body is deflated (a `BLOB`); Postgres compresses large rows
+ * schema on Postgres; the store's migrations create it), with one row per append, keyed by the run
+ * and the sequence number of its last event, whose body is the JSON array of the appended events
+ * (a row keyed 12 holding three events holds events 10, 11 and 12; a body that is a single object
+ * holds one event). On SQLite a row's body is deflated (a `BLOB`); Postgres compresses large rows
  * itself (TOAST). A cursor is the event's sequence number, assigned in the inserting statement
  * from the run's highest: on SQLite under the write lock, on Postgres two appenders racing on a
- * run collide on the primary key and the later one retries, so numbers become visible in order.
- * A wait is woken at once by an append of this process, by a notification where the database
- * sends them, and otherwise reads the run's newest sequence number with backoff up to `pollMs`.
+ * run collide on the primary key and the later one retries, so numbers become visible in order. A
+ * wait is woken at once by an append of this process, by a notification where the database sends
+ * them, and otherwise reads the run's newest sequence number with backoff up to `pollMs`.
  */
 export class SqlEventLog implements RunEventLog {
   readonly #db: SqlDriver
@@ -40,9 +40,6 @@ export class SqlEventLog implements RunEventLog {
   readonly #deflate: boolean
   readonly #notify: SqlEventLogOptions['notify']
   readonly #waiters: EventWaiters
-  #created: Promise<void> | undefined
-  /** Set once the tables are known to exist: calls then skip the wait. */
-  #exists = false
   #listener: Promise<LeaseSubscription | undefined> | undefined
 
   constructor(options: SqlEventLogOptions) {
@@ -111,7 +108,6 @@ export class SqlEventLog implements RunEventLog {
     assertId(runId, 'runId')
     const [t, notify] = [this.#table, this.#notify]
     const body = events.length === 0 ? undefined : this.#bodyOf(JSON.stringify(events))
-    if (!this.#exists) await this.#createTable()
     try {
       await this.#db.run(
         function* () {
@@ -144,7 +140,6 @@ export class SqlEventLog implements RunEventLog {
   }
 
   async #query(runId: string, what: string, text: string, values: unknown[], options?: SqlRunOptions): Promise<SqlResult> {
-    if (!this.#exists) await this.#createTable()
     try {
       return await this.#db.query(text, values, options)
     } catch (err) {
@@ -155,17 +150,6 @@ export class SqlEventLog implements RunEventLog {
   #error(runId: string | undefined, what: string, err: unknown): StoreError {
     if (err instanceof StoreError) return err
     return new StoreError(`${runId === undefined ? '' : `run ${runId}: `}cannot ${what} in the ${this.#db.dialect.label} event log: ${(err as Error).message}`, { runId, cause: err })
-  }
-
-  /** Create the table (once per process; a failure is tried again by the next call). */
-  async #createTable(): Promise<void> {
-    const { int, keyed } = this.#db.dialect
-    const create = `CREATE TABLE IF NOT EXISTS ${this.#table} (run_id text NOT NULL, seq ${int} NOT NULL, body ${this.#deflate ? 'BLOB' : 'text'} NOT NULL, PRIMARY KEY (run_id, seq))${keyed}`
-    this.#created ??= createTables(this.#db, [create]).then(() => void (this.#exists = true)).catch((err: unknown) => {
-      this.#created = undefined
-      throw this.#error(undefined, 'create the run_events table', err)
-    })
-    await this.#created
   }
 
   /** Listen for other processes' appends once, where the database can tell of them; where it cannot, waits keep polling. */

@@ -94,23 +94,6 @@ export function sql(text: string, ...values: unknown[]): SqlQuery {
 }
 
 /**
- * Run `CREATE … IF NOT EXISTS` statements one by one. Two Postgres processes creating one table
- * at once may collide on the catalog (a unique violation, or "already exists"): the other
- * one's is as good.
- */
-export function createTables(db: SqlDriver, statements: readonly string[]): Promise<void> {
-  return db.run(function* () {
-    for (const text of statements) {
-      try {
-        yield sql(text)
-      } catch (err) {
-        if (!db.dialect.isUniqueViolation(err) && (err as { code?: unknown }).code !== '42P07') throw err
-      }
-    }
-  })
-}
-
-/**
  * The versions a database records as applied, ascending, unless one is newer than `latest`: a
  * database migrated by a newer Cairn, refused with a {@link SchemaVersionError}.
  */

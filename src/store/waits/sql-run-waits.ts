@@ -1,5 +1,5 @@
 import { StoreError } from '../../core/errors.js'
-import { createTables, single, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
+import { single, sql, type SqlDriver, type SqlResult, type SqlWork } from '../sql/sql-driver.js'
 import type { ExternalEventRow, RunWaits, ScheduleRow, TakeEventRequest, TimerRow, WaitRow } from './run-waits.js'
 
 const EVENT_COLUMNS = 'event_id AS "eventId", name, match, payload, sent_at AS "sentAt", taken_by AS "takenBy"'
@@ -8,7 +8,7 @@ const SCHEDULE_COLUMNS = 'id, body, paused, last_tick AS "lastTick", created_at 
 /**
  * The {@link RunWaits} of the SQL stores (SQLite and Postgres): four tables beside the store's
  * own (`cairn_timers`, `cairn_events`, `cairn_waits`, `cairn_schedules`; in the store's schema on
- * Postgres), created together (`CREATE … IF NOT EXISTS`) on first use. Taking an event is one
+ * Postgres), created by the store's migrations. Taking an event is one
  * statement that takes the oldest free event unless the taker holds one already (on Postgres
  * `FOR UPDATE SKIP LOCKED`, on SQLite under the write lock), so two takers never get one event;
  * advancing a schedule is a compare-and-set on its last tick.
@@ -16,9 +16,6 @@ const SCHEDULE_COLUMNS = 'id, body, paused, last_tick AS "lastTick", created_at 
 export class SqlRunWaits implements RunWaits {
   readonly #db: SqlDriver
   readonly #t: Record<'timers' | 'events' | 'waits' | 'schedules', string>
-  #created: Promise<void> | undefined
-  /** Set once the tables are known to exist: calls then skip the wait. */
-  #exists = false
 
   constructor(db: SqlDriver) {
     this.#db = db
@@ -182,7 +179,6 @@ export class SqlRunWaits implements RunWaits {
   }
 
   async #work<T>(what: string, work: () => SqlWork<T>): Promise<T> {
-    if (!this.#exists) await (this.#created ?? this.#createTables())
     try {
       return await this.#db.run(work)
     } catch (err) {
@@ -190,25 +186,6 @@ export class SqlRunWaits implements RunWaits {
     }
   }
 
-  /** Create the tables (once per process; a failure is tried again by the next call). */
-  #createTables(): Promise<void> {
-    const { int, bool, keyed } = this.#db.dialect
-    const { timers, events, waits, schedules } = this.#t
-    const statements = [
-      `CREATE TABLE IF NOT EXISTS ${timers} (run_id text PRIMARY KEY, wake_at ${int} NOT NULL)${keyed}`,
-      `CREATE INDEX IF NOT EXISTS cairn_timers_wake ON ${timers} (wake_at)`,
-      `CREATE TABLE IF NOT EXISTS ${events} (event_id text PRIMARY KEY, name text NOT NULL, match text NOT NULL, payload text NOT NULL, sent_at ${int} NOT NULL, taken_by text)`,
-      `CREATE INDEX IF NOT EXISTS cairn_events_free ON ${events} (name, match, sent_at) WHERE taken_by IS NULL`,
-      `CREATE INDEX IF NOT EXISTS cairn_events_taken ON ${events} (taken_by) WHERE taken_by IS NOT NULL`,
-      `CREATE TABLE IF NOT EXISTS ${waits} (run_id text NOT NULL, wait_id text NOT NULL, name text NOT NULL, match text NOT NULL, PRIMARY KEY (run_id, wait_id))${keyed}`,
-      `CREATE TABLE IF NOT EXISTS ${schedules} (id text PRIMARY KEY, body text NOT NULL, paused ${bool} NOT NULL, last_tick ${int} NOT NULL, created_at ${int} NOT NULL)${keyed}`,
-    ]
-    this.#created = createTables(this.#db, statements).then(() => void (this.#exists = true)).catch((err: unknown) => {
-      this.#created = undefined
-      throw new StoreError(`cannot create the ${this.#db.dialect.label} store's time tables: ${(err as Error).message}`, { cause: err })
-    })
-    return this.#created
-  }
 }
 
 function eventOf(row: Record<string, unknown>): ExternalEventRow {

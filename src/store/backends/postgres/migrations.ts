@@ -31,6 +31,10 @@ export interface PostgresMigration {
  *   `key_checks`: per signing key id, an HMAC of a fixed label under the key, so that a wrong
  *   secret is told apart from a record that was tampered with.
  * - Large bodies and items are TOASTed (compressed, out of line) by Postgres itself.
+ *
+ * Version 2 adds the tables of the run event log (`run_events`: one row per append, its body the
+ * JSON array of the appended events) and of time (`cairn_timers`, `cairn_events`, `cairn_waits`,
+ * `cairn_schedules`).
  */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
@@ -123,6 +127,29 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       )`,
 
       `CREATE TABLE ${s}.key_checks (key_id text NOT NULL PRIMARY KEY, value text NOT NULL)`,
+    ],
+  },
+  {
+    version: 2,
+    name: 'run events, timers, external events, waits and schedules',
+    // `IF NOT EXISTS`: a schema written before this step has the tables its event log and time
+    // tables made on first use, with these same definitions.
+    statements: (s) => [
+      `CREATE TABLE IF NOT EXISTS ${s}.run_events (run_id text NOT NULL, seq bigint NOT NULL, body text NOT NULL, PRIMARY KEY (run_id, seq))`,
+      `CREATE TABLE IF NOT EXISTS ${s}.cairn_timers (run_id text PRIMARY KEY, wake_at bigint NOT NULL)`,
+      `CREATE INDEX IF NOT EXISTS cairn_timers_wake ON ${s}.cairn_timers (wake_at)`,
+      `CREATE TABLE IF NOT EXISTS ${s}.cairn_events (
+        event_id text PRIMARY KEY,
+        name text NOT NULL,
+        match text NOT NULL,
+        payload text NOT NULL,
+        sent_at bigint NOT NULL,
+        taken_by text
+      )`,
+      `CREATE INDEX IF NOT EXISTS cairn_events_free ON ${s}.cairn_events (name, match, sent_at) WHERE taken_by IS NULL`,
+      `CREATE INDEX IF NOT EXISTS cairn_events_taken ON ${s}.cairn_events (taken_by) WHERE taken_by IS NOT NULL`,
+      `CREATE TABLE IF NOT EXISTS ${s}.cairn_waits (run_id text NOT NULL, wait_id text NOT NULL, name text NOT NULL, match text NOT NULL, PRIMARY KEY (run_id, wait_id))`,
+      `CREATE TABLE IF NOT EXISTS ${s}.cairn_schedules (id text PRIMARY KEY, body text NOT NULL, paused boolean NOT NULL, last_tick bigint NOT NULL, created_at bigint NOT NULL)`,
     ],
   },
 ]

@@ -28,6 +28,10 @@ export interface SqliteMigration {
  * - `pending_writes`: what the tasks of a graph step wrote for a checkpoint before its next one.
  * - `key_checks`: per signing key id, an HMAC of a fixed label under the key, so that a wrong
  *   secret given for a key id is told apart from a record that was tampered with.
+ *
+ * Version 2 adds the tables of the run event log (`run_events`: one row per append, its body the
+ * deflated JSON array of the appended events) and of time (`cairn_timers`, `cairn_events`,
+ * `cairn_waits`, `cairn_schedules`).
  */
 export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
   {
@@ -113,6 +117,50 @@ export const SQLITE_MIGRATIONS: readonly SqliteMigration[] = [
       );
 
       CREATE TABLE key_checks (key_id TEXT NOT NULL PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+    `,
+  },
+  {
+    version: 2,
+    name: 'run events, timers, external events, waits and schedules',
+    // `IF NOT EXISTS`: a database written before this step has the tables its event log and
+    // time tables made on first use, with these same definitions.
+    sql: `
+      CREATE TABLE IF NOT EXISTS run_events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+      ) WITHOUT ROWID;
+
+      CREATE TABLE IF NOT EXISTS cairn_timers (run_id TEXT PRIMARY KEY, wake_at INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE INDEX IF NOT EXISTS cairn_timers_wake ON cairn_timers (wake_at);
+
+      CREATE TABLE IF NOT EXISTS cairn_events (
+        event_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        match TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        sent_at INTEGER NOT NULL,
+        taken_by TEXT
+      );
+      CREATE INDEX IF NOT EXISTS cairn_events_free ON cairn_events (name, match, sent_at) WHERE taken_by IS NULL;
+      CREATE INDEX IF NOT EXISTS cairn_events_taken ON cairn_events (taken_by) WHERE taken_by IS NOT NULL;
+
+      CREATE TABLE IF NOT EXISTS cairn_waits (
+        run_id TEXT NOT NULL,
+        wait_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        match TEXT NOT NULL,
+        PRIMARY KEY (run_id, wait_id)
+      ) WITHOUT ROWID;
+
+      CREATE TABLE IF NOT EXISTS cairn_schedules (
+        id TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        paused INTEGER NOT NULL,
+        last_tick INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
     `,
   },
 ]
