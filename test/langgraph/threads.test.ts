@@ -138,6 +138,51 @@ describe('CairnSaver puts in time linear in the thread', () => {
     expect(texts((await fresh.getState(config)).values)).toEqual(['d', 'c', 'b', 'a'])
     expect(await history(fresh)).toEqual(await history(reference))
   })
+
+  it('an array a reducer appends to in place, and a branch from an older state, are stored as LangGraph holds them', async () => {
+    // Each put's array starts with the whole last one: the saver extends what it remembers of it.
+    const State = Annotation.Root({
+      log: Annotation<{ text: string }[]>({
+        reducer: (kept, added) => {
+          kept.push(...added)
+          return kept
+        },
+        default: () => [],
+      }),
+    })
+    const build = (checkpointer: CairnSaver | MemorySaver) =>
+      new StateGraph(State)
+        .addNode('note', () => ({}))
+        .addEdge(START, 'note')
+        .compile({ checkpointer })
+    const store = new MemoryStore()
+    const graph = build(new CairnSaver({ store }))
+    const reference = build(new MemorySaver())
+    const config = { configurable: { thread_id: 'appended' } }
+    for (const text of ['a', 'b', 'c']) {
+      await graph.invoke({ log: [{ text }] }, config)
+      await reference.invoke({ log: [{ text }] }, config)
+    }
+    const texts = (values: unknown) => (values as { log?: { text: string }[] }).log?.map((entry) => entry.text) ?? []
+    // A branch from the state after 'a': its array starts with fewer items than the last put's.
+    const branchFrom = async (g: ReturnType<typeof build>) => {
+      for await (const snapshot of g.getStateHistory(config)) if (texts(snapshot.values).join() === 'a' && snapshot.next.length === 0) return snapshot.config
+      throw new Error('no state after a')
+    }
+    for (const g of [graph, reference]) {
+      const forked = await g.updateState(await branchFrom(g), { log: [{ text: 'x' }] })
+      await g.invoke({ log: [{ text: 'y' }] }, forked)
+      await g.invoke({ log: [{ text: 'z' }] }, config)
+    }
+    const history = async (g: ReturnType<typeof build>) => {
+      const states: string[][] = []
+      for await (const snapshot of g.getStateHistory(config)) states.push(texts(snapshot.values))
+      return states
+    }
+    const fresh = build(new CairnSaver({ store }))
+    expect(texts((await fresh.getState(config)).values)).toEqual(texts((await reference.getState(config)).values))
+    expect(await history(fresh)).toEqual(await history(reference))
+  })
 })
 
 describe('a LangGraph thread in the CLI', () => {

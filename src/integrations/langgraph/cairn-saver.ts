@@ -12,7 +12,7 @@ import type {
 import { CairnError, CheckpointError, InvalidArgumentError } from '../../core/errors.js'
 import type { CheckpointInfo, CheckpointRecord, CheckpointStore, PendingWriteRecord } from '../../store/checkpoint-store.js'
 import { LANGGRAPH_KIND, checkpointKeyOf, runIdOf, type ThreadNamespace } from './identity.js'
-import { loadValue, storeValue, type RevivedItemMemo, type StoredArray, type StoredItemMemo, type StoredValue, type WrittenItemMemo } from './stored-values.js'
+import { loadValue, storeArray, storeValue, type RevivedItemMemo, type StoredArray, type StoredItemMemo, type StoredValue, type WrittenItemMemo } from './stored-values.js'
 import { listHeaders, threadRuns, type ListedHeader, type SavedHeader } from './thread-listing.js'
 import { importPeer } from '../../core/peers.js'
 import { WritesLedgers, corrupt, listWrites, type WritesTarget } from './pending-writes.js'
@@ -154,10 +154,12 @@ export class CairnSaver extends BaseCheckpointSaver {
       const changed = Object.prototype.hasOwnProperty.call(newVersions, channel)
       const kept = version !== undefined && carried[channel] === version
       if (value === undefined || (!changed && !kept)) continue
-      const storedValue = await storeValue(this.serde, value, { previous: arrays?.get(channel), memo: this.#items, written: this.#written })
-      values[channel] = storedValue
-      // A copy: a reducer may change its array in place after this put.
-      if (Array.isArray(value) && 'items' in storedValue) storedArrays.set(channel, { stored: { t: 'items', items: storedValue.items }, sources: (value as unknown[]).slice() })
+      const reuse = { previous: arrays?.get(channel), memo: this.#items, written: this.#written }
+      if (Array.isArray(value)) {
+        const array = await storeArray(this.serde, value as unknown[], reuse)
+        values[channel] = array.stored
+        storedArrays.set(channel, array)
+      } else values[channel] = await storeValue(this.serde, value, reuse)
       if (version !== undefined) stored[channel] = version
     }
     const header: SavedHeader = { ...place, checkpointId: checkpoint.id, parentId, metadata: await storeValue(this.serde, metadata), stored }

@@ -38,8 +38,8 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /**
- * An array channel as a saver stored it last: its stored form, and the array it was made from
- * (item `k` of `stored.items` is the stored form of `sources[k]`).
+ * An array channel as a saver stored it last: its stored form, and the items it was made from
+ * (item `k` of `stored.items` is the stored form of `sources[k]`; `sources` may run longer).
  */
 export interface StoredArray {
   stored: { t: 'items'; items: StoredValue[] }
@@ -56,19 +56,31 @@ export interface StoredArray {
  * item at the same place of `previous`: an equal one keeps that item's stored form.
  */
 export async function storeValue(serde: SerializerProtocol, value: unknown, options: StoreOptions = {}): Promise<StoredValue> {
-  if (!Array.isArray(value)) return storeItem(serde, value)
+  return Array.isArray(value) ? (await storeArray(serde, value as unknown[], options)).stored : storeItem(serde, value)
+}
+
+/**
+ * An array stored as {@link storeValue} stores it, with what the next put at the same place
+ * reuses. When the array starts with every item `previous` was made from, those `sources` are
+ * extended in place rather than copied, so a put costs what was appended, not the length of the
+ * conversation. The sources are the saver's own array, never the graph's (a reducer may change
+ * its array in place after the put); entries past the length of `previous.stored.items`, pushed
+ * by a put that then failed or by one that branched off, are never read.
+ */
+export async function storeArray(serde: SerializerProtocol, array: readonly unknown[], options: StoreOptions = {}): Promise<StoredArray> {
   const { previous, memo, written, writing } = options
   const before = previous?.stored.items ?? []
   const sources = previous?.sources ?? []
-  const array = value as unknown[]
   // The leading items the last put stored already, found by identity alone and taken in one copy:
   // a put costs what was appended.
   const common = Math.min(array.length, sources.length, before.length)
   let i = 0
   while (i < common && array[i] === sources[i]) i++
+  // The whole previous array heads this one: its sources are extended rather than copied.
+  const whole = i > 0 && i === before.length && i === sources.length
   const items: StoredValue[] = i === 0 ? [] : before.slice(0, i)
-  for (; i < array.length; i++) {
-    const item = array[i]
+  for (let k = i; k < array.length; k++) {
+    const item = array[k]
     const object = typeof item === 'object' && item !== null ? item : undefined
     const known = object && (memo?.get(object) ?? unchangedSince(object, written))
     if (known) {
@@ -79,14 +91,17 @@ export async function storeValue(serde: SerializerProtocol, value: unknown, opti
     // Its fields before it is serialized: a change made while the serde works is seen by the put.
     const fields = object && writing ? fieldsOf(object) : undefined
     const stored = await storeItem(serde, item)
-    const same = before[i]
+    const same = before[k]
     // A stored form is a tree of strings (or bytes): frozen in one walk, as the store freezes what it decodes.
     const kept = same !== undefined && sameStored(same, stored) ? same : freezeTree(stored)
     if (object && memo) memo.set(object, kept)
     if (object && fields) writing!.set(object, { stored: kept, fields })
     items.push(kept)
   }
-  return { t: 'items', items }
+  // Checked again after the awaits above: another put may have extended the same sources meanwhile.
+  const extended = whole && sources.length === i ? (sources as unknown[]) : undefined
+  if (extended) for (let k = i; k < array.length; k++) extended.push(array[k])
+  return { stored: { t: 'items', items }, sources: extended ?? array.slice() }
 }
 
 /**
