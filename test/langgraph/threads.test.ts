@@ -23,6 +23,37 @@ async function tempDir() {
 }
 
 /** A saver whose serde counts the values it serializes. */
+/** A one-node graph whose `log` reducer changes the array it is given in place (`unshift` or `push` the new entries) and returns it. */
+function logGraph(checkpointer: CairnSaver | MemorySaver, change: 'unshift' | 'push') {
+  const State = Annotation.Root({
+    log: Annotation<{ text: string }[]>({
+      reducer: (kept, added) => {
+        kept[change](...added)
+        return kept
+      },
+      default: () => [],
+    }),
+  })
+  return new StateGraph(State)
+    .addNode('note', () => ({}))
+    .addEdge(START, 'note')
+    .compile({ checkpointer })
+}
+
+type LogGraph = ReturnType<typeof logGraph>
+
+/** The texts of a state's `log`. */
+function texts(values: unknown): string[] {
+  return (values as { log?: { text: string }[] }).log?.map((entry) => entry.text) ?? []
+}
+
+/** Every state of a thread's history, newest first, as its log's texts. */
+async function logHistory(graph: LogGraph, config: { configurable: { thread_id: string } }): Promise<string[][]> {
+  const states: string[][] = []
+  for await (const snapshot of graph.getStateHistory(config)) states.push(texts(snapshot.values))
+  return states
+}
+
 function countingSaver(store: MemoryStore | SqliteStore) {
   const saver = new CairnSaver({ store })
   const serde = (saver as unknown as { serde: SerializerProtocol }).serde
@@ -106,20 +137,7 @@ describe('CairnSaver puts in time linear in the thread', () => {
 
   it('an array a reducer changes in place after a put (prepending to it) is stored as it now is', async () => {
     // The reducer returns the very array it was given, with new items in front: every item moves.
-    const State = Annotation.Root({
-      log: Annotation<{ text: string }[]>({
-        reducer: (kept, added) => {
-          kept.unshift(...added)
-          return kept
-        },
-        default: () => [],
-      }),
-    })
-    const build = (checkpointer: CairnSaver | MemorySaver) =>
-      new StateGraph(State)
-        .addNode('note', () => ({}))
-        .addEdge(START, 'note')
-        .compile({ checkpointer })
+    const build = (checkpointer: CairnSaver | MemorySaver) => logGraph(checkpointer, 'unshift')
     const store = new MemoryStore()
     const graph = build(new CairnSaver({ store }))
     const reference = build(new MemorySaver())
@@ -128,33 +146,14 @@ describe('CairnSaver puts in time linear in the thread', () => {
       await graph.invoke({ log: [{ text }] }, config)
       await reference.invoke({ log: [{ text }] }, config)
     }
-    const texts = (values: unknown) => (values as { log?: { text: string }[] }).log?.map((entry) => entry.text) ?? []
-    const history = async (g: ReturnType<typeof build>) => {
-      const states: string[][] = []
-      for await (const snapshot of g.getStateHistory(config)) states.push(texts(snapshot.values))
-      return states
-    }
     const fresh = build(new CairnSaver({ store }))
     expect(texts((await fresh.getState(config)).values)).toEqual(['d', 'c', 'b', 'a'])
-    expect(await history(fresh)).toEqual(await history(reference))
+    expect(await logHistory(fresh, config)).toEqual(await logHistory(reference, config))
   })
 
   it('an array a reducer appends to in place, and a branch from an older state, are stored as LangGraph holds them', async () => {
     // Each put's array starts with the whole last one: the saver extends what it remembers of it.
-    const State = Annotation.Root({
-      log: Annotation<{ text: string }[]>({
-        reducer: (kept, added) => {
-          kept.push(...added)
-          return kept
-        },
-        default: () => [],
-      }),
-    })
-    const build = (checkpointer: CairnSaver | MemorySaver) =>
-      new StateGraph(State)
-        .addNode('note', () => ({}))
-        .addEdge(START, 'note')
-        .compile({ checkpointer })
+    const build = (checkpointer: CairnSaver | MemorySaver) => logGraph(checkpointer, 'push')
     const store = new MemoryStore()
     const graph = build(new CairnSaver({ store }))
     const reference = build(new MemorySaver())
@@ -163,9 +162,8 @@ describe('CairnSaver puts in time linear in the thread', () => {
       await graph.invoke({ log: [{ text }] }, config)
       await reference.invoke({ log: [{ text }] }, config)
     }
-    const texts = (values: unknown) => (values as { log?: { text: string }[] }).log?.map((entry) => entry.text) ?? []
     // A branch from the state after 'a': its array starts with fewer items than the last put's.
-    const branchFrom = async (g: ReturnType<typeof build>) => {
+    const branchFrom = async (g: LogGraph) => {
       for await (const snapshot of g.getStateHistory(config)) if (texts(snapshot.values).join() === 'a' && snapshot.next.length === 0) return snapshot.config
       throw new Error('no state after a')
     }
@@ -174,14 +172,9 @@ describe('CairnSaver puts in time linear in the thread', () => {
       await g.invoke({ log: [{ text: 'y' }] }, forked)
       await g.invoke({ log: [{ text: 'z' }] }, config)
     }
-    const history = async (g: ReturnType<typeof build>) => {
-      const states: string[][] = []
-      for await (const snapshot of g.getStateHistory(config)) states.push(texts(snapshot.values))
-      return states
-    }
     const fresh = build(new CairnSaver({ store }))
     expect(texts((await fresh.getState(config)).values)).toEqual(texts((await reference.getState(config)).values))
-    expect(await history(fresh)).toEqual(await history(reference))
+    expect(await logHistory(fresh, config)).toEqual(await logHistory(reference, config))
   })
 })
 

@@ -56,7 +56,7 @@ export interface StoredArray {
  * item at the same place of `previous`: an equal one keeps that item's stored form.
  */
 export async function storeValue(serde: SerializerProtocol, value: unknown, options: StoreOptions = {}): Promise<StoredValue> {
-  return Array.isArray(value) ? (await storeArray(serde, value as unknown[], options)).stored : storeItem(serde, value)
+  return Array.isArray(value) ? { t: 'items', items: (await storeItems(serde, value as unknown[], options)).items } : storeItem(serde, value)
 }
 
 /**
@@ -68,6 +68,18 @@ export async function storeValue(serde: SerializerProtocol, value: unknown, opti
  * by a put that then failed or by one that branched off, are never read.
  */
 export async function storeArray(serde: SerializerProtocol, array: readonly unknown[], options: StoreOptions = {}): Promise<StoredArray> {
+  const { items, reused } = await storeItems(serde, array, options)
+  const before = options.previous?.stored.items ?? []
+  const sources = options.previous?.sources
+  // The whole previous array heads this one (checked after the serde's awaits: another put may
+  // have extended the same sources meanwhile): its sources are extended rather than copied.
+  const extended = reused > 0 && reused === before.length && sources?.length === reused ? (sources as unknown[]) : undefined
+  if (extended) for (let k = reused; k < array.length; k++) extended.push(array[k])
+  return { stored: { t: 'items', items }, sources: extended ?? array.slice() }
+}
+
+/** The stored form of each item of `array` (see {@link storeValue}), and how many leading items were the previous put's by identity. */
+async function storeItems(serde: SerializerProtocol, array: readonly unknown[], options: StoreOptions): Promise<{ items: StoredValue[]; reused: number }> {
   const { previous, memo, written, writing } = options
   const before = previous?.stored.items ?? []
   const sources = previous?.sources ?? []
@@ -76,8 +88,6 @@ export async function storeArray(serde: SerializerProtocol, array: readonly unkn
   const common = Math.min(array.length, sources.length, before.length)
   let i = 0
   while (i < common && array[i] === sources[i]) i++
-  // The whole previous array heads this one: its sources are extended rather than copied.
-  const whole = i > 0 && i === before.length && i === sources.length
   const items: StoredValue[] = i === 0 ? [] : before.slice(0, i)
   for (let k = i; k < array.length; k++) {
     const item = array[k]
@@ -98,10 +108,7 @@ export async function storeArray(serde: SerializerProtocol, array: readonly unkn
     if (object && fields) writing!.set(object, { stored: kept, fields })
     items.push(kept)
   }
-  // Checked again after the awaits above: another put may have extended the same sources meanwhile.
-  const extended = whole && sources.length === i ? (sources as unknown[]) : undefined
-  if (extended) for (let k = i; k < array.length; k++) extended.push(array[k])
-  return { stored: { t: 'items', items }, sources: extended ?? array.slice() }
+  return { items, reused: i }
 }
 
 /**
