@@ -1,7 +1,7 @@
 import type { JsonObject } from '../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../core/errors.js'
 import type { CheckpointInfo, CheckpointInput, CheckpointRecord, StoreReader } from '../store/checkpoint-store.js'
-import type { RunnerPhase } from './phases.js'
+import type { RunnerCheckpoint, RunnerPhase } from './phases.js'
 
 /**
  * One light phase of a runner run (`step_started`, `pre_llm`, `pre_tool_batch`, …) as its phase
@@ -73,14 +73,10 @@ export function asLightPhases(record: CheckpointInput, by: string): PhaseLogEntr
  * record comes back alone, unchanged.
  */
 export function expandPhases<R extends CheckpointInfo>(record: R): R[] {
-  const log = logOf(record.metadata)
-  const before = log.before ?? []
-  const after = log.after ?? []
-  if (!Array.isArray(before) || !Array.isArray(after)) assertLog(record, [null])
+  const { before, after } = lightPhasesOf(record)
   if (before.length === 0 && after.length === 0) return [record]
-  assertLog(record, [...before, ...after])
   const light = (entry: PhaseLogEntry, n: number): R => {
-    const id = `${record.id}${SEPARATOR}${n}`
+    const id = lightIdOf(record.id, n)
     const info: CheckpointInfo = {
       id,
       checkpointId: id,
@@ -101,6 +97,51 @@ export function expandPhases<R extends CheckpointInfo>(record: R): R[] {
   return [...before.map((entry, n) => light(entry, n)), record, ...after.map((entry, n) => light(entry, before.length + n))]
 }
 
+/**
+ * The light phases a stored checkpoint carries, checked: its `before` log and its `after` log
+ * (empty when it has none). The entry at position `n` of `[...before, ...after]` is the phase
+ * `<stored id>~<n>` ({@link lightIdOf}). A malformed log is a `CheckpointCorruptionError`.
+ */
+export function lightPhasesOf(record: CheckpointInfo): { before: readonly PhaseLogEntry[]; after: readonly PhaseLogEntry[] } {
+  const log = logOf(record.metadata)
+  const before = log.before ?? []
+  const after = log.after ?? []
+  if (!Array.isArray(before) || !Array.isArray(after)) assertLog(record, [null])
+  assertLog(record, before)
+  assertLog(record, after)
+  return { before, after }
+}
+
+/** The id of the light phase at position `n` of stored checkpoint `storedId`'s log: `<stored id>~<n>`. */
+export function lightIdOf(storedId: string, n: number): string {
+  return `${storedId}${SEPARATOR}${n}`
+}
+
+/**
+ * A run's history (`runner.history`) from its stored runner checkpoints, oldest first: each
+ * stored checkpoint's light phases and itself, in the order of {@link expandPhases}, with the
+ * writer each one says or inherits. Made straight from the phase logs, without the expanded records.
+ */
+export function historyOf(records: readonly CheckpointRecord<Record<string, unknown>>[], threadId: string | null): RunnerCheckpoint[] {
+  const entries: RunnerCheckpoint[] = []
+  let writer: string | null = null
+  for (const record of records) {
+    const { before, after } = lightPhasesOf(record)
+    const { id, runId, schemaVersion } = record
+    // A light phase names its process (`by`, a string once checked).
+    const light = (entry: PhaseLogEntry, n: number): void => {
+      writer = entry.by
+      entries.push({ checkpointId: lightIdOf(id, n), runId, threadId, schemaVersion, phase: entry.phase, step: entry.step, payload: entry.payload, timestampMs: entry.at, writer })
+    }
+    for (let n = 0; n < before.length; n++) light(before[n]!, n)
+    const step = record.metadata.step
+    writer = writerOf(record) ?? (record.phase === 'run_started' ? null : writer)
+    entries.push({ checkpointId: id, runId, threadId, schemaVersion, phase: record.phase as RunnerPhase, step: typeof step === 'number' ? step : 0, payload: record.payload, timestampMs: record.createdAt, writer })
+    for (let n = 0; n < after.length; n++) light(after[n]!, before.length + n)
+  }
+  return entries
+}
+
 /** `expandPhases` over many records, in order. */
 export function expandAll<R extends CheckpointInfo>(records: readonly R[]): R[] {
   return records.flatMap((record) => expandPhases(record))
@@ -111,7 +152,7 @@ export function phasesOf(record: CheckpointInput, id: string): { checkpointId: s
   const log = logOf(record.metadata)
   const before = log.before ?? []
   const own = { checkpointId: id, phase: record.phase, step: typeof record.metadata?.step === 'number' ? record.metadata.step : 0 }
-  const light = (entry: PhaseLogEntry, n: number) => ({ checkpointId: `${id}${SEPARATOR}${n}`, phase: entry.phase, step: entry.step })
+  const light = (entry: PhaseLogEntry, n: number) => ({ checkpointId: lightIdOf(id, n), phase: entry.phase, step: entry.step })
   return [...before.map((entry, n) => light(entry, n)), own, ...(log.after ?? []).map((entry, n) => light(entry, before.length + n))]
 }
 

@@ -15,8 +15,8 @@ import type { Tool, ToolTimeHost } from '../tools/tool.js'
 import { parseJson, type JsonValue as Json } from '../core/codec.js'
 import { CheckpointWriter, type WriterOptions } from './checkpoint-writer.js'
 import { EffectJournal, OUTCOME_UNKNOWN } from './effect-journal.js'
-import { expandAll, phasesOf, writerOf } from './phase-log.js'
-import { RUNNER_KIND, type RunnerCheckpoint, type RunnerPhase, type RuntimeSnapshot } from './phases.js'
+import { historyOf, phasesOf } from './phase-log.js'
+import { RUNNER_KIND, type RunnerCheckpoint, type RuntimeSnapshot } from './phases.js'
 import { callIdsOf, loadRunState } from './resume-state.js'
 import { resultFromTerminal, terminalPayload, type RunResult } from './run-result.js'
 import { RunSession } from './run-session.js'
@@ -328,19 +328,8 @@ export class Runner {
    */
   async history(runId: string): Promise<RunnerCheckpoint[]> {
     const run = await this.store.getRun(runId)
-    const records = expandAll(await this.store.loadRun<Record<string, unknown>>(runId, { kind: RUNNER_KIND }))
-    let writer: string | null = null
-    return records.map((record) => ({
-      checkpointId: record.id,
-      runId: record.runId,
-      threadId: run?.threadId ?? null,
-      schemaVersion: record.schemaVersion,
-      phase: record.phase as RunnerPhase,
-      step: typeof record.metadata.step === 'number' ? record.metadata.step : 0,
-      payload: record.payload,
-      timestampMs: record.createdAt,
-      writer: (writer = writerOf(record) ?? (record.phase === 'run_started' ? null : writer)),
-    }))
+    const records = await this.store.loadRun<Record<string, unknown>>(runId, { kind: RUNNER_KIND })
+    return historyOf(records, run?.threadId ?? null)
   }
 
   /** Runs in the store, newest first. */
