@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { CheckpointCorruptionError, MemoryStore } from '../src/index.js'
+import { CheckpointCorruptionError, configureLimits, DEFAULT_LIMITS, MemoryStore } from '../src/index.js'
 import { decodeValue } from '../src/core/codec.js'
 import { freezeDeep, isDeepFrozen } from '../src/core/freeze.js'
 import { conversation } from '../src/testing.js'
@@ -107,6 +107,28 @@ describe('payload list encoding', () => {
     expect(second!.payload.messages[6]!.at).toEqual(at)
     const id = await store.save({ runId: 'one-pass', kind: 'k', phase: 'p', payload: { messages: second!.payload.messages } })
     expect((await store.load(id)).payload).toEqual({ messages })
+  })
+
+  it('a run read in one pass checks the depth of a list item without tags: one at maxDepth is read frozen, one deeper is refused naming the item', async () => {
+    const nested = (depth: number): unknown => {
+      let value: unknown = 'x'.repeat(300)
+      for (let i = 0; i < depth; i++) value = { value }
+      return value
+    }
+    const store = new MemoryStore()
+    await store.save({ runId: 'deep', kind: 'k', phase: 'p', payload: { messages: [nested(2), nested(2), nested(2), nested(5)] } })
+    try {
+      configureLimits({ maxDepth: 5 })
+      const [record] = (await store.loadRun('deep')) as { payload: { messages: unknown[] } }[]
+      expect(record!.payload.messages[3]).toEqual(nested(5))
+      expect(isDeepFrozen(record!.payload.messages[3])).toBe(true)
+      configureLimits({ maxDepth: 4 })
+      const refused = await store.loadRun('deep').catch((err: unknown) => err)
+      expect(refused).toBeInstanceOf(CheckpointCorruptionError)
+      expect((refused as Error).message).toMatch(/item 3 of list .*maxDepth/)
+    } finally {
+      configureLimits({ maxDepth: DEFAULT_LIMITS.maxDepth })
+    }
   })
 
   it('stores a value the conversation also holds in the body itself: a record reads its own body and lists alone', async () => {

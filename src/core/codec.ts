@@ -198,8 +198,17 @@ export function deserialize(text: string, context: DecodeContext = {}): unknown 
  * written as `"~"` or with a `\u` escape; a text with either is decoded as ever).
  */
 function isPlainText(text: string): boolean {
-  const { maxDepth, maxStringLength } = limits()
-  return text.length <= 2 * maxDepth && text.length <= maxStringLength && !text.includes(`"${TAG}"`) && !text.includes('\\u')
+  return text.length <= 2 * limits().maxDepth && holdsNoTag(text)
+}
+
+/**
+ * Whether decoding the parse of `text` could change nothing in it, and refuse it only for its
+ * depth: the text holds no tag (a key `"~"` is written as `"~"` or with a `\u` escape; a text
+ * with either may hold one) and is too short to hold a string over `maxStringLength`. The parse
+ * of such a text is already its decoded value, once its depth is checked.
+ */
+export function holdsNoTag(text: string): boolean {
+  return text.length <= limits().maxStringLength && !text.includes(`"${TAG}"`) && !text.includes('\\u')
 }
 
 /**

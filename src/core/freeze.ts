@@ -47,6 +47,32 @@ export function freezeTree<T>(value: T): T {
   return value
 }
 
+/**
+ * {@link freezeTree} for what `JSON.parse` made of text that holds no tagged value (so decoding
+ * it would change nothing), walked here for the first time: false, and the root not marked, when
+ * it nests deeper than `maxDepth` (where decoding stops), so the caller decodes it to report
+ * that. All of it is plain data: the root is remembered as deeply frozen.
+ */
+export function freezeParsed(value: unknown, maxDepth: number): boolean {
+  if (!freezeJson(value, 0, maxDepth)) return false
+  if (typeof value === 'object' && value !== null) deeplyFrozen.add(value)
+  return true
+}
+
+/** Freeze parsed JSON bottom up, as far as `maxDepth` (an object or array at that depth or deeper is refused, as `decodeValue` refuses it). */
+function freezeJson(value: unknown, depth: number, maxDepth: number): boolean {
+  if (typeof value !== 'object' || value === null) return true
+  if (depth >= maxDepth) return false
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!freezeJson(value[i], depth + 1, maxDepth)) return false
+  } else {
+    const keys = Object.keys(value)
+    for (let k = 0; k < keys.length; k++) if (!freezeJson((value as Record<string, unknown>)[keys[k]!], depth + 1, maxDepth)) return false
+  }
+  Object.freeze(value)
+  return true
+}
+
 /** Freeze a decoded tree bottom up; true when all of it is plain data, now frozen. */
 function freezeNode(value: unknown): boolean {
   if (typeof value !== 'object' || value === null) return true

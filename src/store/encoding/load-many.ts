@@ -1,6 +1,7 @@
-import { decodeValue, deserialize, parseJson, setOwn } from '../../core/codec.js'
+import { decodeValue, deserialize, holdsNoTag, parseJson, setOwn } from '../../core/codec.js'
 import { CheckpointCorruptionError, CheckpointNotFoundError } from '../../core/errors.js'
-import { freezeTree } from '../../core/freeze.js'
+import { freezeParsed, freezeTree } from '../../core/freeze.js'
+import { limits } from '../../core/limits.js'
 import { sha256 } from '../../core/hash.js'
 import type { SchemaRegistry } from '../../core/schema.js'
 import type { CheckpointRecord, CheckpointTail, ListTail } from '../checkpoint-store.js'
@@ -141,8 +142,20 @@ function listPaths(row: CheckpointRow): string[][] {
 }
 
 function decodedItems(list: SharedList, where: { runId: string; checkpointId: string; listId: string }): unknown[] {
-  list.decoded ??= parseItems(list.items, where).map((item, k) => freezeTree(decodeValue(item, { runId: where.runId, checkpointId: where.checkpointId, what: `item ${k} of list ${where.listId}` })))
-  return list.decoded
+  if (list.decoded) return list.decoded
+  const items = parseItems(list.items, where)
+  const { maxDepth } = limits()
+  // One context for every item: its name is spelled out only for an error's message.
+  let k = 0
+  const context = { runId: where.runId, checkpointId: where.checkpointId, get what() { return `item ${k} of list ${where.listId}` } }
+  for (; k < items.length; k++) {
+    // An item without tags is frozen in the walk that checks its depth, not decoded first;
+    // one too deep is decoded, which refuses it.
+    if (holdsNoTag(list.items[k]!) && freezeParsed(items[k], maxDepth)) continue
+    items[k] = freezeTree(decodeValue(items[k], context))
+  }
+  list.decoded = items
+  return items
 }
 
 /** Put the spliced values back where their refs were (outside lists: in plain objects and arrays of the body). */
