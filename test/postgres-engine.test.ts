@@ -398,6 +398,17 @@ describe('PostgresEngine', () => {
     expect(await engine.listEffects('run', ['e1'])).toMatchObject([{ status: 'pending', attempts: 1 }])
   })
 
+  it('readLists puts each item at its index, several ranges in one statement, and ends a list at an item missing from it', async () => {
+    const engine = openEngine()
+    const items = Array.from({ length: 40 }, (_, k) => JSON.stringify(`item ${k}`))
+    await engine.commit(commitOf({ id: 'c1', seq: 1, appends: [{ listId: 'L', expectedLength: 0, items }, { listId: 'M', expectedLength: 0, items: ['"m"'] }] }))
+    // Rows in another physical order than their index: the items still come back in order.
+    await sql(`UPDATE "${schema}".list_items SET item = item WHERE run_id = 'run' AND list_id = 'L' AND idx % 3 = 0`)
+    expect(await engine.readLists('run', [{ id: 'L', n: 40 }, { id: 'M', n: 1 }, { id: 'L', from: 30, n: 35 }])).toEqual([items, ['"m"'], items.slice(30, 35)])
+    await sql(`DELETE FROM "${schema}".list_items WHERE run_id = 'run' AND list_id = 'L' AND idx = 7`)
+    expect(await engine.readLists('run', [{ id: 'L', n: 40 }, { id: 'L', from: 5, n: 10 }, { id: 'L', from: 8, n: 10 }])).toEqual([items.slice(0, 7), items.slice(5, 7), items.slice(8, 10)])
+  })
+
   it('loadRun reads in one statement the very rows getRun, getLatest, readLists and listEffects read', async () => {
     const engine = openEngine()
     expect(await engine.loadRun('nobody', { recent: 4 })).toEqual({ run: undefined, checkpoints: [], lists: [] })

@@ -128,7 +128,16 @@ export class PostgresEngine extends SqlEngine {
     if (ranges.length === 0) return []
     const values = [runId, ranges.map((range) => range.id), ranges.map((range) => range.from ?? 0), ranges.map((range) => range.n)]
     const lists = ranges.map((): string[] => [])
-    for (const row of (await this.db.query(this.#statements.readLists, values)).rows) lists[Number(row.ref) - 1]?.push(row.item as string)
+    for (const row of (await this.db.query(this.#statements.readLists, values)).rows) {
+      const k = Number(row.ref) - 1
+      const list = lists[k]
+      if (list) list[Number(row.idx) - (ranges[k]!.from ?? 0)] = row.item as string
+    }
+    // A list missing an item ends before it: the caller finds it short of its ref.
+    for (const list of lists) {
+      const missing = list.findIndex((item) => item === undefined)
+      if (missing >= 0) list.length = missing
+    }
     return lists
   }
 
