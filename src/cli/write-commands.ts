@@ -11,6 +11,10 @@ import { positiveInt } from './read-commands.js'
 import { printEvent } from './events-printer.js'
 import { osUser, questionsOf, recordAnswers } from './run-answers.js'
 
+/** The kinds of checkpoint an agent run and a workflow run write. */
+const RUNNER_KIND = 'runner'
+const WORKFLOW_KIND = 'workflow'
+
 /** Agent factories by name: what an `--agents` module exports (the shape a `Worker` takes). */
 export type AgentFactories = Record<string, () => Agent | Promise<Agent>>
 
@@ -25,8 +29,15 @@ export async function forkCommand(ctx: Context, ref: string, options: { runId?: 
     ctx.out.line(`forked run ${fork.runId} at ${fork.checkpoint.phase} (checkpoint ${fork.checkpoint.id})`)
     if (fork.snapshotFrom !== undefined && fork.snapshotFrom !== checkpointId) ctx.out.line(`it resumes from the newest runtime snapshot at or before that checkpoint: ${fork.snapshotFrom}`)
     if (fork.effectsCopied > 0) ctx.out.line(`${fork.effectsCopied} completed calls copied into its journal: resuming replays them instead of running them again`)
-    ctx.out.line(`resume it with: cairn resume ${fork.runId} --agents ./agents.js   (or runner.resume(agent, { runId: '${fork.runId}' }))`)
+    ctx.out.line(continueHint(fork.runId, fork.checkpoint))
   })
+}
+
+/** What a fork goes on with: an agent run with its agent; a workflow's or another layer's checkpoint in the code that wrote it. */
+function continueHint(runId: string, checkpoint: { id: string; kind: string }): string {
+  if (checkpoint.kind === RUNNER_KIND) return `resume it with: cairn resume ${runId} --agents ./agents.js   (or runner.resume(agent, { runId: '${runId}' }))`
+  if (checkpoint.kind === WORKFLOW_KIND) return `continue it with the workflow that wrote it: workflow.run({ checkpointId: '${checkpoint.id}' })`
+  return `continue it from checkpoint ${checkpoint.id} with the code that wrote its ${checkpoint.kind} checkpoints (cairn resume continues agent runs only)`
 }
 
 /** `cairn resume RUN --agents ./agents.js [--response ID=JSON …]`. */
@@ -36,7 +47,7 @@ export async function resumeCommand(ctx: Context, runId: string, options: { agen
   const run = await ctx.run(runId)
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
   const responses = parseResponses(options.response ?? [])
-  const agent = await agentFor(run, factories)
+  const agent = await agentFor(store, run, factories)
   await recordValidAnswers(store, run, responses)
   const answeredBy = Object.keys(responses).length > 0 ? { answeredBy: `${operatorName()} (cairn resume)` } : {}
   const result = await runner.resume(agent, { runId, responses, ...answeredBy })
@@ -49,7 +60,7 @@ export async function recoverCommand(ctx: Context, options: { agents?: string })
   const factories = await loadAgents(options.agents)
   const store = await ctx.store()
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
-  const results = await runner.recoverAll((run) => agentFor(run, factories))
+  const results = await runner.recoverAll((run) => agentFor(store, run, factories))
   report(ctx, results)
 }
 
@@ -178,10 +189,22 @@ async function registerTypeScript(path: string): Promise<void> {
   tsx.register()
 }
 
-async function agentFor(run: RunRecord, factories: AgentFactories): Promise<Agent> {
+async function agentFor(store: CheckpointStore, run: RunRecord, factories: AgentFactories): Promise<Agent> {
+  const [latest] = await store.listCheckpoints({ runId: run.runId, limit: 1, verify: false })
+  if (latest && latest.kind !== RUNNER_KIND) throw new CliError(notAnAgentRun(run, latest))
   const factory = run.name === null ? undefined : factories[run.name]
   if (!factory) throw new CliError(`run ${run.runId} is an agent named ${JSON.stringify(run.name)}, which the agents module does not export (it has ${Object.keys(factories).join(', ')})`)
   return factory()
+}
+
+/** Why a run that no agent wrote is not resumed with one, and what continues it instead. */
+function notAnAgentRun(run: RunRecord, latest: { kind: string; workflowName: string | null }): string {
+  const only = 'cairn resume and cairn recover continue agent runs only'
+  if (latest.kind === WORKFLOW_KIND) {
+    return `run ${run.runId} is a run of workflow ${JSON.stringify(latest.workflowName)}, not an agent run: continue it with the workflow that wrote it, workflow.run({ checkpointId }) from its latest checkpoint (\`cairn show ${run.runId}\`); ${only}`
+  }
+  if (run.threadId !== null) return `run ${run.runId} is LangGraph thread ${JSON.stringify(run.threadId)}, not an agent run: it goes on when your graph is invoked with that thread_id; ${only}`
+  return `run ${run.runId} holds ${latest.kind} checkpoints, not an agent run's: continue it with the code that wrote them; ${only}`
 }
 
 /** Keep answers the run asks for with the run (who and when), as the inspector does; the runner refuses any other. */

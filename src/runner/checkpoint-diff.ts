@@ -74,10 +74,13 @@ export async function diffWholeCheckpoints(store: StoreReader, fromId: string, t
   return diffOf(from, to, new Map(), (a, b) => effectChanges(store, a, b))
 }
 
-/** The diff as text, for `cairn diff`. */
+/**
+ * The diff as text, for `cairn diff`. Each side is named by its checkpoint id, run, stored `seq`
+ * and phase; `#N` is left to `cairn show`, whose numbers count the phases of the phase log too.
+ */
 export function formatDiff(diff: CheckpointDiff): string[] {
   const label = (side: DiffSide) =>
-    `${side.checkpointId} (${side.runId} #${side.seq} ${side.phase})${side.runtimeFrom && side.runtimeFrom !== side.checkpointId ? `, runtime as of the snapshot ${side.runtimeFrom}` : ''}`
+    `${side.checkpointId} (${side.runId} seq ${side.seq} ${side.phase})${side.runtimeFrom && side.runtimeFrom !== side.checkpointId ? `, runtime as of the snapshot ${side.runtimeFrom}` : ''}`
   const lines = [`from ${label(diff.from)}`, `  to ${label(diff.to)}`, '']
   lines.push(`messages: ${diff.messagesAppended.length} appended${diff.messagesDropped ? `, ${diff.messagesDropped} dropped` : ''}`)
   for (const message of diff.messagesAppended) lines.push(`  + ${describeMessage(message)}`)

@@ -363,7 +363,8 @@ export class Runner {
 
   /**
    * An agent as a tool of another: each call is a child run (its own run id, derived from the
-   * call's idempotency key, with the parent's id recorded), resumable on its own.
+   * call's idempotency key, with the parent's id recorded), resumable on its own. The tool's input
+   * is `{ prompt: string }`, the child run's input.
    */
   asTool(buildAgent: () => Agent, options: { name: string; description: string }): Tool {
     return subagentTool(this, buildAgent, options)

@@ -128,7 +128,7 @@ export function describeCheckpoints(records: readonly CheckpointRecord<Record<st
     const resumedHere = record.phase === 'run_started' && record.payload.resumed === true
     if (record.phase === 'run_started' || (i === 0 && execution === 0 && fromStart)) execution++
     writer = writerOf(record) ?? (record.phase === 'run_started' ? '' : writer)
-    const step = record.phase === 'post_tool_batch' && typeof record.metadata.step !== 'number' ? batchStep : numberOr(record.metadata.step, 0)
+    const step = record.phase === 'post_tool_batch' && typeof record.metadata.step !== 'number' ? batchStep : numberOr(record.metadata.step ?? superStepOf(record), 0)
     if (record.phase === 'pre_tool_batch') batchStep = step
     const calls = record.kind === RUNNER_KIND && record.phase === 'post_llm' ? callsOfStep(index, step) : []
     const snapshot = runtimeOf(record) !== undefined
@@ -252,6 +252,12 @@ function describe({ record, step, index, attempts, history, calls }: DescribePar
 function forkNote(record: CheckpointRecord, index: number): string {
   const forked = record.metadata.forkedFrom as JsonObject | undefined
   return index === 0 && forked ? `forked from checkpoint ${str(forked.checkpointId)} of run ${str(forked.runId)}; ` : ''
+}
+
+/** A workflow checkpoint's super step (its iteration count), which stands for a runner's step. */
+function superStepOf(record: CheckpointRecord<Record<string, unknown>>): number | undefined {
+  const iteration = record.kind === RUNNER_KIND ? undefined : record.payload.iterationCount
+  return typeof iteration === 'number' ? iteration : undefined
 }
 
 function describeOther(record: CheckpointRecord<Record<string, unknown>>): string {

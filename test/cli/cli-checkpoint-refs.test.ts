@@ -38,6 +38,11 @@ describe('checkpoint references', () => {
     const ninth = entries[8]!
     const diffByIds = await cairnJson<CheckpointDiff>(url, ['diff', fourth.checkpointId, ninth.checkpointId])
     expect(await cairnJson<CheckpointDiff>(url, ['diff', 'notes#4', 'notes#9'])).toEqual(diffByIds)
+    // The table names each side by its stored seq, never by a `#` that `cairn show` numbers otherwise.
+    const table = await cairn(url, ['diff', 'notes#4', 'notes#9'])
+    expect(table.stdout).toContain(`from ${fourth.checkpointId} (notes seq ${fourth.seq} ${fourth.phase})`)
+    expect(table.stdout).toContain(`  to ${ninth.checkpointId} (notes seq ${ninth.seq} ${ninth.phase})`)
+    expect(table.stdout).not.toMatch(/\(notes #\d+ /)
 
     const fork = await cairnJson<{ runId: string }>(url, ['fork', 'notes#9', '--run-id', 'notes-fork'])
     expect(fork.runId).toBe('notes-fork')

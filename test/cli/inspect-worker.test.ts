@@ -4,9 +4,10 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { inspectorApp } from '../../src/cli/inspect/server.js'
 import { Answering } from '../../src/cli/inspect/answers.js'
-import { Agent, CairnClient, tool, Worker } from '../../src/index.js'
+import { Agent, buildTimeline, CairnClient, formatTimeline, Runner, tool, Worker } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
+import { waitFor } from '../support/wait.js'
 
 const TOKEN = 'b'.repeat(48)
 const ORIGIN = 'http://127.0.0.1:4322'
@@ -65,5 +66,31 @@ describe('answering a run enqueued for workers from the inspector', () => {
     expect(effect?.output).toMatchObject({ status: 'success', content: [{ text: 'ordered {"quantity":2}' }] })
     const run = (await store.getRun(runId))!
     expect(run.metadata.cairnAnswers).toEqual([{ interruptId: 'order-1:approval', response: 'approve', by: 'Grace', at: expect.any(Number) as number, via: 'inspector' }])
+  })
+})
+
+describe('answering a run a Runner paused, from the inspector', () => {
+  it('resumes it with the --agents factory, and the timeline names who answered, as after `cairn resume --response`', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'cairn-inspect-runner-'))
+    const store = new SqliteStore({ path: join(dir, 'runner.db') })
+    try {
+      expect((await new Runner({ store }).run(buyer(), { input: 'Order two.', runId: 'own-order' })).state).toBe('paused')
+      const answering = new Answering({ store, agents: { buyer }, onError: (err) => { throw err } })
+      const app = inspectorApp(store, TOKEN, answering)
+      const answer = await app.request(`${ORIGIN}/api/runs/own-order/answer`, {
+        method: 'POST',
+        headers: { host: '127.0.0.1:4322', 'x-cairn-token': TOKEN, origin: ORIGIN, 'content-type': 'application/json' },
+        body: JSON.stringify({ responses: { 'order-1:approval': 'approve' }, by: 'Grace' }),
+      })
+      expect(await answer.json()).toEqual({ accepted: true, by: 'Grace', via: 'inspector' })
+      await waitFor(async () => (await store.getRun('own-order'))?.status === 'completed', 'the resumed run to complete')
+      await answering.close()
+      const timeline = await buildTimeline(store, 'own-order')
+      expect(timeline.entries.flatMap((entry) => entry.answers)).toEqual([expect.objectContaining({ interruptId: 'order-1:approval', answer: 'approve', by: 'Grace (inspector)' })])
+      expect(formatTimeline(timeline).join('\n')).toContain('answer to order-1:approval: "approve", given by Grace (inspector)')
+    } finally {
+      await store.close()
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 })

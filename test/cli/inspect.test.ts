@@ -86,12 +86,15 @@ describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', ()
     expect(await page.locator('#effects tbody tr').count()).toBe(8)
     await page.locator('#conversation .msg').nth(9).waitFor()
     expect(await page.locator('#conversation .msg').count()).toBe(10)
-    // A diff of two checkpoints.
-    await page.locator('#timeline li.cp[data-phase="post_llm"] input[type=checkbox]').nth(2).check()
-    await page.locator('#timeline li.cp[data-phase="post_llm"] input[type=checkbox]').nth(4).check()
+    // A diff of two checkpoints, titled with the rows' numbers as the timeline shows them.
+    const picked = page.locator('#timeline li.cp[data-phase="post_llm"]')
+    await picked.nth(2).locator('input[type=checkbox]').check()
+    await picked.nth(4).locator('input[type=checkbox]').check()
+    const [first, second] = [await picked.nth(2).locator('.phase').innerText(), await picked.nth(4).locator('.phase').innerText()]
     await page.click('#diff')
     const diff = page.locator('#diff-panel')
     await diff.waitFor()
+    expect(await diff.locator('h3').innerText()).toBe(`Diff ${first} → ${second}`)
     expect(await diff.innerText()).toContain('messages: 4 appended')
     expect(await diff.innerText()).toMatch(/save_note note-2: \(none\) → succeeded/)
     const artifacts = await mkdtemp(join(tmpdir(), 'cairn-inspect-artifacts-'))

@@ -219,5 +219,10 @@ describe('a LangGraph thread in the CLI', () => {
     expect(after.find((r) => r.name === 'thread chat-7')?.status).toBe('done')
     const byRun = await cairn(`sqlite:${path}`, ['show', runs.find((r) => r.name === 'thread chat-7')!.runId])
     expect(byRun.stdout).toContain('done at step')
+    // The step the answer let run was written by the node that asked, not by LangGraph's own
+    // `__interrupt__` bookkeeping (a versions_seen entry that is no node).
+    const answered = byRun.stdout.split('\n').filter((line) => /^\s+\d+\s/.test(line))
+    expect(answered[3]).toMatch(/2\s+loop\s+lg\.\w+\s+written by approve; next: tools/)
+    expect(byRun.stdout).not.toContain('__interrupt__')
   })
 })

@@ -66,7 +66,7 @@ export class Answering {
       await new CairnClient({ store: this.#store as ConstructorParameters<typeof CairnClient>[0]['store'] }).respond(runId, request.responses)
       return { via: 'worker' }
     }
-    const resuming = this.#resume(runId, factory!, request.responses)
+    const resuming = this.#resume(runId, factory!, request)
     this.#running.set(runId, resuming)
     void resuming.finally(() => this.#running.delete(runId))
     return { via: 'inspector' }
@@ -78,9 +78,11 @@ export class Answering {
     await Promise.allSettled([...this.#running.values()])
   }
 
-  async #resume(runId: string, factory: AgentFactories[string], responses: Record<string, JsonValue>): Promise<void> {
+  async #resume(runId: string, factory: AgentFactories[string], request: AnswerRequest): Promise<void> {
     try {
-      await new Runner({ store: this.#store }).resume(await factory(), { runId, responses, signal: this.#stop.signal })
+      // Who answered goes into the run's timeline as well, as `cairn resume` records it.
+      const answeredBy = `${request.by} (inspector)`
+      await new Runner({ store: this.#store }).resume(await factory(), { runId, responses: request.responses, answeredBy, signal: this.#stop.signal })
     } catch (err) {
       this.#onError(err, runId)
     }

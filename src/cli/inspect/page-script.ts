@@ -112,7 +112,7 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     var liveList = h('ol', { id: 'live-list' });
     var livePanel = h('div', { class: 'panel', id: 'live-events', hidden: 'hidden' }, h('h3', {}, 'Live events'), liveList);
     var statusLine = h('strong', { id: 'run-status' });
-    var diffButton = h('button', { id: 'diff', class: 'primary', onclick: function () { if (state.selected.length === 2) showDiff(state.selected[0], state.selected[1], side); } }, 'Diff selected (0/2)');
+    var diffButton = h('button', { id: 'diff', class: 'primary', onclick: function () { if (state.selected.length === 2) showDiff(state.selected[0], state.selected[1], side, rowNumber); } }, 'Diff selected (0/2)');
     app.replaceChildren(h('div', { class: 'layout' }, h('div', {}, h('div', { class: 'filters' }, statusLine, diffButton), question, older, chain, effects), h('div', {}, livePanel, side, conversation)));
 
     chain.addEventListener('click', function (event) {
@@ -131,6 +131,11 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
       diffButton.textContent = 'Diff selected (' + state.selected.length + '/2)';
     });
 
+    // The # a checkpoint's row shows, for the diff's title to name the rows as they were picked.
+    function rowNumber(id) {
+      var found = state.entries.filter(function (e) { return e.checkpointId === id; })[0];
+      return found ? '#' + found.index : null;
+    }
     function item(e, process) {
       var items = [];
       if (e.resumedHere) items.push(h('li', { class: 'resume' }, process ? 'process ' + (process - 1) + ' stopped here · process ' + process + (e.writer ? ' (' + e.writer + ')' : '') + ' took over' : 'a process stopped here · a new process' + (e.writer ? ' (' + e.writer + ')' : '') + ' took over'));
@@ -348,9 +353,10 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
     }).catch(fail);
   }
 
-  function showDiff(a, b, side) {
+  function showDiff(a, b, side, rowNumber) {
     api('/api/diff?a=' + encodeURIComponent(a) + '&b=' + encodeURIComponent(b)).then(function (d) {
-      side.replaceChildren(h('div', { class: 'panel', id: 'diff-panel' }, h('h3', {}, 'Diff #' + d.from.seq + ' ' + d.from.phase + ' → #' + d.to.seq + ' ' + d.to.phase),
+      var name = function (x) { return (rowNumber(x.checkpointId) || 'seq ' + x.seq) + ' ' + x.phase; };
+      side.replaceChildren(h('div', { class: 'panel', id: 'diff-panel' }, h('h3', {}, 'Diff ' + name(d.from) + ' → ' + name(d.to)),
         h('div', {}, 'messages: ' + d.messagesAppended.length + ' appended' + (d.messagesDropped ? ', ' + d.messagesDropped + ' dropped' : '')),
         d.messagesAppended.map(function (m) { return h('div', { class: 'add' }, '+ ' + m.role + ': ' + (text(m) || (m.content || []).map(function (x) { return Object.keys(x)[0]; }).join(', '))); }),
         h('div', {}, 'values: ' + d.changes.length + ' changed'),

@@ -203,13 +203,17 @@ function nextNodes(record: CheckpointRecord<SavedPayload> | CheckpointRecord): s
   return next.sort()
 }
 
-/** The nodes whose writes a checkpoint applied: those whose seen versions moved since its parent. */
+/**
+ * The nodes whose writes a checkpoint applied: those whose seen versions moved since its parent.
+ * LangGraph also keeps versions seen under `__input__` and `__interrupt__` (what its interrupt
+ * checks have seen), which are no nodes.
+ */
 function writersOf(record: CheckpointRecord, parent: CheckpointRecord | undefined): string[] {
   const seen = (record.payload as SavedPayload | undefined)?.checkpoint?.versions_seen ?? {}
   const before = (parent?.payload as SavedPayload | undefined)?.checkpoint?.versions_seen ?? {}
   const writers: string[] = []
   for (const [node, versions] of Object.entries(seen)) {
-    if (node === '__input__') continue
+    if (node === '__input__' || node === '__interrupt__') continue
     const earlier = before[node] ?? {}
     if (Object.entries(versions).some(([channel, version]) => versionOf(version) > versionOf(earlier[channel]))) writers.push(node)
   }

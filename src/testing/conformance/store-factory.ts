@@ -16,7 +16,7 @@ export type CorruptionKind =
  *
  * @example
  * ```ts
- * runStoreConformance({
+ * await runStoreConformance({
  *   name: 'sqlite',
  *   open: (location) => new SqliteStore({ path: join(location, 'cairn.db') }),
  *   childModule: new URL('./open-sqlite.js', import.meta.url).pathname,
