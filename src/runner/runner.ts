@@ -342,14 +342,16 @@ export class Runner {
    * machine: at once; elsewhere: once its lease lapsed, `leaseMs` after its last renewal). A run
    * another live process is executing is skipped (it is that process's). Two processes may call
    * this at once (two pods starting): each run is resumed by exactly one of them.
-   * `resolveAgent` builds the agent for a run (by its name, say).
+   * `resolveAgent` builds the agent for a run (by its name, say). Only agent runs are resumed:
+   * a store may hold workflow runs and LangGraph threads too (a thread stays `running` between
+   * invocations), which go on in the code that wrote them.
    */
   async recoverAll(resolveAgent: (run: RunRecord) => Agent | Promise<Agent>): Promise<RunResult[]> {
     const results: RunResult[] = []
     for (const run of await this.store.listRuns({ status: 'running' })) {
       // A run with no checkpoint died before its first commit: there is nothing to resume; start
       // it again with runner.run and the same runId.
-      if (this.#active.has(run.runId) || run.lastSeq === 0) continue
+      if (this.#active.has(run.runId) || run.lastSeq === 0 || !(await this.#isAgentRun(run.runId))) continue
       const lease = await this.store.leases?.getLease(run.runId)
       if (lease?.owner && lease.leaseExpiresAt !== null && lease.leaseExpiresAt >= Date.now() && !ownerProcessIsGone(lease.owner)) continue
       try {
@@ -359,6 +361,12 @@ export class Runner {
       }
     }
     return results
+  }
+
+  /** Whether the run's latest checkpoint is an agent run's (a runner checkpoint). */
+  async #isAgentRun(runId: string): Promise<boolean> {
+    const [latest] = await this.store.listCheckpoints({ runId, limit: 1 })
+    return latest?.kind === RUNNER_KIND
   }
 
   /**

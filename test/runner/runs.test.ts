@@ -4,6 +4,8 @@ import { Agent, Runner, tool } from '../../src/index.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { CRASH_LEASE_MS, forever, frozenLeases, leaseLapsed, researchAgent, sqliteStore, waitForHang, World } from './helpers.js'
 import { waitFor } from '../support/wait.js'
+import { Annotation, START, StateGraph } from '@langchain/langgraph'
+import { CairnSaver } from '../../src/langgraph.js'
 
 describe('managed runs', () => {
   it('the context is the restored one with the caller overlay on top', async () => {
@@ -90,6 +92,27 @@ describe('managed runs', () => {
     const recovered = await new Runner({ store }).recoverAll(() => researchAgent(world).agent)
     expect(recovered.map((r) => [r.runId, r.state])).toEqual([['orphan', 'paused']])
     expect(recovered[0]!.interrupts[0]!.name).toBe('effect_outcome_unknown')
+  })
+
+  it('recoverAll resumes agent runs only: a LangGraph thread in the same store stays as it is', async () => {
+    const { store } = await sqliteStore()
+    const world = new World()
+    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
+    await waitFor(() => world.count('note:a and b') === 1)
+    await waitForHang(store, 'orphan', ['note-1'])
+    await leaseLapsed(store, 'orphan')
+    const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
+    const run = await store.getRun('orphan')
+    await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
+    // A thread stays `running` between invocations of its graph, and is listed before the older agent run.
+    const State = Annotation.Root({ steps: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }) })
+    const graph = new StateGraph(State).addNode('plan', () => ({ steps: ['plan'] })).addEdge(START, 'plan').compile({ checkpointer: new CairnSaver({ store }) })
+    await graph.invoke({ steps: [] }, { configurable: { thread_id: 'chat-1' } })
+    const thread = (await store.listRuns({ status: 'running' })).find((listed) => listed.threadId === 'chat-1')!
+    const recovered = await new Runner({ store }).recoverAll(() => researchAgent(world).agent)
+    expect(recovered.map((r) => [r.runId, r.state])).toEqual([['orphan', 'paused']])
+    expect((await store.getRun(thread.runId))?.lastSeq).toBe(thread.lastSeq)
+    expect((await graph.getState({ configurable: { thread_id: 'chat-1' } })).values).toEqual({ steps: ['plan'] })
   })
 
   it('a fresh worker resumes a run by its stable id and repeats no completed work', async () => {
