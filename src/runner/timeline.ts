@@ -100,9 +100,15 @@ export interface TimelineContext {
   startedAt: number
   /**
    * Where `records` begin: at the run's first checkpoint (the default), or later (a page of a long
-   * run). Later, positions are the checkpoints' `seq` and `execution` counts from 0 at the page.
+   * run). Later, `execution` counts from 0 at the page, and positions from `firstIndex`.
    */
   fromStart?: boolean
+  /**
+   * The position in the whole run's timeline of the first record (1-based), when the records do not
+   * begin at the run's first checkpoint: a page numbers its rows as the whole timeline does. Without
+   * it, such a page's positions are the stored checkpoints' `seq`.
+   */
+  firstIndex?: number
   /**
    * Where `runtime.messages` begins in the run's conversation, when it holds only the newer
    * messages (a page read with `loadTails`): each step's answer is then found from the message
@@ -133,7 +139,7 @@ export function describeCheckpoints(records: readonly CheckpointRecord<Record<st
     const calls = record.kind === RUNNER_KIND && record.phase === 'post_llm' ? callsOfStep(index, step) : []
     const snapshot = runtimeOf(record) !== undefined
     entries.push({
-      index: fromStart ? i + 1 : record.seq,
+      index: fromStart ? i + 1 : context.firstIndex !== undefined ? context.firstIndex + i : record.seq,
       checkpointId: record.id,
       seq: record.seq,
       kind: record.kind,

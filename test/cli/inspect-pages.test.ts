@@ -24,9 +24,9 @@ function lookupTool() {
   return tool({ name: 'lookup', description: 'Look a number up.', idempotent: true, inputSchema: { type: 'object', properties: { n: { type: 'number' } } }, callback: (input) => `value ${JSON.stringify(input)}` })
 }
 
-/** What a page must show of a checkpoint exactly as the whole timeline does. */
+/** What a page must show of a checkpoint exactly as the whole timeline does (its row number included). */
 function shown(entry: TimelineEntry) {
-  return { checkpointId: entry.checkpointId, seq: entry.seq, phase: entry.phase, step: entry.step, summary: entry.summary, toolCalls: entry.toolCalls, replayed: entry.replayed, text: entry.text, snapshot: entry.snapshot }
+  return { index: entry.index, checkpointId: entry.checkpointId, seq: entry.seq, phase: entry.phase, step: entry.step, summary: entry.summary, toolCalls: entry.toolCalls, replayed: entry.replayed, text: entry.text, snapshot: entry.snapshot }
 }
 
 /** The stored checkpoint a timeline entry is (or whose phase log holds it). */

@@ -52,6 +52,8 @@ export class TimelinePages {
   readonly #snapshots = new Map<string, Map<number, SnapshotHeader>>()
   /** Per run, the stretches of seqs (first and last, oldest first, apart) whose every stored checkpoint's header was seen. */
   readonly #covered = new Map<string, [number, number][]>()
+  /** Per run, how many phases each stored checkpoint seen stands for (itself and its phase log), by seq. */
+  readonly #phaseCounts = new Map<string, Map<number, number>>()
 
   constructor(store: StoreReader) {
     this.#store = store
@@ -96,6 +98,7 @@ export class TimelinePages {
       attempts,
       startedAt: fromStart ? (phases[0]?.createdAt ?? run.createdAt) : run.createdAt,
       fromStart,
+      ...(first && !fromStart ? { firstIndex: await this.#firstIndex(runId, first) } : {}),
       ...(messagesFrom === undefined ? {} : { messagesFrom }),
     })
     return { run, entries, fromStart, gap }
@@ -152,16 +155,40 @@ export class TimelinePages {
     const known = this.#snapshots.has(runId) || this.#covered.has(runId)
     this.#snapshots.delete(runId)
     this.#covered.delete(runId)
+    this.#phaseCounts.delete(runId)
     return known
   }
 
-  /** Remember the snapshots among `headers`. */
+  /** Remember the snapshots among `headers`, and how many phases each stands for. */
   #see(runId: string, headers: readonly CheckpointInfo[]): void {
     const seen = this.#snapshots.get(runId) ?? new Map<number, SnapshotHeader>()
     this.#snapshots.set(runId, seen)
+    const counts = this.#phaseCounts.get(runId) ?? new Map<number, number>()
+    this.#phaseCounts.set(runId, counts)
     for (const info of headers) {
       if (info.kind === RUNNER_KIND && info.metadata.snapshot === true) seen.set(info.seq, { id: info.id, seq: info.seq, step: typeof info.metadata.step === 'number' ? info.metadata.step : 0 })
+      counts.set(info.seq, expandPhases(info).length)
     }
+  }
+
+  /**
+   * The position in the run's whole timeline (1-based, as `cairn show` numbers it) of the first
+   * phase of the stored checkpoint `first`: one more than the phases of every stored checkpoint
+   * before it. Their headers are read once, the first time a page needs them (a page of a long run
+   * costs a header listing of what comes before it); later pages count the headers seen.
+   */
+  async #firstIndex(runId: string, first: CheckpointInfo): Promise<number> {
+    let before: string | undefined = first.id
+    while (!this.#covered.get(runId)?.some(([from, to]) => from === 0 && to >= first.seq - 1)) {
+      const listed: CheckpointInfo[] = await this.#store.listCheckpoints({ runId, limit: HEADER_PAGE, verify: false, before })
+      this.#see(runId, listed)
+      this.#cover(runId, listed, HEADER_PAGE)
+      if (listed.length < HEADER_PAGE) break
+      before = listed.at(-1)!.id
+    }
+    let phases = 0
+    for (const [seq, count] of this.#phaseCounts.get(runId) ?? []) if (seq < first.seq) phases += count
+    return phases + 1
   }
 
   /**
