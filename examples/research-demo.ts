@@ -12,7 +12,7 @@
  * in CAIRN_MODEL with its provider's key in the environment:
  *
  *   CAIRN_MODEL=openai:gpt-5-mini OPENAI_API_KEY=... npm run demo
- *   CAIRN_MODEL=anthropic:claude-sonnet-4-5 ANTHROPIC_API_KEY=... npm run demo
+ *   CAIRN_MODEL=anthropic:claude-sonnet-4-6 ANTHROPIC_API_KEY=... npm run demo
  *
  * (OPENAI_BASE_URL and ANTHROPIC_BASE_URL are honoured by the clients.) A real model decides
  * its own tool calls, so process 1 is killed once its first batch of tool results is in. Of the three tools, `search_web` and

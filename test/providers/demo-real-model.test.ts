@@ -26,7 +26,7 @@ const cases: [string, () => Record<string, string>, () => Replay[]][] = [
     () => [responsesStream({ calls: [{ id: 'fc_1', callId: 'call_1', name: 'search_web', args: SEARCH }] }), responsesStream({ id: 'resp_2', text: 'Durable agents checkpoint every boundary.' })],
   ],
   [
-    'anthropic:claude-sonnet-4-5',
+    'anthropic:claude-sonnet-4-6',
     () => ({ ANTHROPIC_API_KEY: SECRET_KEY, ANTHROPIC_BASE_URL: server.url }),
     () => [anthropicStream({ blocks: [{ toolUse: { id: 'toolu_1', name: 'search_web', json: SEARCH } }] }), anthropicStream({ id: 'msg_2', blocks: [{ text: 'Durable agents checkpoint every boundary.' }] })],
   ],

@@ -36,7 +36,7 @@ export interface AISDKModelOptions extends CallBoundsOptions {
  * ```ts
  * import { anthropic } from '@ai-sdk/anthropic'
  * import { AISDKModel } from 'cairn-agents/ai-sdk'
- * const model = new AISDKModel(anthropic('claude-sonnet-4-5'))
+ * const model = new AISDKModel(anthropic('claude-sonnet-4-6'))
  * ```
  */
 export class AISDKModel implements Model {

@@ -12,7 +12,7 @@ const anthropic = await importPeer<typeof import('@anthropic-ai/sdk')>({ name: '
 
 /** How to build an {@link AnthropicModel}. */
 export interface AnthropicModelOptions extends AdapterOptions {
-  /** The model name (`claude-sonnet-4-5`). */
+  /** The model name (`claude-sonnet-4-6`). */
   model: string
   /** A client you built; otherwise one is made from `apiKey`, `baseURL` and the retry options. */
   client?: Anthropic
@@ -40,7 +40,7 @@ export interface AnthropicModelOptions extends AdapterOptions {
  * @example
  * ```ts
  * import { AnthropicModel } from 'cairn-agents/anthropic'
- * const model = new AnthropicModel({ model: 'claude-sonnet-4-5', thinking: { type: 'enabled', budget_tokens: 2048 } })
+ * const model = new AnthropicModel({ model: 'claude-sonnet-4-6', thinking: { type: 'enabled', budget_tokens: 2048 } })
  * ```
  */
 export class AnthropicModel implements Model {
@@ -50,7 +50,7 @@ export class AnthropicModel implements Model {
   readonly #options: AnthropicModelOptions
 
   constructor(options: AnthropicModelOptions) {
-    if (!options?.model) throw new InvalidArgumentError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-5' })")
+    if (!options?.model) throw new InvalidArgumentError("AnthropicModel needs a model name: new AnthropicModel({ model: 'claude-sonnet-4-6' })")
     checkCallBounds(options, 'AnthropicModel')
     this.#options = options
     this.#client =
