@@ -204,17 +204,22 @@ export class CairnClient {
    * run's status. A run that has just paused may still be held by its worker for a moment (it is
    * handing the run back); `respond` waits for that.
    *
+   * `answeredBy` names who answered (a user, a service): the worker that resumes the run records
+   * it with the answers, so `cairn show` and the inspector say who gave them.
+   *
    * Do not resume a worker's run with a runner of your own: workers would claim it as well.
    */
-  async respond(runId: string, responses: Record<string, JsonValue>): Promise<void> {
+  async respond(runId: string, responses: Record<string, JsonValue>, options: { answeredBy?: string } = {}): Promise<void> {
     if (typeof responses !== 'object' || responses === null || Array.isArray(responses) || Object.keys(responses).length === 0) {
       throw new InvalidArgumentError(`respond('${runId}') needs the answers by interrupt or request id`)
     }
+    const { answeredBy } = options
+    if (answeredBy !== undefined && (typeof answeredBy !== 'string' || answeredBy === '')) throw new InvalidArgumentError(`respond('${runId}'): answeredBy must be a non-empty string, got ${JSON.stringify(answeredBy)}`)
     const leases = requireLeases(this.store)
     await this.#refuseLate(runId, responses)
     let waitUntil: number | undefined
     for (let delayMs = 10; ; delayMs = Math.min(delayMs * 2, 250)) {
-      const requeue = await leases.requeuePaused(runId, (run) => withJob(run, { responses }))
+      const requeue = await leases.requeuePaused(runId, (run) => (answeredBy === undefined ? withJob(run, { responses }, ['answeredBy']) : withJob(run, { responses, answeredBy })))
       switch (requeue.outcome) {
         case 'queued':
           return

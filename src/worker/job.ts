@@ -26,6 +26,8 @@ export interface JobSpec {
   outputs?: JsonValue[]
   /** Answers to a paused run's interrupts or requests (`CairnClient.respond`), applied by the next worker. */
   responses?: Record<string, JsonValue>
+  /** Who gave `responses` (`respond`'s `answeredBy`), for the run's timeline. */
+  answeredBy?: string
 }
 
 /** An error as the worker layer records it. */

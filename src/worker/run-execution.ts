@@ -109,9 +109,9 @@ export class RunExecution {
         return
       }
       if (lease.cancelRequested) this.cancel()
-      const responses = await this.#takeResponses()
+      const { responses, answeredBy } = await this.#takeResponses()
       if (agent) {
-        const result = await this.#drive(await agent(), job.input as string | ContentBlock[], responses)
+        const result = await this.#drive(await agent(), job.input as string | ContentBlock[], responses, answeredBy)
         // Belt and braces: an execution the store failed under hands the run back, never releases it with a status.
         if (this.#store.failure) throw this.#store.failure
         await this.#release({ status: statusOf(result) }, 'finished')
@@ -127,11 +127,12 @@ export class RunExecution {
    * The answers `CairnClient.respond` left for a paused run, removed from the job before they are
    * used: if this execution dies, the run pauses again and asks again, rather than applying them twice.
    */
-  async #takeResponses(): Promise<Record<string, JsonValue> | undefined> {
+  async #takeResponses(): Promise<{ responses: Record<string, JsonValue> | undefined; answeredBy: string | undefined }> {
     const run = this.claimed.run
-    const responses = jobOf(run)?.responses
-    if (responses !== undefined) await this.#view.updateRun(this.runId, { metadata: withJob(run, {}, ['responses']) })
-    return responses
+    const job = jobOf(run)
+    const responses = job?.responses
+    if (responses !== undefined) await this.#view.updateRun(this.runId, { metadata: withJob(run, {}, ['responses', 'answeredBy']) })
+    return { responses, answeredBy: typeof job?.answeredBy === 'string' ? job.answeredBy : undefined }
   }
 
   async #driveWorkflow(workflow: Workflow, input: unknown, responses: Record<string, JsonValue> | undefined): Promise<void> {
@@ -150,14 +151,14 @@ export class RunExecution {
     }
   }
 
-  async #drive(agent: Agent, input: string | ContentBlock[], responses: Record<string, JsonValue> | undefined): Promise<RunResult> {
+  async #drive(agent: Agent, input: string | ContentBlock[], responses: Record<string, JsonValue> | undefined, answeredBy: string | undefined): Promise<RunResult> {
     const signal = this.#controller.signal
     const threadId = this.claimed.run.threadId ?? this.runId
     const lease = { fence: this.claimed.fence }
     const runner = new Runner({ store: this.#store, durability: this.#ctx.durability, clock: this.#ctx.clock })
     if (await hasRunnerSnapshot(this.#view, this.runId)) {
       try {
-        return await runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses }) })
+        return await runner.resume(agent, { runId: this.runId, threadId, signal, lease, ...(responses === undefined ? {} : { responses, ...(answeredBy === undefined ? {} : { answeredBy }) }) })
       } catch (err) {
         // The answers came after their deadline (respond() checks, but the deadline may pass before
         // a worker gets the run): they are dropped, and the run goes on as its onExpiry says.

@@ -66,6 +66,9 @@ describe('answering a run enqueued for workers from the inspector', () => {
     expect(effect?.output).toMatchObject({ status: 'success', content: [{ text: 'ordered {"quantity":2}' }] })
     const run = (await store.getRun(runId))!
     expect(run.metadata.cairnAnswers).toEqual([{ interruptId: 'order-1:approval', response: 'approve', by: 'Grace', at: expect.any(Number) as number, via: 'inspector' }])
+    // The worker that resumed the run recorded who answered, as the inspector names them.
+    const timeline = await buildTimeline(store, runId)
+    expect(timeline.entries.flatMap((entry) => entry.answers)).toEqual([expect.objectContaining({ interruptId: 'order-1:approval', answer: 'approve', by: 'Grace (inspector)' })])
   })
 })
 

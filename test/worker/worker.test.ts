@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import { afterEach, describe, expect, it } from 'vitest'
-import { Agent, CairnClient, MemoryStore, RecoveryLimitError, tool, Worker, type WorkerEvent, type WorkerOptions } from '../../src/index.js'
+import { Agent, buildTimeline, CairnClient, MemoryStore, RecoveryLimitError, tool, Worker, type WorkerEvent, type WorkerOptions } from '../../src/index.js'
 import { SqliteStore } from '../../src/sqlite.js'
 import { ScriptedModel } from '../../src/testing.js'
 import { jobAgent } from './fixtures/job-agent.js'
@@ -147,12 +147,17 @@ describe('Worker', () => {
     expect(paused).toMatchObject({ status: 'paused', interrupts: [{ id: 'p:approval', reason: 'pay $40?' }] })
     await expect(client.respond('nope', { x: 1 })).rejects.toMatchObject({ code: 'run_not_found' })
 
-    await client.respond('invoice', { 'p:approval': 'approved' })
+    await expect(client.respond('invoice', { 'p:approval': 'approved' }, { answeredBy: '' })).rejects.toThrow('answeredBy must be a non-empty string')
+    await client.respond('invoice', { 'p:approval': 'approved' }, { answeredBy: 'dana (billing)' })
     const done = await client.result('invoice', { timeoutMs: 10_000 })
     expect(done).toMatchObject({ status: 'completed' })
     expect(done.result?.result?.toString()).toBe('paid')
     expect(payments).toBe(1)
     expect(done.run.metadata.cairn).not.toHaveProperty('responses')
+    expect(done.run.metadata.cairn).not.toHaveProperty('answeredBy')
+    // Who answered is in the run's timeline, as a runner.resume with answeredBy records it.
+    const answers = (await buildTimeline(store, 'invoice')).entries.flatMap((entry) => entry.answers)
+    expect(answers).toMatchObject([{ interruptId: 'p:approval', answer: 'approved', by: 'dana (billing)' }])
     await expect(client.respond('invoice', { 'p:approval': 'again' })).rejects.toThrow('is completed, not paused')
   })
 

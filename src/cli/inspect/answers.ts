@@ -63,7 +63,7 @@ export class Answering {
     }
     await recordAnswers(this.#store, runId, { responses: request.responses, by: request.by, via: 'inspector' })
     if (worker) {
-      await new CairnClient({ store: this.#store as ConstructorParameters<typeof CairnClient>[0]['store'] }).respond(runId, request.responses)
+      await new CairnClient({ store: this.#store as ConstructorParameters<typeof CairnClient>[0]['store'] }).respond(runId, request.responses, { answeredBy: `${request.by} (inspector)` })
       return { via: 'worker' }
     }
     const resuming = this.#resume(runId, factory!, request)
