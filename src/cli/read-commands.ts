@@ -117,7 +117,8 @@ export async function verifyCommand(ctx: Context, runId: string | undefined): Pr
     for (const report of reports) {
       const label = report.ok ? 'ok  ' : unchecked(report) ? 'KEYS' : 'BAD '
       const problem = report.firstBad ? `checkpoint ${report.firstBad.checkpointId} (seq ${report.firstBad.seq}): ${report.firstBad.problem}` : report.rolledBack?.problem
-      ctx.out.line(report.ok ? `${label} ${report.runId}: ${report.checkpoints} checkpoints` : `${label} ${report.runId}: ${problem}`)
+      // Stored records: the light phases a stored checkpoint carries are checked with it.
+      ctx.out.line(report.ok ? `${label} ${report.runId}: ${report.checkpoints} stored checkpoints` : `${label} ${report.runId}: ${problem}`)
     }
     ctx.out.line(`${reports.length} runs verified, ${bad.length} with a bad record${keyless.length ? `, ${keyless.length} signed and not checked without keys (set CAIRN_KEYS)` : ''}`)
   })

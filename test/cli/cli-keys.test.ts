@@ -56,7 +56,7 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary with CA
       if (url === undefined) return console.info(`skipped: ${target.skipChildProcesses}`)
       const imported = await cairn(url, ['import'], { input: runDocument, env: { CAIRN_KEYS: K1, CAIRN_ENCRYPT: '1' } })
       expect(imported.code, imported.stderr).toBe(0)
-      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K1 } })).stdout).toMatch(/ok {3}research-demo: 6 checkpoints/)
+      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K1 } })).stdout).toMatch(/ok {3}research-demo: 6 stored checkpoints/)
       if (backend === 'sqlite') expect((await readFile(join(dir, 'keyed.db'))).includes(secretText)).toBe(false)
       if (backend === 'file') for (const file of await filesUnder(join(dir, 'keyed'))) expect((await readFile(file)).includes(secretText), file).toBe(false)
 
@@ -73,7 +73,7 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary with CA
       // Rotation: the new key first, the old one after it; rekey; then the old key can go.
       const rekeyed = await cairnJson<{ keyId: string; runs: number; checkpoints: number }>(url, ['rekey'], { env: { CAIRN_KEYS: `${K2},${K1}`, CAIRN_ENCRYPT: '1' } })
       expect(rekeyed).toMatchObject({ keyId: 'k2', runs: 1, checkpoints: 6 })
-      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K2 } })).stdout).toMatch(/ok {3}research-demo: 6 checkpoints/)
+      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K2 } })).stdout).toMatch(/ok {3}research-demo: 6 stored checkpoints/)
       const oldOnly = await cairn(url, ['show', 'research-demo'], { env: { CAIRN_KEYS: K1 } })
       expect(oldOnly.code).toBe(1)
       expect(oldOnly.stderr).toContain('k2')
@@ -97,7 +97,7 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary with CA
       expect(refused.stderr).toContain('not signed')
       const signed = await cairnJson<{ runs: number; checkpoints: number }>(url, ['rekey', '--sign-unsigned'], { env: { CAIRN_KEYS: K1 } })
       expect(signed).toMatchObject({ runs: 1, checkpoints: 6 })
-      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K1 } })).stdout).toMatch(/ok {3}research-demo: 6 checkpoints/)
+      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K1 } })).stdout).toMatch(/ok {3}research-demo: 6 stored checkpoints/)
     },
     TIMEOUT_MS,
   )

@@ -72,7 +72,7 @@ describe('cairn rekey on an encrypted store', () => {
       expect(unasked.stderr).toMatch(/holds records in plaintext, .* Pass --encrypt to encrypt them/)
       const encrypted = await cairn(url, ['rekey', '--encrypt', '--json'], { env: { CAIRN_KEYS: K2 } })
       expect(JSON.parse(encrypted.stdout)).toMatchObject({ encrypted: { before: 'no', after: 'yes' } })
-      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K2 } })).stdout).toMatch(/ok {3}sealed: \d+ checkpoints/)
+      expect((await cairn(url, ['verify'], { env: { CAIRN_KEYS: K2 } })).stdout).toMatch(/ok {3}sealed: \d+ stored checkpoints/)
     },
     TIMEOUT_MS,
   )

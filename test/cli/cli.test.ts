@@ -196,7 +196,7 @@ describe.each(['sqlite', 'file', 'postgres'] as const)('the cairn binary on a %s
     const ok = await cairn(s.url, ['verify'])
     expect(ok.code, ok.stdout + ok.stderr).toBe(0)
     // Verify checks the stored checkpoints: the 27 phases of the run are 6 of them (the rest ride in their phase logs).
-    expect(ok.stdout).toMatch(/ok {3}research-demo: 6 checkpoints/)
+    expect(ok.stdout).toMatch(/ok {3}research-demo: 6 stored checkpoints/)
     const victim = (await timeline(s.url, 'research-demo')).filter((entry) => !entry.checkpointId.includes('~'))[4]!
     await s.tamper(victim.checkpointId)
     const bad = await cairn(s.url, ['verify', 'research-demo'])

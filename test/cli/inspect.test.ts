@@ -79,6 +79,8 @@ describe.skipIf(missing !== undefined)('cairn inspect in a headless browser', ()
     await page.locator('tr[data-run="research-demo"]').click()
     await page.locator('#timeline li.cp').nth(26).waitFor()
     expect(await page.locator('#timeline li.cp').count()).toBe(27)
+    // The header counts checkpoints as the runs list and the timeline's numbers do.
+    expect(await page.locator('#run-status').innerText()).toMatch(/ · 27 checkpoints$/)
     expect(await page.locator('#timeline li.resume').innerText()).toMatch(/process 1 stopped here · process 2 \(pid \d+ on .+\) took over/)
     expect(await page.locator('#timeline .badge.replayed').first().innerText()).toBe('replayed: save_note')
     expect(await page.locator('#timeline li.cp[data-phase="post_llm"]').first().innerText()).toContain('search_web {"query":"durable execution for AI agents"}')

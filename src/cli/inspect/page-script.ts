@@ -191,7 +191,9 @@ export const INSPECTOR_SCRIPT = String.raw`(function () {
       }).catch(fail);
     }
     function header(status) {
-      statusLine.textContent = (state.name || '') + ' · ' + status + ' · ' + state.lastSeq + ' checkpoints';
+      // As many checkpoints as the runs list and cairn show count: the newest row's number.
+      var newest = state.entries[state.entries.length - 1];
+      statusLine.textContent = (state.name || '') + ' · ' + status + ' · ' + (newest ? newest.index : 0) + ' checkpoints';
     }
     function loadRun() {
       return api(base).then(function (data) {
