@@ -47,7 +47,9 @@ export async function resumeCommand(ctx: Context, runId: string, options: { agen
   const run = await ctx.run(runId)
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
   const responses = parseResponses(options.response ?? [])
-  const agent = await agentFor(store, run, factories)
+  const [latest] = await store.listCheckpoints({ runId: run.runId, limit: 1, verify: false })
+  if (latest && latest.kind !== RUNNER_KIND) throw new CliError(notAnAgentRun(run, latest))
+  const agent = await agentFor(run, factories)
   await recordValidAnswers(store, run, responses)
   const answeredBy = Object.keys(responses).length > 0 ? { answeredBy: `${operatorName()} (cairn resume)` } : {}
   const result = await runner.resume(agent, { runId, responses, ...answeredBy })
@@ -60,7 +62,8 @@ export async function recoverCommand(ctx: Context, options: { agents?: string })
   const factories = await loadAgents(options.agents)
   const store = await ctx.store()
   const runner = new Runner({ store, ...(ctx.out.json ? {} : { onEvent: printEvent(ctx.out) }) })
-  const results = await runner.recoverAll((run) => agentFor(store, run, factories))
+  // recoverAll resumes agent runs only: a workflow run or a LangGraph thread never reaches the factory.
+  const results = await runner.recoverAll((run) => agentFor(run, factories))
   report(ctx, results)
 }
 
@@ -189,9 +192,7 @@ async function registerTypeScript(path: string): Promise<void> {
   tsx.register()
 }
 
-async function agentFor(store: CheckpointStore, run: RunRecord, factories: AgentFactories): Promise<Agent> {
-  const [latest] = await store.listCheckpoints({ runId: run.runId, limit: 1, verify: false })
-  if (latest && latest.kind !== RUNNER_KIND) throw new CliError(notAnAgentRun(run, latest))
+async function agentFor(run: RunRecord, factories: AgentFactories): Promise<Agent> {
   const factory = run.name === null ? undefined : factories[run.name]
   if (!factory) throw new CliError(`run ${run.runId} is an agent named ${JSON.stringify(run.name)}, which the agents module does not export (it has ${Object.keys(factories).join(', ')})`)
   return factory()

@@ -7,6 +7,20 @@ import { waitFor } from '../support/wait.js'
 import { Annotation, START, StateGraph } from '@langchain/langgraph'
 import { CairnSaver } from '../../src/langgraph.js'
 
+/** A run whose process died on this machine while a tool ran: `running`, its lease lapsed, its pid a dead one's. */
+async function orphanedRun() {
+  const { store } = await sqliteStore()
+  const world = new World()
+  void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
+  await waitFor(() => world.count('note:a and b') === 1)
+  await waitForHang(store, 'orphan', ['note-1'])
+  await leaseLapsed(store, 'orphan')
+  const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
+  const run = await store.getRun('orphan')
+  await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
+  return { store, world, run: run! }
+}
+
 describe('managed runs', () => {
   it('the context is the restored one with the caller overlay on top', async () => {
     const { store } = await sqliteStore()
@@ -79,31 +93,15 @@ describe('managed runs', () => {
   })
 
   it('recoverAll resumes the runs a dead process on this machine left running', async () => {
-    const { store } = await sqliteStore()
-    const world = new World()
-    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
-    await waitFor(() => world.count('note:a and b') === 1)
-    await waitForHang(store, 'orphan', ['note-1'])
-    await leaseLapsed(store, 'orphan')
-    const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
-    const run = await store.getRun('orphan')
-    await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
-    await store.createRun({ runId: 'alive', metadata: { host: run!.metadata.host!, pid: process.pid } })
+    const { store, world, run } = await orphanedRun()
+    await store.createRun({ runId: 'alive', metadata: { host: run.metadata.host!, pid: process.pid } })
     const recovered = await new Runner({ store }).recoverAll(() => researchAgent(world).agent)
     expect(recovered.map((r) => [r.runId, r.state])).toEqual([['orphan', 'paused']])
     expect(recovered[0]!.interrupts[0]!.name).toBe('effect_outcome_unknown')
   })
 
   it('recoverAll resumes agent runs only: a LangGraph thread in the same store stays as it is', async () => {
-    const { store } = await sqliteStore()
-    const world = new World()
-    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
-    await waitFor(() => world.count('note:a and b') === 1)
-    await waitForHang(store, 'orphan', ['note-1'])
-    await leaseLapsed(store, 'orphan')
-    const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
-    const run = await store.getRun('orphan')
-    await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
+    const { store, world } = await orphanedRun()
     // A thread stays `running` between invocations of its graph, and is listed before the older agent run.
     const State = Annotation.Root({ steps: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }) })
     const graph = new StateGraph(State).addNode('plan', () => ({ steps: ['plan'] })).addEdge(START, 'plan').compile({ checkpointer: new CairnSaver({ store }) })

@@ -130,9 +130,10 @@ export class TimelinePages {
       this.#cover(runId, listed, query.limit + 1)
       // A stored checkpoint stands for the phases of its phase log too: the page takes the newest
       // ones until it holds `limit` phases (one at least), so its size follows what it shows.
+      const counts = this.#phaseCounts.get(runId)!
       let taken = 0
       let phases = 0
-      while (taken < Math.min(listed.length, query.limit) && (taken === 0 || phases < query.limit)) phases += expandPhases(listed[taken++]!).length
+      while (taken < Math.min(listed.length, query.limit) && (taken === 0 || phases < query.limit)) phases += counts.get(listed[taken++]!.seq)!
       const headers = listed.slice(0, taken)
       return { headers: headers.reverse(), fromStart: headers.length === listed.length, gap: false }
     }
