@@ -7,7 +7,9 @@
  * (the fastest of the rounds: others' work on a shared machine only slows a round down); for
  * CairnSaver over SQLite, the CPU inside its SQL statements and inside its transactions
  * (BEGIN … COMMIT, the statements included) by kind of transaction; and for both SQLite savers
- * the WAL frames each superstep writes, by b-tree (a frame is one page written again).
+ * the WAL frames each superstep writes, by b-tree (a frame is one page written again), and the
+ * wall time of its transactions' BEGIN and COMMIT by percentile: a commit that crosses the
+ * auto-checkpoint threshold also syncs the log and copies it into the database, the tail.
  *
  *   npx tsx bench/peers/saver-put-profile.ts [n] [rounds]     (default: 200 5; synchronous = NORMAL on both)
  */
@@ -64,6 +66,8 @@ async function replay(saver: BaseCheckpointSaver, calls: readonly Call[], thread
 
 /** CPU µs spent in each statement and each transaction of a connection, while `counting`. */
 const cpu = new Map<string, { calls: number; us: number }>()
+/** Wall µs of each transaction outside its work (BEGIN and COMMIT, with any checkpoint), while `counting`. */
+const commits: number[] = []
 let counting = false
 function count(key: string, started: NodeJS.CpuUsage): void {
   if (!counting) return
@@ -97,16 +101,28 @@ function instrument(db: BetterSqlite3.Database): void {
   }) as typeof db.prepare
   const transaction = db.transaction.bind(db)
   db.transaction = ((fn: (...args: unknown[]) => unknown) => {
-    const made = transaction(fn) as unknown as Record<string, (...args: unknown[]) => unknown>
+    let inside = 0
+    const timed = (...args: unknown[]) => {
+      const from = performance.now()
+      try {
+        return fn(...args)
+      } finally {
+        inside = performance.now() - from
+      }
+    }
+    const made = transaction(timed) as unknown as Record<string, (...args: unknown[]) => unknown>
     const wrapped = ((...args: unknown[]) => wrapped.deferred!(...args)) as unknown as Record<string, (...args: unknown[]) => unknown>
     for (const mode of ['deferred', 'immediate'] as const) {
       const original = made[mode]!.bind(made)
       wrapped[mode] = (...args: unknown[]) => {
         const started = process.cpuUsage()
         current = []
+        inside = 0
+        const from = performance.now()
         try {
           return original(...args)
         } finally {
+          if (counting) commits.push((performance.now() - from - inside) * 1000)
           count(`transaction (${current[current.length - 1] ?? 'nothing'} …)`, started)
         }
       }
@@ -170,6 +186,11 @@ console.log(`CairnSaver over SQLite, one more round, CPU per superstep:`)
 for (const [key, { calls, us }] of [...cpu].sort((a, b) => b[1].us - a[1].us)) {
   console.log(`${(us / supersteps).toFixed(1).padStart(8)} µs  ${String(calls).padStart(6)} × ${(us / calls).toFixed(1).padStart(6)} µs  ${key}`)
 }
+
+commits.sort((a, b) => a - b)
+const at = (q: number) => commits[Math.min(commits.length - 1, Math.floor(q * commits.length))]!.toFixed(0)
+const mean = commits.reduce((sum, us) => sum + us, 0) / commits.length
+console.log(`BEGIN + COMMIT wall µs of ${commits.length} transactions: mean ${mean.toFixed(0)}, p50 ${at(0.5)}, p90 ${at(0.9)}, p99 ${at(0.99)}, max ${at(1)}`)
 
 // WAL frames: replay once more with checkpoints of the WAL turned off, then read the frames back.
 for (const [id, system] of Object.entries(systems)) {
