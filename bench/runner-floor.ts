@@ -6,7 +6,7 @@ import { median, microsSince } from './stats.js'
 
 /**
  * The commit floor: what one durable commit costs on this disk. Bare better-sqlite3 with the
- * settings of bench/sqlite-floor.ts and SqliteStore (WAL, synchronous=FULL, 4 KiB pages,
+ * settings of bench/sqlite-floor.ts and SqliteStore (WAL, synchronous=FULL, 8 KiB pages,
  * `BEGIN IMMEDIATE`): `commits` transactions of one INSERT each, of a small row or, with
  * `bodyChars`, of a row holding that many characters (what a durable point of the agent loop
  * must store at least: the model's response, or the tool's result). Returns the median
@@ -16,7 +16,7 @@ export async function measureCommitFloor(commits: number, bodyChars = 0): Promis
   const location = await mkdtemp(join(tmpdir(), 'cairn-bench-commit-floor-'))
   const db = new Database(join(location, 'floor.db'))
   try {
-    db.pragma('page_size = 4096')
+    db.pragma('page_size = 8192')
     db.pragma('journal_mode = WAL')
     db.pragma('synchronous = FULL')
     db.exec('CREATE TABLE marks (id TEXT PRIMARY KEY, run_id TEXT, body TEXT)')

@@ -54,7 +54,7 @@ const targets = checkTargets({ results, floors, backends: BACKENDS.map((b) => b.
 
 console.log(`\nCairn storage benchmark: one run of n checkpoints, one ${MESSAGE_CHARS}-char message added per step, ${TRIALS} trials pooled\n`)
 console.log(resultTable(results, floors))
-console.log('\nfloor: bare better-sqlite3 (WAL, synchronous=FULL, 4 KiB pages, default WAL checkpointing), one INSERT of')
+console.log('\nfloor: bare better-sqlite3 (WAL, synchronous=FULL, 8 KiB pages, default WAL checkpointing), one INSERT of')
 console.log('       JSON.stringify({ messages }) per committed transaction; timed: stringify + insert + commit')
 console.log('disk open: bytes with the writer open (SQLite: db + -wal + -shm); disk closed: after close()')
 for (const failure of failures) console.log(`FAILED ${failure.backend} n=${failure.n}: ${failure.error}`)

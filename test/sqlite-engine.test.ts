@@ -11,8 +11,8 @@ import { MemoryEngine } from '../src/engine.js'
 import { type CheckpointRow, type CommitRequest, type EffectRow, type RunRow, type StorageEngine } from '../src/engine.js'
 import { SQLITE_MIGRATIONS, SqliteEngine, SqliteStore, migrateSqlite } from '../src/sqlite.js'
 
-/** An empty database: one 4 KiB page for each of its 25 tables and indexes. */
-const FIXED_SCHEMA_BYTES = 25 * 4096
+/** An empty database: one 8 KiB page for each table and index. */
+const FIXED_SCHEMA_BYTES = 16 * 8192
 
 let dir = ''
 let dbPath = ''
@@ -121,14 +121,14 @@ describe('SQLite schema and connection', () => {
     expect((error as Error).message).toContain('schema version 99')
   })
 
-  it('opens in WAL mode with 4 KiB pages, creating the parent directory', async () => {
+  it('opens in WAL mode with 8 KiB pages, creating the parent directory', async () => {
     dbPath = join(dir, 'nested', '.cairn', 'cairn.db')
     const store = openStore()
     await store.save({ runId: 'r1', kind: 'demo', phase: 'p', payload: {} })
     expect(existsSync(dbPath)).toBe(true)
     const db = inspect()
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal')
-    expect(db.pragma('page_size', { simple: true })).toBe(4096)
+    expect(db.pragma('page_size', { simple: true })).toBe(8192)
   })
 
   it('applies synchronous FULL and a 5 s busy timeout by default, and the options when given', async () => {
@@ -136,8 +136,8 @@ describe('SQLite schema and connection', () => {
     openStoreOn(defaults)
     expect(defaults.pragma('synchronous', { simple: true })).toBe(2)
     expect(defaults.pragma('busy_timeout', { simple: true })).toBe(5000)
-    expect(defaults.pragma('wal_autocheckpoint', { simple: true })).toBe(1000)
-    expect(defaults.pragma('journal_size_limit', { simple: true })).toBe(8 * 1024 * 1024)
+    expect(defaults.pragma('wal_autocheckpoint', { simple: true })).toBe(256)
+    expect(defaults.pragma('journal_size_limit', { simple: true })).toBe(4 * 1024 * 1024)
 
     const tuned = new Database(dbPath)
     openStoreOn(tuned, { synchronous: 'normal', busyTimeoutMs: 250 })
@@ -188,9 +188,9 @@ describe('SqliteStore', () => {
       ids.push(await store.save({ runId: 'grow', kind: 'agent', phase: 'after_model', payload: { messages, i } }))
       largestWal = Math.max(largestWal, existsSync(`${dbPath}-wal`) ? statSync(`${dbPath}-wal`).size : 0)
     }
-    // Checkpoints every 1,000 pages keep the WAL near 4 MiB.
+    // Checkpoints every 256 pages keep the WAL near 2 MiB, not SQLite's default 8 MB (at 8 KiB pages).
     expect(largestWal).toBeGreaterThan(0)
-    expect(largestWal).toBeLessThan(4.5 * 1024 * 1024)
+    expect(largestWal).toBeLessThan(2.5 * 1024 * 1024)
     expect((await store.getLatest<{ messages: unknown[] }>({ runId: 'grow' }))?.payload.messages).toEqual(messages)
     expect((await store.load<{ messages: unknown[] }>(ids[49]!)).payload.messages).toEqual(messages.slice(0, 50))
     await store.close()
