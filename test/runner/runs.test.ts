@@ -7,14 +7,20 @@ import { waitFor } from '../support/wait.js'
 import { Annotation, START, StateGraph } from '@langchain/langgraph'
 import { CairnSaver } from '../../src/langgraph.js'
 
-/** A run whose process died on this machine while a tool ran: `running`, its lease lapsed, its pid a dead one's. */
-async function orphanedRun() {
+/** A run whose tool hangs forever and whose lease has lapsed, as if its process had died mid-tool. */
+async function hungRun(runId: string) {
   const { store } = await sqliteStore()
   const world = new World()
-  void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'orphan' })
+  void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId })
   await waitFor(() => world.count('note:a and b') === 1)
-  await waitForHang(store, 'orphan', ['note-1'])
-  await leaseLapsed(store, 'orphan')
+  await waitForHang(store, runId, ['note-1'])
+  await leaseLapsed(store, runId)
+  return { store, world }
+}
+
+/** A run whose process died on this machine while a tool ran: `running`, its lease lapsed, its pid a dead one's. */
+async function orphanedRun() {
+  const { store, world } = await hungRun('orphan')
   const deadPid = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).stdout.toString()
   const run = await store.getRun('orphan')
   await store.updateRun('orphan', { metadata: { ...run!.metadata, pid: Number(deadPid) } })
@@ -56,12 +62,7 @@ describe('managed runs', () => {
   })
 
   it('a resume never moves the latest checkpoint backwards or restarts the step count', async () => {
-    const { store } = await sqliteStore()
-    const world = new World()
-    void new Runner({ store: frozenLeases(store), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(researchAgent(world, { onNote: () => forever() }).agent, { input: 'x', runId: 'mono' })
-    await waitFor(() => world.count('note:a and b') === 1)
-    await waitForHang(store, 'mono', ['note-1'])
-    await leaseLapsed(store, 'mono')
+    const { store, world } = await hungRun('mono')
     const before = await store.getLatest({ runId: 'mono' })
     const runner = new Runner({ store })
     await runner.resume(researchAgent(world).agent, { runId: 'mono' })
