@@ -66,12 +66,30 @@ export function scriptedAgent(world: World, hooks: { onNote?: () => Promise<void
 export async function crashedRun(store: CheckpointStore, runId: string): Promise<World> {
   const world = new World()
   const { agent } = scriptedAgent(world, { onNote: () => new Promise<never>(() => {}) })
-  // Once the note hangs, the "dead" process's lease renewals never answer: its lease lapses and a
-  // resume takes over. (Until then they answer, so a slow machine does not lose the lease early.)
-  void new Runner({ store: frozenLeases(store, () => world.count('note:') > 0), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
-  await waitUntil(() => world.count('note:') === 1)
-  if (store.leases) await leaseLapsed(store, runId)
+  // Once the note hangs, the "dead" process's lease renewals never answer. Until then they answer,
+  // and its lease is long, so a loaded machine cannot take the run from it before the hang.
+  const run = new Runner({ store: frozenLeases(store, () => world.count('note:') > 0), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
+  let ended: unknown
+  run.then(
+    (result) => (ended = new Error(`run ${runId} ended (${result.status}) before its note hung`)),
+    (error: unknown) => (ended = error),
+  )
+  await waitUntil(() => {
+    if (ended !== undefined) throw ended
+    return world.count('note:') === 1
+  })
+  if (store.leases) await leaseCut(store, runId)
   return world
+}
+
+/**
+ * The dead process's lease, cut short as if its last renewal had asked for 1 ms, then waited out:
+ * a resume may take the run over now.
+ */
+async function leaseCut(store: CheckpointStore, runId: string): Promise<void> {
+  const lease = await store.leases!.getLease(runId)
+  if (lease?.owner) await store.leases!.heartbeat({ owner: lease.owner, leaseMs: 1, runs: [{ runId, epoch: lease.epoch }] })
+  await leaseLapsed(store, runId)
 }
 
 /** Poll until `condition` holds (store state, never a fixed sleep). */
@@ -85,10 +103,10 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
 
 // A process that froze or died, for a rotation child too (which cannot load the runner tests' helpers).
 /**
- * The lease of a runner made to "die" in a test: short, so the test's resume does not wait long,
- * and long enough for a renewal on a loaded machine before the runner reaches its hang.
+ * The lease of a runner made to "die" in a test: long, so a loaded machine's slow renewals never
+ * lose it before the runner reaches its hang (the test then cuts it short).
  */
-export const CRASH_LEASE_MS = 1000
+export const CRASH_LEASE_MS = 30_000
 
 /**
  * The store as a process that froze or died sees it: its lease renewals (and release) never
