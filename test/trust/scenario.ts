@@ -71,7 +71,7 @@ export async function crashedRun(store: CheckpointStore, runId: string): Promise
   const run = new Runner({ store: frozenLeases(store, () => world.count('note:') > 0), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
   let ended: unknown
   run.then(
-    (result) => (ended = new Error(`run ${runId} ended (${result.status}) before its note hung`)),
+    (result) => (ended = new Error(`run ${runId} ended (${result.state}) before its note hung`)),
     (error: unknown) => (ended = error),
   )
   await waitUntil(() => {
