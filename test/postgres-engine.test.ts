@@ -442,6 +442,9 @@ describe('PostgresEngine', () => {
     )
     // Both checkpoints: the old list too.
     expect((await engine.loadRun('run', { recent: 2 })).lists.map((list) => list.id).sort()).toEqual(['L', 'old', 'run-log'])
+    // A list missing an item ends before it (the reader then finds it short of its ref).
+    await sql(`DELETE FROM "${schema}".list_items WHERE run_id = 'run' AND list_id = 'L' AND idx = 1`)
+    expect((await engine.loadRun('run', { recent: 1 })).lists.find((list) => list.id === 'L')?.items).toEqual(items('a', 1))
     // A row whose lists is not JSON: the rows still load, with the run log alone.
     await sql(`UPDATE "${schema}".checkpoints SET lists = 'not json' WHERE id = 'l2'`)
     const torn = await engine.loadRun('run', { recent: 2 })

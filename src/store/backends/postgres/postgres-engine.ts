@@ -101,26 +101,37 @@ export class PostgresEngine extends SqlEngine {
    * cannot be parsed, the rows and the lists are read in two statements instead.
    */
   override async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
-    let read: { run: string | null; checkpoints: string; lists?: string }
+    let rows: { part: number; list_id: string | null; idx: string | number | null; item: string | null }[]
     try {
-      read = (await this.db.query(this.#statements.loadRun, [runId, recent, RUN_LOG_LIST])).rows[0] as typeof read
+      rows = (await this.db.query(this.#statements.loadRun, [runId, recent, RUN_LOG_LIST])).rows as typeof rows
     } catch (err) {
       if (!String((err as { code?: unknown }).code).startsWith('22')) throw err
-      read = (await this.db.query(this.#statements.loadRunRows, [runId, recent])).rows[0] as typeof read
+      return this.#loadRunApart(runId, recent)
+    }
+    let run: string | null = null
+    let checkpointsJson = '[]'
+    const items = new Map<string, string[]>()
+    for (const row of rows) {
+      if (row.part === 0) run = row.item
+      else if (row.part === 1) checkpointsJson = row.item ?? '[]'
+      else {
+        let list = items.get(row.list_id!)
+        if (!list) items.set(row.list_id!, (list = []))
+        list[Number(row.idx)] = row.item!
+      }
     }
     // The server wrote the JSON: numbers and booleans arrive as JSON values, text as it is stored.
+    const checkpoints = (JSON.parse(checkpointsJson) as Record<string, unknown>[]).map(checkpointRow)
+    return { run: run === null ? undefined : runRow(JSON.parse(run) as Record<string, unknown>), checkpoints, lists: [...items].map(([id, list]) => ({ id, items: upToGap(list) })).filter((list) => list.items.length > 0) }
+  }
+
+  /** `loadRun` in two statements: the rows, then the lists their refs name. */
+  async #loadRunApart(runId: string, recent: number): Promise<RunLoad> {
+    const read = (await this.db.query(this.#statements.loadRunRows, [runId, recent])).rows[0] as { run: string | null; checkpoints: string }
     const checkpoints = (JSON.parse(read.checkpoints) as Record<string, unknown>[]).map(checkpointRow)
-    const wanted = retainedListLengths(checkpoints) ?? retainedListLengths([])!
-    const ranges = [...wanted].map(([id, n]) => ({ id, n }))
-    const lists =
-      read.lists === undefined
-        ? (await this.readLists(runId, ranges)).map((items, k) => ({ id: ranges[k]!.id, items }))
-        : (JSON.parse(read.lists) as { id: string; items: string[] | null }[]).map(({ id, items }) => ({ id, items: (items ?? []).slice(0, wanted.get(id) ?? 0) }))
-    return {
-      run: read.run === null ? undefined : runRow(JSON.parse(read.run) as Record<string, unknown>),
-      checkpoints,
-      lists: lists.filter((list) => list.items.length > 0),
-    }
+    const ranges = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
+    const lists = (await this.readLists(runId, ranges)).map((items, k) => ({ id: ranges[k]!.id, items }))
+    return { run: read.run === null ? undefined : runRow(JSON.parse(read.run) as Record<string, unknown>), checkpoints, lists: lists.filter((list) => list.items.length > 0) }
   }
 
   /** Every range in one statement: one round trip and one snapshot. */
@@ -133,12 +144,7 @@ export class PostgresEngine extends SqlEngine {
       const list = lists[k]
       if (list) list[Number(row.idx) - (ranges[k]!.from ?? 0)] = row.item as string
     }
-    // A list missing an item ends before it: the caller finds it short of its ref.
-    for (const list of lists) {
-      const missing = list.findIndex((item) => item === undefined)
-      if (missing >= 0) list.length = missing
-    }
-    return lists
+    return lists.map(upToGap)
   }
 
   override async close(): Promise<void> {
@@ -153,4 +159,10 @@ export class PostgresEngine extends SqlEngine {
     if (this.#closed) throw new StoreError(`the Postgres store (schema "${this.#schema}") is closed`, { code: 'store_closed' })
     await this.ready()
   }
+}
+
+/** A list missing an item ends before it: the caller finds it short of its ref. */
+function upToGap(list: string[]): string[] {
+  for (let k = 0; k < list.length; k++) if (list[k] === undefined) return list.slice(0, k)
+  return list
 }

@@ -75,25 +75,27 @@ export type PostgresStatements = ReturnType<typeof postgresStatements>
 /** The engine's statements on tables in `schema` (already validated), with those only Postgres has. */
 export function postgresStatements(schema: string) {
   const s = quoteIdent(schema)
-  const run = `(SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r) AS run`
+  const runJson = `(SELECT row_to_json(r)::text FROM (SELECT ${RUN_COLUMNS} FROM ${s}.runs WHERE run_id = $1) r)`
   return {
     ...engineSql(postgresDialect(schema)),
     /**
-     * What a resume reads, in one statement (one round trip, one snapshot), each part as JSON
-     * text of rows with the columns above: the run, its `$2` newest checkpoints (newest first),
-     * and the items the checkpoints refer to: of each list they name, the first
-     * `n` items (the largest `n` a ref gives it), and the whole of the run's log (`$3`). A row
-     * whose `lists` is not JSON fails the statement (SQLSTATE class 22); the engine then reads
-     * without it.
+     * What a resume reads, in one statement (one round trip, one snapshot), as rows of
+     * `(part, list_id, idx, item)`: part 0 the run (JSON text of the columns above, null when
+     * there is none), part 1 its `$2` newest checkpoints (newest first, one JSON array), and
+     * part 2 one row per item the checkpoints refer to: of each list they name, the first `n`
+     * items (the largest `n` a ref gives it), and the whole of the run's log (`$3`). The items
+     * come as the stored text, unaggregated: building them into one JSON value would cost the
+     * server more than reading them. A checkpoint whose `lists` is not JSON fails the statement
+     * (SQLSTATE class 22); the engine then reads without it.
      */
     loadRun: `WITH recent AS (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2),
       wanted AS (SELECT id, max(n) AS n FROM (
           SELECT ref->>'id' AS id, (ref->>'n')::numeric AS n FROM recent c, json_array_elements(c.lists::json) AS ref
           UNION ALL SELECT $3::text, 9007199254740991) w
         WHERE id IS NOT NULL GROUP BY id)
-      SELECT ${run}, (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c) AS checkpoints,
-        (SELECT coalesce(json_agg(l)::text, '[]') FROM (SELECT w.id, (SELECT json_agg(i.item ORDER BY i.idx) FROM ${s}.list_items i
-          WHERE i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n) AS items FROM wanted w) l) AS lists`,
+      SELECT 0 AS part, NULL::text AS list_id, NULL::bigint AS idx, ${runJson} AS item
+      UNION ALL SELECT 1, NULL, NULL, (SELECT coalesce(json_agg(c ORDER BY c.seq DESC)::text, '[]') FROM recent c)
+      UNION ALL SELECT 2, i.list_id, i.idx, i.item FROM wanted w JOIN ${s}.list_items i ON i.run_id = $1 AND i.list_id = w.id AND i.idx < w.n`,
     /**
      * The run's row locked for a commit (the columns of `lockRunForCommit`) with `lengths`, the
      * length of each list in `$2` as JSON `[[listId, length], …]`: one past its highest index, one
@@ -108,7 +110,7 @@ export function postgresStatements(schema: string) {
           FROM unnest($2::text[]) AS l(list_id)) AS lengths
       FROM ${s}.runs WHERE run_id = $1 FOR UPDATE`,
     /** `loadRun` without the lists (read apart when a checkpoint's `lists` is not JSON). */
-    loadRunRows: `SELECT ${run}, (SELECT coalesce(json_agg(c)::text, '[]')
+    loadRunRows: `SELECT ${runJson} AS run, (SELECT coalesce(json_agg(c)::text, '[]')
       FROM (SELECT ${CHECKPOINT_COLUMNS} FROM ${s}.checkpoints WHERE run_id = $1 ORDER BY seq DESC LIMIT $2) c) AS checkpoints`,
     /**
      * Every range's items in one statement (one snapshot): `ref` is the range's 1-based position.
