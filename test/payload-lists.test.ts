@@ -155,6 +155,16 @@ describe('payload list encoding', () => {
     expect(() => decode({ '~': 'item', i: 0, n: 1 })).toThrow(CheckpointCorruptionError)
   })
 
+  it('refuses an item that is not one JSON value, naming it, even when its chain hash matches', () => {
+    for (const bad of ['{"role":"user"', '1,2', '']) {
+      const items = [JSON.stringify(conversation(1)[0]), bad]
+      const refs = [{ id: 'l', n: 2, h: chainHash('', items) }]
+      const decode = () => decodePayload({ body: { messages: { '~': 'list', i: 0 } }, refs, items: [items], runId: 'r', checkpointId: 'c' })
+      expect(decode).toThrow(CheckpointCorruptionError)
+      expect(decode).toThrow('checkpoint c of run r: item 1 of list l is not valid JSON')
+    }
+  })
+
   it('extends a list by what was appended, re-serializes items that are not frozen, and starts a new list when the head changes', () => {
     const frozen = conversation(4).map(freezeDeep)
     const mutable = { role: 'user', content: [{ text: 'mutable '.repeat(40) }] }

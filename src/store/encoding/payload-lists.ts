@@ -275,14 +275,14 @@ export function parseItems(items: readonly string[], where: { runId: string; che
     const item = items[k]!
     if (item.length > maxPayloadChars) assertJsonText(item, { ...where, what: `item ${k} of list ${where.listId}` }, false)
   }
-  let cause: unknown
+  // Item by item: parsing the items joined into one array text costs several times as much.
+  const parsed = new Array<unknown>(items.length)
+  let k = 0
   try {
-    const parsed = JSON.parse(`[${items.join(',')}]`) as unknown[]
-    if (parsed.length === items.length) return parsed
-  } catch (err) {
-    cause = err
+    for (; k < items.length; k++) parsed[k] = JSON.parse(items[k]!)
+    return parsed
+  } catch (cause) {
+    const { runId, checkpointId, listId } = where
+    throw new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: item ${k} of list ${listId} is not valid JSON`, { runId, checkpointId, cause })
   }
-  const { runId, checkpointId, listId } = where
-  const problem = cause === undefined ? 'holds malformed items' : 'holds an item that is not valid JSON'
-  throw new CheckpointCorruptionError(`checkpoint ${checkpointId} of run ${runId}: list ${listId} ${problem}`, { runId, checkpointId, cause })
 }
