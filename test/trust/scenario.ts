@@ -69,10 +69,10 @@ export async function crashedRun(store: CheckpointStore, runId: string): Promise
   // Once the note hangs, the "dead" process's lease renewals never answer. Until then they answer,
   // and its lease is long, so a loaded machine cannot take the run from it before the hang.
   const run = new Runner({ store: frozenLeases(store, () => world.count('note:') > 0), leaseMs: CRASH_LEASE_MS, durability: 'sync' }).run(agent, { input: 'research', runId })
-  let ended: unknown
+  let ended: Error | undefined
   run.then(
     (result) => (ended = new Error(`run ${runId} ended (${result.state}) before its note hung`)),
-    (error: unknown) => (ended = error),
+    (error: unknown) => (ended = error instanceof Error ? error : new Error(String(error))),
   )
   await waitUntil(() => {
     if (ended !== undefined) throw ended
