@@ -2,6 +2,7 @@
  * Cairn's rows: the real `Runner` driving the real `Agent`, on each store and durability, and
  * the same agent with no persistence (`agent.invoke`, checkpointing off) as its baseline.
  */
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { z } from 'zod'
 import { Agent, FileStore, MemoryStore, Runner, tool, type CheckpointStore, type Model, type ModelRequest, type ModelStreamEvent } from '../../../src/index.js'
@@ -72,6 +73,9 @@ async function runBaseline(request: ChildRequest): Promise<{ run: RunFigures }> 
 
 /** In a fresh process: open the store, load the run's latest state, then list its history. */
 async function resumeFresh(request: ChildRequest, backend: Backend): Promise<ResumeFigures> {
+  // The driver's module is loaded before the timer, as the peers' imports load theirs: PostgresStore
+  // requires `pg` on first use (from Cairn's own node_modules, not the peers' copy the bench loads).
+  if (backend === 'postgres') createRequire(new URL('../../../src/core/peers.ts', import.meta.url))('pg')
   const load = await timedMs(async () => {
     const opened = openStore(backend, request)
     return { store: opened, messages: await loadLatestState(opened, request.n) }
