@@ -101,7 +101,7 @@ export class PostgresEngine extends SqlEngine {
    * cannot be parsed, the rows and the lists are read in two statements instead.
    */
   override async loadRun(runId: string, { recent }: { recent: number }): Promise<RunLoad> {
-    let rows: { part: number; list_id: string | null; idx: string | number | null; item: string | null }[]
+    let rows: { part: number | string; list_id: string | null; idx: string | number | null; item: string | null }[]
     try {
       rows = (await this.db.query(this.#statements.loadRun, [runId, recent, RUN_LOG_LIST])).rows as typeof rows
     } catch (err) {
@@ -112,8 +112,9 @@ export class PostgresEngine extends SqlEngine {
     let checkpointsJson = '[]'
     const items = new Map<string, string[]>()
     for (const row of rows) {
-      if (row.part === 0) run = row.item
-      else if (row.part === 1) checkpointsJson = row.item ?? '[]'
+      const part = Number(row.part)
+      if (part === 0) run = row.item
+      else if (part === 1) checkpointsJson = row.item ?? '[]'
       else {
         let list = items.get(row.list_id!)
         if (!list) items.set(row.list_id!, (list = []))
