@@ -121,18 +121,16 @@ export class PostgresEngine extends SqlEngine {
         list[Number(row.idx)] = row.item!
       }
     }
-    // The server wrote the JSON: numbers and booleans arrive as JSON values, text as it is stored.
-    const checkpoints = (JSON.parse(checkpointsJson) as Record<string, unknown>[]).map(checkpointRow)
-    return { run: run === null ? undefined : runRow(JSON.parse(run) as Record<string, unknown>), checkpoints, lists: [...items].map(([id, list]) => ({ id, items: upToGap(list) })).filter((list) => list.items.length > 0) }
+    return loaded(run, checkpointsJson, [...items].map(([id, list]) => ({ id, items: upToGap(list) })))
   }
 
   /** `loadRun` in two statements: the rows, then the lists their refs name. */
   async #loadRunApart(runId: string, recent: number): Promise<RunLoad> {
     const read = (await this.db.query(this.#statements.loadRunRows, [runId, recent])).rows[0] as { run: string | null; checkpoints: string }
-    const checkpoints = (JSON.parse(read.checkpoints) as Record<string, unknown>[]).map(checkpointRow)
-    const ranges = [...(retainedListLengths(checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
+    const rows = loaded(read.run, read.checkpoints, [])
+    const ranges = [...(retainedListLengths(rows.checkpoints) ?? retainedListLengths([])!)].map(([id, n]) => ({ id, n }))
     const lists = (await this.readLists(runId, ranges)).map((items, k) => ({ id: ranges[k]!.id, items }))
-    return { run: read.run === null ? undefined : runRow(JSON.parse(read.run) as Record<string, unknown>), checkpoints, lists: lists.filter((list) => list.items.length > 0) }
+    return { ...rows, lists: lists.filter((list) => list.items.length > 0) }
   }
 
   /** Every range in one statement: one round trip and one snapshot. */
@@ -166,4 +164,13 @@ export class PostgresEngine extends SqlEngine {
 function upToGap(list: string[]): string[] {
   for (let k = 0; k < list.length; k++) if (list[k] === undefined) return list.slice(0, k)
   return list
+}
+
+/** A run's load from the JSON the server wrote (numbers and booleans as JSON values, text as it is stored) and its non-empty lists. */
+function loaded(run: string | null, checkpoints: string, lists: RunLoad['lists']): RunLoad {
+  return {
+    run: run === null ? undefined : runRow(JSON.parse(run) as Record<string, unknown>),
+    checkpoints: (JSON.parse(checkpoints) as Record<string, unknown>[]).map(checkpointRow),
+    lists: lists.filter((list) => list.items.length > 0),
+  }
 }
